@@ -1,0 +1,58 @@
+//! The dataset side: implement [`Dataset`] and call [`export_dataset!`](crate::export_dataset).
+
+use std::cell::RefCell;
+
+use crate::dataset_bindings::exports::bench::plugin::dataset::{GuestRequestSource, RequestSource};
+use crate::{DatasetConfig, PluginError, PluginInfo, RequestSpec};
+
+/// A workload: opened once per run, then drained in batches by the host before the
+/// clock starts.
+pub trait Dataset: Sized + 'static {
+    /// Name, version, description and options, for `bench plugin inspect`.
+    fn describe() -> PluginInfo;
+    /// Validates the options (unknown keys are an error) and prepares the source.
+    fn open(config: DatasetConfig) -> Result<Self, PluginError>;
+    /// How many requests the source will produce, when known.
+    fn size_hint(&self) -> Option<u32> {
+        None
+    }
+    /// Up to `max` more requests; an empty vector means the source is exhausted.
+    fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError>;
+}
+
+/// Adapts a [`Dataset`] to the generated resource trait (resources take `&self`).
+#[doc(hidden)]
+pub struct Source<T>(RefCell<T>);
+
+impl<T: Dataset> GuestRequestSource for Source<T> {
+    fn open(config: DatasetConfig) -> Result<RequestSource, PluginError> {
+        Ok(RequestSource::new(Source(RefCell::new(T::open(config)?))))
+    }
+
+    fn size_hint(&self) -> Option<u32> {
+        self.0.borrow().size_hint()
+    }
+
+    fn next_batch(&self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
+        self.0.borrow_mut().next_batch(max)
+    }
+}
+
+/// Exports a type implementing [`Dataset`] as the plugin's `dataset` interface.
+#[macro_export]
+macro_rules! export_dataset {
+    ($t:ty) => {
+        #[doc(hidden)]
+        pub struct __BenchDatasetExport;
+
+        impl $crate::dataset_bindings::exports::bench::plugin::dataset::Guest for __BenchDatasetExport {
+            type RequestSource = $crate::dataset::Source<$t>;
+
+            fn describe() -> $crate::PluginInfo {
+                <$t as $crate::Dataset>::describe()
+            }
+        }
+
+        $crate::__export_dataset_world!(__BenchDatasetExport with_types_in $crate::dataset_bindings);
+    };
+}

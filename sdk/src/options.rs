@@ -1,0 +1,93 @@
+//! Typed access to a plugin's key/value options, refusing keys the plugin does not know.
+
+use std::str::FromStr;
+
+use crate::{OptionInfo, PluginError};
+
+/// Reads options by name; [`OptionReader::finish`] fails on any key that was not read,
+/// so a misspelt option is an error instead of being silently ignored.
+pub struct OptionReader {
+    plugin: &'static str,
+    pairs: Vec<(String, String)>,
+    used: Vec<bool>,
+}
+
+impl OptionReader {
+    pub fn new(plugin: &'static str, pairs: Vec<(String, String)>) -> Self {
+        let used = vec![false; pairs.len()];
+        OptionReader { plugin, pairs, used }
+    }
+
+    /// The raw value of `name` (the last one when given twice).
+    pub fn string(&mut self, name: &str) -> Option<String> {
+        let mut found = None;
+        for (i, (k, v)) in self.pairs.iter().enumerate() {
+            if k == name {
+                self.used[i] = true;
+                found = Some(v.clone());
+            }
+        }
+        found
+    }
+
+    /// `name` parsed as `T`, or `None` when absent.
+    pub fn parse<T: FromStr>(&mut self, name: &str) -> Result<Option<T>, PluginError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.string(name) {
+            None => Ok(None),
+            Some(v) => v.trim().parse::<T>().map(Some).map_err(|e| {
+                PluginError::InvalidConfig(format!("{}: option {name}={v:?}: {e}", self.plugin))
+            }),
+        }
+    }
+
+    /// `name` parsed as `T`, or `default` when absent.
+    pub fn parse_or<T: FromStr>(&mut self, name: &str, default: T) -> Result<T, PluginError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        Ok(self.parse(name)?.unwrap_or(default))
+    }
+
+    /// A boolean: `true/false`, `1/0`, `yes/no`.
+    pub fn flag(&mut self, name: &str, default: bool) -> Result<bool, PluginError> {
+        match self.string(name) {
+            None => Ok(default),
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Ok(true),
+                "false" | "0" | "no" => Ok(false),
+                _ => Err(PluginError::InvalidConfig(format!(
+                    "{}: option {name}={v:?}: expected true or false",
+                    self.plugin
+                ))),
+            },
+        }
+    }
+
+    /// Fails on the first key that no accessor asked for, listing the known options.
+    pub fn finish(self, known: &[OptionInfo]) -> Result<(), PluginError> {
+        for (i, (k, _)) in self.pairs.iter().enumerate() {
+            if !self.used[i] {
+                let names: Vec<&str> = known.iter().map(|o| o.name.as_str()).collect();
+                return Err(PluginError::InvalidConfig(format!(
+                    "{}: unknown option {k:?} (known: {})",
+                    self.plugin,
+                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Shorthand for describing an option.
+pub fn option(name: &str, description: &str, default_value: Option<&str>) -> OptionInfo {
+    OptionInfo {
+        name: name.to_string(),
+        description: description.to_string(),
+        default_value: default_value.map(str::to_string),
+        required: false,
+    }
+}
