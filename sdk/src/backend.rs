@@ -6,7 +6,9 @@ use std::cell::RefCell;
 use crate::backend_bindings::exports::bench::plugin::backend::{
     Client, Decoder as DecoderHandle, GuestClient, GuestDecoder,
 };
-use crate::{ClientConfig, Event, Framing, HttpRequest, PluginError, PluginInfo, RequestSpec, ResponseHead};
+use crate::{
+    ClientConfig, Event, Framing, HttpRequest, PluginError, PluginInfo, RequestSpec, ResponseHead,
+};
 
 /// An API: builds HTTP requests (before the clock starts) and makes decoders for responses.
 pub trait Backend: Sized + 'static {
@@ -31,7 +33,12 @@ pub trait Backend: Sized + 'static {
 /// by [`TextSpan`](crate::TextSpan)s into `buffer` instead of copying it, so the host reads
 /// the text natively.
 pub trait Decoder: 'static {
-    fn feed(&mut self, buffer: &[u8], frame_ends: &[u32], out: &mut Vec<Event>) -> Result<(), PluginError>;
+    fn feed(
+        &mut self,
+        buffer: &[u8],
+        frame_ends: &[u32],
+        out: &mut Vec<Event>,
+    ) -> Result<(), PluginError>;
     /// Called once after the last frame.
     fn finish(&mut self, _out: &mut Vec<Event>) -> Result<(), PluginError> {
         Ok(())
@@ -64,7 +71,9 @@ impl<T: Backend> GuestClient for ClientAdapter<T> {
     }
 
     fn decoder(&self, head: ResponseHead) -> Result<DecoderHandle, PluginError> {
-        Ok(DecoderHandle::new(DecoderAdapter(RefCell::new(self.0.decoder(head)?))))
+        Ok(DecoderHandle::new(DecoderAdapter(RefCell::new(
+            self.0.decoder(head)?,
+        ))))
     }
 }
 

@@ -13,7 +13,10 @@ pub fn encode(text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginEr
 }
 
 /// Token ids of many texts in one crossing (the host encodes them in parallel).
-pub fn encode_batch(texts: &[String], add_special_tokens: bool) -> Result<Vec<Vec<u32>>, PluginError> {
+pub fn encode_batch(
+    texts: &[String],
+    add_special_tokens: bool,
+) -> Result<Vec<Vec<u32>>, PluginError> {
     tokenizer::encode_batch(texts, add_special_tokens).map_err(internal)
 }
 
@@ -31,7 +34,10 @@ pub fn special_token_ids() -> Vec<u32> {
     tokenizer::special_token_ids()
 }
 
-pub fn apply_chat_template(messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, PluginError> {
+pub fn apply_chat_template(
+    messages: &[ChatMessage],
+    add_generation_prompt: bool,
+) -> Result<String, PluginError> {
     tokenizer::apply_chat_template(messages, add_generation_prompt)
         .map_err(|e| PluginError::Unsupported(format!("chat template: {e}")))
 }

@@ -15,7 +15,11 @@ pub struct OptionReader {
 impl OptionReader {
     pub fn new(plugin: &'static str, pairs: Vec<(String, String)>) -> Self {
         let used = vec![false; pairs.len()];
-        OptionReader { plugin, pairs, used }
+        OptionReader {
+            plugin,
+            pairs,
+            used,
+        }
     }
 
     /// The raw value of `name` (the last one when given twice).
@@ -74,7 +78,11 @@ impl OptionReader {
                 return Err(PluginError::InvalidConfig(format!(
                     "{}: unknown option {k:?} (known: {})",
                     self.plugin,
-                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
                 )));
             }
         }

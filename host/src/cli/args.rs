@@ -1,0 +1,293 @@
+//! Flags shared by the subcommands that sample a workload (`serve`, `dataset sample`):
+//! the model and tokenizer, and the dataset with vLLM's dataset flags.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+/// The model and its tokenizer.
+#[derive(Args, Debug, Clone, Default, serde::Serialize)]
+pub struct ModelArgs {
+    /// Name of the model. If not given, `serve` asks the server's /v1/models for the first one.
+    #[arg(long)]
+    pub model: Option<String>,
+
+    /// The model name used in the API; defaults to --model.
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+
+    /// A tokenizer.json, a directory holding one, or a Hugging Face id already in the local
+    /// cache (nothing is downloaded). Defaults to --model.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+}
+
+/// The dataset plugin and its options. vLLM's per-dataset flags are kept by name; each
+/// `--<plugin>-<option>` flag becomes option `<option>` of the plugin named `<plugin>`.
+#[derive(Args, Debug, Clone, serde::Serialize)]
+pub struct DatasetArgs {
+    /// Dataset plugin: a first-party name (random, sharegpt, custom) or a path to a .wasm file.
+    #[arg(
+        long = "dataset-name",
+        visible_alias = "plugin",
+        default_value = "random"
+    )]
+    pub dataset_name: String,
+
+    /// Path to the dataset file or directory; the plugin gets read-only access to it alone.
+    #[arg(long)]
+    pub dataset_path: Option<PathBuf>,
+
+    /// Number of prompts to process.
+    #[arg(long, default_value_t = 1000)]
+    pub num_prompts: u32,
+
+    /// Random seed for the workload and the arrival times.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// General input length; maps to --random-input-len.
+    #[arg(long)]
+    pub input_len: Option<u32>,
+
+    /// General output length; maps to the dataset's output length option.
+    #[arg(long)]
+    pub output_len: Option<u32>,
+
+    /// random: number of input tokens per request (default 1024).
+    #[arg(long)]
+    pub random_input_len: Option<u32>,
+
+    /// random: number of output tokens per request (default 128).
+    #[arg(long)]
+    pub random_output_len: Option<u32>,
+
+    /// random: range ratio r for lengths sampled uniformly in [L(1-r), L(1+r)] (default 0.0).
+    #[arg(long)]
+    pub random_range_ratio: Option<f64>,
+
+    /// random: number of fixed prefix tokens before the random context (default 0).
+    #[arg(long)]
+    pub random_prefix_len: Option<u32>,
+
+    /// sharegpt: output length for every request, overriding the dataset's completions.
+    #[arg(long)]
+    pub sharegpt_output_len: Option<u32>,
+
+    /// custom: output length for every request (default 256).
+    #[arg(long)]
+    pub custom_output_len: Option<i64>,
+
+    /// custom: do not apply the tokenizer's chat template to prompts.
+    #[arg(long)]
+    pub skip_chat_template: bool,
+
+    /// Any plugin option, as KEY=VALUE (repeatable); see `bench plugin inspect NAME`.
+    #[arg(long = "dataset-option", value_name = "KEY=VALUE")]
+    pub dataset_options: Vec<String>,
+}
+
+/// One option destined for the dataset plugin of a given name (`None`: any plugin that
+/// declares the option).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetOption {
+    pub plugin: Option<&'static str>,
+    pub key: String,
+    pub value: String,
+    /// The flag it came from, for messages.
+    pub flag: String,
+}
+
+impl DatasetArgs {
+    /// The options the flags set, in the order: vLLM flags, then `--dataset-option`.
+    pub fn options(&self) -> Result<Vec<DatasetOption>> {
+        let mut out = Vec::new();
+        let mut add = |plugin: Option<&'static str>, key: &str, value: String, flag: &str| {
+            out.push(DatasetOption {
+                plugin,
+                key: key.to_string(),
+                value,
+                flag: flag.to_string(),
+            })
+        };
+        let random_input = self.random_input_len.or(self.input_len);
+        let random_output = self.output_len.or(self.random_output_len);
+        if let Some(v) = random_input {
+            add(
+                Some("random"),
+                "input-len",
+                v.to_string(),
+                "--random-input-len",
+            );
+        }
+        if let Some(v) = random_output {
+            add(
+                Some("random"),
+                "output-len",
+                v.to_string(),
+                "--random-output-len",
+            );
+        }
+        if let Some(v) = self.random_range_ratio {
+            add(
+                Some("random"),
+                "range-ratio",
+                v.to_string(),
+                "--random-range-ratio",
+            );
+        }
+        if let Some(v) = self.random_prefix_len {
+            add(
+                Some("random"),
+                "prefix-len",
+                v.to_string(),
+                "--random-prefix-len",
+            );
+        }
+        if let Some(v) = self.output_len.or(self.sharegpt_output_len) {
+            add(
+                Some("sharegpt"),
+                "output-len",
+                v.to_string(),
+                "--sharegpt-output-len",
+            );
+        }
+        if let Some(v) = self.output_len.map(i64::from).or(self.custom_output_len) {
+            add(
+                Some("custom"),
+                "output-len",
+                v.to_string(),
+                "--custom-output-len",
+            );
+        }
+        if self.skip_chat_template {
+            add(
+                Some("custom"),
+                "skip-chat-template",
+                "true".into(),
+                "--skip-chat-template",
+            );
+        }
+        for item in &self.dataset_options {
+            let (k, v) =
+                split_key_value(item).with_context(|| format!("--dataset-option {item:?}"))?;
+            add(None, &k, v, "--dataset-option");
+        }
+        Ok(out)
+    }
+
+    /// The options for a plugin that calls itself `name`, warning about flags meant for
+    /// another dataset (vLLM ignores those silently).
+    pub fn options_for(&self, name: &str) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for opt in self.options()? {
+            match opt.plugin {
+                Some(p) if p != name => {
+                    tracing::warn!(
+                        "{} is for the '{p}' dataset; ignored for '{name}'",
+                        opt.flag
+                    )
+                }
+                _ => {
+                    out.retain(|(k, _): &(String, String)| *k != opt.key);
+                    out.push((opt.key, opt.value));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Splits `KEY=VALUE` (vLLM's format for --header and --metadata), trimming both sides.
+pub fn split_key_value(item: &str) -> Result<(String, String)> {
+    match item.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => bail!("invalid format {item:?}: use KEY=VALUE"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        d: DatasetArgs,
+    }
+
+    fn parse(args: &[&str]) -> DatasetArgs {
+        T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
+            .unwrap()
+            .d
+    }
+
+    #[test]
+    fn vllm_flags_map_to_the_named_plugin_only() {
+        let d = parse(&["--random-input-len", "256", "--sharegpt-output-len", "7"]);
+        assert_eq!(
+            d.options_for("random").unwrap(),
+            vec![("input-len".into(), "256".into())]
+        );
+        assert_eq!(
+            d.options_for("sharegpt").unwrap(),
+            vec![("output-len".into(), "7".into())]
+        );
+        assert!(d.options_for("custom").unwrap().is_empty());
+    }
+
+    #[test]
+    fn general_lengths_map_like_vllm() {
+        let d = parse(&[
+            "--input-len",
+            "100",
+            "--output-len",
+            "9",
+            "--random-output-len",
+            "3",
+        ]);
+        // vLLM: --output-len overrides every dataset's output length.
+        assert_eq!(
+            d.options_for("random").unwrap(),
+            vec![
+                ("input-len".into(), "100".into()),
+                ("output-len".into(), "9".into())
+            ]
+        );
+        assert_eq!(
+            d.options_for("custom").unwrap(),
+            vec![("output-len".into(), "9".into())]
+        );
+    }
+
+    #[test]
+    fn dataset_option_passes_through_and_wins() {
+        let d = parse(&[
+            "--random-input-len",
+            "5",
+            "--dataset-option",
+            "input-len=6",
+            "--dataset-option",
+            "x = y",
+        ]);
+        assert_eq!(
+            d.options_for("random").unwrap(),
+            vec![("input-len".into(), "6".into()), ("x".into(), "y".into())]
+        );
+        let bad = parse(&["--dataset-option", "novalue"]);
+        assert!(
+            bad.options_for("random")
+                .unwrap_err()
+                .to_string()
+                .contains("--dataset-option")
+        );
+    }
+
+    #[test]
+    fn plugin_is_an_alias_of_dataset_name() {
+        assert_eq!(parse(&["--plugin", "x.wasm"]).dataset_name, "x.wasm");
+        assert_eq!(parse(&[]).dataset_name, "random");
+    }
+}

@@ -1,0 +1,91 @@
+//! `bench dataset sample`: run a dataset plugin and write its requests as JSONL, to
+//! inspect a workload or compare it with another tool's (one `{prompt, prompt_len,
+//! expected_output_len, request_id}` object per line, vLLM's field names).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use super::args::{DatasetArgs, ModelArgs};
+use crate::runtime::{PluginRef, Prompt, Runtime, RuntimeConfig};
+use crate::tokenizer::Tokenizer;
+
+#[derive(Args, Debug)]
+pub struct DatasetCommand {
+    #[command(subcommand)]
+    action: DatasetAction,
+}
+
+#[derive(Subcommand, Debug)]
+enum DatasetAction {
+    /// Sample requests and write them as JSONL.
+    Sample(SampleArgs),
+}
+
+#[derive(Args, Debug)]
+struct SampleArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+
+    #[command(flatten)]
+    dataset: DatasetArgs,
+
+    /// Prefix of request ids (as vLLM's --request-id-prefix); none when not given.
+    #[arg(long)]
+    request_id_prefix: Option<String>,
+
+    /// Output file; standard output when not given.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+pub fn run(cmd: DatasetCommand) -> Result<()> {
+    let DatasetAction::Sample(args) = cmd.action;
+    let tokenizer_id = args
+        .model
+        .tokenizer
+        .clone()
+        .or_else(|| args.model.model.clone())
+        .context("--tokenizer (or --model) is needed to sample a dataset")?;
+    let tokenizer = Arc::new(
+        Tokenizer::load(&tokenizer_id)
+            .with_context(|| format!("loading tokenizer {tokenizer_id:?}"))?,
+    );
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let host = crate::runtime::HostContext {
+        tokenizer: Some(tokenizer),
+        seed: args.dataset.seed,
+    };
+    let plugin = PluginRef::parse(&args.dataset.dataset_name)?;
+    let mut dataset = runtime.load_dataset(&plugin, host, args.dataset.dataset_path.as_deref())?;
+    let name = dataset.describe()?.name;
+    let mut specs = dataset.sample(args.dataset.num_prompts, args.dataset.options_for(&name)?)?;
+    if let Some(prefix) = &args.request_id_prefix {
+        crate::workload::assign_request_ids(&mut specs, prefix);
+    }
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    for spec in &specs {
+        let prompt = match &spec.prompt {
+            Prompt::Text(t) => serde_json::json!(t),
+            Prompt::TokenIds(ids) => serde_json::json!(ids),
+            Prompt::Chat(_) => serde_json::json!(format!("{:?}", spec.prompt)),
+        };
+        let line = serde_json::json!({
+            "prompt": prompt,
+            "prompt_len": spec.prompt_len,
+            "expected_output_len": spec.expected_output_len,
+            "request_id": spec.request_id,
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,642 @@
+//! `bench serve` (also the default subcommand): online serving benchmark with vLLM's
+//! flags, metrics and result files.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+
+use super::args::{DatasetArgs, ModelArgs, split_key_value};
+use crate::client::framing::FramingKind;
+use crate::client::load::{self, DecodeWorker};
+use crate::client::{HttpClient, PreparedRequest};
+use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime, RuntimeConfig};
+use crate::schedule::{self, RampUp, RampUpStrategy, ScheduleConfig};
+use crate::tokenizer::Tokenizer;
+use crate::workload::{self, HostHeaders};
+use crate::{metrics, report};
+
+#[derive(Args, Debug, Clone, serde::Serialize)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub model: ModelArgs,
+
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub dataset: DatasetArgs,
+
+    /// Backend plugin: a first-party name (openai, openai-chat) or a path to a .wasm file.
+    #[arg(long, default_value = "openai")]
+    pub backend: String,
+
+    /// Server or API base URL, instead of --host and --port.
+    #[arg(long)]
+    pub base_url: Option<String>,
+
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+
+    /// API endpoint path; defaults to the backend's own (e.g. /v1/chat/completions).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+
+    /// Extra headers as KEY=VALUE, sent with every request.
+    #[arg(long, value_name = "KEY=VALUE", num_args = 1..)]
+    pub header: Vec<String>,
+
+    /// Maximum number of concurrent requests.
+    #[arg(long)]
+    pub max_concurrency: Option<usize>,
+
+    /// Requests per second; inf sends all requests at time 0.
+    #[arg(long, default_value_t = f64::INFINITY)]
+    pub request_rate: f64,
+
+    /// Burstiness of arrivals: 1 is a Poisson process, lower is burstier, higher more uniform.
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+
+    /// Ramp the request rate from --ramp-up-start-rps to --ramp-up-end-rps over the run.
+    #[arg(long, value_enum)]
+    pub ramp_up_strategy: Option<RampUpArg>,
+
+    #[arg(long)]
+    pub ramp_up_start_rps: Option<u32>,
+
+    #[arg(long)]
+    pub ramp_up_end_rps: Option<u32>,
+
+    /// Ask the server to ignore EOS (default on for the random dataset, as in vLLM).
+    #[arg(long)]
+    pub ignore_eos: bool,
+
+    /// Comma-separated metrics to report percentiles for (ttft, tpot, itl, e2el).
+    #[arg(long)]
+    pub percentile_metrics: Option<String>,
+
+    /// Comma-separated percentiles, e.g. "25,50,99".
+    #[arg(long, default_value = "99")]
+    pub metric_percentiles: String,
+
+    /// Service level objectives for goodput as KEY:VALUE in ms (ttft, tpot, e2el).
+    #[arg(long, value_name = "KEY:VALUE", num_args = 1..)]
+    pub goodput: Vec<String>,
+
+    /// Save the results to a JSON file.
+    #[arg(long)]
+    pub save_result: bool,
+
+    /// Include per-request data (ttfts, itls, texts, errors, ...) in the result file.
+    #[arg(long)]
+    pub save_detailed: bool,
+
+    /// Append the result to an existing JSON file.
+    #[arg(long)]
+    pub append_result: bool,
+
+    #[arg(long)]
+    pub result_dir: Option<PathBuf>,
+
+    #[arg(long)]
+    pub result_filename: Option<String>,
+
+    /// KEY=VALUE pairs saved in the result file.
+    #[arg(long, value_name = "KEY=VALUE", num_args = 1..)]
+    pub metadata: Vec<String>,
+
+    /// Label (prefix) of the result; defaults to --backend.
+    #[arg(long)]
+    pub label: Option<String>,
+
+    /// Do not show the progress bar.
+    #[arg(long)]
+    pub disable_tqdm: bool,
+
+    /// Wait up to this many seconds for the endpoint to answer a test request (0: skip).
+    #[arg(long, default_value_t = 0)]
+    pub ready_check_timeout_sec: u64,
+
+    /// Warm-up requests sent before the measured run (excluded from the statistics).
+    #[arg(long, default_value_t = 0)]
+    pub num_warmups: u32,
+
+    /// Prefix of request ids; defaults to bench-<8 random hex digits>-.
+    #[arg(long)]
+    pub request_id_prefix: Option<String>,
+
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub temperature: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub top_p: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub top_k: Option<i64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub min_p: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub frequency_penalty: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub presence_penalty: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub repetition_penalty: Option<f64>,
+
+    /// A JSON object merged into every request body.
+    #[arg(long)]
+    pub extra_body: Option<String>,
+
+    /// A backend plugin option as KEY=VALUE (repeatable); see `bench plugin inspect NAME`.
+    #[arg(long = "backend-option", value_name = "KEY=VALUE")]
+    pub backend_options: Vec<String>,
+
+    /// Give up on a request after this many seconds (default: 6 hours, as vLLM).
+    #[arg(long, default_value_t = 6.0 * 3600.0)]
+    pub request_timeout: f64,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RampUpArg {
+    Linear,
+    Exponential,
+}
+
+/// Everything `serve` derives from its flags before doing any work.
+struct Plan {
+    base_url: String,
+    headers: Vec<(String, String)>,
+    metadata: Vec<(String, String)>,
+    metrics: metrics::MetricsConfig,
+    ramp_up: Option<RampUp>,
+    extra_body: Option<String>,
+    backend_options: Vec<(String, String)>,
+}
+
+/// Checks every flag before any work, with messages naming the flag.
+fn plan(args: &ServeArgs) -> Result<Plan> {
+    if let Some(c) = args.max_concurrency
+        && c == 0
+    {
+        bail!("--max-concurrency must be greater than 0");
+    }
+    if args.dataset.num_prompts == 0 {
+        bail!("--num-prompts must be greater than 0");
+    }
+    if args.request_rate.is_nan() || args.request_rate <= 0.0 {
+        bail!(
+            "--request-rate must be a positive number or inf, got {}",
+            args.request_rate
+        );
+    }
+    if !(args.burstiness > 0.0 && args.burstiness.is_finite()) {
+        bail!(
+            "--burstiness must be a positive number, got {}",
+            args.burstiness
+        );
+    }
+    if !(args.request_timeout > 0.0) {
+        bail!(
+            "--request-timeout must be positive, got {}",
+            args.request_timeout
+        );
+    }
+    let ramp_up = match args.ramp_up_strategy {
+        None => {
+            if args.ramp_up_start_rps.is_some() || args.ramp_up_end_rps.is_some() {
+                bail!("--ramp-up-start-rps and --ramp-up-end-rps need --ramp-up-strategy");
+            }
+            None
+        }
+        Some(s) => {
+            if args.request_rate.is_finite() {
+                bail!(
+                    "When using ramp-up, do not specify --request-rate. The request rate will be \
+                     controlled by ramp-up parameters. Please remove the --request-rate argument."
+                );
+            }
+            let (Some(start), Some(end)) = (args.ramp_up_start_rps, args.ramp_up_end_rps) else {
+                bail!(
+                    "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps must be specified"
+                );
+            };
+            if start > end {
+                bail!("--ramp-up-start-rps ({start}) must be less than --ramp-up-end-rps ({end})");
+            }
+            if s == RampUpArg::Exponential && start == 0 {
+                bail!("For exponential ramp-up, --ramp-up-start-rps cannot be 0");
+            }
+            Some(RampUp {
+                strategy: match s {
+                    RampUpArg::Linear => RampUpStrategy::Linear,
+                    RampUpArg::Exponential => RampUpStrategy::Exponential,
+                },
+                start_rps: f64::from(start),
+                end_rps: f64::from(end),
+            })
+        }
+    };
+    let is_random = matches!(args.dataset.dataset_name.as_str(), "random");
+    if is_random && args.dataset.dataset_path.is_some() {
+        bail!(
+            "Cannot use the 'random' dataset with --dataset-path. Please specify the appropriate \
+             --dataset-name (e.g., 'sharegpt', 'custom') for your dataset file"
+        );
+    }
+    let headers = args
+        .header
+        .iter()
+        .map(|h| split_key_value(h).with_context(|| format!("--header {h:?}")))
+        .collect::<Result<Vec<_>>>()?;
+    let metadata = args
+        .metadata
+        .iter()
+        .map(|h| split_key_value(h).with_context(|| format!("--metadata {h:?}")))
+        .collect::<Result<Vec<_>>>()?;
+    let backend_options = args
+        .backend_options
+        .iter()
+        .map(|h| split_key_value(h).with_context(|| format!("--backend-option {h:?}")))
+        .collect::<Result<Vec<_>>>()?;
+    let goodput = metrics::parse_goodput(&args.goodput).context("--goodput")?;
+    let percentile_metrics = metrics::parse_percentile_metrics(
+        args.percentile_metrics
+            .as_deref()
+            .unwrap_or(metrics::DEFAULT_PERCENTILE_METRICS),
+    )
+    .context("--percentile-metrics")?;
+    let percentiles =
+        metrics::parse_percentiles(&args.metric_percentiles).context("--metric-percentiles")?;
+    let extra_body = sampling_body(args)?;
+    let base_url = match &args.base_url {
+        Some(u) => u.trim_end_matches('/').to_string(),
+        None if args.host.contains(':') => format!("http://[{}]:{}", args.host, args.port),
+        None => format!("http://{}:{}", args.host, args.port),
+    };
+    reqwest::Url::parse(&base_url)
+        .with_context(|| format!("--base-url {base_url:?} is not a URL"))?;
+    if let Some(dir) = &args.result_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--result-dir {}: cannot create it", dir.display()))?;
+    }
+    Ok(Plan {
+        base_url,
+        headers,
+        metadata,
+        metrics: metrics::MetricsConfig {
+            percentiles,
+            percentile_metrics,
+            goodput,
+        },
+        ramp_up,
+        extra_body,
+        backend_options,
+    })
+}
+
+/// vLLM's sampling parameters merged under `--extra-body` (which wins), as a JSON object.
+fn sampling_body(args: &ServeArgs) -> Result<Option<String>> {
+    let mut body = serde_json::Map::new();
+    let floats = [
+        ("top_p", args.top_p),
+        ("min_p", args.min_p),
+        ("temperature", args.temperature),
+        ("frequency_penalty", args.frequency_penalty),
+        ("presence_penalty", args.presence_penalty),
+        ("repetition_penalty", args.repetition_penalty),
+    ];
+    for (k, v) in floats {
+        if let Some(v) = v {
+            body.insert(k.into(), serde_json::json!(v));
+        }
+    }
+    if let Some(k) = args.top_k {
+        body.insert("top_k".into(), serde_json::json!(k));
+    }
+    if let Some(extra) = &args.extra_body {
+        let v: serde_json::Value =
+            serde_json::from_str(extra).context("--extra-body is not valid JSON")?;
+        let serde_json::Value::Object(map) = v else {
+            bail!("--extra-body must be a JSON object");
+        };
+        body.extend(map);
+    }
+    Ok((!body.is_empty()).then(|| serde_json::Value::Object(body).to_string()))
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let plan = plan(&args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+
+    let dataset_ref = PluginRef::parse(&args.dataset.dataset_name)?;
+    let backend_ref = PluginRef::parse(&args.backend)?;
+    let extra_headers = plan.headers.clone();
+
+    // A client for the model lookup; the benchmark's own client is built once the
+    // backend's framing is known.
+    let (model_id, model_name) = match &args.model.model {
+        Some(m) => (
+            m.clone(),
+            args.model
+                .served_model_name
+                .clone()
+                .unwrap_or_else(|| m.clone()),
+        ),
+        None => {
+            println!("Model not specified, fetching first model from server...");
+            let id = rt.block_on(first_model(&plan.base_url, &extra_headers))?;
+            println!("First model name: {id}, first model id: {id}");
+            (
+                id.clone(),
+                args.model.served_model_name.clone().unwrap_or(id),
+            )
+        }
+    };
+    let tokenizer_id = args
+        .model
+        .tokenizer
+        .clone()
+        .unwrap_or_else(|| model_id.clone());
+    let tokenizer = Arc::new(
+        Tokenizer::load(&tokenizer_id)
+            .with_context(|| format!("loading tokenizer {tokenizer_id:?}"))?,
+    );
+
+    let host = crate::runtime::HostContext {
+        tokenizer: Some(tokenizer.clone()),
+        seed: args.dataset.seed,
+    };
+    let mut dataset = runtime.load_dataset(
+        &dataset_ref,
+        host.clone(),
+        args.dataset.dataset_path.as_deref(),
+    )?;
+    let dataset_name = dataset.describe()?.name;
+    let options = args.dataset.options_for(&dataset_name)?;
+    let mut specs = dataset.sample(args.dataset.num_prompts, options)?;
+    drop(dataset);
+    if specs.is_empty() {
+        bail!("dataset {} produced no requests", dataset_ref.display());
+    }
+    let prefix = args
+        .request_id_prefix
+        .clone()
+        .unwrap_or_else(|| format!("bench-{:08x}-", rand::random::<u32>()));
+    workload::assign_request_ids(&mut specs, &prefix);
+
+    let mut backend = runtime.load_backend(&backend_ref, host)?;
+    let backend_name = backend.describe()?.name;
+    // vLLM: the random dataset ignores EOS by default on OpenAI-compatible backends, so
+    // generation runs to the requested length.
+    let ignore_eos =
+        args.ignore_eos || (dataset_name == "random" && backend_name.starts_with("openai"));
+    backend.open(ClientConfig {
+        model: model_name.clone(),
+        ignore_eos,
+        extra_body: plan.extra_body.clone(),
+        options: plan.backend_options.clone(),
+    })?;
+    let framing = match backend.framing()? {
+        Framing::Sse => FramingKind::Sse,
+        Framing::Ndjson => FramingKind::Ndjson,
+        Framing::Raw => FramingKind::Raw,
+    };
+    let endpoint = match &args.endpoint {
+        Some(e) => e.clone(),
+        None => backend.default_path()?,
+    };
+    let api_url = format!("{}{}", plan.base_url, endpoint);
+    let host_headers = HostHeaders {
+        api_key: std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
+        extra: extra_headers,
+    };
+    let prepared = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
+    drop(specs);
+
+    let schedule = schedule::build(&ScheduleConfig {
+        num_requests: prepared.len(),
+        request_rate: args.request_rate,
+        burstiness: args.burstiness,
+        ramp_up: plan.ramp_up.clone(),
+        seed: args.dataset.seed,
+    })?;
+
+    let client = HttpClient::new(
+        &api_url,
+        framing,
+        Some(Duration::from_secs_f64(args.request_timeout)),
+    )?;
+    rt.block_on(ready_and_warm_up(
+        &client,
+        &prepared[0],
+        &mut backend,
+        &args,
+    ))?;
+
+    println!("Starting main benchmark run...");
+    match &plan.ramp_up {
+        Some(r) => {
+            println!(
+                "Traffic ramp-up strategy: {}.",
+                args.ramp_up_strategy
+                    .map(|s| format!("{s:?}").to_lowercase())
+                    .unwrap_or_default()
+            );
+            println!(
+                "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
+                r.start_rps, r.end_rps
+            );
+        }
+        None => println!("Traffic request rate: {}", args.request_rate),
+    }
+    let distribution = if args.burstiness == 1.0 {
+        "Poisson process"
+    } else {
+        "Gamma distribution"
+    };
+    println!("Burstiness factor: {} ({distribution})", args.burstiness);
+    match args.max_concurrency {
+        Some(c) => println!("Maximum request concurrency: {c}"),
+        None => println!("Maximum request concurrency: None"),
+    }
+    let worker = DecodeWorker::spawn(backend)?;
+    let started_at = chrono::Local::now();
+    let output = rt.block_on(load::run(
+        client,
+        prepared.clone(),
+        &schedule.offsets,
+        args.max_concurrency,
+        worker,
+        !args.disable_tqdm,
+    ))?;
+
+    let counter = |text: &str| tokenizer.count_tokens(text);
+    let computed = metrics::calculate(
+        &output.records,
+        output.duration,
+        Some(&counter),
+        &plan.metrics,
+    )?;
+    for w in &computed.warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let info = report::RunInfo {
+        date: chrono::Local::now(),
+        started_at,
+        backend: args.backend.clone(),
+        label: args.label.clone(),
+        model_id: model_id.clone(),
+        tokenizer_id: Some(tokenizer_id),
+        num_prompts: args.dataset.num_prompts as usize,
+        request_rate: args.request_rate,
+        burstiness: args.burstiness,
+        max_concurrency: args.max_concurrency,
+        ramp_up: plan.ramp_up.clone(),
+        rps_change_events: schedule.rps_change_events.clone(),
+        metadata: plan.metadata.clone(),
+        args: args_record(&args)?,
+    };
+    print!("{}", report::console(&computed, &info));
+    let save = report::SaveOptions {
+        save_result: args.save_result,
+        save_detailed: args.save_detailed,
+        append_result: args.append_result,
+        result_dir: args.result_dir.clone(),
+        result_filename: args.result_filename.clone(),
+        // The issue's contract: the PyTorch-benchmark records are always written beside
+        // the result (vLLM gates them behind an environment variable).
+        pytorch_format: true,
+    };
+    if let Some(path) = report::save(&computed, &info, &save)? {
+        println!("Results saved to {}", path.display());
+    }
+    if computed.completed == 0 {
+        eprintln!(
+            "error: every request failed ({} of {}); first error: {}",
+            computed.failed,
+            prepared.len(),
+            output
+                .records
+                .iter()
+                .find_map(|r| r.error.clone())
+                .unwrap_or_default()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The command line as vLLM's `vars(args)` for the `.pytorch.json` records: snake_case
+/// keys, headers redacted, an infinite rate written as "inf".
+fn args_record(args: &ServeArgs) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let serde_json::Value::Object(mut map) = serde_json::to_value(args)? else {
+        bail!("arguments did not serialize to an object");
+    };
+    if !args.header.is_empty() {
+        map.insert("header".into(), serde_json::json!("<redacted>"));
+    }
+    if args.request_rate.is_infinite() {
+        map.insert("request_rate".into(), serde_json::json!("inf"));
+    }
+    Ok(map)
+}
+
+/// The first model the server lists (vLLM does this when --model is not given).
+async fn first_model(base_url: &str, headers: &[(String, String)]) -> Result<String> {
+    let client = HttpClient::new(
+        &format!("{base_url}/v1/models"),
+        FramingKind::Raw,
+        Some(Duration::from_secs(30)),
+    )?;
+    let mut map = reqwest::header::HeaderMap::new();
+    for (k, v) in headers {
+        map.insert(
+            reqwest::header::HeaderName::from_bytes(k.as_bytes())?,
+            reqwest::header::HeaderValue::from_str(v)?,
+        );
+    }
+    let v = client.get_json(base_url, "/v1/models", &map).await.context(
+        "Failed to fetch models from the server. Check that the server is running and the URL is correct, or pass --model",
+    )?;
+    v["data"][0]["id"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("No models found on the server at {base_url}; pass --model"))
+}
+
+/// vLLM's initial test request (when --ready-check-timeout-sec > 0) and warm-ups, both
+/// before the clock starts and excluded from the statistics.
+async fn ready_and_warm_up(
+    client: &HttpClient,
+    first: &PreparedRequest,
+    backend: &mut BackendPlugin,
+    args: &ServeArgs,
+) -> Result<()> {
+    let t0 = Instant::now();
+    let check = |raw: &crate::client::RawResponse,
+                 backend: &mut BackendPlugin|
+     -> std::result::Result<(), String> {
+        let meta = crate::client::decode::RequestMeta {
+            index: 0,
+            request_id: first.request_id.clone(),
+            prompt_len: first.prompt_len,
+            expected_output_len: first.expected_output_len,
+            intended_start_time: 0.0,
+            dispatch: raw.start,
+        };
+        let events = load::decode_response(backend, raw);
+        let rec = crate::client::decode::build_record(&meta, raw, events, t0);
+        match rec.error {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    };
+    if args.ready_check_timeout_sec > 0 {
+        println!("Starting initial single prompt test run...");
+        let deadline = Instant::now() + Duration::from_secs(args.ready_check_timeout_sec);
+        loop {
+            let raw = client.send(first).await;
+            match check(&raw, backend) {
+                Ok(()) => break,
+                Err(e) if Instant::now() >= deadline => bail!(
+                    "Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: {e}"
+                ),
+                Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        }
+        println!("Initial test run completed.");
+    } else {
+        println!("Skipping endpoint ready check.");
+    }
+    if args.num_warmups > 0 {
+        println!("Warming up with {} requests...", args.num_warmups);
+        let limit = args
+            .max_concurrency
+            .unwrap_or(usize::MAX)
+            .min(args.num_warmups as usize);
+        let sem = Arc::new(tokio::sync::Semaphore::new(limit));
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..args.num_warmups {
+            let (client, req, sem) = (client.clone(), first.clone(), sem.clone());
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await;
+                client.send(&req).await
+            });
+        }
+        while set.join_next().await.is_some() {}
+        println!(
+            "Warmup run completed. (Warm-ups repeat the first prompt: a server prefix cache is now warm for it.)"
+        );
+    }
+    Ok(())
+}

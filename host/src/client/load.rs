@@ -1,0 +1,164 @@
+//! The load generator: releases prepared requests at their scheduled offsets, caps
+//! concurrency with a semaphore, and hands every recorded response to the decode worker.
+//!
+//! The send path does no plugin work, no JSON and takes no lock besides the semaphore;
+//! decoding runs on its own thread, overlapped with the run.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::Semaphore;
+
+use super::decode::{RequestMeta, build_record};
+use super::{HttpClient, PreparedRequest, RawResponse};
+use crate::record::RequestRecord;
+use crate::runtime::{BackendPlugin, ResponseHead};
+
+/// One response waiting to be decoded.
+struct Job {
+    meta: RequestMeta,
+    raw: RawResponse,
+    t0: Instant,
+}
+
+/// The thread that owns a backend plugin instance and decodes responses as they arrive.
+pub struct DecodeWorker {
+    tx: mpsc::Sender<Job>,
+    handle: JoinHandle<Vec<RequestRecord>>,
+}
+
+impl DecodeWorker {
+    pub fn spawn(mut backend: BackendPlugin) -> Result<Self> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let handle = std::thread::Builder::new()
+            .name("bench-decode".into())
+            .spawn(move || {
+                let mut records = Vec::new();
+                for job in rx {
+                    let events = decode_response(&mut backend, &job.raw);
+                    records.push(build_record(&job.meta, &job.raw, events, job.t0));
+                }
+                records
+            })
+            .context("starting the decode thread")?;
+        Ok(DecodeWorker { tx, handle })
+    }
+
+    fn sender(&self) -> mpsc::Sender<Job> {
+        self.tx.clone()
+    }
+
+    /// Waits until every response sent so far is decoded; records come back in
+    /// workload order.
+    pub fn finish(self) -> Result<Vec<RequestRecord>> {
+        drop(self.tx);
+        let mut records = self
+            .handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("the decode thread panicked"))?;
+        records.sort_by_key(|r| r.index);
+        Ok(records)
+    }
+}
+
+/// Runs the backend decoder over a response that delivered frames.
+pub fn decode_response(
+    backend: &mut BackendPlugin,
+    raw: &RawResponse,
+) -> Result<Vec<crate::runtime::Event>, String> {
+    if raw.frames.ends.is_empty() {
+        return Ok(Vec::new());
+    }
+    let head = ResponseHead {
+        status: raw.status.unwrap_or(0),
+        headers: raw.headers.clone(),
+    };
+    backend
+        .decode(&head, &raw.frames.buffer, &raw.frames.ends)
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// What a run measured.
+pub struct RunOutput {
+    pub records: Vec<RequestRecord>,
+    /// From the first scheduled send to the end of the last response (vLLM's
+    /// `benchmark_duration`).
+    pub duration: f64,
+}
+
+/// Drives the whole workload: request `i` is released at `t0 + offsets[i]`.
+pub async fn run(
+    client: HttpClient,
+    requests: Arc<Vec<PreparedRequest>>,
+    offsets: &[f64],
+    max_concurrency: Option<usize>,
+    worker: DecodeWorker,
+    progress: bool,
+) -> Result<RunOutput> {
+    anyhow::ensure!(
+        offsets.len() == requests.len(),
+        "schedule and workload differ in length"
+    );
+    let pb = progress_bar(requests.len() as u64, progress);
+    let semaphore = max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, &offset) in offsets.iter().enumerate() {
+        let target = t0 + Duration::from_secs_f64(offset);
+        if target > Instant::now() {
+            tokio::time::sleep_until(target.into()).await;
+        }
+        let dispatch = Instant::now();
+        let client = client.clone();
+        let requests = requests.clone();
+        let semaphore = semaphore.clone();
+        let tx = worker.sender();
+        let pb = pb.clone();
+        tasks.spawn(async move {
+            let permit = match semaphore {
+                Some(s) => Some(s.acquire_owned().await.expect("semaphore never closes")),
+                None => None,
+            };
+            let req = &requests[i];
+            let raw = client.send(req).await;
+            drop(permit);
+            let meta = RequestMeta {
+                index: req.index,
+                request_id: req.request_id.clone(),
+                prompt_len: req.prompt_len,
+                expected_output_len: req.expected_output_len,
+                intended_start_time: offset,
+                dispatch,
+            };
+            // The receiver lives until `finish`, after every task has ended.
+            let _ = tx.send(Job { meta, raw, t0 });
+            pb.inc(1);
+        });
+    }
+    while let Some(res) = tasks.join_next().await {
+        res.context("a request task failed")?;
+    }
+    let duration = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let records = tokio::task::spawn_blocking(move || worker.finish())
+        .await
+        .context("waiting for the decode thread")??;
+    Ok(RunOutput { records, duration })
+}
+
+fn progress_bar(len: u64, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
+    ) {
+        pb.set_style(style);
+    }
+    pb
+}

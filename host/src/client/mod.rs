@@ -1,0 +1,201 @@
+//! The HTTP side of the load generator: sending prepared requests and recording what
+//! came back, with the arrival time of every network read.
+//!
+//! The clock is read first: for each read, `Instant::now()` is taken as soon as the bytes
+//! are handed over, before framing; frames inherit the time of the read that completed
+//! them. No plugin code runs here; decoding happens later on the decode worker
+//! ([`decode`]), so a slow plugin can delay the report, never a timestamp.
+
+pub mod decode;
+pub mod framing;
+pub mod load;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use reqwest::header::HeaderMap;
+
+use framing::{Framer, Frames, FramingKind};
+
+/// A request ready to send: built by the backend plugin before the clock starts.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub index: usize,
+    pub request_id: String,
+    pub method: reqwest::Method,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub prompt_len: u32,
+    pub expected_output_len: u32,
+}
+
+/// What the network delivered for one request, before decoding.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub index: usize,
+    /// HTTP status and headers, when a response head arrived.
+    pub status: Option<u16>,
+    pub headers: Vec<(String, String)>,
+    /// Frame payloads laid end to end, as the decoder receives them.
+    pub frames: Frames,
+    /// Arrival time of each frame (the read that completed it).
+    pub frame_times: Vec<Instant>,
+    /// When the request was handed to the HTTP client.
+    pub start: Instant,
+    /// A transport or HTTP error that makes the request fail regardless of the body.
+    pub error: Option<String>,
+}
+
+/// A configured HTTP client shared by all requests of a run.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    framing: FramingKind,
+}
+
+/// The most body bytes of an error response kept for the error message.
+const ERROR_BODY_LIMIT: usize = 512;
+
+impl HttpClient {
+    /// A client whose connection pool never limits concurrency: hyper opens a new
+    /// connection whenever none is idle, and every idle one is kept for reuse.
+    pub fn new(url: &str, framing: FramingKind, timeout: Option<Duration>) -> anyhow::Result<Self> {
+        let url =
+            reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("invalid URL {url:?}: {e}"))?;
+        let mut builder = reqwest::Client::builder()
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .no_proxy();
+        if let Some(t) = timeout {
+            builder = builder.timeout(t);
+        }
+        let client = builder.build()?;
+        Ok(HttpClient {
+            client,
+            url,
+            framing,
+        })
+    }
+
+    /// Sends one request and records every read. Never fails: errors are recorded in the
+    /// returned response so that the run keeps every result.
+    pub async fn send(&self, req: &PreparedRequest) -> RawResponse {
+        let start = Instant::now();
+        let mut out = RawResponse {
+            index: req.index,
+            status: None,
+            headers: Vec::new(),
+            frames: Frames::default(),
+            frame_times: Vec::new(),
+            start,
+            error: None,
+        };
+        let sent = self
+            .client
+            .request(req.method.clone(), self.url.clone())
+            .headers(req.headers.clone())
+            .body(req.body.clone())
+            .send()
+            .await;
+        let mut response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                out.error = Some(format!("connection: {}", error_chain(&e)));
+                return out;
+            }
+        };
+        let status = response.status();
+        out.status = Some(status.as_u16());
+        out.headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        if !status.is_success() {
+            let mut body = Vec::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                let room = ERROR_BODY_LIMIT.saturating_sub(body.len());
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            let text = String::from_utf8_lossy(&body);
+            out.error = Some(format!(
+                "http-{}: {}{}{}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                if text.trim().is_empty() { "" } else { ": " },
+                text.trim()
+            ));
+            return out;
+        }
+        let mut framer = Framer::new(self.framing);
+        loop {
+            match response.chunk().await {
+                Ok(Some(bytes)) => {
+                    let now = Instant::now();
+                    let n = framer.push(&bytes, &mut out.frames);
+                    out.frame_times.extend(std::iter::repeat_n(now, n));
+                    if framer.done() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    out.error = Some(format!("stream: {}", error_chain(&e)));
+                    break;
+                }
+            }
+        }
+        let now = Instant::now();
+        let n = framer.finish(&mut out.frames);
+        out.frame_times.extend(std::iter::repeat_n(now, n));
+        out
+    }
+
+    /// GET a JSON document from the server (for /v1/models), relative to the base URL.
+    pub async fn get_json(
+        &self,
+        base_url: &str,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> anyhow::Result<serde_json::Value> {
+        let url = format!("{}{}", base_url.trim_end_matches('/'), path);
+        let resp = self
+            .client
+            .get(&url)
+            .headers(headers.clone())
+            .send()
+            .await
+            .map_err(|e| anyhow::anyhow!("GET {url}: {}", error_chain(&e)))?;
+        let status = resp.status();
+        if !status.is_success() {
+            anyhow::bail!("GET {url}: HTTP {status}");
+        }
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| anyhow::anyhow!("GET {url}: {}", error_chain(&e)))?;
+        serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("GET {url}: invalid JSON: {e}"))
+    }
+}
+
+/// An error with its sources, which reqwest keeps behind "error sending request".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        let msg = inner.to_string();
+        if !s.contains(&msg) {
+            s.push_str(": ");
+            s.push_str(&msg);
+        }
+        cur = inner.source();
+    }
+    s
+}

@@ -1,0 +1,431 @@
+//! Per-request records to benchmark statistics, defined exactly as vLLM's
+//! `calculate_metrics` (`vllm/benchmarks/serve.py`) so numbers compare with
+//! `vllm bench serve`, plus client-side diagnostics vLLM lacks (schedule lag, achieved
+//! rates, server-versus-tokenizer output token counts).
+
+pub mod goodput;
+pub mod stats;
+pub mod timeline;
+
+use anyhow::{Context, Result, bail, ensure};
+
+pub use goodput::{Goodput, parse_goodput};
+pub use stats::Summary;
+
+use crate::record::RequestRecord;
+
+/// Counts the tokens of a generated text (vLLM:
+/// `len(tokenizer(text, add_special_tokens=False).input_ids)`).
+pub type TokenCounter<'a> = &'a dyn Fn(&str) -> Result<usize>;
+
+/// A metric whose mean, median, std and percentiles can be reported
+/// (`--percentile-metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PercentileMetric {
+    Ttft,
+    Tpot,
+    Itl,
+    E2el,
+    /// Time spent waiting for a concurrency slot (reported only with `--max-concurrency`).
+    ClientQueueTime,
+    /// E2EL plus client queue time (only with `--max-concurrency` and a finite rate).
+    E2elIncludingClientQueue,
+}
+
+impl PercentileMetric {
+    /// Every metric, in the order vLLM prints them.
+    pub const ALL: [PercentileMetric; 6] = [
+        PercentileMetric::Ttft,
+        PercentileMetric::Tpot,
+        PercentileMetric::Itl,
+        PercentileMetric::E2el,
+        PercentileMetric::ClientQueueTime,
+        PercentileMetric::E2elIncludingClientQueue,
+    ];
+
+    /// The name used on the command line and in result keys (`mean_{name}_ms`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PercentileMetric::Ttft => "ttft",
+            PercentileMetric::Tpot => "tpot",
+            PercentileMetric::Itl => "itl",
+            PercentileMetric::E2el => "e2el",
+            PercentileMetric::ClientQueueTime => "client_queue_time",
+            PercentileMetric::E2elIncludingClientQueue => "e2el_including_client_queue",
+        }
+    }
+}
+
+/// vLLM's default `--percentile-metrics` for generation backends.
+pub const DEFAULT_PERCENTILE_METRICS: &str = "ttft,tpot,itl";
+/// vLLM's default `--metric-percentiles`.
+pub const DEFAULT_METRIC_PERCENTILES: &str = "99";
+
+/// Parses `--percentile-metrics` (comma-separated; vLLM's default for generation is
+/// [`DEFAULT_PERCENTILE_METRICS`]). Unlike vLLM, which silently ignores unknown names, an
+/// unknown name is an error so a typo cannot drop a metric from the report.
+pub fn parse_percentile_metrics(arg: &str) -> Result<Vec<PercentileMetric>> {
+    let mut selected = Vec::new();
+    for name in arg.split(',').map(str::trim) {
+        let Some(metric) = PercentileMetric::ALL.into_iter().find(|m| m.name() == name) else {
+            let allowed: Vec<&str> = PercentileMetric::ALL.iter().map(|m| m.name()).collect();
+            bail!(
+                "--percentile-metrics: unknown metric {name:?}; allowed: {}",
+                allowed.join(", ")
+            );
+        };
+        if !selected.contains(&metric) {
+            selected.push(metric);
+        }
+    }
+    Ok(selected)
+}
+
+/// Parses `--metric-percentiles` (comma-separated numbers in [0, 100], e.g. `25,50,99.9`).
+pub fn parse_percentiles(arg: &str) -> Result<Vec<f64>> {
+    arg.split(',')
+        .map(|item| {
+            let p: f64 = item
+                .trim()
+                .parse()
+                .with_context(|| format!("--metric-percentiles: {item:?} is not a number"))?;
+            ensure!(
+                (0.0..=100.0).contains(&p),
+                "--metric-percentiles: Percentiles must be in the range [0, 100] (got {item:?})"
+            );
+            Ok(p)
+        })
+        .collect()
+}
+
+/// What `calculate` needs besides the records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsConfig {
+    /// `--metric-percentiles`.
+    pub percentiles: Vec<f64>,
+    /// `--percentile-metrics`: which metric sections the reports show.
+    pub percentile_metrics: Vec<PercentileMetric>,
+    /// `--goodput`.
+    pub goodput: Goodput,
+}
+
+impl Default for MetricsConfig {
+    /// vLLM's defaults: p99 of TTFT, TPOT and ITL, no goodput.
+    fn default() -> MetricsConfig {
+        MetricsConfig {
+            percentiles: vec![99.0],
+            percentile_metrics: vec![
+                PercentileMetric::Ttft,
+                PercentileMetric::Tpot,
+                PercentileMetric::Itl,
+            ],
+            goodput: Goodput::default(),
+        }
+    }
+}
+
+/// Per-request lists, in workload order, for the result JSON (`--save-detailed` keeps all
+/// of them; without it vLLM still keeps `latencies` and `queue_times`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PerRequest {
+    /// Each record's `index` (ascending), to find a request's entry in the other lists.
+    pub indices: Vec<usize>,
+    pub input_lens: Vec<u64>,
+    /// Output tokens as counted for the metrics; 0 for a failed request.
+    pub output_lens: Vec<u64>,
+    pub ttfts: Vec<f64>,
+    pub itls: Vec<Vec<f64>>,
+    pub latencies: Vec<f64>,
+    pub start_times: Vec<f64>,
+    pub queue_times: Vec<f64>,
+    pub generated_texts: Vec<String>,
+    /// The error message, `""` for a successful request (vLLM's default).
+    pub errors: Vec<String>,
+}
+
+/// Schedule lag in milliseconds over all sent requests: how late the scheduler released
+/// each request (`dispatch_time - intended_start_time`), which excludes the wait for a
+/// concurrency slot (that is the client queue time).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LagSummary {
+    pub mean: f64,
+    pub median: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// The server's `usage.completion_tokens` against the tokenizer's count of the generated
+/// text, over successful requests that reported usage.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TokenCountCheck {
+    pub requests_with_usage: usize,
+    pub server_tokens: u64,
+    pub tokenizer_tokens: u64,
+    /// Requests whose two counts differ.
+    pub mismatched_requests: usize,
+}
+
+/// Client-side diagnostics (not in vLLM).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClientStats {
+    /// Requests sent (successful and failed).
+    pub sent: usize,
+    pub schedule_lag_ms: LagSummary,
+    /// Completed requests per second of benchmark duration.
+    pub achieved_request_rate: f64,
+    /// Requests sent per second of sending (`sent / latest send time`); infinite when
+    /// every request was sent at time 0, 0 when none was sent.
+    pub achieved_send_rate: f64,
+    /// Present when a tokenizer was available.
+    pub token_counts: Option<TokenCountCheck>,
+}
+
+/// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result, and
+/// our client diagnostics. Latency statistics are in milliseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metrics {
+    /// Benchmark duration in seconds (first send to last response).
+    pub duration_s: f64,
+    pub completed: usize,
+    pub failed: usize,
+    pub total_input: u64,
+    pub total_output: u64,
+    pub request_throughput: f64,
+    /// 0 when no goodput SLO was given (the JSON then says `null`).
+    pub request_goodput: f64,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    pub ttft: Summary,
+    /// Over requests with more than one output token.
+    pub tpot: Summary,
+    /// Pooled over the gaps of all successful requests.
+    pub itl: Summary,
+    pub e2el: Summary,
+    /// Over successful requests.
+    pub client_queue_time: Summary,
+    /// E2EL plus client queue time, over successful requests.
+    pub e2el_including_client_queue: Summary,
+    pub max_output_tokens_per_s: f64,
+    pub max_concurrent_requests: usize,
+    /// Whether output tokens could be counted with a tokenizer; like vLLM without a
+    /// tokenizer, the console then omits token counts, throughputs and TTFT/TPOT/ITL.
+    pub has_tokenizer: bool,
+    pub config: MetricsConfig,
+    pub per_request: PerRequest,
+    /// Error messages of the failed requests, in workload order.
+    pub failure_messages: Vec<String>,
+    pub client: ClientStats,
+    /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
+    pub warnings: Vec<String>,
+}
+
+/// Client queue time of one request: how long it waited for a concurrency slot after the
+/// scheduler released it (vLLM's `client_queue_time`).
+fn client_queue_time(record: &RequestRecord) -> f64 {
+    record.start_time - record.dispatch_time
+}
+
+/// Computes every metric from the records of one run, as vLLM's `calculate_metrics`.
+///
+/// `duration_s` is the benchmark duration; `count_tokens` counts a generated text's tokens
+/// (the fallback when a server reported no `usage.completion_tokens`, or reported 0, and
+/// the check against servers that did); without it such requests count as 1 token, as in
+/// vLLM without a tokenizer. Records may come in any order; they are processed in
+/// workload (`index`) order, which fixes the order of pooled ITLs and per-request lists.
+pub fn calculate(
+    records: &[RequestRecord],
+    duration_s: f64,
+    count_tokens: Option<TokenCounter<'_>>,
+    config: &MetricsConfig,
+) -> Result<Metrics> {
+    ensure!(
+        duration_s.is_finite() && duration_s > 0.0,
+        "benchmark duration must be a positive number of seconds, got {duration_s}"
+    );
+    let mut ordered: Vec<&RequestRecord> = records.iter().collect();
+    ordered.sort_by_key(|r| r.index);
+
+    let mut output_lens = Vec::with_capacity(ordered.len());
+    let mut total_input = 0u64;
+    let mut completed = 0usize;
+    let mut good_completed = 0usize;
+    let (mut ttfts, mut tpots, mut itls, mut e2els) = (vec![], vec![], vec![], vec![]);
+    let (mut queue_times, mut e2els_with_queue) = (vec![], vec![]);
+    let mut without_usage = 0usize;
+    let mut check = TokenCountCheck::default();
+
+    for record in &ordered {
+        if !record.success {
+            output_lens.push(0);
+            continue;
+        }
+        // vLLM: `if not output_tokens` -> a missing or zero count falls back.
+        let server_count = record.output_tokens.filter(|&n| n > 0).map(u64::from);
+        let tokenizer_count = match count_tokens {
+            Some(count) => Some(count(&record.generated_text).with_context(|| {
+                format!("counting the output tokens of request {}", record.index)
+            })? as u64),
+            None => None,
+        };
+        let output_len = match (server_count, tokenizer_count) {
+            (Some(server), tokenized) => {
+                if let Some(tokenized) = tokenized {
+                    check.requests_with_usage += 1;
+                    check.server_tokens += server;
+                    check.tokenizer_tokens += tokenized;
+                    check.mismatched_requests += usize::from(server != tokenized);
+                }
+                server
+            }
+            (None, tokenized) => {
+                without_usage += 1;
+                tokenized.unwrap_or(1)
+            }
+        };
+        output_lens.push(output_len);
+        total_input += u64::from(record.prompt_len);
+        // vLLM regards TPOT as 0 for goodput when there is at most one output token.
+        let mut tpot = 0.0;
+        if output_len > 1 {
+            tpot = (record.latency - record.ttft) / (output_len - 1) as f64;
+            tpots.push(tpot);
+        }
+        if !config.goodput.is_empty() && config.goodput.is_good(record.ttft, tpot, record.latency) {
+            good_completed += 1;
+        }
+        itls.extend_from_slice(&record.itl);
+        ttfts.push(record.ttft);
+        e2els.push(record.latency);
+        queue_times.push(client_queue_time(record));
+        e2els_with_queue.push(record.latency + client_queue_time(record));
+        completed += 1;
+    }
+
+    let mut warnings = Vec::new();
+    if completed == 0 {
+        warnings.push(
+            "All requests failed. This is likely due to a misconfiguration on the benchmark \
+             arguments."
+                .to_string(),
+        );
+    }
+    if without_usage > 0 {
+        let how = if count_tokens.is_some() {
+            "counted by tokenizing the generated text (this may inflate the count slightly)"
+        } else {
+            "counted as 1 token each because no tokenizer is loaded"
+        };
+        warnings.push(format!(
+            "{without_usage} of {completed} successful requests reported no \
+             usage.completion_tokens; their output tokens were {how}"
+        ));
+    }
+    if check.mismatched_requests > 0 {
+        warnings.push(format!(
+            "{} of {} requests reported a usage.completion_tokens that differs from the \
+             tokenizer's count of the generated text ({} tokens by the server, {} by the \
+             tokenizer); the server's counts are used",
+            check.mismatched_requests,
+            check.requests_with_usage,
+            check.server_tokens,
+            check.tokenizer_tokens
+        ));
+    }
+
+    let successful: Vec<&RequestRecord> = ordered.iter().copied().filter(|r| r.success).collect();
+    let (max_output_tokens_per_s, max_concurrent_requests) = timeline::peaks(&successful);
+    let total_output: u64 = output_lens.iter().sum();
+    let percentiles = &config.percentiles;
+
+    let per_request = PerRequest {
+        indices: ordered.iter().map(|r| r.index).collect(),
+        input_lens: ordered.iter().map(|r| u64::from(r.prompt_len)).collect(),
+        output_lens,
+        ttfts: ordered.iter().map(|r| r.ttft).collect(),
+        itls: ordered.iter().map(|r| r.itl.clone()).collect(),
+        latencies: ordered.iter().map(|r| r.latency).collect(),
+        start_times: ordered.iter().map(|r| r.start_time).collect(),
+        queue_times: ordered.iter().map(|r| client_queue_time(r)).collect(),
+        generated_texts: ordered.iter().map(|r| r.generated_text.clone()).collect(),
+        errors: ordered
+            .iter()
+            .map(|r| r.error.clone().unwrap_or_default())
+            .collect(),
+    };
+
+    Ok(Metrics {
+        duration_s,
+        completed,
+        failed: ordered.len() - completed,
+        total_input,
+        total_output,
+        request_throughput: completed as f64 / duration_s,
+        request_goodput: good_completed as f64 / duration_s,
+        output_throughput: total_output as f64 / duration_s,
+        total_token_throughput: (total_input + total_output) as f64 / duration_s,
+        ttft: Summary::of_seconds(&ttfts, percentiles),
+        tpot: Summary::of_seconds(&tpots, percentiles),
+        itl: Summary::of_seconds(&itls, percentiles),
+        e2el: Summary::of_seconds(&e2els, percentiles),
+        client_queue_time: Summary::of_seconds(&queue_times, percentiles),
+        e2el_including_client_queue: Summary::of_seconds(&e2els_with_queue, percentiles),
+        max_output_tokens_per_s,
+        max_concurrent_requests,
+        has_tokenizer: count_tokens.is_some(),
+        config: config.clone(),
+        per_request,
+        failure_messages: ordered
+            .iter()
+            .filter(|r| !r.success)
+            .map(|r| r.error.clone().unwrap_or_default())
+            .collect(),
+        client: client_stats(&ordered, completed, duration_s, count_tokens.map(|_| check)),
+        warnings,
+    })
+}
+
+fn client_stats(
+    ordered: &[&RequestRecord],
+    completed: usize,
+    duration_s: f64,
+    token_counts: Option<TokenCountCheck>,
+) -> ClientStats {
+    let lags: Vec<f64> = ordered
+        .iter()
+        .map(|r| r.dispatch_time - r.intended_start_time)
+        .collect();
+    let last_send = stats::max(&ordered.iter().map(|r| r.start_time).collect::<Vec<_>>());
+    ClientStats {
+        sent: ordered.len(),
+        schedule_lag_ms: LagSummary {
+            mean: stats::mean(&lags) * 1000.0,
+            median: stats::median(&lags) * 1000.0,
+            p99: stats::percentile(&lags, 99.0) * 1000.0,
+            max: stats::max(&lags) * 1000.0,
+        },
+        achieved_request_rate: completed as f64 / duration_s,
+        achieved_send_rate: match ordered.len() {
+            0 => 0.0,
+            sent if last_send > 0.0 => sent as f64 / last_send,
+            _ => f64::INFINITY,
+        },
+        token_counts,
+    }
+}
+
+impl Metrics {
+    /// The summary of one percentile metric.
+    pub fn summary(&self, metric: PercentileMetric) -> &Summary {
+        match metric {
+            PercentileMetric::Ttft => &self.ttft,
+            PercentileMetric::Tpot => &self.tpot,
+            PercentileMetric::Itl => &self.itl,
+            PercentileMetric::E2el => &self.e2el,
+            PercentileMetric::ClientQueueTime => &self.client_queue_time,
+            PercentileMetric::E2elIncludingClientQueue => &self.e2el_including_client_queue,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,348 @@
+//! `calculate` on a hand-made run whose every metric is worked out by hand below.
+
+use super::*;
+
+/// Four requests over a 10 s benchmark (times in seconds):
+///
+/// | idx | ok | prompt | usage | text (words)       | intended | dispatch | start | ttft | itl            | latency |
+/// |-----|----|--------|-------|--------------------|----------|----------|-------|------|----------------|---------|
+/// | 0   | y  | 100    | 5     | "one ... five" (5) | 0.0      | 0.0      | 0.0   | 0.1  | .02 .03 .05 .1 | 0.3     |
+/// | 1   | y  | 50     | 1     | "hi there" (2)     | 0.05     | 0.1      | 0.2   | 0.2  | -              | 0.2     |
+/// | 2   | n  | 80     | -     | "" (HTTP 500)      | 1.0      | 1.0      | 1.0   | 0    | -              | 0       |
+/// | 3   | y  | 30     | none  | "a b c" (3)        | 1.0      | 1.25     | 1.5   | 0.4  | .2 .1          | 0.7     |
+///
+/// Client queue time is start - dispatch: [0, 0.1, 0, 0.25]; schedule lag is
+/// dispatch - intended: [0, 0.05, 0, 0.25].
+///
+/// The token counter counts whitespace-separated words, so request 3 (no usage) counts 3
+/// output tokens, and request 1's server count (1) disagrees with the tokenizer's (2).
+pub(crate) fn fixture() -> Vec<RequestRecord> {
+    let rec = |index: usize, prompt_len: u32, usage: Option<u32>, text: &str| RequestRecord {
+        index,
+        request_id: format!("req-{index}"),
+        success: true,
+        prompt_len,
+        expected_output_len: 8,
+        output_tokens: usage,
+        generated_text: text.to_string(),
+        ..RequestRecord::default()
+    };
+    vec![
+        RequestRecord {
+            ttft: 0.1,
+            itl: vec![0.02, 0.03, 0.05, 0.1],
+            latency: 0.3,
+            start_time: 0.0,
+            dispatch_time: 0.0,
+            intended_start_time: 0.0,
+            ..rec(0, 100, Some(5), "one two three four five")
+        },
+        RequestRecord {
+            ttft: 0.2,
+            latency: 0.2,
+            start_time: 0.2,
+            dispatch_time: 0.1,
+            intended_start_time: 0.05,
+            ..rec(1, 50, Some(1), "hi there")
+        },
+        RequestRecord {
+            success: false,
+            error: Some("http-500: Internal Server Error".to_string()),
+            start_time: 1.0,
+            dispatch_time: 1.0,
+            intended_start_time: 1.0,
+            ..rec(2, 80, None, "")
+        },
+        RequestRecord {
+            ttft: 0.4,
+            itl: vec![0.2, 0.1],
+            latency: 0.7,
+            start_time: 1.5,
+            dispatch_time: 1.25,
+            intended_start_time: 1.0,
+            ..rec(3, 30, None, "a b c")
+        },
+    ]
+}
+
+/// Counts words: a stand-in tokenizer whose counts are easy to check by eye.
+pub(crate) fn words(text: &str) -> Result<usize> {
+    Ok(text.split_whitespace().count())
+}
+
+pub(crate) fn config() -> MetricsConfig {
+    MetricsConfig {
+        percentiles: vec![50.0, 99.0],
+        percentile_metrics: PercentileMetric::ALL.to_vec(),
+        goodput: Goodput::default(),
+    }
+}
+
+pub(crate) fn fixture_metrics() -> Metrics {
+    calculate(&fixture(), 10.0, Some(&words), &config()).unwrap()
+}
+
+#[track_caller]
+fn close(got: f64, want: f64) {
+    assert!((got - want).abs() < 1e-9, "got {got}, want {want}");
+}
+
+#[track_caller]
+fn summary(got: &Summary, mean: f64, median: f64, std: f64, p50: f64, p99: f64) {
+    close(got.mean, mean);
+    close(got.median, median);
+    close(got.std, std);
+    assert_eq!(got.percentiles.len(), 2);
+    assert_eq!((got.percentiles[0].0, got.percentiles[1].0), (50.0, 99.0));
+    close(got.percentiles[0].1, p50);
+    close(got.percentiles[1].1, p99);
+}
+
+#[test]
+fn counts_and_throughputs() {
+    let m = fixture_metrics();
+    assert_eq!(m.completed, 3);
+    assert_eq!(m.failed, 1);
+    // Successful prompts only: 100 + 50 + 30.
+    assert_eq!(m.total_input, 180);
+    // output_lens [5, 1, 0, 3]: usage, usage, failed, tokenizer.
+    assert_eq!(m.per_request.output_lens, vec![5, 1, 0, 3]);
+    assert_eq!(m.total_output, 9);
+    assert_eq!(m.duration_s, 10.0);
+    close(m.request_throughput, 0.3); // 3 / 10
+    close(m.output_throughput, 0.9); // 9 / 10
+    close(m.total_token_throughput, 18.9); // (180 + 9) / 10
+    assert_eq!(m.request_goodput, 0.0); // no SLO given
+    assert!(m.has_tokenizer);
+}
+
+#[test]
+fn latency_statistics() {
+    let m = fixture_metrics();
+    // TTFT [0.1, 0.2, 0.4]: mean 0.7/3; median 0.2; deviations -0.1333, -0.0333, 0.1667
+    // -> variance 0.046667/3, std 0.124722; p99 index 2*0.99 = 1.98 -> 0.2 + 0.2*0.98.
+    summary(
+        &m.ttft,
+        700.0 / 3.0,
+        200.0,
+        124.72191289246473,
+        200.0,
+        396.0,
+    );
+    // TPOT: request 0 (0.3-0.1)/(5-1) = 0.05, request 3 (0.7-0.4)/(3-1) = 0.15; request 1
+    // has one token and is left out. Mean 0.1, std 0.05, p99 0.05 + 0.1*0.99.
+    summary(&m.tpot, 100.0, 100.0, 50.0, 100.0, 149.0);
+    // ITL pooled [.02 .03 .05 .1 .2 .1]: sum 0.5 -> mean 0.083333; sorted
+    // [.02 .03 .05 .1 .1 .2] -> median (0.05+0.1)/2; squared deviations sum 0.0221333
+    // -> std sqrt(0.0221333/6) = 0.0607362; p99 index 5*0.99 = 4.95 -> 0.1 + 0.1*0.95.
+    summary(&m.itl, 500.0 / 6.0, 75.0, 60.73622386096199, 75.0, 195.0);
+    // E2EL [0.3, 0.2, 0.7]: mean 0.4; median 0.3; deviations -.1 -.2 .3 -> variance
+    // 0.14/3, std 0.216025; p99 index 1.98 over [.2 .3 .7] -> 0.3 + 0.4*0.98.
+    summary(&m.e2el, 400.0, 300.0, 216.02468994692865, 300.0, 692.0);
+    // Client queue (start - dispatch) of successes [0, 0.1, 0.25]: mean 0.116667; median
+    // 0.1; variance 0.0316667/3, std 0.102740; p99 0.1 + 0.15*0.98 = 0.247.
+    summary(
+        &m.client_queue_time,
+        350.0 / 3.0,
+        100.0,
+        102.74023338281629,
+        100.0,
+        247.0,
+    );
+    // E2EL + queue [0.3, 0.3, 0.95]: mean 1.55/3; p99 0.3 + 0.65*0.98 = 0.937.
+    summary(
+        &m.e2el_including_client_queue,
+        1550.0 / 3.0,
+        300.0,
+        306.41293851417055,
+        300.0,
+        937.0,
+    );
+}
+
+#[test]
+fn peaks() {
+    let m = fixture_metrics();
+    // Successes span [0.0, 2.2]: ceil(2.2) + 1 = 4 buckets. Chunks: request 0 at 0.1,
+    // 0.12, 0.15, 0.2, 0.3 and request 1 at 0.4 -> bucket 0 holds 6; request 3 at 1.9
+    // (bucket 1), 2.1 and 2.2 (bucket 2). The failed request is ignored.
+    assert_eq!(m.max_output_tokens_per_s, 6.0);
+    // [0, 0.3) and [0.2, 0.4) overlap; [1.5, 2.2) is alone.
+    assert_eq!(m.max_concurrent_requests, 2);
+}
+
+#[test]
+fn per_request_lists_are_in_workload_order_even_when_records_are_not() {
+    let mut shuffled = fixture();
+    shuffled.reverse();
+    let m = calculate(&shuffled, 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(m, fixture_metrics());
+    let p = &m.per_request;
+    assert_eq!(p.input_lens, vec![100, 50, 80, 30]);
+    assert_eq!(p.ttfts, vec![0.1, 0.2, 0.0, 0.4]);
+    assert_eq!(
+        p.itls,
+        vec![vec![0.02, 0.03, 0.05, 0.1], vec![], vec![], vec![0.2, 0.1]]
+    );
+    assert_eq!(p.latencies, vec![0.3, 0.2, 0.0, 0.7]);
+    assert_eq!(p.start_times, vec![0.0, 0.2, 1.0, 1.5]);
+    // start - dispatch for every request, failed ones included.
+    close(p.queue_times[1], 0.1);
+    close(p.queue_times[3], 0.25);
+    assert_eq!((p.queue_times[0], p.queue_times[2]), (0.0, 0.0));
+    assert_eq!(p.generated_texts[0], "one two three four five");
+    assert_eq!(
+        p.errors,
+        vec!["", "", "http-500: Internal Server Error", ""]
+    );
+    assert_eq!(m.failure_messages, vec!["http-500: Internal Server Error"]);
+}
+
+#[test]
+fn client_diagnostics() {
+    let m = fixture_metrics();
+    let c = &m.client;
+    assert_eq!(c.sent, 4);
+    // Lags (dispatch - intended) of all four requests [0, 0.05, 0, 0.25]: mean 0.075;
+    // median (0 + 0.05)/2; p99 index 3*0.99 = 2.97 over [0 0 .05 .25] -> 0.05 + 0.2*0.97
+    // = 0.244; max 0.25.
+    close(c.schedule_lag_ms.mean, 75.0);
+    close(c.schedule_lag_ms.median, 25.0);
+    close(c.schedule_lag_ms.p99, 244.0);
+    close(c.schedule_lag_ms.max, 250.0);
+    close(c.achieved_request_rate, 0.3); // 3 completed / 10 s
+    close(c.achieved_send_rate, 4.0 / 1.5); // 4 sent, last at 1.5 s
+    // Requests 0 and 1 reported usage: server 5 + 1 = 6, tokenizer 5 + 2 = 7.
+    let check = c.token_counts.unwrap();
+    assert_eq!(check.requests_with_usage, 2);
+    assert_eq!((check.server_tokens, check.tokenizer_tokens), (6, 7));
+    assert_eq!(check.mismatched_requests, 1);
+    assert!(
+        m.warnings
+            .iter()
+            .any(|w| w.starts_with("1 of 2 requests reported a usage"))
+    );
+    assert!(
+        m.warnings
+            .iter()
+            .any(|w| w.starts_with("1 of 3 successful requests reported no"))
+    );
+}
+
+#[test]
+fn goodput_with_each_slo() {
+    let with = |pairs: &[&str]| {
+        let goodput = parse_goodput(&pairs.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let config = MetricsConfig {
+            goodput: goodput.unwrap(),
+            ..config()
+        };
+        calculate(&fixture(), 10.0, Some(&words), &config)
+            .unwrap()
+            .request_goodput
+    };
+    // TTFTs 0.1, 0.2, 0.4 against 0.25 s: two good -> 2 / 10 s.
+    close(with(&["ttft:250"]), 0.2);
+    // TPOTs for goodput 0.05, 0 (one token counts as 0), 0.15 against 0.06 s: two good.
+    close(with(&["tpot:60"]), 0.2);
+    // 0.15 s is met by (0.7 - 0.4) / 2 because the bound is inclusive: all three.
+    close(with(&["tpot:150"]), 0.3);
+    // E2ELs 0.3, 0.2, 0.7 against 0.5 s: two good.
+    close(with(&["e2el:500"]), 0.2);
+    // Both TTFT <= 0.25 and E2EL <= 0.25: only request 1 (0.2, 0.2).
+    close(with(&["ttft:250", "e2el:250"]), 0.1);
+    // Nothing meets 1 ms.
+    close(with(&["ttft:1"]), 0.0);
+}
+
+#[test]
+fn without_tokenizer_missing_usage_counts_one_token() {
+    let m = calculate(&fixture(), 10.0, None, &config()).unwrap();
+    assert!(!m.has_tokenizer);
+    // Request 3 now counts 1 token: [5, 1, 0, 1].
+    assert_eq!(m.per_request.output_lens, vec![5, 1, 0, 1]);
+    assert_eq!(m.total_output, 7);
+    // Only request 0 has more than one token: TPOT 0.05 s.
+    close(m.tpot.mean, 50.0);
+    assert_eq!(m.client.token_counts, None);
+    assert!(
+        m.warnings
+            .iter()
+            .any(|w| w.contains("counted as 1 token each"))
+    );
+}
+
+#[test]
+fn zero_usage_falls_back_to_the_tokenizer_like_vllm() {
+    let mut records = fixture();
+    records[0].output_tokens = Some(0);
+    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    // "one two three four five" is 5 words, so the count is unchanged, but the request
+    // no longer takes part in the server/tokenizer comparison.
+    assert_eq!(m.per_request.output_lens[0], 5);
+    assert_eq!(m.client.token_counts.unwrap().requests_with_usage, 1);
+}
+
+#[test]
+fn all_failed_warns_and_reports_zeros() {
+    let mut records = fixture();
+    for r in &mut records {
+        r.success = false;
+    }
+    let m = calculate(&records, 2.0, Some(&words), &config()).unwrap();
+    assert_eq!((m.completed, m.failed), (0, 4));
+    assert_eq!(m.total_output, 0);
+    assert_eq!(m.ttft.mean, 0.0);
+    assert_eq!(m.itl.percentiles, vec![(50.0, 0.0), (99.0, 0.0)]);
+    assert_eq!(
+        (m.max_output_tokens_per_s, m.max_concurrent_requests),
+        (0.0, 0)
+    );
+    assert_eq!(
+        m.warnings,
+        vec![
+            "All requests failed. This is likely due to a misconfiguration on the benchmark \
+             arguments."
+        ]
+    );
+}
+
+#[test]
+fn tokenizer_errors_name_the_request() {
+    let failing = |_: &str| -> Result<usize> { anyhow::bail!("boom") };
+    let err = calculate(&fixture(), 10.0, Some(&failing), &config()).unwrap_err();
+    assert_eq!(err.to_string(), "counting the output tokens of request 0");
+}
+
+#[test]
+fn rejects_a_non_positive_duration() {
+    assert!(calculate(&fixture(), 0.0, None, &config()).is_err());
+    assert!(calculate(&fixture(), f64::NAN, None, &config()).is_err());
+}
+
+#[test]
+fn percentile_flags_parse() {
+    use PercentileMetric::*;
+    assert_eq!(
+        parse_percentile_metrics(DEFAULT_PERCENTILE_METRICS).unwrap(),
+        vec![Ttft, Tpot, Itl]
+    );
+    assert_eq!(
+        parse_percentile_metrics("e2el, ttft,e2el").unwrap(),
+        vec![E2el, Ttft]
+    );
+    let err = parse_percentile_metrics("ttft,latency")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"latency\""), "{err}");
+    assert_eq!(
+        parse_percentiles(DEFAULT_METRIC_PERCENTILES).unwrap(),
+        vec![99.0]
+    );
+    assert_eq!(
+        parse_percentiles("25, 50,99.9").unwrap(),
+        vec![25.0, 50.0, 99.9]
+    );
+    assert!(parse_percentiles("101").is_err());
+    assert!(parse_percentiles("p99").is_err());
+}

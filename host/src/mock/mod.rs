@@ -1,0 +1,401 @@
+//! `bench mock-server`: an OpenAI-compatible server with known delays.
+//!
+//! It exists so the demo, the tests and the benchmarks of the load generator have a server
+//! whose behaviour is known exactly: the first token leaves at request arrival + `ttft`,
+//! token `i` at arrival + `ttft + i * itl` (absolute deadlines), every response carries
+//! exactly `max_tokens` tokens (or `output_len` when the request sets none), and
+//! `fail_rate` of the requests are answered with HTTP 500 in a fixed, reproducible pattern.
+//!
+//! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
+//! JSON), `GET /v1/models`, `GET /health`. What it does with a request:
+//! - Output: token `i` is `response::WORDS[i % 32]`, each one token for GPT-2, Qwen and
+//!   Llama-3 tokenizers, so a tokenizer count of the text equals `usage.completion_tokens`.
+//! - Length: always exactly `max_tokens` (completions) or `max_completion_tokens`, else
+//!   `max_tokens` (chat); `finish_reason` is `"length"`. The mock has no end-of-sequence
+//!   token, so it behaves as if `ignore_eos` were always set; the flag is accepted and
+//!   changes nothing. `max_tokens: 0` is refused with 400, as vLLM does.
+//! - `usage.prompt_tokens` is a rough count: whitespace-separated words of the prompt text
+//!   (text parts of chat messages), or the length of a token-id prompt.
+//! - Streams end with a usage chunk (`choices: []`) when `stream_options.include_usage` is
+//!   set, then `data: [DONE]`. Non-streaming answers always carry usage and are sent when
+//!   the last token would have been, at arrival + `ttft + (n - 1) * itl`.
+//! - The first chat chunk carries `"role":"assistant"` together with the first token, so
+//!   the number of chunks with `choices` is the number of tokens.
+//! - The request's `model` is not checked; answers name the served model. `n`, `logprobs`,
+//!   `echo` and sampling parameters are ignored (one choice, `logprobs: null`).
+//!
+//! "Arrival" is when the handler starts, before the request body is read.
+
+mod request;
+mod response;
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use request::Generation;
+use response::{Api, Reply};
+
+/// Largest request body accepted: room for multimodal prompts with inline images.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Command-line options of `bench mock-server`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MockServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Time to first token in milliseconds, from request arrival.
+    #[arg(long, default_value_t = 0)]
+    pub ttft_ms: u64,
+    /// Inter-token latency in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub itl_ms: u64,
+    /// Output tokens for requests that set no max_tokens.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    pub output_len: u32,
+    /// Model name served by /v1/models and named in every response.
+    #[arg(long, default_value = "mock")]
+    pub model: String,
+    /// Share of generation requests answered with HTTP 500, from 0.0 to 1.0, in a fixed
+    /// pattern: request k (from 0) fails iff floor((k+1)*rate) > floor(k*rate).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fail_rate)]
+    pub fail_rate: f64,
+}
+
+fn parse_fail_rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!("must be between 0.0 and 1.0, got {rate}"))
+    }
+}
+
+/// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
+/// a free loopback port, which is what tests usually want.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MockConfig {
+    pub host: String,
+    pub port: u16,
+    /// Request arrival to the first token.
+    pub ttft: Duration,
+    /// Gap between successive tokens.
+    pub itl: Duration,
+    /// Output tokens when a request sets no max_tokens; at least 1.
+    pub output_len: u32,
+    pub model: String,
+    /// Share of generation requests answered with HTTP 500 (see [`MockServerArgs::fail_rate`]).
+    pub fail_rate: f64,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        MockConfig {
+            host: "127.0.0.1".to_owned(),
+            port: 0,
+            ttft: Duration::ZERO,
+            itl: Duration::ZERO,
+            output_len: 128,
+            model: "mock".to_owned(),
+            fail_rate: 0.0,
+        }
+    }
+}
+
+impl From<&MockServerArgs> for MockConfig {
+    fn from(args: &MockServerArgs) -> Self {
+        MockConfig {
+            host: args.host.clone(),
+            port: args.port,
+            ttft: Duration::from_millis(args.ttft_ms),
+            itl: Duration::from_millis(args.itl_ms),
+            output_len: args.output_len,
+            model: args.model.clone(),
+            fail_rate: args.fail_rate,
+        }
+    }
+}
+
+/// A way of answering a request wrongly on purpose, chosen per request before it is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// HTTP 500 with an OpenAI-style error body, at once.
+    ServerError,
+}
+
+/// Deterministic fault choice: with `fail_rate` p, request k fails iff
+/// floor((k+1)p) > floor(kp), computed in integers (p in billionths) so that the pattern is
+/// exact: 0.25 fails requests 3, 7, 11, ..., and of the first n requests exactly
+/// floor(n * rate) fail (the rate rounded to 1e-9).
+#[derive(Debug)]
+struct FaultPlan {
+    fail_per_billion: u64,
+}
+
+impl FaultPlan {
+    const SCALE: u128 = 1_000_000_000;
+
+    fn new(fail_rate: f64) -> Self {
+        // The rate is checked to lie in 0..=1, so the product fits.
+        let fail_per_billion = (fail_rate * Self::SCALE as f64).round() as u64;
+        FaultPlan { fail_per_billion }
+    }
+
+    fn fault_for(&self, k: u64) -> Option<Fault> {
+        let p = u128::from(self.fail_per_billion);
+        let k = u128::from(k);
+        ((k + 1) * p / Self::SCALE > k * p / Self::SCALE).then_some(Fault::ServerError)
+    }
+}
+
+/// State shared by all handlers.
+#[derive(Debug)]
+struct Shared {
+    ttft: Duration,
+    itl: Duration,
+    output_len: u32,
+    model: String,
+    /// `model` as a JSON string literal, formatted once.
+    model_json: String,
+    started: u64,
+    faults: FaultPlan,
+    /// Generation requests seen so far; request k gets id k and the fault plan's verdict k.
+    requests: AtomicU64,
+}
+
+/// A running mock server. Dropping it starts a graceful shutdown (responses in flight are
+/// finished); [`MockServer::shutdown`] also waits for it.
+#[derive(Debug)]
+pub struct MockServer {
+    addr: SocketAddr,
+    /// Dropping the sender is the shutdown signal.
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl MockServer {
+    /// The address actually bound (the real port when the config asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ip:port`, without a path: endpoints are `{base_url}/v1/completions` etc.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections, lets responses in flight finish, and waits until the
+    /// server has stopped.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let MockServer { stop, task, .. } = self;
+        drop(stop);
+        task.await
+            .context("the mock server task panicked")?
+            .context("the mock server failed")
+    }
+}
+
+/// Binds the mock server and serves in the background on the current tokio runtime.
+pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
+    if !(0.0..=1.0).contains(&config.fail_rate) {
+        bail!(
+            "mock server fail rate must be between 0.0 and 1.0, got {}",
+            config.fail_rate
+        );
+    }
+    if config.output_len == 0 {
+        bail!("mock server output length must be at least 1");
+    }
+    let listener = TcpListener::bind((config.host.as_str(), config.port))
+        .await
+        .with_context(|| format!("binding the mock server to {}:{}", config.host, config.port))?;
+    let addr = listener
+        .local_addr()
+        .context("reading the mock server's bound address")?;
+    // Without TCP_NODELAY, Nagle's algorithm would hold small SSE chunks back and distort
+    // exactly the timings the mock promises.
+    let listener = listener.tap_io(|stream| {
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::warn!("mock server: cannot set TCP_NODELAY: {err}");
+        }
+    });
+    let shared = Arc::new(Shared {
+        ttft: config.ttft,
+        itl: config.itl,
+        output_len: config.output_len,
+        model_json: serde_json::to_string(&config.model).context("encoding the model name")?,
+        model: config.model,
+        started: unix_now(),
+        faults: FaultPlan::new(config.fail_rate),
+        requests: AtomicU64::new(0),
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serve = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
+        // Either a send or the sender's drop means stop.
+        let _ = stopped.await;
+    });
+    let task = tokio::spawn(serve.into_future());
+    Ok(MockServer { addr, stop, task })
+}
+
+/// `bench mock-server`: serves until Ctrl-C (a second Ctrl-C skips the graceful wait).
+pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
+    let config = MockConfig::from(&args);
+    let server = spawn(config).await?;
+    println!(
+        "bench mock-server listening on {} (model {:?}, ttft {} ms, itl {} ms, output-len {}, \
+         fail-rate {})",
+        server.base_url(),
+        args.model,
+        args.ttft_ms,
+        args.itl_ms,
+        args.output_len,
+        args.fail_rate
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    eprintln!(
+        "mock server: shutting down, finishing responses in flight (Ctrl-C again to quit now)"
+    );
+    tokio::select! {
+        result = server.shutdown() => result,
+        result = tokio::signal::ctrl_c() => result.context("waiting for Ctrl-C"),
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .with_state(shared)
+}
+
+fn unix_now() -> u64 {
+    // A clock before 1970 is a broken machine; `created` 0 is the honest answer there.
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+async fn completions(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    generate(&shared, Api::Completions, request).await
+}
+
+async fn chat_completions(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    generate(&shared, Api::Chat, request).await
+}
+
+async fn generate(shared: &Shared, api: Api, request: Request) -> Response {
+    let arrival = Instant::now();
+    let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(err) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the request body: {err}"),
+            );
+        }
+    };
+    let k = shared.requests.fetch_add(1, Ordering::Relaxed);
+    if let Some(fault) = shared.faults.fault_for(k) {
+        return match fault {
+            Fault::ServerError => error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("mock server: request {k} fails on purpose (--fail-rate)"),
+            ),
+        };
+    }
+    let generation: Generation = match request::parse(api, &body) {
+        Ok(generation) => generation,
+        Err(err) => {
+            return error_response(StatusCode::BAD_REQUEST, &format!("invalid request: {err}"));
+        }
+    };
+    let completion_tokens = generation.max_tokens.unwrap_or(shared.output_len);
+    if completion_tokens == 0 {
+        return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
+    }
+    let reply = Reply {
+        api,
+        id: k,
+        created: unix_now(),
+        model_json: &shared.model_json,
+        prompt_tokens: generation.prompt_tokens,
+        completion_tokens,
+    };
+    let first_token_at = arrival + shared.ttft;
+    if generation.stream {
+        let stream = reply.stream(generation.include_usage, first_token_at, shared.itl);
+        (
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            Body::from_stream(stream),
+        )
+            .into_response()
+    } else {
+        tokio::time::sleep_until(first_token_at + shared.itl * (completion_tokens - 1)).await;
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            reply.json_body(),
+        )
+            .into_response()
+    }
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": shared.model,
+            "object": "model",
+            "created": shared.started,
+            "owned_by": "bench-mock",
+            "root": shared.model,
+            "parent": null,
+        }],
+    }))
+    .into_response()
+}
+
+/// vLLM's `/health`: 200 with an empty body once the server can take requests.
+async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+/// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
+fn error_response(status: StatusCode, message: &str) -> Response {
+    let kind = if status.is_client_error() {
+        "BadRequestError"
+    } else {
+        "InternalServerError"
+    };
+    let body = serde_json::json!({
+        "error": {"message": message, "type": kind, "param": null, "code": status.as_u16()},
+    });
+    (status, axum::Json(body)).into_response()
+}

@@ -1,0 +1,220 @@
+//! Parsing of generation requests: only the fields the mock acts on are read.
+//!
+//! Everything else (`model`, sampling parameters, `ignore_eos`, `logprobs`, `n`, ...) is
+//! accepted and skipped, so any client that talks to vLLM can talk to the mock. Prompt
+//! sizes are counted while parsing, without copying the prompt: a text counts one token per
+//! whitespace-separated word, a token-id list counts its length. That is a rough count, good
+//! enough for `usage.prompt_tokens` of a server whose point is its timing.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+
+use super::response::Api;
+
+/// What a generation request asks for, whichever API it came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Generation {
+    /// Rough prompt size (see the module documentation).
+    pub prompt_tokens: u32,
+    /// `max_tokens` (completions), `max_completion_tokens` or else `max_tokens` (chat).
+    pub max_tokens: Option<u32>,
+    pub stream: bool,
+    /// `stream_options.include_usage`: end the stream with a usage chunk.
+    pub include_usage: bool,
+}
+
+/// Parses a request body for `api`; the error names the offending field.
+pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Error> {
+    match api {
+        Api::Completions => {
+            let request: CompletionRequest = serde_json::from_slice(body)?;
+            Ok(Generation {
+                prompt_tokens: request.prompt.0,
+                max_tokens: request.max_tokens,
+                stream: request.stream.unwrap_or(false),
+                include_usage: include_usage(request.stream_options),
+            })
+        }
+        Api::Chat => {
+            let request: ChatRequest = serde_json::from_slice(body)?;
+            let prompt_tokens = request
+                .messages
+                .iter()
+                .filter_map(|message| message.content.as_ref())
+                .fold(0u32, |sum, content| sum.saturating_add(content.0));
+            Ok(Generation {
+                prompt_tokens,
+                // vLLM's rule: the newer field wins, the deprecated one is the fallback.
+                max_tokens: request.max_completion_tokens.or(request.max_tokens),
+                stream: request.stream.unwrap_or(false),
+                include_usage: include_usage(request.stream_options),
+            })
+        }
+    }
+}
+
+fn include_usage(options: Option<StreamOptions>) -> bool {
+    options.and_then(|o| o.include_usage).unwrap_or(false)
+}
+
+#[derive(Deserialize)]
+struct CompletionRequest {
+    prompt: PromptTokens,
+    max_tokens: Option<u32>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    messages: Vec<Message>,
+    max_completion_tokens: Option<u32>,
+    max_tokens: Option<u32>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    /// Absent or null for an assistant turn that only carries tool calls.
+    #[serde(default)]
+    content: Option<ContentTokens>,
+}
+
+/// A part of a multi-part chat message; only text parts count (images and audio count 0).
+#[derive(Deserialize)]
+struct ContentPart {
+    #[serde(default)]
+    text: Option<WordCount>,
+}
+
+fn count_words(text: &str) -> u32 {
+    u32::try_from(text.split_whitespace().count()).unwrap_or(u32::MAX)
+}
+
+/// The word count of a JSON string.
+struct WordCount(u32);
+
+impl<'de> Deserialize<'de> for WordCount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = WordCount;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<WordCount, E> {
+                Ok(WordCount(count_words(text)))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
+}
+
+/// The size of a chat message's `content`: a string, or a list of parts.
+struct ContentTokens(u32);
+
+impl<'de> Deserialize<'de> for ContentTokens {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ContentTokens;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or a list of content parts")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<ContentTokens, E> {
+                Ok(ContentTokens(count_words(text)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ContentTokens, A::Error> {
+                let mut sum = 0u32;
+                while let Some(part) = seq.next_element::<ContentPart>()? {
+                    sum = sum.saturating_add(part.text.map_or(0, |t| t.0));
+                }
+                Ok(ContentTokens(sum))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// The size of a completions `prompt`: a string, a list of token ids, or a list holding
+/// exactly one of those (the mock answers one choice, so batched prompts are refused).
+struct PromptTokens(u32);
+
+impl<'de> Deserialize<'de> for PromptTokens {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PromptTokens;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, a list of token ids, or a one-element list of either")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<PromptTokens, E> {
+                Ok(PromptTokens(count_words(text)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PromptTokens, A::Error> {
+                let (mut token_ids, mut prompts, mut size) = (0u32, 0u32, 0u32);
+                while let Some(piece) = seq.next_element::<PromptPiece>()? {
+                    match piece {
+                        PromptPiece::TokenId => token_ids = token_ids.saturating_add(1),
+                        PromptPiece::Prompt(n) => {
+                            prompts += 1;
+                            size = n;
+                        }
+                    }
+                }
+                match (token_ids, prompts) {
+                    (n, 0) => Ok(PromptTokens(n)),
+                    (0, 1) => Ok(PromptTokens(size)),
+                    (0, _) => Err(de::Error::custom(
+                        "batched prompts (more than one per request) are not supported by the \
+                         mock server",
+                    )),
+                    _ => Err(de::Error::custom(
+                        "a prompt list mixes token ids with strings or lists",
+                    )),
+                }
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// One element of a prompt list: a token id, or a whole prompt (a string or an id list).
+enum PromptPiece {
+    TokenId,
+    Prompt(u32),
+}
+
+impl<'de> Deserialize<'de> for PromptPiece {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PromptPiece;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a token id, a string, or a list of token ids")
+            }
+            fn visit_u64<E: de::Error>(self, _id: u64) -> Result<PromptPiece, E> {
+                Ok(PromptPiece::TokenId)
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<PromptPiece, E> {
+                Ok(PromptPiece::Prompt(count_words(text)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PromptPiece, A::Error> {
+                let mut n = 0u32;
+                while seq.next_element::<u64>()?.is_some() {
+                    n = n.saturating_add(1);
+                }
+                Ok(PromptPiece::Prompt(n))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}

@@ -1,0 +1,261 @@
+//! Response bytes in OpenAI's exact shapes, built without serde on the streaming path.
+//!
+//! Per request the mock formats the parts that vary (id, `created`, usage) once; each chunk
+//! is then four slice copies into a shared, block-allocated buffer, so a stream of N tokens
+//! costs about one allocation per 16 KiB of output rather than one per chunk.
+
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::Stream;
+use tokio::time::{Instant, Sleep, sleep_until};
+
+/// The output vocabulary, cycled in order: output token `i` is `WORDS[i % WORDS.len()]`.
+///
+/// Each word is exactly one token for the GPT-2, Qwen2/Qwen3 and Llama-3 tokenizers, and a
+/// concatenation of N of them re-tokenizes to exactly N tokens (each word starts with a
+/// space, so byte-level BPE pre-tokenization keeps words apart), hence a client's tokenizer
+/// count of the generated text equals the server's `usage.completion_tokens`. Checked with
+/// Python `tokenizers` 0.23.3 on `shared/data/tokenizers/{gpt2,qwen3,llama-3-8b-instruct}`
+/// for every N up to 101 and N = 4096; the test `words_are_single_tokens` repeats the check
+/// in Rust for GPT-2 and Qwen3 and against the server's actual output.
+pub(super) const WORDS: [&str; 32] = [
+    " the", " of", " and", " to", " in", " a", " is", " that", " for", " it", " as", " was",
+    " with", " be", " by", " on", " not", " he", " this", " are", " or", " his", " from", " at",
+    " which", " but", " have", " an", " had", " they", " you", " were",
+];
+
+fn word(i: u32) -> &'static str {
+    WORDS[i as usize % WORDS.len()]
+}
+
+/// The OpenAI API a request came through; it decides object names and the token field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Api {
+    Completions,
+    Chat,
+}
+
+/// The pieces of one streamed token chunk around the token text, per API.
+struct ChunkShape {
+    /// Opens the token's field in the first chunk (chat puts the role there, so that the
+    /// first chunk carrying `choices` is also the first token: TTFT and ITL stay exact).
+    first_open: &'static [u8],
+    open: &'static [u8],
+    close: &'static [u8],
+    last_close: &'static [u8],
+}
+
+const COMPLETIONS_CHUNK: ChunkShape = ChunkShape {
+    first_open: br#""text":""#,
+    open: br#""text":""#,
+    close: b"\",\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+    last_close: b"\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n",
+};
+
+const CHAT_CHUNK: ChunkShape = ChunkShape {
+    first_open: br#""delta":{"role":"assistant","content":""#,
+    open: br#""delta":{"content":""#,
+    close: b"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+    last_close: b"\"},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n",
+};
+
+impl Api {
+    fn id_prefix(self) -> &'static str {
+        match self {
+            Api::Completions => "cmpl-",
+            Api::Chat => "chatcmpl-",
+        }
+    }
+
+    fn chunk_object(self) -> &'static str {
+        match self {
+            Api::Completions => "text_completion",
+            Api::Chat => "chat.completion.chunk",
+        }
+    }
+
+    fn object(self) -> &'static str {
+        match self {
+            Api::Completions => "text_completion",
+            Api::Chat => "chat.completion",
+        }
+    }
+
+    fn chunk_shape(self) -> &'static ChunkShape {
+        match self {
+            Api::Completions => &COMPLETIONS_CHUNK,
+            Api::Chat => &CHAT_CHUNK,
+        }
+    }
+}
+
+/// Everything that varies between answers; the text itself is a function of the length.
+pub(super) struct Reply<'a> {
+    pub api: Api,
+    pub id: u64,
+    /// Unix seconds.
+    pub created: u64,
+    /// The served model name as a JSON string literal, quotes and escapes included.
+    pub model_json: &'a str,
+    pub prompt_tokens: u32,
+    /// Number of output tokens, at least 1.
+    pub completion_tokens: u32,
+}
+
+impl Reply<'_> {
+    /// `{"id":"…","object":"…","created":…,"model":"…",` (an unfinished JSON object).
+    fn object_head(&self, out: &mut Vec<u8>, object: &str) {
+        // Writing into a Vec cannot fail.
+        let _ = write!(
+            out,
+            r#"{{"id":"{}{:016x}","object":"{}","created":{},"model":{},"#,
+            self.api.id_prefix(),
+            self.id,
+            object,
+            self.created,
+            self.model_json
+        );
+    }
+
+    /// `"usage":{…}}`: the usage member, closing the object.
+    fn usage_tail(&self, out: &mut Vec<u8>) {
+        let total = u64::from(self.prompt_tokens) + u64::from(self.completion_tokens);
+        let _ = write!(
+            out,
+            r#""usage":{{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{}}}}}"#,
+            self.prompt_tokens, self.completion_tokens, total
+        );
+    }
+
+    /// The whole non-streaming response body (`text_completion` or `chat.completion`),
+    /// always with usage.
+    pub fn json_body(&self) -> Bytes {
+        let mut out = Vec::with_capacity(256 + 8 * self.completion_tokens as usize);
+        self.object_head(&mut out, self.api.object());
+        out.extend_from_slice(match self.api {
+            Api::Completions => br#""choices":[{"index":0,"text":""#.as_slice(),
+            Api::Chat => br#""choices":[{"index":0,"message":{"role":"assistant","content":""#,
+        });
+        for i in 0..self.completion_tokens {
+            out.extend_from_slice(word(i).as_bytes());
+        }
+        out.extend_from_slice(match self.api {
+            Api::Completions => br#"","logprobs":null,"finish_reason":"length"}],"#.as_slice(),
+            Api::Chat => br#""},"logprobs":null,"finish_reason":"length"}],"#,
+        });
+        self.usage_tail(&mut out);
+        out.into()
+    }
+
+    /// The SSE stream: token chunk `i` is released at `first_token_at + i * itl`, then the
+    /// usage chunk (when `include_usage`) and `data: [DONE]` follow at once, as one frame.
+    pub fn stream(
+        &self,
+        include_usage: bool,
+        first_token_at: Instant,
+        itl: Duration,
+    ) -> TokenStream {
+        let mut head = Vec::with_capacity(160);
+        head.extend_from_slice(b"data: ");
+        self.object_head(&mut head, self.api.chunk_object());
+        head.extend_from_slice(br#""choices":[{"index":0,"#);
+
+        let mut trailer = Vec::with_capacity(256);
+        if include_usage {
+            trailer.extend_from_slice(b"data: ");
+            self.object_head(&mut trailer, self.api.chunk_object());
+            trailer.extend_from_slice(br#""choices":[],"#);
+            self.usage_tail(&mut trailer);
+            trailer.extend_from_slice(b"\n\n");
+        }
+        trailer.extend_from_slice(b"data: [DONE]\n\n");
+
+        let chunk_size = head.len() + 64;
+        let block = (chunk_size * self.completion_tokens as usize).min(16 * 1024);
+        TokenStream {
+            shape: self.api.chunk_shape(),
+            head,
+            buf: BytesMut::with_capacity(block),
+            next: 0,
+            count: self.completion_tokens,
+            first_token_at,
+            itl,
+            timer: None,
+            armed: false,
+            trailer: Some(trailer.into()),
+        }
+    }
+}
+
+/// The body of a streaming response: one frame per token chunk, each held back until its
+/// absolute deadline (so timer lateness never accumulates), then one trailer frame.
+pub(super) struct TokenStream {
+    shape: &'static ChunkShape,
+    /// `data: {"id":…,"model":…,"choices":[{"index":0,` shared by every token chunk.
+    head: Vec<u8>,
+    buf: BytesMut,
+    next: u32,
+    count: u32,
+    first_token_at: Instant,
+    itl: Duration,
+    /// Made on the first wait only, then reset: a zero-delay stream never touches the timer.
+    timer: Option<Pin<Box<Sleep>>>,
+    /// The timer holds the deadline of chunk `next`.
+    armed: bool,
+    trailer: Option<Bytes>,
+}
+
+impl TokenStream {
+    fn chunk(&mut self, i: u32) -> Bytes {
+        let shape = self.shape;
+        let open = if i == 0 { shape.first_open } else { shape.open };
+        let close = if i + 1 == self.count {
+            shape.last_close
+        } else {
+            shape.close
+        };
+        let text = word(i).as_bytes();
+        self.buf
+            .reserve(self.head.len() + open.len() + text.len() + close.len());
+        self.buf.extend_from_slice(&self.head);
+        self.buf.extend_from_slice(open);
+        self.buf.extend_from_slice(text);
+        self.buf.extend_from_slice(close);
+        self.buf.split().freeze()
+    }
+}
+
+impl Stream for TokenStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.next == this.count {
+            return Poll::Ready(this.trailer.take().map(Ok));
+        }
+        if !this.armed {
+            let deadline = this.first_token_at + this.itl * this.next;
+            if deadline > Instant::now() {
+                match &mut this.timer {
+                    Some(timer) => timer.as_mut().reset(deadline),
+                    None => this.timer = Some(Box::pin(sleep_until(deadline))),
+                }
+                this.armed = true;
+            }
+        }
+        if this.armed {
+            if let Some(timer) = &mut this.timer {
+                ready!(timer.as_mut().poll(cx));
+            }
+            this.armed = false;
+        }
+        let chunk = this.chunk(this.next);
+        this.next += 1;
+        Poll::Ready(Some(Ok(chunk)))
+    }
+}

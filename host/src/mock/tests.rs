@@ -1,0 +1,579 @@
+//! The mock server against a real HTTP client on loopback.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser as _;
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+
+use super::response::WORDS;
+use super::*;
+
+async fn start(config: MockConfig) -> MockServer {
+    spawn(config).await.expect("start the mock server")
+}
+
+async fn post(server: &MockServer, path: &str, body: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}{path}", server.base_url()))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("send the request")
+}
+
+async fn post_json(server: &MockServer, path: &str, body: Value) -> (StatusCode, Value) {
+    let response = post(server, path, &body.to_string()).await;
+    let status = response.status();
+    let bytes = response.bytes().await.expect("read the body");
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "body is not JSON ({e}): {}",
+            String::from_utf8_lossy(&bytes)
+        )
+    });
+    (status, value)
+}
+
+/// The `data:` payloads of an SSE body, each with the time since `sent` at which the read
+/// that completed it returned.
+async fn sse_events(response: reqwest::Response, sent: Instant) -> Vec<(Duration, String)> {
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+    let mut body = response.bytes_stream();
+    let mut pending = Vec::new();
+    let mut events = Vec::new();
+    while let Some(read) = body.next().await {
+        let at = sent.elapsed();
+        pending.extend_from_slice(&read.expect("read the stream"));
+        while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = pending.drain(..end + 2).collect();
+            let event = String::from_utf8(event).expect("UTF-8 event");
+            let data = event
+                .strip_prefix("data: ")
+                .and_then(|e| e.strip_suffix("\n\n"))
+                .unwrap_or_else(|| panic!("not a single data line: {event:?}"));
+            events.push((at, data.to_owned()));
+        }
+    }
+    assert!(
+        pending.is_empty(),
+        "bytes after the last event: {pending:?}"
+    );
+    events
+}
+
+fn parse(data: &str) -> Value {
+    serde_json::from_str(data).unwrap_or_else(|e| panic!("chunk is not JSON ({e}): {data}"))
+}
+
+fn words(n: usize) -> String {
+    (0..n).map(|i| WORDS[i % WORDS.len()]).collect()
+}
+
+#[tokio::test]
+async fn streaming_completions_send_one_chunk_per_token_then_usage_and_done() {
+    let server = start(MockConfig::default()).await;
+    let body = json!({
+        "model": "whatever", "prompt": "one two  three\nfour", "max_tokens": 40,
+        "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true,
+        "temperature": 0.0, "logprobs": null,
+    });
+    let response = post(&server, "/v1/completions", &body.to_string()).await;
+    let events = sse_events(response, Instant::now()).await;
+    assert_eq!(events.len(), 40 + 2, "40 tokens, usage, [DONE]");
+
+    let first = parse(&events[0].1);
+    let id = first["id"].as_str().expect("id");
+    assert!(id.starts_with("cmpl-"), "{id}");
+    let created = first["created"].as_u64().expect("created");
+    for (i, (_, data)) in events[..40].iter().enumerate() {
+        let finish_reason = if i == 39 {
+            json!("length")
+        } else {
+            Value::Null
+        };
+        assert_eq!(
+            parse(data),
+            json!({
+                "id": id, "object": "text_completion", "created": created, "model": "mock",
+                "choices": [{
+                    "index": 0, "text": WORDS[i % WORDS.len()], "logprobs": null,
+                    "finish_reason": finish_reason,
+                }],
+            }),
+            "chunk {i}"
+        );
+    }
+    assert_eq!(
+        parse(&events[40].1),
+        json!({
+            "id": id, "object": "text_completion", "created": created, "model": "mock",
+            "choices": [],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 40, "total_tokens": 44},
+        })
+    );
+    assert_eq!(events[41].1, "[DONE]");
+}
+
+#[tokio::test]
+async fn streaming_chat_puts_the_role_on_the_first_token_and_prefers_max_completion_tokens() {
+    let server = start(MockConfig {
+        model: "served/model".to_owned(),
+        ..MockConfig::default()
+    })
+    .await;
+    let body = json!({
+        "model": "served/model",
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "hello there world"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ]},
+            {"role": "assistant", "content": null},
+        ],
+        "max_completion_tokens": 5, "max_tokens": 9,
+        "stream": true, "stream_options": {"include_usage": true},
+    });
+    let response = post(&server, "/v1/chat/completions", &body.to_string()).await;
+    let events = sse_events(response, Instant::now()).await;
+    assert_eq!(events.len(), 5 + 2);
+
+    let first = parse(&events[0].1);
+    let id = first["id"].as_str().expect("id");
+    assert!(id.starts_with("chatcmpl-"), "{id}");
+    let created = first["created"].as_u64().expect("created");
+    for (i, (_, data)) in events[..5].iter().enumerate() {
+        let delta = if i == 0 {
+            json!({"role": "assistant", "content": WORDS[0]})
+        } else {
+            json!({"content": WORDS[i]})
+        };
+        let finish_reason = if i == 4 { json!("length") } else { Value::Null };
+        assert_eq!(
+            parse(data),
+            json!({
+                "id": id, "object": "chat.completion.chunk", "created": created,
+                "model": "served/model",
+                "choices": [{
+                    "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason,
+                }],
+            }),
+            "chunk {i}"
+        );
+    }
+    assert_eq!(
+        parse(&events[5].1),
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": created,
+            "model": "served/model", "choices": [],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+        })
+    );
+    assert_eq!(events[6].1, "[DONE]");
+}
+
+#[tokio::test]
+async fn streams_without_include_usage_end_with_done_right_after_the_last_token() {
+    let server = start(MockConfig::default()).await;
+    for (path, body) in [
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "max_tokens": 3, "stream": true}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3,
+                   "stream": true, "stream_options": {"include_usage": false}}),
+        ),
+    ] {
+        let response = post(&server, path, &body.to_string()).await;
+        let events = sse_events(response, Instant::now()).await;
+        let data: Vec<&str> = events.iter().map(|(_, d)| d.as_str()).collect();
+        assert_eq!(data.len(), 4, "{path}: {data:?}");
+        assert!(data[..3].iter().all(|d| !d.contains("usage")), "{path}");
+        assert_eq!(parse(data[2])["choices"][0]["finish_reason"], "length");
+        assert_eq!(data[3], "[DONE]", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn non_streaming_answers_have_openai_shapes_and_usage() {
+    let server = start(MockConfig {
+        output_len: 6,
+        ..MockConfig::default()
+    })
+    .await;
+
+    // No max_tokens: the configured output length applies; a token-id prompt counts its ids.
+    let (status, body) = post_json(
+        &server,
+        "/v1/completions",
+        json!({"prompt": [1, 2, 3, 4, 5, 6, 7], "stream": false}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let id = body["id"].as_str().expect("id").to_owned();
+    assert!(id.starts_with("cmpl-"));
+    assert_eq!(
+        body,
+        json!({
+            "id": id, "object": "text_completion", "created": body["created"], "model": "mock",
+            "choices": [{"index": 0, "text": words(6), "logprobs": null, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 6, "total_tokens": 13},
+        })
+    );
+    assert!(body["created"].as_u64().expect("created") > 1_700_000_000);
+
+    // Chat honours the deprecated max_tokens when max_completion_tokens is absent.
+    let (status, body) = post_json(
+        &server,
+        "/v1/chat/completions",
+        json!({"messages": [{"role": "user", "content": "say three words"}], "max_tokens": 3}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let id = body["id"].as_str().expect("id").to_owned();
+    assert!(id.starts_with("chatcmpl-"));
+    assert_eq!(
+        body,
+        json!({
+            "id": id, "object": "chat.completion", "created": body["created"], "model": "mock",
+            "choices": [{
+                "index": 0, "message": {"role": "assistant", "content": words(3)},
+                "logprobs": null, "finish_reason": "length",
+            }],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6},
+        })
+    );
+}
+
+#[tokio::test]
+async fn prompt_forms_are_counted_and_bad_requests_get_400() {
+    let server = start(MockConfig::default()).await;
+    for (prompt, expected) in [
+        (json!(["a b c"]), 3),
+        (json!([[7, 8]]), 2),
+        (json!([]), 0),
+        (json!("  "), 0),
+    ] {
+        let (status, body) = post_json(
+            &server,
+            "/v1/completions",
+            json!({"prompt": prompt, "max_tokens": 1}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{prompt}: {body}");
+        assert_eq!(body["usage"]["prompt_tokens"], expected, "{prompt}");
+    }
+
+    for (path, request) in [
+        ("/v1/completions", json!({"prompt": ["a", "b"]}).to_string()),
+        ("/v1/completions", json!({"prompt": [1, "a"]}).to_string()),
+        ("/v1/completions", json!({"prompt": [-1]}).to_string()),
+        ("/v1/completions", json!({"max_tokens": 3}).to_string()),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "max_tokens": 0}).to_string(),
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "max_tokens": -2}).to_string(),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": "hi"}).to_string(),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})
+                .to_string(),
+        ),
+        ("/v1/chat/completions", "{\"messages\": [".to_owned()),
+    ] {
+        let response = post(&server, path, &request).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::BAD_REQUEST,
+            "{path} {request}"
+        );
+        let body: Value = serde_json::from_slice(&response.bytes().await.expect("body"))
+            .expect("error body is JSON");
+        assert_eq!(body["error"]["code"], 400, "{body}");
+        assert_eq!(body["error"]["type"], "BadRequestError");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+}
+
+#[tokio::test]
+async fn models_and_health_endpoints() {
+    let server = start(MockConfig {
+        model: "Qwen/Qwen3-0.6B".to_owned(),
+        ..MockConfig::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+
+    let response = client
+        .get(format!("{}/v1/models", server.base_url()))
+        .send()
+        .await
+        .expect("GET /v1/models");
+    assert_eq!(response.status(), StatusCode::OK);
+    let models: Value =
+        serde_json::from_slice(&response.bytes().await.expect("body")).expect("JSON");
+    assert_eq!(models["object"], "list");
+    assert_eq!(models["data"].as_array().map(Vec::len), Some(1));
+    assert_eq!(models["data"][0]["id"], "Qwen/Qwen3-0.6B");
+    assert_eq!(models["data"][0]["object"], "model");
+
+    let response = client
+        .get(format!("{}/health", server.base_url()))
+        .send()
+        .await
+        .expect("GET /health");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.bytes().await.expect("body").is_empty());
+
+    let response = client
+        .get(format!("{}/v1/completions", server.base_url()))
+        .send()
+        .await
+        .expect("GET /v1/completions");
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn fail_rate_a_quarter_fails_every_fourth_request() {
+    let server = start(MockConfig {
+        fail_rate: 0.25,
+        ..MockConfig::default()
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let (status, body) = post_json(
+            &server,
+            "/v1/completions",
+            json!({"prompt": "x", "max_tokens": 2}),
+        )
+        .await;
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            assert_eq!(body["error"]["code"], 500, "{body}");
+            assert_eq!(body["error"]["type"], "InternalServerError");
+        } else {
+            assert_eq!(body["usage"]["completion_tokens"], 2, "{body}");
+        }
+        statuses.push(status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 500, 200, 200, 200, 500]);
+}
+
+#[test]
+fn fault_plan_fails_the_exact_share() {
+    let failures = |rate: f64, n: u64| {
+        let plan = FaultPlan::new(rate);
+        (0..n).filter(|&k| plan.fault_for(k).is_some()).count()
+    };
+    assert_eq!(failures(0.0, 1000), 0);
+    assert_eq!(failures(1.0, 1000), 1000);
+    assert_eq!(failures(0.1, 1000), 100);
+    // Over the first n requests exactly floor(n * rate) fail, the rate rounded to 1e-9.
+    assert_eq!(failures(1.0 / 3.0, 1000), 333);
+    assert_eq!(failures(0.37, 100), 37);
+    assert_eq!(failures(0.5, 7), 3);
+    let plan = FaultPlan::new(0.5);
+    assert_eq!(plan.fault_for(0), None);
+    assert_eq!(plan.fault_for(1), Some(Fault::ServerError));
+}
+
+#[tokio::test]
+async fn tokens_leave_at_ttft_plus_i_itl_and_non_streaming_at_the_last_token() {
+    let (ttft, itl) = (Duration::from_millis(200), Duration::from_millis(30));
+    // Loose: this checks the schedule, not the machine; lower bounds are exact.
+    let slack = Duration::from_millis(150);
+    let server = start(MockConfig {
+        ttft,
+        itl,
+        ..MockConfig::default()
+    })
+    .await;
+    let body = json!({"prompt": "x", "max_tokens": 6, "stream": true,
+                      "stream_options": {"include_usage": true}});
+    let sent = Instant::now();
+    let response = post(&server, "/v1/completions", &body.to_string()).await;
+    let events = sse_events(response, sent).await;
+    assert_eq!(events.len(), 8);
+    for (i, (at, _)) in events[..6].iter().enumerate() {
+        let due = ttft + itl * i as u32;
+        assert!(*at >= due, "token {i} at {at:?}, before {due:?}");
+        assert!(*at < due + slack, "token {i} at {at:?}, due {due:?}");
+    }
+    let mean_gap = (events[5].0 - events[0].0) / 5;
+    assert!(
+        mean_gap >= itl / 2 && mean_gap <= itl * 3 / 2,
+        "mean gap {mean_gap:?}"
+    );
+
+    let body = json!({"prompt": "x", "max_tokens": 4});
+    let sent = Instant::now();
+    let response = post(&server, "/v1/completions", &body.to_string()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let headers_at = sent.elapsed();
+    let due = ttft + itl * 3;
+    assert!(
+        headers_at >= due,
+        "answered at {headers_at:?}, before {due:?}"
+    );
+    assert!(
+        headers_at < due + slack,
+        "answered at {headers_at:?}, due {due:?}"
+    );
+}
+
+#[tokio::test]
+async fn output_text_tokenizes_to_the_reported_token_count() {
+    let server = start(MockConfig::default()).await;
+    let (status, body) = post_json(
+        &server,
+        "/v1/completions",
+        json!({"prompt": "x", "max_tokens": 100}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["usage"]["completion_tokens"], 100);
+    let text = body["choices"][0]["text"].as_str().expect("text");
+
+    for family in ["gpt2", "qwen3"] {
+        let path = format!(
+            "{}/../tests/data/tokenizers/{family}/tokenizer.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let tokenizer =
+            tokenizers::Tokenizer::from_file(&path).unwrap_or_else(|e| panic!("load {path}: {e}"));
+        let count = |text: &str| {
+            tokenizer
+                .encode(text, false)
+                .unwrap_or_else(|e| panic!("encode {text:?}: {e}"))
+                .get_ids()
+                .len()
+        };
+        for word in WORDS {
+            assert_eq!(count(word), 1, "{family}: {word:?}");
+        }
+        for n in 0..=2 * WORDS.len() + 1 {
+            assert_eq!(count(&words(n)), n, "{family}: {n} words");
+        }
+        assert_eq!(count(text), 100, "{family}: the server's text");
+    }
+}
+
+#[tokio::test]
+async fn shutdown_and_drop_stop_the_server() {
+    let server = start(MockConfig::default()).await;
+    let addr = server.addr();
+    assert_eq!(
+        server.base_url(),
+        format!("http://127.0.0.1:{}", addr.port())
+    );
+    assert_ne!(addr.port(), 0);
+    let (status, _) = post_json(&server, "/v1/completions", json!({"prompt": "x"})).await;
+    assert_eq!(status, StatusCode::OK);
+    server.shutdown().await.expect("clean shutdown");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+
+    let server = start(MockConfig::default()).await;
+    let addr = server.addr();
+    drop(server);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tokio::net::TcpStream::connect(addr).await.is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after drop");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn bad_configs_are_refused() {
+    for fail_rate in [1.5, -0.1, f64::NAN] {
+        let config = MockConfig {
+            fail_rate,
+            ..MockConfig::default()
+        };
+        assert!(spawn(config).await.is_err(), "fail rate {fail_rate}");
+    }
+    let config = MockConfig {
+        output_len: 0,
+        ..MockConfig::default()
+    };
+    assert!(spawn(config).await.is_err());
+}
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: MockServerArgs,
+}
+
+#[test]
+fn flags_map_onto_the_config() {
+    let defaults = Cli::try_parse_from(["mock"]).expect("defaults parse").args;
+    let config = MockConfig::from(&defaults);
+    assert_eq!(
+        config,
+        MockConfig {
+            port: 8000,
+            ..MockConfig::default()
+        }
+    );
+
+    let args = Cli::try_parse_from([
+        "mock",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "9001",
+        "--ttft-ms",
+        "25",
+        "--itl-ms",
+        "5",
+        "--output-len",
+        "64",
+        "--model",
+        "m",
+        "--fail-rate",
+        "0.1",
+    ])
+    .expect("flags parse")
+    .args;
+    assert_eq!(
+        MockConfig::from(&args),
+        MockConfig {
+            host: "0.0.0.0".to_owned(),
+            port: 9001,
+            ttft: Duration::from_millis(25),
+            itl: Duration::from_millis(5),
+            output_len: 64,
+            model: "m".to_owned(),
+            fail_rate: 0.1,
+        }
+    );
+
+    for bad in [
+        ["--fail-rate", "1.01"],
+        ["--fail-rate", "nan"],
+        ["--fail-rate", "x"],
+        ["--output-len", "0"],
+    ] {
+        let argv = ["mock", bad[0], bad[1]];
+        assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+    }
+}

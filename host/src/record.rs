@@ -1,0 +1,38 @@
+//! What one request produced: written by the client and the decode worker, read by
+//! metrics and reports. Times are seconds (f64), as in vLLM's `RequestFuncOutput`.
+
+/// The outcome of one benchmark request.
+#[derive(Debug, Clone, Default)]
+pub struct RequestRecord {
+    /// Position in the workload (0-based), also the order of `--save-detailed` lists.
+    pub index: usize,
+    pub request_id: String,
+    pub success: bool,
+    /// `kind: message` for a failed request (for example `http-500: Internal Server Error`).
+    pub error: Option<String>,
+    /// Prompt length in tokens: the dataset's count, replaced by the server's
+    /// `usage.prompt_tokens` when it sends one (as vLLM's request functions do).
+    pub prompt_len: u32,
+    /// The `max_tokens` the request asked for.
+    pub expected_output_len: u32,
+    /// The server's `usage.completion_tokens`, when it sent one.
+    pub output_tokens: Option<u32>,
+    pub generated_text: String,
+    pub reasoning_text: String,
+    /// Time to the first frame that carried output (vLLM: first chunk with `choices`).
+    pub ttft: f64,
+    /// Gaps between successive output-carrying frames.
+    pub itl: Vec<f64>,
+    /// Request start to the last output-carrying frame (vLLM's `latency`).
+    pub latency: f64,
+    /// Actual send time (after any `--max-concurrency` wait), seconds since the
+    /// benchmark started. vLLM's `start_time`.
+    pub start_time: f64,
+    /// When the scheduler released the request (before waiting for a concurrency slot),
+    /// seconds since the benchmark started. `start_time - dispatch_time` is vLLM's
+    /// `client_queue_time`.
+    pub dispatch_time: f64,
+    /// Scheduled send time, seconds since the benchmark started. Schedule lag is
+    /// `dispatch_time - intended_start_time`.
+    pub intended_start_time: f64,
+}

@@ -1,0 +1,199 @@
+//! The console report: vLLM's "Serving Benchmark Result" block, character for character
+//! (same labels, `{:<40} {:<10}` columns, two decimals, trailing spaces included), then a
+//! separate block with our client diagnostics so vLLM's part stays identical.
+
+use std::fmt::Write as _;
+
+use super::RunInfo;
+use super::pyjson::float_repr;
+use crate::metrics::{Metrics, PercentileMetric};
+
+/// vLLM prints at most this many failed requests' errors.
+const MAX_ERRORS_SHOWN: usize = 10;
+
+/// The text to print after a run: the failed requests' errors (as vLLM prints them
+/// before the block), the result block, and the client diagnostics block.
+pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
+    let mut out = String::new();
+    if !metrics.failure_messages.is_empty() {
+        out.push_str("Failed requests during benchmark run detected (capping to 10):\n");
+        for (i, error) in metrics
+            .failure_messages
+            .iter()
+            .take(MAX_ERRORS_SHOWN)
+            .enumerate()
+        {
+            let _ = writeln!(out, "Error {i}: {error}");
+        }
+    }
+    vllm_block(&mut out, metrics, run);
+    client_block(&mut out, metrics);
+    out
+}
+
+/// `"{:<40} {:<10}".format(label, value)` for integers and strings.
+fn line(out: &mut String, label: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "{label:<40} {value:<10}");
+}
+
+/// `"{:<40} {:<10.2f}".format(label, value)`.
+fn line_f(out: &mut String, label: &str, value: f64) {
+    let _ = writeln!(out, "{label:<40} {value:<10.2}");
+}
+
+/// `"{s:{c}^{n}}".format(s=title, n=50, c=fill)`; like Python, odd padding goes right.
+fn header(out: &mut String, title: &str, fill: char) {
+    let _ = writeln!(out, "{}", centered(title, fill));
+}
+
+fn centered(title: &str, fill: char) -> String {
+    let pad = 50usize.saturating_sub(title.chars().count());
+    let left = pad / 2;
+    let fill_str = |n: usize| fill.to_string().repeat(n);
+    format!("{}{title}{}", fill_str(left), fill_str(pad - left))
+}
+
+/// vLLM's label for a percentile: `P99`, `P99.9` (`str(int(p))` when integral).
+pub(crate) fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{}", p as i64)
+    } else {
+        float_repr(p)
+    }
+}
+
+/// The metric sections vLLM prints, in its order, with their labels and headers.
+pub(crate) fn reported_sections(
+    metrics: &Metrics,
+    run: &RunInfo,
+) -> Vec<(PercentileMetric, &'static str, &'static str)> {
+    use PercentileMetric::*;
+    let mut sections = Vec::new();
+    if metrics.has_tokenizer {
+        sections.push((Ttft, "TTFT", "Time to First Token"));
+        sections.push((Tpot, "TPOT", "Time per Output Token (excl. 1st token)"));
+        sections.push((Itl, "ITL", "Inter-token Latency"));
+    }
+    sections.push((E2el, "E2EL", "End-to-end Latency"));
+    if run.max_concurrency.is_some() {
+        sections.push((ClientQueueTime, "Client Queue Time", "Client-side Queueing"));
+        if run.request_rate.is_finite() {
+            sections.push((
+                E2elIncludingClientQueue,
+                "E2EL incl. Client Queue",
+                "Queue-inclusive End-to-end Latency",
+            ));
+        }
+    }
+    sections.retain(|(metric, _, _)| metrics.config.percentile_metrics.contains(metric));
+    sections
+}
+
+fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
+    header(out, " Serving Benchmark Result ", '=');
+    line(out, "Successful requests:", m.completed);
+    line(out, "Failed requests:", m.failed);
+    if let Some(max_concurrency) = run.max_concurrency {
+        line(out, "Maximum request concurrency:", max_concurrency);
+    }
+    if run.request_rate.is_finite() {
+        line_f(out, "Request rate configured (RPS):", run.request_rate);
+    }
+    line_f(out, "Benchmark duration (s):", m.duration_s);
+    line(out, "Total input tokens:", m.total_input);
+    if m.has_tokenizer {
+        line(out, "Total generated tokens:", m.total_output);
+    }
+    line_f(out, "Request throughput (req/s):", m.request_throughput);
+    if !m.config.goodput.is_empty() {
+        line_f(out, "Request goodput (req/s):", m.request_goodput);
+    }
+    if m.has_tokenizer {
+        line_f(out, "Output token throughput (tok/s):", m.output_throughput);
+        line_f(
+            out,
+            "Peak output token throughput (tok/s):",
+            m.max_output_tokens_per_s,
+        );
+    }
+    line_f(
+        out,
+        "Peak concurrent requests:",
+        m.max_concurrent_requests as f64,
+    );
+    if m.has_tokenizer {
+        line_f(
+            out,
+            "Total token throughput (tok/s):",
+            m.total_token_throughput,
+        );
+    }
+    for (metric, name, title) in reported_sections(m, run) {
+        let summary = m.summary(metric);
+        header(out, title, '-');
+        line_f(out, &format!("Mean {name} (ms):"), summary.mean);
+        line_f(out, &format!("Median {name} (ms):"), summary.median);
+        for &(p, value) in &summary.percentiles {
+            line_f(out, &format!("P{} {name} (ms):", percentile_word(p)), value);
+        }
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
+}
+
+fn client_block(out: &mut String, m: &Metrics) {
+    let c = &m.client;
+    header(out, " Client Diagnostics ", '=');
+    line(out, "Requests sent:", c.sent);
+    line_f(
+        out,
+        "Achieved request rate (req/s):",
+        c.achieved_request_rate,
+    );
+    line_f(out, "Achieved send rate (req/s):", c.achieved_send_rate);
+    line_f(out, "Mean schedule lag (ms):", c.schedule_lag_ms.mean);
+    line_f(out, "Median schedule lag (ms):", c.schedule_lag_ms.median);
+    line_f(out, "P99 schedule lag (ms):", c.schedule_lag_ms.p99);
+    line_f(out, "Max schedule lag (ms):", c.schedule_lag_ms.max);
+    if let Some(check) = c.token_counts.filter(|check| check.requests_with_usage > 0) {
+        line(out, "Output tokens (server usage):", check.server_tokens);
+        line(
+            out,
+            "Output tokens (tokenizer count):",
+            check.tokenizer_tokens,
+        );
+        line(
+            out,
+            "Requests with differing counts:",
+            check.mismatched_requests,
+        );
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_center_like_python_format() {
+        // Python: "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")
+        assert_eq!(
+            centered(" Serving Benchmark Result ", '='),
+            "============ Serving Benchmark Result ============"
+        );
+        // 19 characters: 31 of padding, 15 left and 16 right.
+        assert_eq!(
+            centered("Time to First Token", '-'),
+            "---------------Time to First Token----------------"
+        );
+    }
+
+    #[test]
+    fn percentile_words_follow_vllm() {
+        assert_eq!(percentile_word(99.0), "99");
+        assert_eq!(percentile_word(0.0), "0");
+        assert_eq!(percentile_word(100.0), "100");
+        assert_eq!(percentile_word(99.9), "99.9");
+        assert_eq!(percentile_word(37.5), "37.5");
+    }
+}

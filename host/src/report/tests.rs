@@ -1,0 +1,466 @@
+//! Reports of the hand-made run in `metrics::tests` (its numbers are worked out there).
+
+use chrono::{Local, TimeZone};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::metrics::tests::{fixture, words};
+use crate::metrics::{Goodput, Metrics, MetricsConfig, PercentileMetric, calculate};
+use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
+
+fn metrics_with(config: MetricsConfig) -> Metrics {
+    calculate(&fixture(), 10.0, Some(&words), &config).unwrap()
+}
+
+/// p50 and p99 of every metric, a TTFT SLO of 250 ms (two of three requests meet it).
+fn full_metrics() -> Metrics {
+    metrics_with(MetricsConfig {
+        percentiles: vec![50.0, 99.0],
+        percentile_metrics: PercentileMetric::ALL.to_vec(),
+        goodput: Goodput {
+            ttft_ms: Some(250.0),
+            ..Goodput::default()
+        },
+    })
+}
+
+fn run() -> RunInfo {
+    let mut args = serde_json::Map::new();
+    args.insert("model".into(), json!("meta-llama/Llama-3.1-8B"));
+    args.insert("request_rate".into(), json!(2.0));
+    RunInfo {
+        date: Local.with_ymd_and_hms(2025, 3, 4, 5, 6, 7).unwrap(),
+        started_at: Local.with_ymd_and_hms(2025, 3, 4, 5, 5, 0).unwrap(),
+        backend: "openai".into(),
+        label: None,
+        model_id: "meta-llama/Llama-3.1-8B".into(),
+        tokenizer_id: Some("meta-llama/Llama-3.1-8B".into()),
+        num_prompts: 4,
+        request_rate: 2.0,
+        burstiness: 1.0,
+        max_concurrency: Some(4),
+        ramp_up: None,
+        rps_change_events: vec![],
+        metadata: vec![("tensor_parallel_size".into(), "2".into())],
+        args,
+    }
+}
+
+#[test]
+fn console_block_is_vllms_text() {
+    // The vLLM part was checked against vLLM's own print statements fed the same numbers.
+    let want = concat!(
+        "Failed requests during benchmark run detected (capping to 10):\n",
+        "Error 0: http-500: Internal Server Error\n",
+        "============ Serving Benchmark Result ============\n",
+        "Successful requests:                     3         \n",
+        "Failed requests:                         1         \n",
+        "Maximum request concurrency:             4         \n",
+        "Request rate configured (RPS):           2.00      \n",
+        "Benchmark duration (s):                  10.00     \n",
+        "Total input tokens:                      180       \n",
+        "Total generated tokens:                  9         \n",
+        "Request throughput (req/s):              0.30      \n",
+        "Request goodput (req/s):                 0.20      \n",
+        "Output token throughput (tok/s):         0.90      \n",
+        "Peak output token throughput (tok/s):    6.00      \n",
+        "Peak concurrent requests:                2.00      \n",
+        "Total token throughput (tok/s):          18.90     \n",
+        "---------------Time to First Token----------------\n",
+        "Mean TTFT (ms):                          233.33    \n",
+        "Median TTFT (ms):                        200.00    \n",
+        "P50 TTFT (ms):                           200.00    \n",
+        "P99 TTFT (ms):                           396.00    \n",
+        "-----Time per Output Token (excl. 1st token)------\n",
+        "Mean TPOT (ms):                          100.00    \n",
+        "Median TPOT (ms):                        100.00    \n",
+        "P50 TPOT (ms):                           100.00    \n",
+        "P99 TPOT (ms):                           149.00    \n",
+        "---------------Inter-token Latency----------------\n",
+        "Mean ITL (ms):                           83.33     \n",
+        "Median ITL (ms):                         75.00     \n",
+        "P50 ITL (ms):                            75.00     \n",
+        "P99 ITL (ms):                            195.00    \n",
+        "----------------End-to-end Latency----------------\n",
+        "Mean E2EL (ms):                          400.00    \n",
+        "Median E2EL (ms):                        300.00    \n",
+        "P50 E2EL (ms):                           300.00    \n",
+        "P99 E2EL (ms):                           692.00    \n",
+        "---------------Client-side Queueing---------------\n",
+        "Mean Client Queue Time (ms):             116.67    \n",
+        "Median Client Queue Time (ms):           100.00    \n",
+        "P50 Client Queue Time (ms):              100.00    \n",
+        "P99 Client Queue Time (ms):              247.00    \n",
+        "--------Queue-inclusive End-to-end Latency--------\n",
+        "Mean E2EL incl. Client Queue (ms):       516.67    \n",
+        "Median E2EL incl. Client Queue (ms):     300.00    \n",
+        "P50 E2EL incl. Client Queue (ms):        300.00    \n",
+        "P99 E2EL incl. Client Queue (ms):        937.00    \n",
+        "==================================================\n",
+        "=============== Client Diagnostics ===============\n",
+        "Requests sent:                           4         \n",
+        "Achieved request rate (req/s):           0.30      \n",
+        "Achieved send rate (req/s):              2.67      \n",
+        "Mean schedule lag (ms):                  75.00     \n",
+        "Median schedule lag (ms):                25.00     \n",
+        "P99 schedule lag (ms):                   244.00    \n",
+        "Max schedule lag (ms):                   250.00    \n",
+        "Output tokens (server usage):            6         \n",
+        "Output tokens (tokenizer count):         7         \n",
+        "Requests with differing counts:          1         \n",
+        "==================================================\n",
+    );
+    assert_eq!(console(&full_metrics(), &run()), want);
+}
+
+#[test]
+fn console_follows_vllms_conditions() {
+    // Defaults: p99 of TTFT/TPOT/ITL, no goodput, no concurrency cap, infinite rate.
+    let m = metrics_with(MetricsConfig::default());
+    let r = RunInfo {
+        max_concurrency: None,
+        request_rate: f64::INFINITY,
+        ..run()
+    };
+    let text = console(&m, &r);
+    for absent in [
+        "Maximum request concurrency:",
+        "Request rate configured",
+        "Request goodput",
+        "End-to-end Latency",
+        "Client Queue",
+        "P50 ",
+    ] {
+        assert!(!text.contains(absent), "{absent:?} in\n{text}");
+    }
+    assert!(
+        text.contains("P99 ITL (ms):                            195.00    \n"),
+        "{text}"
+    );
+
+    // Without a tokenizer vLLM hides token counts, token throughputs and TTFT/TPOT/ITL.
+    let config = MetricsConfig {
+        percentile_metrics: PercentileMetric::ALL.to_vec(),
+        ..MetricsConfig::default()
+    };
+    let m = calculate(&fixture(), 10.0, None, &config).unwrap();
+    let text = console(&m, &r);
+    for absent in [
+        "Total generated tokens:",
+        "tok/s",
+        "TTFT",
+        "TPOT",
+        "ITL",
+        "Output tokens (",
+    ] {
+        assert!(!text.contains(absent), "{absent:?} in\n{text}");
+    }
+    assert!(text.contains("Mean E2EL (ms):"), "{text}");
+    assert!(
+        text.contains("Peak concurrent requests:                2.00      \n"),
+        "{text}"
+    );
+}
+
+/// Every key vLLM's `main` writes for a generation run with `--save-detailed`, default
+/// percentile metrics and a goodput SLO, in vLLM's order.
+const VLLM_KEYS: [&str; 43] = [
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "std_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "std_itl_ms",
+    "p99_itl_ms",
+];
+
+#[test]
+fn result_json_has_every_vllm_key() {
+    let m = metrics_with(MetricsConfig {
+        goodput: Goodput {
+            e2el_ms: Some(500.0),
+            ..Goodput::default()
+        },
+        ..MetricsConfig::default()
+    });
+    let r = RunInfo {
+        max_concurrency: None,
+        metadata: vec![],
+        ..run()
+    };
+    let detailed = result_json(&m, &r, true);
+    let object = detailed.as_object().unwrap();
+    for key in VLLM_KEYS {
+        assert!(object.contains_key(key), "missing {key}");
+    }
+    // Nothing else of vLLM's: the remaining keys are our client diagnostics.
+    let ours: Vec<&str> = object
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !VLLM_KEYS.contains(k))
+        .collect();
+    let mut ours_sorted = ours.clone();
+    ours_sorted.sort();
+    assert_eq!(
+        ours_sorted,
+        vec![
+            "achieved_request_rate",
+            "achieved_send_rate",
+            "output_token_count_mismatches",
+            "output_tokens_server_usage",
+            "output_tokens_tokenizer_count",
+            "requests_sent",
+            "requests_with_server_usage",
+            "schedule_lag_ms_max",
+            "schedule_lag_ms_mean",
+            "schedule_lag_ms_median",
+            "schedule_lag_ms_p99",
+        ]
+    );
+
+    // Without --save-detailed vLLM drops seven lists but keeps latencies and queue_times.
+    let summary = result_json(&m, &r, false);
+    for key in json::DETAILED_KEYS {
+        assert!(summary.get(key).is_none(), "{key} kept");
+    }
+    assert!(summary["latencies"].is_array() && summary["queue_times"].is_array());
+}
+
+#[test]
+fn result_json_values_have_vllms_types() {
+    let r = RunInfo {
+        request_rate: f64::INFINITY,
+        ramp_up: Some(RampUp {
+            strategy: RampUpStrategy::Linear,
+            start_rps: 1.0,
+            end_rps: 5.0,
+        }),
+        rps_change_events: vec![
+            RpsChange {
+                rps: 1,
+                request: None,
+                offset: 0.0,
+            },
+            // Request 3 was due at 1.0 s but sent at 1.5 s: the send time counts.
+            RpsChange {
+                rps: 2,
+                request: Some(3),
+                offset: 1.0,
+            },
+            // A request without a record falls back to its scheduled time.
+            RpsChange {
+                rps: 3,
+                request: Some(9),
+                offset: 2.0,
+            },
+        ],
+        ..run()
+    };
+    let v = result_json(&full_metrics(), &r, true);
+    assert_eq!(v["request_rate"], json!("inf"));
+    assert_eq!(v["burstiness"], json!(1.0));
+    assert_eq!(v["label"], Value::Null);
+    assert_eq!(v["tensor_parallel_size"], json!("2"));
+    assert_eq!(v["ramp_up_strategy"], json!("linear"));
+    assert_eq!(
+        (
+            v["ramp_up_start_rps"].as_u64(),
+            v["ramp_up_end_rps"].as_u64()
+        ),
+        (Some(1), Some(5))
+    );
+    assert_eq!(
+        v["rps_change_events"],
+        json!([
+            {"rps": 1, "timestamp": "2025-03-04T05:05:00"},
+            {"rps": 2, "timestamp": "2025-03-04T05:05:01.500000"},
+            {"rps": 3, "timestamp": "2025-03-04T05:05:02"},
+        ])
+    );
+    assert_eq!(v["completed"], json!(3));
+    assert!(v["completed"].is_u64() && v["max_concurrent_requests"].is_u64());
+    assert!(v["duration"].is_f64() && v["max_output_tokens_per_s"].is_f64());
+    assert_eq!(v["request_goodput"], json!(0.2));
+    assert_eq!(v["output_lens"], json!([5, 1, 0, 3]));
+    assert_eq!(v["errors"][2], json!("http-500: Internal Server Error"));
+    assert_eq!(v["itls"][1], json!([]));
+    assert_eq!(v["p99_ttft_ms"], json!(396.0));
+    assert!(v.get("p50_e2el_ms").is_some());
+    // Infinite rate: no queue-inclusive E2EL section (vLLM needs a finite rate for it).
+    assert!(v.get("mean_e2el_including_client_queue_ms").is_none());
+    assert!(v.get("mean_client_queue_time_ms").is_some());
+    assert_eq!(v["schedule_lag_ms_max"], json!(250.0));
+    assert_eq!(v["output_token_count_mismatches"], json!(1));
+    // No SLO: vLLM writes null.
+    let plain = result_json(&metrics_with(MetricsConfig::default()), &r, false);
+    assert_eq!(plain["request_goodput"], Value::Null);
+}
+
+#[test]
+fn default_file_names_follow_vllm() {
+    let save = SaveOptions {
+        save_result: true,
+        ..SaveOptions::default()
+    };
+    assert_eq!(
+        result_path(&run(), &save).unwrap(),
+        std::path::PathBuf::from("openai-2.0qps-concurrency4-Llama-3.1-8B-20250304-050607.json")
+    );
+    let r = RunInfo {
+        label: Some("mine".into()),
+        request_rate: f64::INFINITY,
+        max_concurrency: None,
+        ..run()
+    };
+    assert_eq!(
+        result_path(&r, &save).unwrap().to_str(),
+        Some("mine-infqps-Llama-3.1-8B-20250304-050607.json")
+    );
+    let ramp = RunInfo {
+        ramp_up: Some(RampUp {
+            strategy: RampUpStrategy::Exponential,
+            start_rps: 2.0,
+            end_rps: 8.0,
+        }),
+        ..run()
+    };
+    assert_eq!(
+        result_path(&ramp, &save).unwrap().to_str(),
+        Some("openai-ramp-up-exponential-2qps-8qps-concurrency4-Llama-3.1-8B-20250304-050607.json")
+    );
+    let named = SaveOptions {
+        result_dir: Some("out".into()),
+        result_filename: Some("x.json".into()),
+        ..save.clone()
+    };
+    assert_eq!(
+        result_path(&run(), &named).unwrap(),
+        std::path::Path::new("out").join("x.json")
+    );
+    assert_eq!(result_path(&run(), &SaveOptions::default()), None);
+}
+
+#[test]
+fn save_writes_appends_and_adds_pytorch_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SaveOptions {
+        save_result: true,
+        result_dir: Some(dir.path().join("nested")),
+        result_filename: Some("result.json".into()),
+        pytorch_format: true,
+        ..SaveOptions::default()
+    };
+    let m = full_metrics();
+    let path = save(&m, &run(), &options).unwrap().unwrap();
+    assert_eq!(path, dir.path().join("nested").join("result.json"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Python json.dump formatting: ", " and ": " separators, floats as repr.
+    assert!(text.contains("\"date\": \"20250304-050607\", "), "{text}");
+    assert!(text.contains("\"p99_ttft_ms\": 396.0"), "{text}");
+    let want = pyjson::to_vec(&result_json(&m, &run(), false)).unwrap();
+    assert_eq!(text.as_bytes(), want);
+
+    // Appending adds a newline and a second document.
+    let append = SaveOptions {
+        save_result: false,
+        append_result: true,
+        ..options.clone()
+    };
+    save(&m, &run(), &append).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let docs: Vec<&str> = text.split('\n').collect();
+    assert_eq!(docs.len(), 2);
+    assert_eq!(docs[0], docs[1]);
+
+    // Saving again without append replaces the file.
+    save(&m, &run(), &options).unwrap();
+    assert!(!std::fs::read_to_string(&path).unwrap().contains('\n'));
+
+    // One PyTorch record per TTFT/TPOT/ITL statistic vLLM exports (mean, median, std,
+    // p99), in vLLM's order; p50 is not among them and stays in `extra_info`.
+    let records: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("nested/result.pytorch.json")).unwrap(),
+    )
+    .unwrap();
+    let records = records.as_array().unwrap();
+    let names: Vec<&str> = records
+        .iter()
+        .map(|r| r["metric"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "median_ttft_ms",
+            "mean_ttft_ms",
+            "std_ttft_ms",
+            "p99_ttft_ms",
+            "mean_tpot_ms",
+            "median_tpot_ms",
+            "std_tpot_ms",
+            "p99_tpot_ms",
+            "median_itl_ms",
+            "mean_itl_ms",
+            "std_itl_ms",
+            "p99_itl_ms",
+        ]
+    );
+    let first = &records[0];
+    assert_eq!(first["benchmark"]["name"], json!("vLLM benchmark"));
+    assert_eq!(first["model"]["name"], json!("meta-llama/Llama-3.1-8B"));
+    assert_eq!(first["metric"]["benchmark_values"], json!([200.0]));
+    // The tensor-parallel size comes from --metadata when the args lack it.
+    assert_eq!(
+        first["benchmark"]["extra_info"]["args"]["tensor_parallel_size"],
+        json!("2")
+    );
+    let extra = first["metric"]["extra_info"].as_object().unwrap();
+    assert!(extra.contains_key("p50_ttft_ms") && extra.contains_key("latencies"));
+    assert!(!extra.contains_key("median_ttft_ms"));
+}
+
+#[test]
+fn nothing_is_saved_without_a_save_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SaveOptions {
+        result_dir: Some(dir.path().join("never")),
+        ..SaveOptions::default()
+    };
+    assert_eq!(save(&full_metrics(), &run(), &options).unwrap(), None);
+    assert!(!dir.path().join("never").exists());
+}

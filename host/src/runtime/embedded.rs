@@ -1,0 +1,24 @@
+//! The first-party plugins, built for wasm32-wasip2 by `host/build.rs` and embedded in the
+//! binary so `--backend openai-chat` needs no file.
+
+use super::PluginKind;
+
+/// A plugin embedded in the binary.
+#[derive(Clone, Copy, Debug)]
+pub struct BuiltinPlugin {
+    /// The crate name (`openai-chat`), which is how users name it.
+    pub name: &'static str,
+    /// The kind its source directory declares (`plugins/datasets` or `plugins/backends`);
+    /// loading still checks the component's exports.
+    pub kind: PluginKind,
+    /// The component.
+    pub wasm: &'static [u8],
+}
+
+// Defines `BUILTIN: &[BuiltinPlugin]`.
+include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
+
+/// The plugins embedded in this binary, in name order.
+pub fn builtin_plugins() -> &'static [BuiltinPlugin] {
+    BUILTIN
+}

@@ -1,0 +1,568 @@
+//! The plugin runtime: dataset and backend plugins are WebAssembly components run in a
+//! wasmtime sandbox.
+//!
+//! One engine serves the process (epoch interruption ticked by a plain thread). Each plugin
+//! is compiled once (and cached on disk, keyed by the wasm's hash and the engine's
+//! compatibility hash), pre-linked once (`InstancePre`), and instantiated into its own
+//! store per use. A store gets a memory cap (growing past it traps), every call a time
+//! budget, and WASI with no environment, arguments, network or files except the dataset
+//! path, read-only. A trap, timeout or memory overrun becomes an error naming the plugin,
+//! the call and the cause, with the tail of the plugin's stderr.
+
+mod backend;
+mod bindings;
+mod dataset;
+mod embedded;
+mod engine;
+mod host;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store};
+
+pub use backend::BackendPlugin;
+pub use bindings::backend::exports::bench::plugin::backend::{
+    Chunk, ClientConfig, Event, EventKind, Framing, HttpRequest, ResponseHead, TextSpan, Usage,
+};
+pub use bindings::dataset::bench::plugin::types::{
+    ChatMessage, ContentPart, OptionInfo, PluginError, PluginInfo, Prompt, RequestSpec,
+};
+pub use bindings::dataset::exports::bench::plugin::dataset::DatasetConfig;
+pub use dataset::DatasetPlugin;
+pub use embedded::{BuiltinPlugin, builtin_plugins};
+pub use host::derive_seed;
+
+use host::StoreState;
+
+/// The WIT package version (`bench:plugin@X`) this host supports.
+pub const API_VERSION: &str = "0.1.0";
+
+/// The WIT package name plugins are built against.
+const PACKAGE: &str = "bench:plugin";
+
+/// Turns a `wasmtime::Error` (its own type in wasmtime 48) into an `anyhow::Error`,
+/// keeping its message chain.
+pub(crate) fn wasm_error(e: wasmtime::Error) -> anyhow::Error {
+    anyhow::Error::from_boxed(e.into_boxed_dyn_error())
+}
+
+/// Which contract a plugin implements, read from the component's exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PluginKind {
+    Dataset,
+    Backend,
+}
+
+impl PluginKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Dataset => "dataset",
+            PluginKind::Backend => "backend",
+        }
+    }
+}
+
+impl fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A plugin as the user names it: a first-party plugin embedded in the binary, or a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PluginRef {
+    Builtin(String),
+    File(PathBuf),
+}
+
+impl PluginRef {
+    /// A path when `spec` ends with `.wasm` or contains a `/`, else the name of a built-in
+    /// plugin (an unknown name is an error that lists the built-in ones).
+    pub fn parse(spec: &str) -> Result<PluginRef> {
+        if spec.ends_with(".wasm") || spec.contains('/') {
+            return Ok(PluginRef::File(PathBuf::from(spec)));
+        }
+        if builtin_plugins().iter().any(|p| p.name == spec) {
+            return Ok(PluginRef::Builtin(spec.to_owned()));
+        }
+        let known: Vec<String> = builtin_plugins()
+            .iter()
+            .map(|p| format!("{} ({})", p.name, p.kind))
+            .collect();
+        let known = if known.is_empty() {
+            "none are built into this binary".to_owned()
+        } else {
+            format!("built-in plugins: {}", known.join(", "))
+        };
+        bail!("unknown plugin '{spec}' ({known}); to load a file, give a path ending in .wasm")
+    }
+
+    /// The name used in messages: the built-in name or the path as given.
+    pub fn display(&self) -> String {
+        match self {
+            PluginRef::Builtin(name) => name.clone(),
+            PluginRef::File(path) => path.display().to_string(),
+        }
+    }
+
+    /// The component's bytes.
+    fn bytes(&self) -> Result<std::borrow::Cow<'static, [u8]>> {
+        match self {
+            PluginRef::Builtin(name) => builtin_plugins()
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| std::borrow::Cow::Borrowed(p.wasm))
+                .ok_or_else(|| anyhow!("no built-in plugin named '{name}'")),
+            PluginRef::File(path) => std::fs::read(path)
+                .map(std::borrow::Cow::Owned)
+                .with_context(|| format!("reading plugin {}", path.display())),
+        }
+    }
+}
+
+impl fmt::Display for PluginRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+/// Sandbox limits and the compile cache.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// The most linear memory one plugin store may hold, in bytes.
+    pub memory_limit: u64,
+    /// How long one plugin call may run before it is interrupted.
+    pub call_budget: Duration,
+    /// Where compiled components are cached; `None` means the default location
+    /// (`$BENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/bench`, else `~/.cache/bench`).
+    pub cache_dir: Option<PathBuf>,
+    /// Whether to use the compiled-component cache at all.
+    pub use_cache: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            memory_limit: 512 << 20,
+            call_budget: Duration::from_secs(10),
+            cache_dir: None,
+            use_cache: true,
+        }
+    }
+}
+
+/// What the host lends a plugin: the run's tokenizer (if any) and seed.
+#[derive(Clone, Debug, Default)]
+pub struct HostContext {
+    pub tokenizer: Option<Arc<crate::tokenizer::Tokenizer>>,
+    pub seed: u64,
+}
+
+/// Loads plugins. Cheap to share: holds the engine and the linker.
+pub struct Runtime {
+    engine: Engine,
+    linker: Arc<Linker<StoreState>>,
+    config: RuntimeConfig,
+    cache_dir: Option<PathBuf>,
+}
+
+/// A compiled, version-checked and pre-linked plugin; instantiating it is cheap.
+pub(crate) struct Loaded {
+    pub(crate) name: Arc<str>,
+    pub(crate) kind: PluginKind,
+    pub(crate) pre: TypedPre,
+    pub(crate) memory_limit: u64,
+    pub(crate) call_budget: Duration,
+}
+
+/// The pre-linked component with the export indices of its world.
+pub(crate) enum TypedPre {
+    Dataset(bindings::dataset::DatasetPluginPre<StoreState>),
+    Backend(bindings::backend::BackendPluginPre<StoreState>),
+}
+
+impl TypedPre {
+    fn engine(&self) -> &Engine {
+        match self {
+            TypedPre::Dataset(pre) => pre.engine(),
+            TypedPre::Backend(pre) => pre.engine(),
+        }
+    }
+}
+
+/// What `bench plugin inspect` shows.
+#[derive(Clone, Debug)]
+pub struct PluginSummary {
+    pub name: String,
+    pub kind: PluginKind,
+    /// The `bench:plugin` WIT version the plugin was built for.
+    pub api_version: String,
+    /// The plugin's own description (name, version, options).
+    pub info: PluginInfo,
+}
+
+impl Runtime {
+    pub fn new(config: RuntimeConfig) -> Result<Runtime> {
+        let engine = engine::engine()?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(wasm_error)
+            .context("linking WASI")?;
+        bindings::dataset::DatasetPlugin::add_to_linker::<
+            StoreState,
+            wasmtime::component::HasSelf<StoreState>,
+        >(&mut linker, |state| state)
+        .map_err(wasm_error)
+        .context("linking the plugin host interfaces")?;
+        let cache_dir = if config.use_cache {
+            config.cache_dir.clone().or_else(engine::default_cache_dir)
+        } else {
+            None
+        };
+        Ok(Runtime {
+            engine,
+            linker: Arc::new(linker),
+            config,
+            cache_dir,
+        })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Loads a dataset plugin; `dataset_path`, when given, is the only path it may read.
+    pub fn load_dataset(
+        &self,
+        plugin: &PluginRef,
+        host: HostContext,
+        dataset_path: Option<&Path>,
+    ) -> Result<DatasetPlugin> {
+        let loaded = self.load(plugin, Some(PluginKind::Dataset))?;
+        DatasetPlugin::new(loaded, host, dataset_path)
+    }
+
+    /// Loads a backend plugin.
+    pub fn load_backend(&self, plugin: &PluginRef, host: HostContext) -> Result<BackendPlugin> {
+        let loaded = self.load(plugin, Some(PluginKind::Backend))?;
+        BackendPlugin::new(loaded, host)
+    }
+
+    /// Loads any plugin and describes it (for `bench plugin list` and `inspect`).
+    pub fn inspect(&self, plugin: &PluginRef) -> Result<PluginSummary> {
+        let loaded = self.load(plugin, None)?;
+        let (kind, name) = (loaded.kind, loaded.name.to_string());
+        let info = match kind {
+            PluginKind::Dataset => {
+                DatasetPlugin::new(loaded, HostContext::default(), None)?.describe()?
+            }
+            PluginKind::Backend => {
+                BackendPlugin::new(loaded, HostContext::default())?.describe()?
+            }
+        };
+        Ok(PluginSummary {
+            name,
+            kind,
+            api_version: API_VERSION.to_owned(),
+            info,
+        })
+    }
+
+    /// Compiles (or fetches from the cache), checks the API version and kind, and pre-links.
+    fn load(&self, plugin: &PluginRef, want: Option<PluginKind>) -> Result<Arc<Loaded>> {
+        let name = plugin.display();
+        let bytes = plugin.bytes()?;
+        check_component_header(&bytes, &name)?;
+        let component = engine::compile(&self.engine, &bytes, self.cache_dir.as_deref(), &name)?;
+        let kind = plugin_kind(&self.engine, &component, &name)?;
+        if let Some(want) = want
+            && want != kind
+        {
+            bail!("plugin '{name}' is a {kind} plugin, but a {want} plugin is needed here");
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(wasm_error)
+            .with_context(|| {
+                format!("plugin '{name}' imports something the sandbox does not provide (only WASI and {PACKAGE}@{API_VERSION} are available)")
+            })?;
+        let pre = match kind {
+            PluginKind::Dataset => {
+                bindings::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)
+            }
+            PluginKind::Backend => {
+                bindings::backend::BackendPluginPre::new(pre).map(TypedPre::Backend)
+            }
+        }
+        .map_err(wasm_error)
+        .with_context(|| {
+            format!("plugin '{name}' does not match the {kind} world of {PACKAGE}@{API_VERSION}")
+        })?;
+        Ok(Arc::new(Loaded {
+            name: name.into(),
+            kind,
+            pre,
+            memory_limit: self.config.memory_limit,
+            call_budget: self.config.call_budget,
+        }))
+    }
+}
+
+/// A component starts with `\0asm` and layer 1; a core module (layer 0) is the usual
+/// mistake (built for wasm32-wasip1 or wasm32-unknown-unknown).
+fn check_component_header(bytes: &[u8], name: &str) -> Result<()> {
+    const MAGIC: &[u8] = b"\0asm";
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        bail!("plugin '{name}' is not a WebAssembly file (no \\0asm header)");
+    }
+    // Bytes 4..8: version (u16 LE) and layer (u16 LE); components have layer 1.
+    if bytes[6..8] == [0, 0] {
+        bail!(
+            "plugin '{name}' is a core WebAssembly module, not a component: build it with \
+             `cargo build --target wasm32-wasip2` (or wrap it with `wasm-tools component new`)"
+        );
+    }
+    Ok(())
+}
+
+/// The kind of plugin `component` is, from its `bench:plugin/...` exports, after checking
+/// that every `bench:plugin` interface it uses has this host's version.
+fn plugin_kind(engine: &Engine, component: &Component, name: &str) -> Result<PluginKind> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+    for item in exports.iter().chain(&imports) {
+        if let Some((_, version)) = bench_interface(item)
+            && version != API_VERSION
+        {
+            bail!(
+                "plugin '{name}' was built for plugin API {PACKAGE}@{version}, but this bench \
+                 supports {PACKAGE}@{API_VERSION}; rebuild the plugin against bench-sdk {API_VERSION} \
+                 (or use a bench release that supports {version})"
+            );
+        }
+    }
+    let exported: Vec<&str> = exports
+        .iter()
+        .filter_map(|e| bench_interface(e).map(|(i, _)| i))
+        .collect();
+    match (exported.contains(&"dataset"), exported.contains(&"backend")) {
+        (true, false) => Ok(PluginKind::Dataset),
+        (false, true) => Ok(PluginKind::Backend),
+        (true, true) => bail!(
+            "plugin '{name}' exports both the dataset and the backend interface; a plugin must be one kind"
+        ),
+        (false, false) => bail!(
+            "plugin '{name}' is not a bench plugin: it exports neither {PACKAGE}/dataset nor \
+             {PACKAGE}/backend (its exports: {})",
+            if exports.is_empty() {
+                "none".to_owned()
+            } else {
+                exports.join(", ")
+            }
+        ),
+    }
+}
+
+/// `("dataset", "0.1.0")` for `"bench:plugin/dataset@0.1.0"`; `None` for other packages.
+fn bench_interface(item: &str) -> Option<(&str, &str)> {
+    let rest = item.strip_prefix(PACKAGE)?.strip_prefix('/')?;
+    Some(rest.split_once('@').unwrap_or((rest, "unversioned")))
+}
+
+/// A plugin store, with everything needed to run calls under the budget and to explain a
+/// fault.
+pub(crate) struct Sandbox {
+    pub(crate) loaded: Arc<Loaded>,
+    pub(crate) store: Store<StoreState>,
+    /// Set after a fault: the store's instance is unusable, later calls repeat the cause.
+    poisoned: Option<String>,
+}
+
+impl Sandbox {
+    /// A fresh store for `loaded`; returns it with the guest path of `dataset`.
+    pub(crate) fn new(
+        loaded: Arc<Loaded>,
+        host: HostContext,
+        dataset: Option<&Path>,
+    ) -> Result<(Sandbox, Option<String>)> {
+        let (state, guest_path) =
+            StoreState::new(loaded.name.clone(), host, loaded.memory_limit, dataset)
+                .with_context(|| format!("plugin '{}': preparing the sandbox", loaded.name))?;
+        let mut store = Store::new(loaded.pre.engine(), state);
+        store.limiter(|state| &mut state.limiter);
+        store.epoch_deadline_trap();
+        // Instantiation runs the component's start code: it gets a budget like any call.
+        store.set_epoch_deadline(engine::budget_ticks(loaded.call_budget));
+        Ok((
+            Sandbox {
+                loaded,
+                store,
+                poisoned: None,
+            },
+            guest_path,
+        ))
+    }
+
+    /// Runs one guest call under the time budget, turning traps into errors that name the
+    /// plugin, the call and the cause, and plugin errors into errors that name the plugin.
+    pub(crate) fn call<T>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<std::result::Result<T, PluginError>>,
+    ) -> Result<T> {
+        match self.call_infallible(call, f)? {
+            Ok(value) => Ok(value),
+            Err(e) => Err(anyhow!(
+                "plugin '{}': {call}: {}",
+                self.loaded.name,
+                plugin_error_message(&e)
+            )),
+        }
+    }
+
+    /// Like [`Sandbox::call`] for calls without a plugin error.
+    pub(crate) fn call_infallible<T>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<T>,
+    ) -> Result<T> {
+        if let Some(cause) = &self.poisoned {
+            bail!(
+                "plugin '{}' cannot be called ('{call}') after an earlier fault: {cause}",
+                self.loaded.name
+            );
+        }
+        self.store
+            .set_epoch_deadline(engine::budget_ticks(self.loaded.call_budget));
+        match f(&mut self.store) {
+            Ok(value) => Ok(value),
+            Err(e) => {
+                let cause = self.describe_fault(&e);
+                self.poisoned = Some(cause.clone());
+                let output = self.store.data().output_report();
+                Err(anyhow!(
+                    "plugin '{}': call '{call}' {cause}{output}",
+                    self.loaded.name
+                ))
+            }
+        }
+    }
+
+    fn describe_fault(&self, e: &wasmtime::Error) -> String {
+        if let Some(trap) = e.downcast_ref::<wasmtime::Trap>()
+            && *trap == wasmtime::Trap::Interrupt
+        {
+            return format!(
+                "exceeded its {} time budget",
+                format_duration(self.loaded.call_budget)
+            );
+        }
+        let limiter = &self.store.data().limiter;
+        if let Some(wanted) = limiter.refused {
+            return format!(
+                "exceeded its memory limit of {} MiB (it tried to grow its memory to {} MiB)",
+                limiter.limit() >> 20,
+                wanted >> 20
+            );
+        }
+        match e.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::UnreachableCodeReached) => {
+                "trapped: the plugin aborted (wasm `unreachable`; a Rust plugin panicked)"
+                    .to_owned()
+            }
+            Some(trap) => format!("trapped: {trap}"),
+            None => format!(
+                "failed: {}",
+                format!("{e:#}").lines().next().unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// A plugin's error as users read it.
+pub fn plugin_error_message(e: &PluginError) -> String {
+    match e {
+        PluginError::InvalidConfig(m) => format!("invalid configuration: {m}"),
+        PluginError::InvalidInput(m) => format!("invalid input: {m}"),
+        PluginError::Unsupported(m) => format!("unsupported: {m}"),
+        PluginError::Internal(m) => format!("internal error: {m}"),
+    }
+}
+
+/// `10s`, `1.5s`, `250ms`.
+fn format_duration(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_refs_parse_paths_and_names() {
+        assert_eq!(
+            PluginRef::parse("x.wasm").unwrap(),
+            PluginRef::File("x.wasm".into())
+        );
+        assert_eq!(
+            PluginRef::parse("dir/x").unwrap(),
+            PluginRef::File("dir/x".into())
+        );
+        let err = PluginRef::parse("no-such-plugin").unwrap_err().to_string();
+        assert!(err.contains("unknown plugin 'no-such-plugin'"), "{err}");
+        for builtin in builtin_plugins() {
+            assert_eq!(
+                PluginRef::parse(builtin.name).unwrap(),
+                PluginRef::Builtin(builtin.name.to_owned())
+            );
+            assert!(err.contains(builtin.name), "{err}");
+        }
+    }
+
+    #[test]
+    fn headers_tell_modules_from_components() {
+        let err = check_component_header(b"\0asm\x01\0\0\0", "m.wasm")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("core WebAssembly module"), "{err}");
+        let err = check_component_header(b"hello world", "t.wasm")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a WebAssembly file"), "{err}");
+        check_component_header(b"\0asm\x0d\0\x01\0", "c.wasm").unwrap();
+    }
+
+    #[test]
+    fn bench_interfaces_are_recognised_with_their_version() {
+        assert_eq!(
+            bench_interface("bench:plugin/dataset@0.1.0"),
+            Some(("dataset", "0.1.0"))
+        );
+        assert_eq!(
+            bench_interface("bench:plugin/backend@9.0.0"),
+            Some(("backend", "9.0.0"))
+        );
+        assert_eq!(bench_interface("wasi:cli/stdout@0.2.0"), None);
+        assert_eq!(bench_interface("bench:plugins/x@1.0.0"), None);
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(Duration::from_secs(10)), "10s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+    }
+}

@@ -1,0 +1,523 @@
+//! Request arrival times, computed before the clock starts.
+//!
+//! Semantics follow vLLM's `get_request` and its ramp-up handling in
+//! `vllm/benchmarks/serve.py`, so that a run with the same rate, burstiness and ramp-up
+//! offers the server the same kind of load:
+//!
+//! - Every request, the first included, waits a gap after the previous one (the first
+//!   after the start of the run). The gap is 0 when the rate in force is infinite,
+//!   exactly `1 / rate` when burstiness is infinite, and otherwise a gamma draw with
+//!   shape `burstiness` and scale `1 / (rate * burstiness)`: mean `1 / rate`, coefficient
+//!   of variation `1 / sqrt(burstiness)` (burstiness 1 is a Poisson process).
+//! - Without ramp-up, the cumulative offsets are rescaled so that the last request lands
+//!   exactly at `num_requests / request_rate`; vLLM does this to remove the 1-2% run-to-run
+//!   spread a plain sum of draws has, which would otherwise show up as throughput noise
+//!   between seeds. Nothing is rescaled when all offsets are 0 (rate inf).
+//! - With ramp-up, request `i` of `n` runs at a rate interpolated from the start to the
+//!   end rate with progress `i / max(n - 1, 1)`, linearly or geometrically, its gap is
+//!   drawn at that rate, and nothing is rescaled.
+//!
+//! The draws come from a seeded `StdRng`, not numpy, so offsets are reproducible for a
+//! given seed but are not vLLM's numbers draw for draw; their distribution is the same.
+
+use anyhow::{Context, Result, ensure};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand_distr::{Distribution, Gamma};
+
+/// What shapes the arrival times of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleConfig {
+    /// `--num-prompts`.
+    pub num_requests: usize,
+    /// `--request-rate` in requests/s; `f64::INFINITY` sends everything at once.
+    pub request_rate: f64,
+    /// `--burstiness`: the gamma shape; `f64::INFINITY` gives evenly spaced arrivals.
+    pub burstiness: f64,
+    /// `--ramp-up-strategy` with its start and end rates.
+    pub ramp_up: Option<RampUp>,
+    pub seed: u64,
+}
+
+/// `--ramp-up-strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RampUpStrategy {
+    /// `start + (end - start) * progress`.
+    Linear,
+    /// `start * (end / start) ^ progress`.
+    Exponential,
+}
+
+/// A rate that moves from `start_rps` (first request) to `end_rps` (last request).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RampUp {
+    pub strategy: RampUpStrategy,
+    /// `--ramp-up-start-rps`; a whole number, as vLLM's flag is an integer.
+    pub start_rps: f64,
+    /// `--ramp-up-end-rps`; a whole number, as vLLM's flag is an integer.
+    pub end_rps: f64,
+}
+
+impl RampUp {
+    /// The rate in force for request `index` of `total`.
+    fn rate_at(&self, index: usize, total: usize) -> f64 {
+        let progress = index as f64 / total.saturating_sub(1).max(1) as f64;
+        match self.strategy {
+            RampUpStrategy::Linear => self.start_rps + (self.end_rps - self.start_rps) * progress,
+            RampUpStrategy::Exponential => {
+                self.start_rps * (self.end_rps / self.start_rps).powf(progress)
+            }
+        }
+    }
+}
+
+/// The moment the whole-number part of the ramped rate reached `rps`, as vLLM records it
+/// in the result's `rps_change_events`. vLLM stamps the initial start rate when the run
+/// starts, and every later whole rate with the wall-clock time at which the first request
+/// running at or above it is dispatched; stamping `now` when `request` is sent reproduces
+/// that exactly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RpsChange {
+    pub rps: u64,
+    /// The request whose dispatch marks the change; `None` for the initial start rate.
+    pub request: Option<usize>,
+    /// That request's scheduled time in seconds from the start of the run (0 for the
+    /// initial entry): the intended time of the change.
+    pub offset: f64,
+}
+
+/// When each request is due, computed up front so that nothing on the send path draws
+/// random numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// Seconds from the start of the run at which request `i` is due; non-decreasing.
+    pub offsets: Vec<f64>,
+    /// The request rate in force for request `i` (constant without ramp-up).
+    pub rates: Vec<f64>,
+    /// One entry per whole requests/s the ramp passes through; empty without ramp-up.
+    pub rps_change_events: Vec<RpsChange>,
+}
+
+/// Computes the arrival schedule, rejecting settings vLLM rejects, with the flag named.
+pub fn build(cfg: &ScheduleConfig) -> Result<Schedule> {
+    validate(cfg)?;
+    let n = cfg.num_requests;
+    let rates: Vec<f64> = match &cfg.ramp_up {
+        Some(ramp) => (0..n).map(|i| ramp.rate_at(i, n)).collect(),
+        None => vec![cfg.request_rate; n],
+    };
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut offsets = draw_gaps(&rates, cfg.burstiness, &mut rng)?;
+    let mut elapsed = 0.0;
+    for offset in &mut offsets {
+        elapsed += *offset;
+        *offset = elapsed;
+    }
+    if cfg.ramp_up.is_none() && elapsed != 0.0 {
+        let factor = (n as f64 / cfg.request_rate) / elapsed;
+        for offset in &mut offsets {
+            *offset *= factor;
+        }
+    }
+    let rps_change_events = match &cfg.ramp_up {
+        Some(ramp) => rps_changes(ramp, &rates, &offsets),
+        None => Vec::new(),
+    };
+    Ok(Schedule {
+        offsets,
+        rates,
+        rps_change_events,
+    })
+}
+
+fn validate(cfg: &ScheduleConfig) -> Result<()> {
+    ensure!(
+        cfg.num_requests > 0,
+        "--num-prompts must be at least 1: there are no requests to schedule"
+    );
+    // A comparison with NaN is false, so NaN is rejected too.
+    ensure!(
+        cfg.burstiness > 0.0,
+        "--burstiness must be greater than 0, got {}",
+        cfg.burstiness
+    );
+    let Some(ramp) = &cfg.ramp_up else {
+        ensure!(
+            cfg.request_rate > 0.0,
+            "--request-rate must be greater than 0 (or inf to send everything at once), got {}",
+            cfg.request_rate
+        );
+        return Ok(());
+    };
+    ensure!(
+        cfg.request_rate == f64::INFINITY,
+        "--request-rate cannot be combined with --ramp-up-strategy: the rate is set by \
+         --ramp-up-start-rps and --ramp-up-end-rps; remove --request-rate"
+    );
+    for (flag, rps) in [
+        ("--ramp-up-start-rps", ramp.start_rps),
+        ("--ramp-up-end-rps", ramp.end_rps),
+    ] {
+        ensure!(
+            rps.is_finite() && rps >= 0.0 && rps.fract() == 0.0,
+            "{flag} must be a non-negative whole number of requests/s, got {rps}"
+        );
+    }
+    ensure!(
+        ramp.start_rps <= ramp.end_rps,
+        "--ramp-up-start-rps ({}) must not be greater than --ramp-up-end-rps ({})",
+        ramp.start_rps,
+        ramp.end_rps
+    );
+    // vLLM accepts a linear ramp from 0 but then fails on the first request, which would
+    // be sent at rate 0; say so before any work.
+    ensure!(
+        ramp.start_rps > 0.0,
+        "--ramp-up-start-rps must be greater than 0: the first request is sent at the start \
+         rate, and a rate of 0 never sends it"
+    );
+    Ok(())
+}
+
+/// Draws the gap before each request at the rate in force for it.
+fn draw_gaps(rates: &[f64], burstiness: f64, rng: &mut StdRng) -> Result<Vec<f64>> {
+    let mut gamma: Option<(f64, Gamma<f64>)> = None;
+    rates
+        .iter()
+        .map(|&rate| {
+            if rate == f64::INFINITY {
+                return Ok(0.0);
+            }
+            if burstiness == f64::INFINITY {
+                return Ok(1.0 / rate);
+            }
+            // A ramp changes the rate at every request; a constant rate builds the
+            // distribution once.
+            let dist = match gamma {
+                Some((for_rate, dist)) if for_rate == rate => dist,
+                _ => {
+                    let scale = 1.0 / (rate * burstiness);
+                    let dist = Gamma::new(burstiness, scale).with_context(|| {
+                        format!(
+                            "cannot draw arrival gaps with --burstiness {burstiness} at \
+                             {rate} requests/s (gamma shape {burstiness}, scale {scale})"
+                        )
+                    })?;
+                    gamma = Some((rate, dist));
+                    dist
+                }
+            };
+            Ok(dist.sample(rng))
+        })
+        .collect()
+}
+
+/// vLLM's `rps_change_events`: the start rate at time 0, then every whole requests/s the
+/// ramp reaches, each stamped with the first request that runs at or above it.
+fn rps_changes(ramp: &RampUp, rates: &[f64], offsets: &[f64]) -> Vec<RpsChange> {
+    // Validation made the rates finite and the start a whole number, so the casts are
+    // exact truncations, as Python's `int()`.
+    let mut last = ramp.start_rps as u64;
+    let mut events = vec![RpsChange {
+        rps: last,
+        request: None,
+        offset: 0.0,
+    }];
+    for (i, (&rate, &offset)) in rates.iter().zip(offsets).enumerate() {
+        let current = rate as u64;
+        if current > last {
+            events.extend((last + 1..=current).map(|rps| RpsChange {
+                rps,
+                request: Some(i),
+                offset,
+            }));
+            last = current;
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn constant(
+        num_requests: usize,
+        request_rate: f64,
+        burstiness: f64,
+        seed: u64,
+    ) -> ScheduleConfig {
+        ScheduleConfig {
+            num_requests,
+            request_rate,
+            burstiness,
+            ramp_up: None,
+            seed,
+        }
+    }
+
+    fn ramped(
+        num_requests: usize,
+        strategy: RampUpStrategy,
+        start_rps: f64,
+        end_rps: f64,
+    ) -> ScheduleConfig {
+        ScheduleConfig {
+            num_requests,
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            ramp_up: Some(RampUp {
+                strategy,
+                start_rps,
+                end_rps,
+            }),
+            seed: 7,
+        }
+    }
+
+    fn mean_and_cv(xs: &[f64]) -> (f64, f64) {
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        (mean, var.sqrt() / mean)
+    }
+
+    fn gaps(offsets: &[f64]) -> Vec<f64> {
+        let mut previous = 0.0;
+        offsets
+            .iter()
+            .map(|&o| {
+                let gap = o - previous;
+                previous = o;
+                gap
+            })
+            .collect()
+    }
+
+    fn cumulative(xs: &[f64]) -> Vec<f64> {
+        let mut sum = 0.0;
+        xs.iter()
+            .map(|x| {
+                sum += x;
+                sum
+            })
+            .collect()
+    }
+
+    fn assert_close(actual: f64, expected: f64, rel: f64, what: &str) {
+        assert!(
+            (actual - expected).abs() <= rel * expected.abs(),
+            "{what}: {actual} is not within {rel} of {expected}"
+        );
+    }
+
+    #[test]
+    fn gamma_gaps_have_the_configured_mean_and_spread() {
+        // 20,000 draws: the standard error of the mean is below 1% and of the CV about 1.3%
+        // for the widest case (burstiness 0.5), so 4% and 5% are several standard errors.
+        let rate = 12.5;
+        for burstiness in [0.5, 1.0, 4.0] {
+            let rates = vec![rate; 20_000];
+            let mut rng = StdRng::seed_from_u64(2024);
+            let draws = draw_gaps(&rates, burstiness, &mut rng).unwrap();
+            let (mean, cv) = mean_and_cv(&draws);
+            assert_close(
+                mean,
+                1.0 / rate,
+                0.04,
+                &format!("mean gap, burstiness {burstiness}"),
+            );
+            assert_close(
+                cv,
+                1.0 / burstiness.sqrt(),
+                0.05,
+                &format!("gap CV, burstiness {burstiness}"),
+            );
+            assert!(draws.iter().all(|&g| g > 0.0));
+        }
+    }
+
+    #[test]
+    fn constant_rate_is_rescaled_to_end_at_n_over_rate() {
+        for burstiness in [0.5, 1.0, 4.0] {
+            let cfg = constant(20_000, 12.5, burstiness, 99);
+            let schedule = build(&cfg).unwrap();
+            let last = *schedule.offsets.last().unwrap();
+            assert_close(last, 20_000.0 / 12.5, 1e-12, "last offset");
+            // The first request also waits a (rescaled) gap, as in vLLM.
+            assert!(schedule.offsets[0] > 0.0);
+            assert!(schedule.offsets.windows(2).all(|w| w[0] <= w[1]));
+            assert!(schedule.rates.iter().all(|&r| r == 12.5));
+            assert!(schedule.rps_change_events.is_empty());
+
+            // Rescaling is a pure change of scale of the same draws, so the spread stays.
+            let mut rng = StdRng::seed_from_u64(99);
+            let draws = cumulative(&draw_gaps(&schedule.rates, burstiness, &mut rng).unwrap());
+            let factor = last / draws.last().unwrap();
+            assert_ne!(factor, 1.0, "the raw sum is never exactly n / rate");
+            for (offset, raw) in schedule.offsets.iter().zip(&draws) {
+                assert_close(*offset, raw * factor, 1e-12, "rescaled offset");
+            }
+            let (_, cv) = mean_and_cv(&gaps(&schedule.offsets));
+            assert_close(cv, 1.0 / burstiness.sqrt(), 0.05, "gap CV after rescaling");
+        }
+    }
+
+    #[test]
+    fn infinite_rate_sends_everything_at_zero() {
+        let schedule = build(&constant(50, f64::INFINITY, 1.0, 1)).unwrap();
+        assert_eq!(schedule.offsets, vec![0.0; 50]);
+        assert!(schedule.rates.iter().all(|r| r.is_infinite()));
+    }
+
+    #[test]
+    fn infinite_burstiness_spaces_requests_evenly() {
+        let schedule = build(&constant(8, 4.0, f64::INFINITY, 1)).unwrap();
+        for (i, offset) in schedule.offsets.iter().enumerate() {
+            assert_close(*offset, (i + 1) as f64 / 4.0, 1e-12, "even offset");
+        }
+    }
+
+    #[test]
+    fn linear_ramp_rates_and_offsets() {
+        let schedule = build(&ramped(11, RampUpStrategy::Linear, 2.0, 12.0)).unwrap();
+        // progress i / 10, so the rate goes up by exactly 1 per request.
+        assert_close(schedule.rates[0], 2.0, 1e-12, "first rate");
+        assert_close(schedule.rates[5], 7.0, 1e-12, "middle rate");
+        assert_close(schedule.rates[10], 12.0, 1e-12, "last rate");
+        // Each gap is drawn at the rate in force and nothing is rescaled.
+        let mut rng = StdRng::seed_from_u64(7);
+        let raw = cumulative(&draw_gaps(&schedule.rates, 1.0, &mut rng).unwrap());
+        assert_eq!(schedule.offsets, raw);
+    }
+
+    #[test]
+    fn exponential_ramp_rates() {
+        let schedule = build(&ramped(5, RampUpStrategy::Exponential, 1.0, 16.0)).unwrap();
+        for (rate, expected) in schedule.rates.iter().zip([1.0, 2.0, 4.0, 8.0, 16.0]) {
+            assert_close(*rate, expected, 1e-12, "exponential rate");
+        }
+        let schedule = build(&ramped(101, RampUpStrategy::Exponential, 3.0, 300.0)).unwrap();
+        assert_close(schedule.rates[0], 3.0, 1e-12, "first rate");
+        assert_close(
+            schedule.rates[50],
+            30.0,
+            1e-12,
+            "middle rate (geometric mean)",
+        );
+        assert_close(schedule.rates[100], 300.0, 1e-12, "last rate");
+    }
+
+    #[test]
+    fn single_request_ramp_runs_at_the_start_rate() {
+        let schedule = build(&ramped(1, RampUpStrategy::Linear, 3.0, 9.0)).unwrap();
+        assert_eq!(schedule.rates, [3.0]);
+    }
+
+    #[test]
+    fn ramp_up_with_many_requests_approaches_the_configured_mean_gap() {
+        // Start = end: a ramp that stays at one rate draws unrescaled gaps at that rate.
+        let mut cfg = ramped(20_000, RampUpStrategy::Linear, 20.0, 20.0);
+        cfg.burstiness = 4.0;
+        let schedule = build(&cfg).unwrap();
+        let (mean, cv) = mean_and_cv(&gaps(&schedule.offsets));
+        assert_close(mean, 1.0 / 20.0, 0.04, "mean gap");
+        assert_close(cv, 0.5, 0.05, "gap CV");
+    }
+
+    /// The events as (rps, request, offset) triples.
+    fn changes(schedule: &Schedule) -> Vec<(u64, Option<usize>, f64)> {
+        schedule
+            .rps_change_events
+            .iter()
+            .map(|e| (e.rps, e.request, e.offset))
+            .collect()
+    }
+
+    #[test]
+    fn rps_change_events_follow_whole_rates() {
+        let schedule = build(&ramped(4, RampUpStrategy::Linear, 1.0, 4.0)).unwrap();
+        let o = &schedule.offsets;
+        assert_eq!(
+            changes(&schedule),
+            [
+                (1, None, 0.0),
+                (2, Some(1), o[1]),
+                (3, Some(2), o[2]),
+                (4, Some(3), o[3]),
+            ]
+        );
+
+        // A jump past several whole rates records each of them at the same request.
+        let schedule = build(&ramped(3, RampUpStrategy::Linear, 1.0, 10.0)).unwrap();
+        let o = &schedule.offsets;
+        let mut expected = vec![(1, None, 0.0)];
+        expected.extend((2..=5).map(|rps| (rps, Some(1), o[1])));
+        expected.extend((6..=10).map(|rps| (rps, Some(2), o[2])));
+        assert_eq!(changes(&schedule), expected);
+
+        // A fractional rate counts by its whole part (5.5 -> 5).
+        let schedule = build(&ramped(3, RampUpStrategy::Linear, 4.0, 7.0)).unwrap();
+        let o = &schedule.offsets;
+        assert_eq!(
+            changes(&schedule),
+            [
+                (4, None, 0.0),
+                (5, Some(1), o[1]),
+                (6, Some(2), o[2]),
+                (7, Some(2), o[2]),
+            ]
+        );
+    }
+
+    #[test]
+    fn seed_determines_the_schedule() {
+        let a = build(&constant(200, 10.0, 1.0, 5)).unwrap();
+        let b = build(&constant(200, 10.0, 1.0, 5)).unwrap();
+        let c = build(&constant(200, 10.0, 1.0, 6)).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a.offsets, c.offsets);
+    }
+
+    fn error_of(cfg: &ScheduleConfig) -> String {
+        format!("{:#}", build(cfg).unwrap_err())
+    }
+
+    #[test]
+    fn invalid_settings_name_the_flag() {
+        assert!(error_of(&constant(0, 1.0, 1.0, 0)).contains("--num-prompts"));
+        for burstiness in [0.0, -1.0, f64::NAN] {
+            assert!(error_of(&constant(5, 1.0, burstiness, 0)).contains("--burstiness"));
+        }
+        for rate in [0.0, -2.0, f64::NAN] {
+            assert!(error_of(&constant(5, rate, 1.0, 0)).contains("--request-rate"));
+        }
+
+        let mut cfg = ramped(5, RampUpStrategy::Linear, 1.0, 5.0);
+        cfg.request_rate = 10.0;
+        let msg = error_of(&cfg);
+        assert!(
+            msg.contains("--request-rate") && msg.contains("--ramp-up-strategy"),
+            "{msg}"
+        );
+
+        let msg = error_of(&ramped(5, RampUpStrategy::Linear, 6.0, 5.0));
+        assert!(
+            msg.contains("--ramp-up-start-rps") && msg.contains("--ramp-up-end-rps"),
+            "{msg}"
+        );
+        assert!(
+            error_of(&ramped(5, RampUpStrategy::Linear, -1.0, 5.0)).contains("--ramp-up-start-rps")
+        );
+        assert!(
+            error_of(&ramped(5, RampUpStrategy::Linear, 1.5, 5.0)).contains("--ramp-up-start-rps")
+        );
+        assert!(
+            error_of(&ramped(5, RampUpStrategy::Linear, 1.0, f64::INFINITY))
+                .contains("--ramp-up-end-rps")
+        );
+        for strategy in [RampUpStrategy::Linear, RampUpStrategy::Exponential] {
+            assert!(error_of(&ramped(5, strategy, 0.0, 5.0)).contains("--ramp-up-start-rps"));
+        }
+    }
+}

@@ -1,0 +1,1086 @@
+//! A zero-copy JSON scanner for decoders.
+//!
+//! Decoding response frames is the client's hot path (DESIGN.md section 8): building a
+//! tree with `serde_json` costs more than everything else a decoder does. A decoder only
+//! needs a handful of fields, so [`Cursor`] walks the bytes once, lets the caller descend
+//! into the members it names and skips (while validating) everything else. Strings come
+//! back as [`Str`] spans of the buffer, never copied; the host decodes their escapes.
+//!
+//! Validation follows Python's `json.loads`, the parser vLLM's benchmark uses, so a frame
+//! that vLLM rejects fails here too: objects, arrays, strings without raw control
+//! characters, numbers in JSON's grammar, `true`/`false`/`null`, nothing but whitespace
+//! after the value. Like Python it also accepts `NaN`, `Infinity` and `-Infinity`, and
+//! does not check that `\u` escapes pair their surrogates. The scanner does not check
+//! that the bytes are UTF-8: the host validates text when it reads the spans.
+//!
+//! ```
+//! use bench_sdk::json::Cursor;
+//!
+//! let frame = br#"{"choices":[{"text":" world","index":0}],"usage":null}"#;
+//! let mut text = None;
+//! let mut cur = Cursor::new(frame);
+//! cur.object(|key, value| {
+//!     if key.is("choices") {
+//!         value.array(|i, choice| {
+//!             if i == 0 {
+//!                 choice.object(|key, value| {
+//!                     if key.is("text") {
+//!                         text = value.string()?;
+//!                     }
+//!                     Ok(())
+//!                 })?;
+//!             }
+//!             Ok(())
+//!         })?;
+//!     }
+//!     Ok(())
+//! })?;
+//! cur.finish()?;
+//! assert_eq!(text.unwrap().raw(frame), b" world");
+//! # Ok::<(), bench_sdk::json::Error>(())
+//! ```
+
+use std::fmt;
+
+/// Nesting deeper than this is refused instead of risking the (small) wasm stack.
+pub const MAX_DEPTH: u32 = 512;
+
+/// Why a buffer is not valid JSON, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Error {
+    /// Byte offset in the scanned buffer.
+    pub offset: usize,
+    pub what: &'static str,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.what, self.offset)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The type of a JSON value, known from its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Object,
+    Array,
+    String,
+    Number,
+    Bool,
+    Null,
+}
+
+/// The inside of a string literal (between the quotes): `buf[start..end]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Str {
+    pub start: usize,
+    pub end: usize,
+    /// The literal contains a backslash, so its bytes are not yet the text.
+    pub escaped: bool,
+}
+
+impl Str {
+    /// The raw bytes of the literal's inside.
+    pub fn raw<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.start..self.end]
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// The decoded text (escapes resolved; invalid UTF-8 or lone surrogates become U+FFFD).
+    pub fn to_string(&self, buf: &[u8]) -> String {
+        unescape(self.raw(buf))
+    }
+}
+
+/// An object member's key, as the raw inside of its string literal.
+#[derive(Debug, Clone, Copy)]
+pub struct Key<'a> {
+    raw: &'a [u8],
+    escaped: bool,
+}
+
+impl Key<'_> {
+    /// Whether the key is `name`. Keys are compared by their decoded text, so `"\u0074ext"`
+    /// is `text`; only such escaped keys (never seen in practice) allocate.
+    pub fn is(&self, name: &str) -> bool {
+        if self.escaped {
+            unescape(self.raw) == name
+        } else {
+            self.raw == name.as_bytes()
+        }
+    }
+
+    /// The raw inside of the key's literal.
+    pub fn raw(&self) -> &[u8] {
+        self.raw
+    }
+}
+
+/// A position in a JSON buffer, reading one value at a time.
+///
+/// Readers that return `Option` (`string`, `u64`, `object`, `array`, `null`) consume the
+/// value when it has their type and leave the cursor where it was otherwise. Inside
+/// [`Cursor::object`] and [`Cursor::array`], a value the callback leaves unread is skipped
+/// (and validated) by the container, so a callback reads only what it needs.
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    depth: u32,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Cursor {
+            buf,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    /// The current byte offset.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    fn err<T>(&self, what: &'static str) -> Result<T> {
+        Err(Error {
+            offset: self.pos,
+            what,
+        })
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(&b) = self.buf.get(self.pos) {
+            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// The first byte of the next value, after whitespace.
+    fn peek_value(&mut self) -> Result<u8> {
+        self.skip_ws();
+        match self.buf.get(self.pos) {
+            Some(&b) => Ok(b),
+            None => self.err("unexpected end of input, expected a value"),
+        }
+    }
+
+    /// The kind of the next value (after whitespace), without consuming it.
+    pub fn kind(&mut self) -> Result<Kind> {
+        Ok(match self.peek_value()? {
+            b'{' => Kind::Object,
+            b'[' => Kind::Array,
+            b'"' => Kind::String,
+            b'-' | b'0'..=b'9' | b'N' | b'I' => Kind::Number,
+            b't' | b'f' => Kind::Bool,
+            b'n' => Kind::Null,
+            _ => return self.err("expected a value"),
+        })
+    }
+
+    /// Skips the next value, validating it.
+    pub fn skip(&mut self) -> Result<()> {
+        match self.peek_value()? {
+            b'{' => self.object(|_, _| Ok(())).map(drop),
+            b'[' => self.array(|_, _| Ok(())).map(drop),
+            b'"' => self.scan_string().map(drop),
+            b'-' | b'0'..=b'9' => self.scan_number().map(drop),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'N' => self.literal(b"NaN"),
+            b'I' => self.literal(b"Infinity"),
+            _ => self.err("expected a value"),
+        }
+    }
+
+    /// Checks that only whitespace follows the value just read.
+    pub fn finish(&mut self) -> Result<()> {
+        self.skip_ws();
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            self.err("unexpected data after the JSON value")
+        }
+    }
+
+    /// Reads a string: its span, or `None` (cursor unmoved) when the value is not a string.
+    pub fn string(&mut self) -> Result<Option<Str>> {
+        if self.peek_value()? != b'"' {
+            return Ok(None);
+        }
+        self.scan_string().map(Some)
+    }
+
+    /// Reads a non-negative integer that fits in a `u64`; `None` (cursor unmoved) for any
+    /// other value, including numbers with a fraction or exponent.
+    pub fn u64(&mut self) -> Result<Option<u64>> {
+        if !self.peek_value()?.is_ascii_digit() {
+            return Ok(None);
+        }
+        let value_start = self.pos;
+        let (end, integer) = self.scan_number()?;
+        if integer
+            && let Some(n) = std::str::from_utf8(&self.buf[value_start..end])
+                .ok()
+                .and_then(|s| s.parse().ok())
+        {
+            return Ok(Some(n));
+        }
+        self.pos = value_start;
+        Ok(None)
+    }
+
+    /// Reads a `null`: `true` when the value was null (consumed), `false` (unmoved) otherwise.
+    pub fn null(&mut self) -> Result<bool> {
+        if self.peek_value()? != b'n' {
+            return Ok(false);
+        }
+        self.literal(b"null").map(|()| true)
+    }
+
+    /// Reads an object, calling `f` with each key and the cursor at its value; `f` may read
+    /// the value or leave it to be skipped. Returns the number of members, or `None`
+    /// (cursor unmoved) when the value is not an object. Duplicate keys are all visited in
+    /// order, so a caller that overwrites on each visit keeps the last, like Python.
+    pub fn object(
+        &mut self,
+        mut f: impl FnMut(Key<'a>, &mut Cursor<'a>) -> Result<()>,
+    ) -> Result<Option<usize>> {
+        if self.peek_value()? != b'{' {
+            return Ok(None);
+        }
+        self.enter()?;
+        self.pos += 1;
+        self.skip_ws();
+        let mut count = 0;
+        if self.buf.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(Some(0));
+        }
+        loop {
+            self.skip_ws();
+            if self.buf.get(self.pos) != Some(&b'"') {
+                return self.err("expected a string key");
+            }
+            let key = self.scan_string()?;
+            self.skip_ws();
+            if self.buf.get(self.pos) != Some(&b':') {
+                return self.err("expected ':' after an object key");
+            }
+            self.pos += 1;
+            self.value_with(
+                Key {
+                    raw: key.raw(self.buf),
+                    escaped: key.escaped,
+                },
+                &mut f,
+            )?;
+            count += 1;
+            self.skip_ws();
+            match self.buf.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return self.err("expected ',' or '}' in an object"),
+            }
+        }
+        self.depth -= 1;
+        Ok(Some(count))
+    }
+
+    /// Reads an array, calling `f` with each element's index and the cursor at it; `f` may
+    /// read the element or leave it to be skipped. Returns the number of elements, or
+    /// `None` (cursor unmoved) when the value is not an array.
+    pub fn array(
+        &mut self,
+        mut f: impl FnMut(usize, &mut Cursor<'a>) -> Result<()>,
+    ) -> Result<Option<usize>> {
+        if self.peek_value()? != b'[' {
+            return Ok(None);
+        }
+        self.enter()?;
+        self.pos += 1;
+        self.skip_ws();
+        let mut count = 0;
+        if self.buf.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(Some(0));
+        }
+        loop {
+            self.value_with(count, &mut f)?;
+            count += 1;
+            self.skip_ws();
+            match self.buf.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return self.err("expected ',' or ']' in an array"),
+            }
+        }
+        self.depth -= 1;
+        Ok(Some(count))
+    }
+
+    /// Hands the value at the cursor to `f`, then skips it if `f` left it unread.
+    fn value_with<K>(
+        &mut self,
+        key: K,
+        f: &mut impl FnMut(K, &mut Cursor<'a>) -> Result<()>,
+    ) -> Result<()> {
+        self.peek_value()?;
+        let value_start = self.pos;
+        f(key, self)?;
+        if self.pos == value_start {
+            self.skip()?;
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        if self.depth >= MAX_DEPTH {
+            return self.err("JSON nested too deeply");
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &'static [u8]) -> Result<()> {
+        if self.buf[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            self.err("invalid literal")
+        }
+    }
+
+    /// Scans a number at the cursor; returns its end and whether it is a plain integer.
+    fn scan_number(&mut self) -> Result<(usize, bool)> {
+        let buf = self.buf;
+        let mut integer = true;
+        if buf[self.pos] == b'-' {
+            self.pos += 1;
+            if buf[self.pos..].starts_with(b"Infinity") {
+                self.pos += b"Infinity".len();
+                return Ok((self.pos, false));
+            }
+            integer = false;
+        }
+        match buf.get(self.pos) {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return self.err("invalid number"),
+        }
+        if buf.get(self.pos) == Some(&b'.') {
+            integer = false;
+            self.pos += 1;
+            if !buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+                return self.err("expected a digit after '.' in a number");
+            }
+            self.digits();
+        }
+        if matches!(buf.get(self.pos), Some(b'e' | b'E')) {
+            integer = false;
+            self.pos += 1;
+            if matches!(buf.get(self.pos), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if !buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+                return self.err("expected a digit in a number's exponent");
+            }
+            self.digits();
+        }
+        Ok((self.pos, integer))
+    }
+
+    fn digits(&mut self) {
+        while self.buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+            self.pos += 1;
+        }
+    }
+
+    /// Scans a string literal at the cursor (on its opening quote).
+    fn scan_string(&mut self) -> Result<Str> {
+        let buf = self.buf;
+        self.pos += 1;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            // Eight bytes at a time while none of them is a quote, a backslash or a
+            // control character: most of a frame's bytes are inside plain strings.
+            while let Some(word) = buf.get(self.pos..self.pos + 8) {
+                let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+                if has_special_byte(w) {
+                    break;
+                }
+                self.pos += 8;
+            }
+            let Some(&b) = buf.get(self.pos) else {
+                return Err(Error {
+                    offset: start - 1,
+                    what: "unterminated string",
+                });
+            };
+            match b {
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(Str {
+                        start,
+                        end: self.pos - 1,
+                        escaped,
+                    });
+                }
+                b'\\' => {
+                    escaped = true;
+                    self.pos += 1;
+                    match buf.get(self.pos) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            self.pos += 1
+                        }
+                        Some(b'u') => {
+                            let hex = buf.get(self.pos + 1..self.pos + 5);
+                            if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                                return self.err("invalid \\u escape (expected four hex digits)");
+                            }
+                            self.pos += 5;
+                        }
+                        Some(_) => return self.err("invalid escape in a string"),
+                        None => {
+                            return Err(Error {
+                                offset: start - 1,
+                                what: "unterminated string",
+                            });
+                        }
+                    }
+                }
+                0..=0x1f => return self.err("control character in a string"),
+                _ => self.pos += 1,
+            }
+        }
+    }
+}
+
+/// Whether any byte of `w` is `"`, `\` or below 0x20 (exact, by SWAR: no false positives).
+#[inline]
+fn has_special_byte(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let quote = has_zero(w ^ (ONES * u64::from(b'"')));
+    let backslash = has_zero(w ^ (ONES * u64::from(b'\\')));
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    quote | backslash | control != 0
+}
+
+/// Decodes the inside of a JSON string literal (as a [`Str`] spans it). Escapes are
+/// resolved, surrogate pairs joined; lone surrogates and invalid UTF-8 become U+FFFD.
+pub fn unescape(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len());
+    unescape_into(raw, &mut out);
+    out
+}
+
+/// [`unescape`] appending to `out`.
+pub fn unescape_into(raw: &[u8], out: &mut String) {
+    let mut i = 0;
+    while i < raw.len() {
+        let run_end = raw[i..]
+            .iter()
+            .position(|&b| b == b'\\')
+            .map_or(raw.len(), |p| i + p);
+        out.push_str(&String::from_utf8_lossy(&raw[i..run_end]));
+        i = run_end;
+        if i >= raw.len() {
+            break;
+        }
+        // raw[i] is a backslash.
+        let Some(&e) = raw.get(i + 1) else {
+            out.push('\u{fffd}');
+            break;
+        };
+        i += 2;
+        let c = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let Some(hi) = hex4(raw, i) else {
+                    out.push('\u{fffd}');
+                    continue;
+                };
+                i += 4;
+                if (0xd800..0xdc00).contains(&hi)
+                    && raw.get(i..i + 2) == Some(b"\\u")
+                    && let Some(lo) = hex4(raw, i + 2)
+                    && (0xdc00..0xe000).contains(&lo)
+                {
+                    i += 6;
+                    char::from_u32(0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00))
+                        .unwrap_or('\u{fffd}')
+                } else {
+                    char::from_u32(hi).unwrap_or('\u{fffd}')
+                }
+            }
+            _ => '\u{fffd}',
+        };
+        out.push(c);
+    }
+}
+
+fn hex4(raw: &[u8], at: usize) -> Option<u32> {
+    let digits = raw.get(at..at + 4)?;
+    let s = std::str::from_utf8(digits).ok()?;
+    u32::from_str_radix(s, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// Realistic stream frames and whole responses from the servers we target.
+    const REALISTIC: &[&str] = &[
+        // vLLM completions stream: a token, a special token with empty text, the last
+        // token with its finish reason, the usage-only chunk.
+        r#"{"id":"cmpl-3b1f0a2c9d8e4f5a","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+        r#"{"id":"cmpl-3b1f0a2c9d8e4f5a","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":"","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+        r#"{"id":"cmpl-3b1f0a2c9d8e4f5a","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":" end.\n","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}"#,
+        r#"{"id":"cmpl-3b1f0a2c9d8e4f5a","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[],"usage":{"prompt_tokens":1024,"total_tokens":1152,"completion_tokens":128,"prompt_tokens_details":null}}"#,
+        // vLLM completions with logprobs: "text" keys nested deeper than the choice's.
+        r#"{"id":"cmpl-1","object":"text_completion","created":1718000001,"model":"m","choices":[{"index":0,"text":"Hi","logprobs":{"text_offset":[0],"token_logprobs":[-0.25],"tokens":["Hi"],"top_logprobs":[{"Hi":-0.25,"Hello":-1.5e0}]},"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+        // vLLM chat stream: role chunk, content with escapes, reasoning, finish, usage.
+        r#"{"id":"chatcmpl-9c2d","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9c2d","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"reasoning_content":"Let me think \u2014 \"carefully\"."},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9c2d","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"content":"Line one\nLine \\two\t\ud83d\ude00 caf\u00e9 /\/ café"},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9c2d","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}"#,
+        r#"{"id":"chatcmpl-9c2d","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":17,"total_tokens":50,"completion_tokens":33}}"#,
+        // llama.cpp server: adds `timings` to the last chunk, usage alongside choices.
+        r#"{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"created":1718000003,"id":"chatcmpl-Xy12","model":"gpt-3.5-turbo","system_fingerprint":"b4500-1a2b3c4d","object":"chat.completion.chunk","usage":{"completion_tokens":12,"prompt_tokens":9,"total_tokens":21},"timings":{"prompt_n":9,"prompt_ms":15.361,"prompt_per_token_ms":1.7067777777777777,"prompt_per_second":585.9,"predicted_n":12,"predicted_ms":120.5,"predicted_per_token_ms":10.041666666666666,"predicted_per_second":99.58506224066391}}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":" Paris"}}],"created":1718000003,"id":"chatcmpl-Xy12","model":"gpt-3.5-turbo","system_fingerprint":"b4500-1a2b3c4d","object":"chat.completion.chunk"}"#,
+        // OpenAI: obfuscation padding, usage null until the last chunk.
+        r#"{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_4d82cc3fd1","choices":[{"index":0,"delta":{"content":" Hello","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"kjD3"}"#,
+        r#"{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_4d82cc3fd1","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}"#,
+        // Whole (non-streaming) responses, pretty-printed.
+        "{\n  \"id\": \"cmpl-7\",\n  \"object\": \"text_completion\",\n  \"choices\": [\n    {\n      \"index\": 0,\n      \"text\": \"A whole answer.\",\n      \"finish_reason\": \"length\"\n    }\n  ],\n  \"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 4, \"total_tokens\": 9}\n}\n",
+        r#"{"id":"chatcmpl-8","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Answer","reasoning_content":null,"tool_calls":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4},"prompt_logprobs":null,"kv_transfer_params":null}"#,
+        // In-band errors.
+        r#"{"error":{"object":"error","message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}}"#,
+        r#"{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#,
+        // Numbers of every shape, deep nesting, empty containers.
+        r#"{"a":[-0,0.5,-1.25e-3,1E+2,12345678901234567890,[],{},[[[{"b":[true,false,null]}]]]],"c":""}"#,
+    ];
+
+    /// Rebuilds a `serde_json::Value` using only the cursor's public readers.
+    fn to_value(buf: &[u8], cur: &mut Cursor<'_>) -> Result<Value> {
+        Ok(match cur.kind()? {
+            Kind::Object => {
+                let mut map = serde_json::Map::new();
+                cur.object(|key, v| {
+                    let key = unescape(key.raw());
+                    map.insert(key, to_value(buf, v)?);
+                    Ok(())
+                })?;
+                Value::Object(map)
+            }
+            Kind::Array => {
+                let mut items = Vec::new();
+                cur.array(|i, v| {
+                    assert_eq!(i, items.len());
+                    items.push(to_value(buf, v)?);
+                    Ok(())
+                })?;
+                Value::Array(items)
+            }
+            Kind::String => Value::String(cur.string()?.expect("a string").to_string(buf)),
+            Kind::Null => {
+                assert!(cur.null()?);
+                Value::Null
+            }
+            Kind::Bool => {
+                let value = buf[cur.pos()] == b't';
+                cur.skip()?;
+                Value::Bool(value)
+            }
+            Kind::Number => {
+                if let Some(n) = cur.u64()? {
+                    Value::from(n)
+                } else {
+                    let start = cur.pos();
+                    cur.skip()?;
+                    let text = std::str::from_utf8(&buf[start..cur.pos()]).unwrap();
+                    serde_json::from_str(text).expect("serde_json reads the number")
+                }
+            }
+        })
+    }
+
+    fn parse(text: &str) -> Result<Value> {
+        let buf = text.as_bytes();
+        let mut cur = Cursor::new(buf);
+        let value = to_value(buf, &mut cur)?;
+        cur.finish()?;
+        Ok(value)
+    }
+
+    fn valid(text: &[u8]) -> bool {
+        let mut cur = Cursor::new(text);
+        cur.skip().and_then(|()| cur.finish()).is_ok()
+    }
+
+    /// The top-level `choices[0].<path...>` string, read the way a decoder reads it.
+    fn choice_string(buf: &[u8], path: &[&str]) -> Option<Str> {
+        fn walk(cur: &mut Cursor<'_>, path: &[&str], out: &mut Option<Str>) -> Result<()> {
+            let Some((first, rest)) = path.split_first() else {
+                *out = cur.string()?;
+                return Ok(());
+            };
+            cur.object(|key, v| {
+                if key.is(first) {
+                    walk(v, rest, out)
+                } else {
+                    Ok(())
+                }
+            })?;
+            Ok(())
+        }
+        let mut out = None;
+        let mut cur = Cursor::new(buf);
+        cur.object(|key, v| {
+            if key.is("choices") {
+                v.array(|i, c| {
+                    if i == 0 {
+                        walk(c, path, &mut out)
+                    } else {
+                        Ok(())
+                    }
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        cur.finish().unwrap();
+        out
+    }
+
+    #[test]
+    fn rebuilds_realistic_frames_exactly_as_serde_json_reads_them() {
+        for text in REALISTIC {
+            let expected: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(parse(text).unwrap(), expected, "frame: {text}");
+        }
+    }
+
+    #[test]
+    fn extracted_fields_match_serde_json() {
+        let paths: &[&[&str]] = &[
+            &["text"],
+            &["delta", "content"],
+            &["delta", "reasoning_content"],
+            &["message", "content"],
+            &["finish_reason"],
+        ];
+        let mut seen = 0;
+        for text in REALISTIC {
+            let tree: Value = serde_json::from_str(text).unwrap();
+            for path in paths {
+                let mut expected = tree.get("choices").and_then(|c| c.get(0));
+                for key in *path {
+                    expected = expected.and_then(|v| v.get(key));
+                }
+                let expected = expected.and_then(Value::as_str);
+                let got = choice_string(text.as_bytes(), path);
+                assert_eq!(
+                    got.map(|s| s.to_string(text.as_bytes())).as_deref(),
+                    expected,
+                    "{path:?} in {text}"
+                );
+                if let Some(s) = got {
+                    seen += 1;
+                    assert_eq!(s.escaped, s.raw(text.as_bytes()).contains(&b'\\'));
+                    assert_eq!(&text.as_bytes()[s.start - 1], &b'"');
+                    assert_eq!(&text.as_bytes()[s.end], &b'"');
+                }
+            }
+            // usage.completion_tokens as a u64, as serde_json sees it.
+            let mut tokens = None;
+            let mut cur = Cursor::new(text.as_bytes());
+            cur.object(|key, v| {
+                if key.is("usage") {
+                    v.object(|key, v| {
+                        if key.is("completion_tokens") {
+                            tokens = v.u64()?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(
+                tokens,
+                tree.pointer("/usage/completion_tokens")
+                    .and_then(Value::as_u64),
+                "{text}"
+            );
+        }
+        assert!(
+            seen > 15,
+            "the corpus exercises the extraction ({seen} strings)"
+        );
+    }
+
+    #[test]
+    fn string_spans_point_inside_the_literal_and_flag_escapes() {
+        let buf = br#"{"plain":"abc","esc":"a\"b\\c\nd","uni":"\u00e9\ud83d\ude00","empty":""}"#;
+        let mut found = Vec::new();
+        Cursor::new(buf)
+            .object(|key, v| {
+                found.push((
+                    String::from_utf8(key.raw().to_vec()).unwrap(),
+                    v.string()?.unwrap(),
+                ));
+                Ok(())
+            })
+            .unwrap();
+        let get = |k: &str| found.iter().find(|(name, _)| name == k).unwrap().1;
+        assert_eq!(get("plain").raw(buf), b"abc");
+        assert!(!get("plain").escaped);
+        assert_eq!(get("esc").raw(buf), br#"a\"b\\c\nd"#);
+        assert!(get("esc").escaped);
+        assert_eq!(get("esc").to_string(buf), "a\"b\\c\nd");
+        assert_eq!(get("uni").to_string(buf), "é😀");
+        assert!(get("uni").escaped);
+        assert!(get("empty").is_empty() && !get("empty").escaped);
+    }
+
+    #[test]
+    fn unescape_matches_serde_json() {
+        let cases = [
+            r#"plain"#,
+            r#"\"quoted\" \\ back \/ slash"#,
+            r#"\b\f\n\r\t"#,
+            r#"\u0041\u00e9\u4e2d\uFFFF"#,
+            r#"\ud83d\ude00 pair, \uD834\uDD1E upper-case pair"#,
+            "multi-byte UTF-8 as is: caf\u{e9} \u{1f600}",
+            r#"a\u0000b"#,
+        ];
+        for raw in cases {
+            let expected: String = serde_json::from_str(&format!("\"{raw}\"")).unwrap();
+            assert_eq!(unescape(raw.as_bytes()), expected, "{raw}");
+        }
+        // Lone surrogates (Python keeps them, Rust strings cannot) become U+FFFD.
+        assert_eq!(unescape(br"x\ud83dy"), "x\u{fffd}y");
+        assert_eq!(unescape(br"\ude00"), "\u{fffd}");
+        assert_eq!(unescape(br"\ud83d\u0041"), "\u{fffd}A");
+    }
+
+    #[test]
+    fn same_key_deeper_does_not_shadow_the_top_level_one() {
+        let buf = br#"{"choices":[{"delta":{"content":"inner"},"text":{"text":"deep"}}],"text":"outer","usage":{"usage":{"completion_tokens":1},"completion_tokens":7}}"#;
+        let (mut text, mut tokens) = (None, None);
+        let mut cur = Cursor::new(buf);
+        cur.object(|key, v| {
+            if key.is("text") {
+                text = v.string()?;
+            } else if key.is("usage") {
+                v.object(|key, v| {
+                    if key.is("completion_tokens") {
+                        tokens = v.u64()?;
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(text.unwrap().raw(buf), b"outer");
+        assert_eq!(tokens, Some(7));
+        // choices[0].text is an object here, so a string read yields nothing.
+        assert_eq!(choice_string(buf, &["text"]), None);
+        assert_eq!(
+            choice_string(buf, &["delta", "content"]).unwrap().raw(buf),
+            b"inner"
+        );
+    }
+
+    #[test]
+    fn keys_in_any_order_and_whitespace_anywhere() {
+        let a = b"{\"usage\":{\"completion_tokens\":3},\"choices\":[{\"finish_reason\":\"stop\",\"text\":\"x\"}]}";
+        let b = b" \r\n\t{ \"choices\" :\n[ { \"text\" : \"x\" , \"finish_reason\"\t:\"stop\" } ] ,\n \"usage\" : { \"completion_tokens\" : 3 } } \n";
+        for buf in [&a[..], &b[..]] {
+            assert_eq!(choice_string(buf, &["text"]).unwrap().raw(buf), b"x");
+            assert_eq!(
+                choice_string(buf, &["finish_reason"]).unwrap().raw(buf),
+                b"stop"
+            );
+            assert_eq!(
+                parse(std::str::from_utf8(buf).unwrap()).unwrap(),
+                serde_json::from_slice::<Value>(buf).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_all_visited_so_the_last_wins() {
+        let buf = br#"{"text":"first","text":"second"}"#;
+        let mut text = None;
+        Cursor::new(buf)
+            .object(|key, v| {
+                if key.is("text") {
+                    text = v.string()?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(text.unwrap().raw(buf), b"second");
+    }
+
+    #[test]
+    fn escaped_keys_compare_by_their_text() {
+        let buf = br#"{"\u0074ext":"t","te\"xt":"u"}"#;
+        let mut seen = Vec::new();
+        Cursor::new(buf)
+            .object(|key, v| {
+                seen.push((
+                    key.is("text"),
+                    key.is("te\"xt"),
+                    v.string()?.unwrap().raw(buf).to_vec(),
+                ));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            seen,
+            vec![(true, false, b"t".to_vec()), (false, true, b"u".to_vec())]
+        );
+    }
+
+    #[test]
+    fn empty_and_null_values() {
+        let buf = br#"{"choices":[],"usage":null,"content":null,"o":{}}"#;
+        let mut counts = Vec::new();
+        let mut cur = Cursor::new(buf);
+        cur.object(|key, v| {
+            if key.is("choices") {
+                counts.push(v.array(|_, _| Ok(()))?);
+            } else if key.is("o") {
+                counts.push(v.object(|_, _| Ok(()))?);
+            } else {
+                // A null is not a string, an object or a number: nothing is consumed.
+                assert_eq!(v.string()?, None);
+                assert_eq!(v.object(|_, _| Ok(()))?, None);
+                assert_eq!(v.u64()?, None);
+                assert!(v.null()?);
+            }
+            Ok(())
+        })
+        .unwrap();
+        cur.finish().unwrap();
+        assert_eq!(counts, vec![Some(0), Some(0)]);
+    }
+
+    #[test]
+    fn u64_reads_plain_integers_only() {
+        let read = |text: &str| {
+            let mut cur = Cursor::new(text.as_bytes());
+            let n = cur.u64().unwrap();
+            // Unread values stay for the caller to skip.
+            if n.is_none() {
+                cur.skip().unwrap();
+            }
+            cur.finish().unwrap();
+            n
+        };
+        assert_eq!(read("0"), Some(0));
+        assert_eq!(read(" 4096 "), Some(4096));
+        assert_eq!(read("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(read("18446744073709551616"), None);
+        assert_eq!(read("-1"), None);
+        assert_eq!(read("12.0"), None);
+        assert_eq!(read("1e3"), None);
+        assert_eq!(read("\"12\""), None);
+    }
+
+    #[test]
+    fn invalid_json_is_detected_with_its_position() {
+        let cases: &[(&str, &str)] = &[
+            ("", "unexpected end of input, expected a value"),
+            ("   ", "unexpected end of input, expected a value"),
+            ("{\"a\":1,}", "expected a string key"),
+            ("{\"a\" 1}", "expected ':' after an object key"),
+            ("{'a':1}", "expected a string key"),
+            ("{\"a\":1 \"b\":2}", "expected ',' or '}' in an object"),
+            ("[1,]", "expected a value"),
+            ("[1 2]", "expected ',' or ']' in an array"),
+            ("{\"a\":\"x\ny\"}", "control character in a string"),
+            ("\"\\x\"", "invalid escape in a string"),
+            (
+                "\"\\u12g4\"",
+                "invalid \\u escape (expected four hex digits)",
+            ),
+            ("\"abc", "unterminated string"),
+            ("01", "unexpected data after the JSON value"),
+            ("1.", "expected a digit after '.' in a number"),
+            ("1e+", "expected a digit in a number's exponent"),
+            ("-", "invalid number"),
+            ("tru", "invalid literal"),
+            ("nul", "invalid literal"),
+            ("{} {}", "unexpected data after the JSON value"),
+            ("data: {}", "expected a value"),
+            ("[DONE]", "expected a value"),
+        ];
+        for (text, what) in cases {
+            let mut cur = Cursor::new(text.as_bytes());
+            let err = cur.skip().and_then(|()| cur.finish()).unwrap_err();
+            assert_eq!(err.what, *what, "{text:?}");
+            assert!(err.offset <= text.len());
+            assert!(
+                serde_json::from_str::<Value>(text).is_err(),
+                "serde_json agrees on {text:?}"
+            );
+        }
+        let mut cur = Cursor::new(b"{\"a\":[1,2,}");
+        assert_eq!(
+            cur.skip().unwrap_err(),
+            Error {
+                offset: 10,
+                what: "expected a value"
+            }
+        );
+    }
+
+    #[test]
+    fn every_truncation_of_a_frame_is_invalid() {
+        for text in REALISTIC {
+            let buf = text.trim_end().as_bytes();
+            for cut in 0..buf.len() {
+                assert!(!valid(&buf[..cut]), "prefix {cut} of {text} accepted");
+            }
+            assert!(valid(buf));
+        }
+    }
+
+    #[test]
+    fn validity_agrees_with_serde_json_on_damaged_frames() {
+        // Delete or replace each byte of ASCII frames; the scanner must accept exactly what
+        // serde_json accepts, apart from the documented differences with Python's parser
+        // (NaN/Infinity, numbers that overflow to infinity, lone surrogates, invalid UTF-8,
+        // depth over 128), which these inputs avoid or skip.
+        let replacements = [
+            b'"', b'\\', b'{', b'}', b'[', b']', b':', b',', b'0', b'-', b'.', b'e', b'n', b' ',
+            b'\n', 0x01,
+        ];
+        let mut checked = 0;
+        for text in REALISTIC
+            .iter()
+            .filter(|t| t.is_ascii() && !t.contains("\\ud"))
+        {
+            let buf = text.as_bytes();
+            for i in 0..buf.len() {
+                let mut variants = vec![[&buf[..i], &buf[i + 1..]].concat()];
+                for r in replacements {
+                    let mut v = buf.to_vec();
+                    v[i] = r;
+                    variants.push(v);
+                }
+                for v in variants {
+                    if std::str::from_utf8(&v).is_ok_and(|s| s.contains("\\ud")) {
+                        continue;
+                    }
+                    let expected = match serde_json::from_slice::<Value>(&v) {
+                        Ok(_) => true,
+                        // Python reads `1e18000000` as infinity; serde_json refuses it.
+                        Err(e) if e.to_string().starts_with("number out of range") => continue,
+                        Err(_) => false,
+                    };
+                    assert_eq!(valid(&v), expected, "{}", String::from_utf8_lossy(&v));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000);
+    }
+
+    #[test]
+    fn python_extensions_are_accepted() {
+        // Python's json.loads (vLLM's parser) reads these; a server that emits them must
+        // not fail here while vLLM succeeds.
+        for text in [
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "[NaN,-Infinity]",
+            r#"{"lp":-Infinity}"#,
+            "1e400",
+            r#""\ud83d""#,
+        ] {
+            assert!(valid(text.as_bytes()), "{text}");
+        }
+        assert!(!valid(b"-NaN"));
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let depth = MAX_DEPTH as usize;
+        let ok = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(valid(ok.as_bytes()));
+        let deep = format!("{}{}", "[".repeat(depth + 1), "]".repeat(depth + 1));
+        let mut cur = Cursor::new(deep.as_bytes());
+        assert_eq!(cur.skip().unwrap_err().what, "JSON nested too deeply");
+    }
+
+    #[test]
+    fn swar_detects_special_bytes_at_every_position() {
+        for at in 0..8 {
+            for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
+                let mut word = *b"abcdefgh";
+                word[at] = special;
+                assert!(
+                    has_special_byte(u64::from_le_bytes(word)),
+                    "{special:#x} at {at}"
+                );
+            }
+            for plain in [b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xe9, 0xff] {
+                let mut word = *b"abcdefgh";
+                word[at] = plain;
+                assert!(
+                    !has_special_byte(u64::from_le_bytes(word)),
+                    "{plain:#x} at {at}"
+                );
+            }
+        }
+        // Long strings cross the fast path with the special byte at each offset.
+        for len in 0..40 {
+            let text = format!("\"{}\\n{}\"", "x".repeat(len), "y".repeat(len % 9));
+            let mut cur = Cursor::new(text.as_bytes());
+            let s = cur.string().unwrap().unwrap();
+            assert!(s.escaped);
+            assert_eq!(s.len(), len + 2 + len % 9);
+            cur.finish().unwrap();
+        }
+    }
+}

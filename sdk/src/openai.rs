@@ -1,0 +1,538 @@
+//! Helpers for backends that speak OpenAI's completions and chat-completions formats.
+//!
+//! The first-party `openai` and `openai-chat` plugins are thin layers over this module:
+//! [`OpenAiClient`] reads the options they share and finishes request bodies the way
+//! vLLM's benchmark client does (`async_request_openai_completions` and
+//! `async_request_openai_chat_completions` in `vllm/benchmarks/lib/endpoint_request_func.py`,
+//! with the sampling defaults of `vllm/benchmarks/serve.py`), and [`OpenAiDecoder`] turns
+//! response frames into events with the zero-copy [`json`](crate::json) scanner. A
+//! third-party plugin for an OpenAI-like API can use both.
+
+use serde_json::{Map, Value, json};
+
+use crate::json::{self, Cursor, Key, Str};
+use crate::options::{OptionReader, option};
+use crate::{
+    Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError, RequestSpec,
+    TextSpan, Usage,
+};
+
+/// vLLM's benchmark sends `temperature: 0.0` (greedy decoding) unless the sampling
+/// parameters or the extra body set one.
+pub const DEFAULT_TEMPERATURE: f64 = 0.0;
+
+/// How much of a bad frame an error message quotes.
+const QUOTE_BYTES: usize = 120;
+
+/// The options every OpenAI-format backend accepts, for its `describe`.
+pub fn common_options() -> Vec<OptionInfo> {
+    vec![option(
+        "stream",
+        "Stream the response as server-sent events. false sends \"stream\": false and reads one \
+         JSON body, so TTFT equals the end-to-end latency and there is no ITL.",
+        Some("true"),
+    )]
+}
+
+/// The settings both OpenAI backends take from their client configuration.
+#[derive(Debug, Clone)]
+pub struct OpenAiClient {
+    plugin: &'static str,
+    model: String,
+    ignore_eos: bool,
+    stream: bool,
+    extra_body: Map<String, Value>,
+}
+
+impl OpenAiClient {
+    /// Reads the shared settings. The returned reader holds the remaining options: the
+    /// plugin reads its own, then calls [`OptionReader::finish`] with its option list so
+    /// that an unknown key is refused.
+    pub fn open(plugin: &'static str, config: ClientConfig) -> Result<(Self, OptionReader), PluginError> {
+        let mut options = OptionReader::new(plugin, config.options);
+        let stream = options.flag("stream", true)?;
+        let extra_body = match &config.extra_body {
+            None => Map::new(),
+            Some(text) => parse_object(text)
+                .map_err(|e| PluginError::InvalidConfig(format!("{plugin}: the client's extra body {e}")))?,
+        };
+        let client = OpenAiClient { plugin, model: config.model, ignore_eos: config.ignore_eos, stream, extra_body };
+        Ok((client, options))
+    }
+
+    /// Whether responses are streamed (the `stream` option).
+    pub fn stream(&self) -> bool {
+        self.stream
+    }
+
+    /// Server-sent events when streaming, else the whole body as one frame.
+    pub fn framing(&self) -> Framing {
+        if self.stream { Framing::Sse } else { Framing::Raw }
+    }
+
+    /// Starts a request body with the model: the request's LoRA adapter when it names one
+    /// (vLLM sends the adapter as both `model` and `model_name`), else the client's model.
+    pub fn body(&self, spec: &RequestSpec) -> Map<String, Value> {
+        let model = spec.lora_name.as_deref().filter(|name| !name.is_empty()).unwrap_or(&self.model);
+        let mut body = Map::new();
+        body.insert("model".into(), json!(model));
+        body
+    }
+
+    /// Finishes a body that holds the API's own fields and makes the HTTP request.
+    ///
+    /// In vLLM's order, later entries winning: `stream` and `stream_options`, then
+    /// `ignore_eos` when set, then the client's extra body (sampling parameters, with
+    /// `temperature` defaulting to [`DEFAULT_TEMPERATURE`], and `--extra-body`), then the
+    /// request's own extra body. Headers: `Content-Type: application/json` and
+    /// `x-request-id` when the request has an id; the host adds authorization and
+    /// `--header` values.
+    pub fn request(&self, mut body: Map<String, Value>, spec: &RequestSpec) -> Result<HttpRequest, PluginError> {
+        body.insert("stream".into(), json!(self.stream));
+        if self.stream {
+            // Servers refuse stream_options on a non-streaming request.
+            body.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        if self.ignore_eos {
+            body.insert("ignore_eos".into(), json!(true));
+        }
+        body.insert("temperature".into(), json!(DEFAULT_TEMPERATURE));
+        body.extend(self.extra_body.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if let Some(text) = &spec.extra_body {
+            let extra = parse_object(text).map_err(|e| {
+                PluginError::InvalidInput(format!("{}: the request's extra body {e}", self.plugin))
+            })?;
+            body.extend(extra);
+        }
+        let body = serde_json::to_vec(&Value::Object(body))
+            .map_err(|e| PluginError::Internal(format!("{}: cannot serialize the request body: {e}", self.plugin)))?;
+        let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+        if let Some(id) = &spec.request_id {
+            headers.push(("x-request-id".to_string(), id.clone()));
+        }
+        Ok(HttpRequest { method: "POST".into(), headers, body })
+    }
+
+    /// A decoder for one response, reading the text where `fields` says.
+    pub fn decoder(&self, fields: ChoiceFields) -> OpenAiDecoder {
+        OpenAiDecoder { fields, streaming: self.stream }
+    }
+}
+
+/// Parses a JSON object (an extra body); duplicate keys keep the last value, as Python does.
+fn parse_object(text: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!("must be a JSON object, got {}", json_type(&other))),
+        Err(e) => Err(format!("is not valid JSON: {e}")),
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Where the text sits inside `choices[0]`.
+#[derive(Debug, Clone, Copy)]
+pub struct ChoiceFields {
+    /// The object in the choice that holds the text (`delta` in a chat stream, `message`
+    /// in a whole chat response), or `None` when the choice holds it itself (completions).
+    pub holder: Option<&'static str>,
+    /// The content key (`text` for completions, `content` for chat).
+    pub content: &'static str,
+    /// Reasoning keys in order of preference; the first with non-empty text wins, like
+    /// Python's `delta.get("reasoning_content") or delta.get("reasoning")`.
+    pub reasoning: &'static [&'static str],
+}
+
+/// Decodes OpenAI-format responses: SSE chunks when streaming, one JSON body otherwise.
+///
+/// Per frame, following vLLM's client:
+/// - a non-empty `choices` array makes a [`Chunk`] (a timing point even without text,
+///   vLLM's `if choices := data.get("choices")`), with spans of `choices[0]`'s content
+///   and reasoning strings; a string `finish_reason` adds a `Finish`;
+/// - otherwise a non-empty `usage` object makes a [`Usage`] (vLLM's `elif usage := ...`).
+///   A whole (non-streaming) body carries both, so there usage is read next to choices;
+/// - a non-null `error` member makes an `Error`, as does a frame that is not a JSON
+///   object.
+///
+/// Shapes that crash vLLM's client but carry no output (a choice without `delta`, a
+/// non-string content) are read as a chunk without text instead.
+#[derive(Debug, Clone)]
+pub struct OpenAiDecoder {
+    fields: ChoiceFields,
+    streaming: bool,
+}
+
+/// What one frame says, as spans of the frame.
+#[derive(Default)]
+struct Frame {
+    /// `Some` when `choices` is a non-empty array.
+    choice: Option<Choice>,
+    usage: Option<Usage>,
+    error: Option<ServerError>,
+}
+
+#[derive(Default)]
+struct Choice {
+    content: Option<Str>,
+    /// The non-empty reasoning text and the index of its key in `ChoiceFields::reasoning`.
+    reasoning: Option<(usize, Str)>,
+    finish: Option<Str>,
+}
+
+enum ServerError {
+    /// The error's `message` (or the error itself when it is a string).
+    Message(Str),
+    /// The raw JSON of an error without a message.
+    Raw { start: usize, end: usize },
+}
+
+impl Decoder for OpenAiDecoder {
+    fn feed(&mut self, buffer: &[u8], frame_ends: &[u32], out: &mut Vec<Event>) -> Result<(), PluginError> {
+        let mut start = 0;
+        for (index, &end) in frame_ends.iter().enumerate() {
+            let end = end as usize;
+            if end < start || end > buffer.len() {
+                return Err(PluginError::InvalidInput(format!(
+                    "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
+                    buffer.len()
+                )));
+            }
+            self.frame(buffer, start, end, index as u32, out);
+            start = end;
+        }
+        Ok(())
+    }
+}
+
+impl OpenAiDecoder {
+    fn frame(&self, buffer: &[u8], start: usize, end: usize, frame: u32, out: &mut Vec<Event>) {
+        let bytes = &buffer[start..end];
+        let parsed = match self.scan(bytes) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let message = format!("invalid JSON in a response frame: {e}; the frame starts {}", quote(bytes));
+                out.push(Event { frame, kind: EventKind::Error(message) });
+                return;
+            }
+        };
+        let span = |s: Str| TextSpan { start: (start + s.start) as u32, len: s.len() as u32, escaped: s.escaped };
+        if let Some(choice) = parsed.choice {
+            out.push(Event {
+                frame,
+                kind: EventKind::Chunk(Chunk {
+                    content: choice.content.map(span),
+                    reasoning: choice.reasoning.map(|(_, s)| span(s)),
+                }),
+            });
+            if !self.streaming && let Some(usage) = parsed.usage {
+                out.push(Event { frame, kind: EventKind::Usage(usage) });
+            }
+            if let Some(reason) = choice.finish {
+                out.push(Event { frame, kind: EventKind::Finish(reason.to_string(bytes)) });
+            }
+        } else if let Some(usage) = parsed.usage {
+            out.push(Event { frame, kind: EventKind::Usage(usage) });
+        }
+        if let Some(error) = parsed.error {
+            let message = match error {
+                ServerError::Message(s) => s.to_string(bytes),
+                ServerError::Raw { start, end } => quote(&bytes[start..end]),
+            };
+            out.push(Event { frame, kind: EventKind::Error(format!("the server reported an error: {message}")) });
+        }
+    }
+
+    fn scan(&self, bytes: &[u8]) -> json::Result<Frame> {
+        let mut frame = Frame::default();
+        let mut cur = Cursor::new(bytes);
+        let object = cur.object(|key, v| {
+            if key.is("choices") {
+                frame.choice = self.choices(v)?;
+            } else if key.is("usage") {
+                frame.usage = usage(v)?;
+            } else if key.is("error") {
+                frame.error = server_error(v)?;
+            }
+            Ok(())
+        })?;
+        if object.is_none() {
+            cur.skip()?;
+            return Err(json::Error { offset: 0, what: "expected a JSON object" });
+        }
+        cur.finish()?;
+        Ok(frame)
+    }
+
+    /// `Some` for a non-empty array (with `choices[0]`'s text), `None` for null or `[]`.
+    fn choices(&self, v: &mut Cursor<'_>) -> json::Result<Option<Choice>> {
+        if v.null()? {
+            return Ok(None);
+        }
+        let offset = v.pos();
+        let mut first = None;
+        let count = v.array(|index, choice| {
+            if index == 0 {
+                first = Some(self.choice(choice)?);
+            }
+            Ok(())
+        })?;
+        match count {
+            None => Err(json::Error { offset, what: "`choices` is not an array" }),
+            Some(_) => Ok(first),
+        }
+    }
+
+    fn choice(&self, v: &mut Cursor<'_>) -> json::Result<Choice> {
+        let mut choice = Choice::default();
+        v.object(|key, v| {
+            if key.is("finish_reason") {
+                choice.finish = v.string()?;
+            } else if let Some(holder) = self.fields.holder {
+                if key.is(holder) {
+                    v.object(|key, v| self.text(key, v, &mut choice))?;
+                }
+            } else {
+                self.text(key, v, &mut choice)?;
+            }
+            Ok(())
+        })?;
+        Ok(choice)
+    }
+
+    /// Reads `key` into `choice` when it is the content or a reasoning key.
+    fn text(&self, key: Key<'_>, v: &mut Cursor<'_>, choice: &mut Choice) -> json::Result<()> {
+        if key.is(self.fields.content) {
+            choice.content = v.string()?;
+        } else if let Some(rank) = self.fields.reasoning.iter().position(|name| key.is(name))
+            && let Some(text) = v.string()?
+            && !text.is_empty()
+            && choice.reasoning.is_none_or(|(best, _)| rank <= best)
+        {
+            choice.reasoning = Some((rank, text));
+        }
+        Ok(())
+    }
+}
+
+/// A non-empty usage object (vLLM's `if usage := data.get("usage")`); null, `{}` and
+/// other types give `None`.
+fn usage(v: &mut Cursor<'_>) -> json::Result<Option<Usage>> {
+    let mut usage = Usage { prompt_tokens: None, completion_tokens: None };
+    let members = v.object(|key, v| {
+        if key.is("prompt_tokens") {
+            usage.prompt_tokens = v.u64()?.and_then(|n| u32::try_from(n).ok());
+        } else if key.is("completion_tokens") {
+            usage.completion_tokens = v.u64()?.and_then(|n| u32::try_from(n).ok());
+        }
+        Ok(())
+    })?;
+    Ok(members.filter(|&n| n > 0).map(|_| usage))
+}
+
+/// A non-null `error` member: its message when it has one.
+fn server_error(v: &mut Cursor<'_>) -> json::Result<Option<ServerError>> {
+    if v.null()? {
+        return Ok(None);
+    }
+    if let Some(message) = v.string()? {
+        return Ok(Some(ServerError::Message(message)));
+    }
+    v.kind()?;
+    let start = v.pos();
+    let mut message = None;
+    if v.object(|key, v| {
+        if key.is("message") {
+            message = v.string()?;
+        }
+        Ok(())
+    })?
+    .is_none()
+    {
+        v.skip()?;
+    }
+    Ok(Some(message.map_or(ServerError::Raw { start, end: v.pos() }, ServerError::Message)))
+}
+
+/// The start of `bytes` as a quoted string for an error message.
+fn quote(bytes: &[u8]) -> String {
+    let cut = bytes.len().min(QUOTE_BYTES);
+    let text = String::from_utf8_lossy(&bytes[..cut]);
+    if cut < bytes.len() { format!("{text:?}...") } else { format!("{text:?}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHAT: ChoiceFields =
+        ChoiceFields { holder: Some("delta"), content: "content", reasoning: &["reasoning_content", "reasoning"] };
+
+    fn config(options: &[(&str, &str)], extra_body: Option<&str>) -> ClientConfig {
+        ClientConfig {
+            model: "m".into(),
+            ignore_eos: false,
+            extra_body: extra_body.map(str::to_string),
+            options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    fn decode(decoder: &mut OpenAiDecoder, frames: &[&str]) -> Vec<Event> {
+        let buffer = frames.concat().into_bytes();
+        let mut ends = Vec::new();
+        let mut end = 0;
+        for f in frames {
+            end += f.len() as u32;
+            ends.push(end);
+        }
+        let mut out = Vec::new();
+        decoder.feed(&buffer, &ends, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn shared_options_and_unknown_keys() {
+        let (client, options) = OpenAiClient::open("t", config(&[("stream", "false")], None)).unwrap();
+        options.finish(&common_options()).unwrap();
+        assert!(!client.stream());
+        assert_eq!(client.framing(), Framing::Raw);
+
+        let (client, options) = OpenAiClient::open("t", config(&[("strem", "true")], None)).unwrap();
+        assert!(client.stream());
+        assert_eq!(client.framing(), Framing::Sse);
+        let err = options.finish(&common_options()).unwrap_err();
+        assert!(err.to_string().contains("unknown option \"strem\""), "{err}");
+
+        let err = OpenAiClient::open("t", config(&[("stream", "maybe")], None)).unwrap_err();
+        assert!(matches!(err, PluginError::InvalidConfig(_)));
+        let err = OpenAiClient::open("t", config(&[], Some("[1]"))).unwrap_err();
+        assert_eq!(err, PluginError::InvalidConfig("t: the client's extra body must be a JSON object, got an array".into()));
+        let err = OpenAiClient::open("t", config(&[], Some("{"))).unwrap_err();
+        assert!(err.to_string().contains("is not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn request_bodies_merge_in_vllms_order() {
+        let mut cfg = config(&[], Some(r#"{"temperature":0.7,"top_p":0.9,"max_tokens":5}"#));
+        cfg.ignore_eos = true;
+        let (client, _) = OpenAiClient::open("t", cfg).unwrap();
+        let mut spec = RequestSpec::text("hi".into(), 1, 8);
+        spec.extra_body = Some(r#"{"top_p":0.5,"seed":3}"#.into());
+        spec.request_id = Some("bench-7".into());
+        let mut body = client.body(&spec);
+        body.insert("max_tokens".into(), json!(8));
+        let request = client.request(body, &spec).unwrap();
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m", "max_tokens": 5, "stream": true, "stream_options": {"include_usage": true},
+                "ignore_eos": true, "temperature": 0.7, "top_p": 0.5, "seed": 3,
+            })
+        );
+        assert_eq!(request.method, "POST");
+        assert_eq!(
+            request.headers,
+            vec![("Content-Type".into(), "application/json".into()), ("x-request-id".into(), "bench-7".into())]
+        );
+
+        spec.extra_body = Some("null".into());
+        let err = client.request(Map::new(), &spec).unwrap_err();
+        assert_eq!(err, PluginError::InvalidInput("t: the request's extra body must be a JSON object, got null".into()));
+    }
+
+    #[test]
+    fn chat_stream_spans_point_into_the_buffer() {
+        let (client, _) = OpenAiClient::open("t", config(&[], None)).unwrap();
+        let mut decoder = client.decoder(CHAT);
+        let frames = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning":"r2","reasoning_content":"r\"1"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}],"usage":{"completion_tokens":2}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#,
+        ];
+        let buffer = frames.concat();
+        let events = decode(&mut decoder, &frames);
+        let text = |s: &Option<TextSpan>| {
+            s.map(|s| &buffer[s.start as usize..(s.start + s.len) as usize])
+        };
+        let EventKind::Chunk(c) = &events[0].kind else { panic!("{events:?}") };
+        assert_eq!((text(&c.content), text(&c.reasoning)), (Some(""), None));
+        let EventKind::Chunk(c) = &events[1].kind else { panic!("{events:?}") };
+        assert_eq!((text(&c.content), text(&c.reasoning)), (None, Some(r#"r\"1"#)));
+        assert!(c.reasoning.unwrap().escaped);
+        let EventKind::Chunk(c) = &events[2].kind else { panic!("{events:?}") };
+        assert_eq!(text(&c.content), Some("Hi"));
+        // Streaming: usage next to choices is ignored, as vLLM's elif does.
+        assert_eq!(events[3], Event { frame: 2, kind: EventKind::Finish("stop".into()) });
+        assert_eq!(
+            events[4],
+            Event { frame: 3, kind: EventKind::Usage(Usage { prompt_tokens: Some(4), completion_tokens: Some(2) }) }
+        );
+        assert_eq!(events.len(), 5);
+        assert_eq!(events.iter().map(|e| e.frame).collect::<Vec<_>>(), [0, 1, 2, 2, 3]);
+    }
+
+    #[test]
+    fn errors_in_band_and_invalid_frames() {
+        let (client, _) = OpenAiClient::open("t", config(&[], None)).unwrap();
+        let mut decoder = client.decoder(CHAT);
+        let long = format!(r#"{{"choices":[{{"delta":{{"content":"{}"#, "x".repeat(200));
+        let events = decode(
+            &mut decoder,
+            &[
+                r#"{"error":{"message":"out of \"memory\"","code":500}}"#,
+                r#"{"error":"busy"}"#,
+                r#"{"error":{"code":429}}"#,
+                r#"{"error":null,"usage":{}}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}]"#,
+                "[]",
+                "",
+                &long,
+                r#"{"choices":{"0":{}}}"#,
+            ],
+        );
+        let messages: Vec<(u32, String)> = events
+            .iter()
+            .map(|e| match &e.kind {
+                EventKind::Error(m) => (e.frame, m.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(messages[0], (0, "the server reported an error: out of \"memory\"".into()));
+        assert_eq!(messages[1], (1, "the server reported an error: busy".into()));
+        assert_eq!(messages[2], (2, "the server reported an error: \"{\\\"code\\\":429}\"".into()));
+        assert_eq!(messages[3].0, 4);
+        assert_eq!(
+            messages[3].1,
+            "invalid JSON in a response frame: expected ',' or '}' in an object at byte 39; the frame starts \
+             \"{\\\"choices\\\":[{\\\"delta\\\":{\\\"content\\\":\\\"a\\\"}}]\""
+        );
+        assert_eq!(messages[4].0, 5);
+        assert!(messages[4].1.contains("expected a JSON object at byte 0"), "{}", messages[4].1);
+        assert!(messages[5].1.contains("unexpected end of input"), "{}", messages[5].1);
+        assert!(messages[6].1.contains("unterminated string") && messages[6].1.ends_with("xxx\"..."), "{}", messages[6].1);
+        assert!(messages[6].1.len() < 300);
+        assert!(messages[7].1.contains("`choices` is not an array"), "{}", messages[7].1);
+        assert_eq!(messages.len(), 8, "the null error and empty usage frame gives nothing");
+    }
+
+    #[test]
+    fn frame_ends_outside_the_buffer_are_refused() {
+        let (client, _) = OpenAiClient::open("t", config(&[], None)).unwrap();
+        let mut decoder = client.decoder(CHAT);
+        let mut out = Vec::new();
+        let err = decoder.feed(b"{}{}", &[2, 1], &mut out).unwrap_err();
+        assert!(matches!(err, PluginError::InvalidInput(m) if m.contains("frame 1 ends at byte 1")));
+        let err = decoder.feed(b"{}", &[3], &mut out).unwrap_err();
+        assert!(matches!(err, PluginError::InvalidInput(_)));
+    }
+}

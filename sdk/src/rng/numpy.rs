@@ -1,0 +1,423 @@
+//! numpy's generators: `default_rng` (SeedSequence → PCG64) and the legacy
+//! `RandomState` (MT19937) behind `np.random.seed` / `np.random.randint`.
+
+use super::mt19937::Mt19937;
+
+const INIT_A: u32 = 0x43b0_d7e5;
+const MULT_A: u32 = 0x931e_8875;
+const INIT_B: u32 = 0x8b51_f9dd;
+const MULT_B: u32 = 0x58f3_8ded;
+const MIX_MULT_L: u32 = 0xca01_f9dd;
+const MIX_MULT_R: u32 = 0x4973_f715;
+const XSHIFT: u32 = 16;
+const POOL_SIZE: usize = 4;
+
+/// numpy's `SeedSequence(entropy)` (no spawn key): hashes the seed's 32-bit words into a
+/// pool of four words, from which `generate_state` draws well-mixed words.
+#[derive(Clone, Debug)]
+pub struct SeedSequence {
+    pool: [u32; POOL_SIZE],
+}
+
+/// One step of SeedSequence's multiplicative hash; `hash_const` evolves between calls.
+fn hashmix(value: u32, hash_const: &mut u32) -> u32 {
+    let mut v = value ^ *hash_const;
+    *hash_const = hash_const.wrapping_mul(MULT_A);
+    v = v.wrapping_mul(*hash_const);
+    v ^ (v >> XSHIFT)
+}
+
+fn mix(x: u32, y: u32) -> u32 {
+    let r = MIX_MULT_L
+        .wrapping_mul(x)
+        .wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+    r ^ (r >> XSHIFT)
+}
+
+impl SeedSequence {
+    /// `SeedSequence(entropy)` for a non-negative integer seed.
+    pub fn new(entropy: u128) -> Self {
+        Self::from_words(&int_to_words(entropy))
+    }
+
+    /// `SeedSequence(entropy)` where the integer is given as little-endian 32-bit words
+    /// (numpy's `_coerce_to_uint32_array`; the integer 0 is the single word `[0]`).
+    pub fn from_words(entropy: &[u32]) -> Self {
+        let mut pool = [0u32; POOL_SIZE];
+        let mut hash_const = INIT_A;
+        for (i, slot) in pool.iter_mut().enumerate() {
+            *slot = hashmix(entropy.get(i).copied().unwrap_or(0), &mut hash_const);
+        }
+        for src in 0..POOL_SIZE {
+            for dst in 0..POOL_SIZE {
+                if src != dst {
+                    let h = hashmix(pool[src], &mut hash_const);
+                    pool[dst] = mix(pool[dst], h);
+                }
+            }
+        }
+        for &word in entropy.iter().skip(POOL_SIZE) {
+            for slot in pool.iter_mut() {
+                let h = hashmix(word, &mut hash_const);
+                *slot = mix(*slot, h);
+            }
+        }
+        SeedSequence { pool }
+    }
+
+    /// `generate_state(n_words, np.uint32)`.
+    pub fn generate_state_u32(&self, n_words: usize) -> Vec<u32> {
+        let mut hash_const = INIT_B;
+        (0..n_words)
+            .map(|i| {
+                let mut v = self.pool[i % POOL_SIZE] ^ hash_const;
+                hash_const = hash_const.wrapping_mul(MULT_B);
+                v = v.wrapping_mul(hash_const);
+                v ^ (v >> XSHIFT)
+            })
+            .collect()
+    }
+
+    /// `generate_state(n_words, np.uint64)`: pairs of 32-bit words, low word first.
+    pub fn generate_state_u64(&self, n_words: usize) -> Vec<u64> {
+        self.generate_state_u32(n_words * 2)
+            .chunks_exact(2)
+            .map(|w| u64::from(w[0]) | (u64::from(w[1]) << 32))
+            .collect()
+    }
+}
+
+/// The little-endian 32-bit words of a non-negative integer, at least one word.
+fn int_to_words(mut n: u128) -> Vec<u32> {
+    let mut words = vec![(n & 0xffff_ffff) as u32];
+    n >>= 32;
+    while n != 0 {
+        words.push((n & 0xffff_ffff) as u32);
+        n >>= 32;
+    }
+    words
+}
+
+const PCG_MULT: u128 = 0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645;
+
+/// numpy's `PCG64` bit generator (PCG XSL-RR 128/64), with numpy's spare 32-bit word:
+/// a 32-bit draw takes the low half of a 64-bit output and keeps the high half for the
+/// next 32-bit draw, while 64-bit draws leave that spare untouched.
+#[derive(Clone, Debug)]
+pub struct Pcg64 {
+    state: u128,
+    inc: u128,
+    spare_u32: Option<u32>,
+}
+
+impl Pcg64 {
+    /// `PCG64(SeedSequence(...))`: state and increment from four 64-bit state words.
+    pub fn from_seed_sequence(seq: &SeedSequence) -> Self {
+        let w = seq.generate_state_u64(4);
+        let init_state = (u128::from(w[0]) << 64) | u128::from(w[1]);
+        let init_seq = (u128::from(w[2]) << 64) | u128::from(w[3]);
+        let mut rng = Pcg64 {
+            state: 0,
+            inc: (init_seq << 1) | 1,
+            spare_u32: None,
+        };
+        rng.step();
+        rng.state = rng.state.wrapping_add(init_state);
+        rng.step();
+        rng
+    }
+
+    fn step(&mut self) {
+        self.state = self.state.wrapping_mul(PCG_MULT).wrapping_add(self.inc);
+    }
+
+    /// `bit_generator.random_raw()`.
+    pub fn next_u64(&mut self) -> u64 {
+        self.step();
+        let hi = (self.state >> 64) as u64;
+        let lo = self.state as u64;
+        (hi ^ lo).rotate_right((self.state >> 122) as u32)
+    }
+
+    pub fn next_u32(&mut self) -> u32 {
+        if let Some(v) = self.spare_u32.take() {
+            return v;
+        }
+        let next = self.next_u64();
+        self.spare_u32 = Some((next >> 32) as u32);
+        next as u32
+    }
+
+    /// A double in [0, 1) from the top 53 bits.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+}
+
+/// `np.random.default_rng(seed)`: a `Generator` over PCG64.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    bits: Pcg64,
+}
+
+impl Generator {
+    /// `np.random.default_rng(seed)` for a non-negative integer seed.
+    pub fn new(seed: u128) -> Self {
+        Generator {
+            bits: Pcg64::from_seed_sequence(&SeedSequence::new(seed)),
+        }
+    }
+
+    /// The underlying bit generator (`rng.bit_generator`).
+    pub fn bit_generator(&mut self) -> &mut Pcg64 {
+        &mut self.bits
+    }
+
+    /// `rng.random()`: a double in [0, 1).
+    pub fn random(&mut self) -> f64 {
+        self.bits.next_f64()
+    }
+
+    /// `rng.integers(low, high)` (int64, `high` exclusive).
+    ///
+    /// # Panics
+    /// When `low >= high`, where numpy raises `ValueError: low >= high`.
+    pub fn integer(&mut self, low: i64, high: i64) -> i64 {
+        let (off, range) = closed_range(low, high);
+        off.wrapping_add(self.bounded(range) as i64)
+    }
+
+    /// `rng.integers(low, high, size=n)` (int64, `high` exclusive). A range of one value
+    /// draws nothing, as in numpy.
+    ///
+    /// # Panics
+    /// When `low >= high`, where numpy raises `ValueError: low >= high`.
+    pub fn integers(&mut self, low: i64, high: i64, n: usize) -> Vec<i64> {
+        let (off, range) = closed_range(low, high);
+        (0..n)
+            .map(|_| off.wrapping_add(self.bounded(range) as i64))
+            .collect()
+    }
+
+    /// numpy's `random_bounded_uint64` without masking: Lemire's multiply-and-reject,
+    /// on 32-bit draws when the range fits in 32 bits.
+    fn bounded(&mut self, range: u64) -> u64 {
+        if range == 0 {
+            0
+        } else if range < u64::from(u32::MAX) {
+            u64::from(lemire32(|| self.bits.next_u32(), range as u32))
+        } else if range == u64::from(u32::MAX) {
+            u64::from(self.bits.next_u32())
+        } else {
+            lemire64(|| self.bits.next_u64(), range)
+        }
+    }
+}
+
+/// numpy's int64 path works on the closed range [low, high - 1]: an offset and the span.
+fn closed_range(low: i64, high: i64) -> (i64, u64) {
+    assert!(low < high, "integers: low >= high ({low} >= {high})");
+    (low, (high as i128 - 1 - low as i128) as u64)
+}
+
+/// A value in [0, range] from 32-bit draws (`buffered_bounded_lemire_uint32`).
+fn lemire32(mut next: impl FnMut() -> u32, range: u32) -> u32 {
+    let excl = range + 1;
+    let mut m = u64::from(next()) * u64::from(excl);
+    let mut leftover = m as u32;
+    if leftover < excl {
+        let threshold = (u32::MAX - range) % excl;
+        while leftover < threshold {
+            m = u64::from(next()) * u64::from(excl);
+            leftover = m as u32;
+        }
+    }
+    (m >> 32) as u32
+}
+
+/// A value in [0, range] from 64-bit draws (`bounded_lemire_uint64`).
+fn lemire64(mut next: impl FnMut() -> u64, range: u64) -> u64 {
+    let excl = range + 1;
+    let mut m = u128::from(next()) * u128::from(excl);
+    let mut leftover = m as u64;
+    if leftover < excl {
+        let threshold = (u64::MAX - range) % excl;
+        while leftover < threshold {
+            m = u128::from(next()) * u128::from(excl);
+            leftover = m as u64;
+        }
+    }
+    (m >> 64) as u64
+}
+
+/// numpy's legacy `RandomState` (MT19937), as used through the global
+/// `np.random.seed(seed)` and `np.random.randint(...)`.
+#[derive(Clone)]
+pub struct RandomState {
+    mt: Mt19937,
+}
+
+impl RandomState {
+    /// `np.random.seed(seed)`; numpy accepts integer seeds in [0, 2**32).
+    pub fn new(seed: u32) -> Self {
+        RandomState {
+            mt: Mt19937::from_u32(seed),
+        }
+    }
+
+    /// `np.random.randint(low, high, size=n)` (int64, `high` exclusive): rejection
+    /// sampling with a bit mask, 32-bit draws when the range fits in 32 bits.
+    ///
+    /// # Panics
+    /// When `low >= high`, where numpy raises `ValueError: low >= high`.
+    pub fn randint(&mut self, low: i64, high: i64, n: usize) -> Vec<i64> {
+        let (off, range) = closed_range(low, high);
+        (0..n)
+            .map(|_| off.wrapping_add(self.masked(range) as i64))
+            .collect()
+    }
+
+    fn masked(&mut self, range: u64) -> u64 {
+        if range == 0 {
+            return 0;
+        }
+        let mask = u64::MAX >> range.leading_zeros();
+        if range <= u64::from(u32::MAX) {
+            loop {
+                let v = u64::from(self.mt.next_u32()) & mask;
+                if v <= range {
+                    return v;
+                }
+            }
+        }
+        loop {
+            let hi = u64::from(self.mt.next_u32());
+            let v = ((hi << 32) | u64::from(self.mt.next_u32())) & mask;
+            if v <= range {
+                return v;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Reference values printed by numpy 2.4.6 on CPython 3.11:
+    //   ss = np.random.SeedSequence(seed)
+    //   ss.generate_state(8); ss.generate_state(4, np.uint64)
+    //   np.random.default_rng(seed).bit_generator.random_raw(3)
+
+    #[test]
+    fn seed_sequence_matches_numpy() {
+        let ss = SeedSequence::new(0);
+        assert_eq!(
+            ss.generate_state_u32(8),
+            [
+                0xb0f478be, 0xdb2cd7e7, 0x2c71ba49, 0xabf4641a, 0x9d7b8d41, 0x20c6ed6d, 0x223c39d4,
+                0x2c4099de
+            ]
+        );
+        assert_eq!(
+            SeedSequence::new(42).generate_state_u64(4),
+            [
+                0x9f1e2e6dcd540ab7,
+                0xd57873dc79fb94b6,
+                0x7d282a1b64d420b7,
+                0x336579714692d5ff
+            ]
+        );
+        // A seed wider than 32 bits, and one wider than the four-word pool (2**200 + 12345).
+        assert_eq!(
+            SeedSequence::new((1 << 40) + 7).generate_state_u32(2),
+            [0x0e3d1a15, 0x0d8672e1]
+        );
+        let mut words = vec![0u32; 7];
+        words[0] = 12345;
+        words[6] = 1 << 8;
+        assert_eq!(
+            SeedSequence::from_words(&words).generate_state_u64(2),
+            [0x480128f237eb5a28, 0x18bce3f69452ba76]
+        );
+    }
+
+    #[test]
+    fn pcg64_raw_stream_matches_numpy() {
+        let cases: [(u128, [u64; 3]); 3] = [
+            (
+                0,
+                [0xa30febcfd9c2825f, 0x4510bdf882d9d721, 0x0a7d3da94ecde8b8],
+            ),
+            (
+                42,
+                [0xc621fbcd16d92688, 0x705a5661a791ffc1, 0xdbcd12c26eda1624],
+            ),
+            (
+                u64::MAX as u128,
+                [0xae163a7a8c47568f, 0xd86659f5f3382359, 0x01e52b195bc2d24a],
+            ),
+        ];
+        for (seed, want) in cases {
+            let mut g = Generator::new(seed);
+            let got: Vec<u64> = (0..3).map(|_| g.bit_generator().next_u64()).collect();
+            assert_eq!(got, want, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn generator_methods_match_numpy() {
+        // g = np.random.default_rng(0), then in order:
+        //   g.integers(0,10,size=5); g.integers(100,1000,size=3); g.integers(0,2**33,size=3)
+        //   g.integers(5,6,size=3); g.integers(0,2**32,size=3); g.random(); g.random()
+        //   g.integers(-5,5,size=4); int(g.integers(0, 50257))
+        let mut g = Generator::new(0);
+        assert_eq!(g.integers(0, 10, 5), [8, 6, 5, 2, 3]);
+        assert_eq!(g.integers(100, 1000, 3), [136, 167, 114]);
+        assert_eq!(
+            g.integers(0, 1 << 33, 3),
+            [6985938160, 7840510707, 5210961635]
+        );
+        assert_eq!(g.integers(5, 6, 3), [5, 5, 5]);
+        assert_eq!(
+            g.integers(0, 1 << 32, 3),
+            [4169308741, 3133163871, 2715582399]
+        );
+        assert_eq!(g.random(), 0.9350724237877682);
+        assert_eq!(g.random(), 0.8158535541215322);
+        assert_eq!(g.integers(-5, 5, 4), [0, 1, -5, -2]);
+        assert_eq!(g.integer(0, 50257), 43090);
+    }
+
+    #[test]
+    #[should_panic(expected = "low >= high")]
+    fn empty_range_panics_like_numpy_raises() {
+        Generator::new(0).integers(3, 3, 1);
+    }
+
+    #[test]
+    fn legacy_random_state_matches_numpy() {
+        // np.random.seed(0); np.random.randint(0,50257,size=6);
+        //   np.random.randint(0,2**40,size=3); np.random.randint(5,6,size=2)
+        let mut r = RandomState::new(0);
+        assert_eq!(
+            r.randint(0, 50257, 6),
+            [2732, 43567, 42613, 45891, 21243, 30403]
+        );
+        assert_eq!(
+            r.randint(0, 1 << 40, 3),
+            [444201214985, 909012193557, 1041261508388]
+        );
+        assert_eq!(r.randint(5, 6, 2), [5, 5]);
+        // np.random.seed(42); np.random.randint(0,151643,size=5)
+        assert_eq!(
+            RandomState::new(42).randint(0, 151643, 5),
+            [121958, 146867, 131932, 103694, 119879]
+        );
+        // np.random.seed(2**32-1); np.random.randint(-3,3,size=5)
+        assert_eq!(
+            RandomState::new(u32::MAX).randint(-3, 3, 5),
+            [0, -1, 1, 1, -3]
+        );
+    }
+}

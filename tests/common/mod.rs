@@ -1,0 +1,146 @@
+//! Helpers shared by the end-to-end tests: the real `bench` binary, a mock server with
+//! known delays in this process, and the test data shipped in `tests/data`.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn data(rel: &str) -> PathBuf {
+    repo().join("tests/data").join(rel)
+}
+
+pub fn gpt2() -> String {
+    data("tokenizers/gpt2").display().to_string()
+}
+
+pub fn sharegpt() -> String {
+    data("datasets/ShareGPT_V3_unfiltered_cleaned_split.first2000.json")
+        .display()
+        .to_string()
+}
+
+/// Runs `bench` with `args`, returning its output (never panics on a non-zero exit).
+pub fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .env("BENCH_LOG", "warn")
+        .output()
+        .expect("running bench")
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "status: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A tokio runtime running a mock server with the given delays; dropped with the test.
+pub struct Mock {
+    pub rt: tokio::runtime::Runtime,
+    pub server: Option<bench::mock::MockServer>,
+    pub url: String,
+}
+
+pub fn mock(config: bench::mock::MockConfig) -> Mock {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt
+        .block_on(bench::mock::spawn(config))
+        .expect("mock server");
+    let url = server.base_url();
+    Mock {
+        rt,
+        server: Some(server),
+        url,
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            let _ = self.rt.block_on(s.shutdown());
+        }
+    }
+}
+
+/// Reads the single result file in `dir`.
+pub fn result_json(dir: &Path) -> serde_json::Value {
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && !p.to_string_lossy().ends_with(".pytorch.json")
+        })
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "expected one result file in {}: {files:?}",
+        dir.display()
+    );
+    serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap()
+}
+
+/// Every key of vLLM's result file for a generation benchmark with the default
+/// percentile metrics (ttft, tpot, itl) and --metric-percentiles 99, plus e2el when asked.
+pub const VLLM_RESULT_KEYS: &[&str] = &[
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "std_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "std_itl_ms",
+    "p99_itl_ms",
+];
+
+/// The per-request lists `--save-detailed` adds.
+pub const DETAILED_KEYS: &[&str] = &[
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "start_times",
+    "generated_texts",
+    "errors",
+];

@@ -1,0 +1,675 @@
+//! The plugin sandbox against plugins that misbehave on purpose
+//! (`tests/fixtures/plugins`, built here for wasm32-wasip2): each fault must end in a clear
+//! error that names the plugin, the call and the cause, within the time budget, and a
+//! plugin must see nothing of the machine but its dataset path.
+//!
+//! Most checks go through the library API (`Runtime`), the rest through the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bench::runtime::{
+    ClientConfig, EventKind, Framing, HostContext, PluginKind, PluginRef, Prompt, RequestSpec,
+    ResponseHead, Runtime, RuntimeConfig, derive_seed,
+};
+use bench::tokenizer::Tokenizer;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Builds the fixture workspace once per test process and returns its output directory.
+fn fixtures() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let repo = repo();
+        let target_dir = repo.join("target/wasm-fixtures");
+        let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        cargo
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(repo.join("tests/fixtures/plugins/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir);
+        for var in [
+            "RUSTFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_BUILD_TARGET",
+            "CARGO_TARGET_DIR",
+        ] {
+            cargo.env_remove(var);
+        }
+        let status = cargo
+            .status()
+            .expect("running cargo for the fixture plugins");
+        assert!(status.success(), "building tests/fixtures/plugins failed");
+        target_dir.join("wasm32-wasip2/release")
+    })
+}
+
+fn fixture(name: &str) -> PluginRef {
+    let path = fixtures().join(format!("{}.wasm", name.replace('-', "_")));
+    assert!(path.is_file(), "{} was not built", path.display());
+    PluginRef::File(path)
+}
+
+/// A runtime with a private compile cache and the given limits.
+fn runtime(cache: &Path, budget: Duration, memory_mib: u64) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        memory_limit: memory_mib << 20,
+        call_budget: budget,
+        cache_dir: Some(cache.to_path_buf()),
+        use_cache: true,
+    })
+    .unwrap()
+}
+
+fn default_runtime(cache: &Path) -> Runtime {
+    runtime(cache, Duration::from_secs(10), 256)
+}
+
+fn gpt2() -> Arc<Tokenizer> {
+    static TOKENIZER: OnceLock<Arc<Tokenizer>> = OnceLock::new();
+    TOKENIZER
+        .get_or_init(|| {
+            Arc::new(
+                Tokenizer::load(repo().join("tests/data/tokenizers/gpt2").to_str().unwrap())
+                    .unwrap(),
+            )
+        })
+        .clone()
+}
+
+fn sample_error(runtime: &Runtime, plugin: &PluginRef) -> String {
+    let mut dataset = runtime
+        .load_dataset(plugin, HostContext::default(), None)
+        .unwrap();
+    format!("{:#}", dataset.sample(10, Vec::new()).unwrap_err())
+}
+
+#[test]
+fn a_panic_is_reported_with_plugin_call_and_message() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let plugin = fixture("hostile-trap");
+    let mut dataset = runtime
+        .load_dataset(&plugin, HostContext::default(), None)
+        .unwrap();
+    // describe works: the plugin only breaks in next-batch.
+    assert_eq!(dataset.describe().unwrap().name, "hostile-trap");
+    let err = format!("{:#}", dataset.sample(10, Vec::new()).unwrap_err());
+    assert!(
+        err.contains(&format!("plugin '{}'", plugin.display())),
+        "{err}"
+    );
+    assert!(err.contains("call 'next-batch' trapped"), "{err}");
+    assert!(err.contains("panicked"), "{err}");
+    // The panic message comes from the captured stderr.
+    assert!(err.contains("fixture panic: record 10 is corrupt"), "{err}");
+
+    // The store is dead after a trap; later calls say why instead of misbehaving.
+    let again = format!("{:#}", dataset.describe().unwrap_err());
+    assert!(again.contains("after an earlier fault"), "{again}");
+}
+
+#[test]
+fn an_endless_loop_is_stopped_by_the_time_budget() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = runtime(cache.path(), Duration::from_millis(300), 256);
+    let plugin = fixture("hostile-spin");
+    let start = Instant::now();
+    let err = sample_error(&runtime, &plugin);
+    let elapsed = start.elapsed();
+    assert!(
+        err.contains(&format!(
+            "plugin '{}': call 'next-batch' exceeded its 300ms time budget",
+            plugin.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(300),
+        "stopped too early: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "stopped too late: {elapsed:?}"
+    );
+}
+
+#[test]
+fn unbounded_allocation_hits_the_memory_cap() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = runtime(cache.path(), Duration::from_secs(10), 64);
+    let plugin = fixture("hostile-hog");
+    let err = sample_error(&runtime, &plugin);
+    assert!(
+        err.contains(&format!(
+            "plugin '{}': call 'next-batch' exceeded its memory limit of 64 MiB",
+            plugin.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plugin_for_another_api_version_is_refused_at_load() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let plugin = fixture("future-api");
+    let err = format!(
+        "{:#}",
+        runtime
+            .load_dataset(&plugin, HostContext::default(), None)
+            .err()
+            .unwrap()
+    );
+    assert!(
+        err.contains(&format!("plugin '{}'", plugin.display())),
+        "{err}"
+    );
+    assert!(err.contains("bench:plugin@9.0.0"), "{err}");
+    assert!(err.contains("bench:plugin@0.1.0"), "{err}");
+}
+
+#[test]
+fn files_that_are_not_components_are_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let dir = tempfile::tempdir().unwrap();
+
+    // The smallest valid core module: what a wasm32-wasip1 build looks like to the loader.
+    let module = dir.path().join("core.wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    let err = format!(
+        "{:#}",
+        runtime
+            .load_dataset(
+                &PluginRef::File(module.clone()),
+                HostContext::default(),
+                None
+            )
+            .err()
+            .unwrap()
+    );
+    assert!(
+        err.contains(&format!("plugin '{}'", module.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("core WebAssembly module, not a component"),
+        "{err}"
+    );
+    assert!(err.contains("wasm32-wasip2"), "{err}");
+
+    let text = dir.path().join("notes.wasm");
+    std::fs::write(&text, "just text").unwrap();
+    let err = format!(
+        "{:#}",
+        runtime
+            .load_dataset(&PluginRef::File(text), HostContext::default(), None)
+            .err()
+            .unwrap()
+    );
+    assert!(err.contains("not a WebAssembly file"), "{err}");
+
+    // A component header with garbage after it fails in compilation, still naming the plugin.
+    let broken = dir.path().join("broken.wasm");
+    std::fs::write(&broken, b"\0asm\x0d\0\x01\0\xff\xff\xff").unwrap();
+    let err = format!(
+        "{:#}",
+        runtime
+            .load_dataset(
+                &PluginRef::File(broken.clone()),
+                HostContext::default(),
+                None
+            )
+            .err()
+            .unwrap()
+    );
+    assert!(
+        err.contains(&format!("plugin '{}': compiling", broken.display())),
+        "{err}"
+    );
+
+    let missing = dir.path().join("missing.wasm");
+    let err = format!(
+        "{:#}",
+        runtime
+            .load_dataset(&PluginRef::File(missing), HostContext::default(), None)
+            .err()
+            .unwrap()
+    );
+    assert!(err.contains("reading plugin"), "{err}");
+}
+
+/// The probe's observations as `key -> value`.
+fn probe(
+    runtime: &Runtime,
+    host: HostContext,
+    path: Option<&Path>,
+    options: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    let mut dataset = runtime
+        .load_dataset(&fixture("sandbox-probe"), host, path)
+        .unwrap();
+    let requests: Vec<RequestSpec> = dataset.sample(100, options).unwrap();
+    requests
+        .into_iter()
+        .map(|r| match r.prompt {
+            Prompt::Text(line) => {
+                let (k, v) = line.split_once('=').unwrap();
+                (k.to_owned(), v.to_owned())
+            }
+            other => panic!("unexpected prompt {other:?}"),
+        })
+        .collect()
+}
+
+fn observation<'a>(report: &'a [(String, String)], key: &str) -> &'a str {
+    report
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no {key} in {report:?}"))
+}
+
+#[test]
+fn a_plugin_sees_only_its_dataset_read_only_and_no_env_args_or_network() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let root = tempfile::tempdir().unwrap();
+    let granted = root.path().join("granted");
+    std::fs::create_dir(&granted).unwrap();
+    let data = granted.join("data.txt");
+    std::fs::write(&data, "first line\nsecond line\n").unwrap();
+    std::fs::write(root.path().join("secret.txt"), "secret").unwrap();
+
+    let host = HostContext {
+        tokenizer: Some(gpt2()),
+        seed: 7,
+    };
+    let report = probe(&runtime, host, Some(&data), Vec::new());
+    // The file is visible under its own (canonical) path, and readable.
+    assert_eq!(
+        observation(&report, "path"),
+        data.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(observation(&report, "dataset"), "first line");
+    // ... but not writable.
+    assert!(
+        observation(&report, "write").starts_with("denied"),
+        "{report:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&data).unwrap(),
+        "first line\nsecond line\n"
+    );
+    // Nothing outside the granted directory is reachable.
+    assert!(
+        observation(&report, "outside").starts_with("denied"),
+        "{report:?}"
+    );
+    assert!(
+        observation(&report, "passwd").starts_with("denied"),
+        "{report:?}"
+    );
+    // No environment (the test process has HOME and PATH), no arguments, no network.
+    assert!(std::env::var_os("PATH").is_some());
+    assert_eq!(observation(&report, "env"), "0");
+    assert_eq!(observation(&report, "home"), "false");
+    assert_eq!(observation(&report, "args"), "0");
+    assert!(
+        observation(&report, "tcp").starts_with("denied"),
+        "{report:?}"
+    );
+    // Host imports: the run's tokenizer and seeds.
+    let ids = gpt2().encode("Hello world", false).unwrap();
+    assert_eq!(observation(&report, "tokens"), format!("{ids:?}"));
+    assert_eq!(
+        observation(&report, "seed"),
+        format!("7/{}", derive_seed(7, "probe"))
+    );
+}
+
+#[test]
+fn without_a_dataset_path_no_file_is_visible() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let report = probe(&runtime, HostContext::default(), None, Vec::new());
+    assert_eq!(observation(&report, "path"), "");
+    assert!(
+        observation(&report, "dataset").starts_with("denied"),
+        "{report:?}"
+    );
+    assert!(
+        observation(&report, "passwd").starts_with("denied"),
+        "{report:?}"
+    );
+    // Tokenizer calls with a result type get an error they can report...
+    let tokens = observation(&report, "tokens");
+    assert!(
+        tokens.starts_with("error") && tokens.contains("--tokenizer"),
+        "{tokens}"
+    );
+}
+
+#[test]
+fn tokenizer_calls_without_an_error_channel_trap_with_a_clear_message() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let plugin = fixture("sandbox-probe");
+    let mut dataset = runtime
+        .load_dataset(&plugin, HostContext::default(), None)
+        .unwrap();
+    let err = format!(
+        "{:#}",
+        dataset
+            .sample(5, vec![("vocab".into(), "true".into())])
+            .unwrap_err()
+    );
+    assert!(
+        err.contains(&format!("plugin '{}': call 'open'", plugin.display())),
+        "{err}"
+    );
+    assert!(err.contains("needs a tokenizer"), "{err}");
+    assert!(err.contains("--tokenizer"), "{err}");
+
+    // With a tokenizer the same call answers gpt2's vocabulary size.
+    let host = HostContext {
+        tokenizer: Some(gpt2()),
+        seed: 0,
+    };
+    let report = probe(&runtime, host, None, vec![("vocab".into(), "true".into())]);
+    assert_eq!(observation(&report, "vocab"), "50257");
+}
+
+#[test]
+fn plugin_errors_name_the_plugin_and_the_call() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let plugin = fixture("sandbox-probe");
+    let mut dataset = runtime
+        .load_dataset(&plugin, HostContext::default(), None)
+        .unwrap();
+    let err = format!(
+        "{:#}",
+        dataset
+            .sample(5, vec![("colour".into(), "blue".into())])
+            .unwrap_err()
+    );
+    assert!(
+        err.contains(&format!(
+            "plugin '{}': open: invalid configuration:",
+            plugin.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("unknown option \"colour\""), "{err}");
+    // A plugin error is not a fault: the instance stays usable.
+    assert_eq!(dataset.sample(3, Vec::new()).unwrap().len(), 3);
+}
+
+#[test]
+fn plugins_of_the_wrong_kind_are_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let err = format!(
+        "{:#}",
+        runtime
+            .load_backend(&fixture("sandbox-probe"), HostContext::default())
+            .err()
+            .unwrap()
+    );
+    assert!(
+        err.contains("is a dataset plugin, but a backend plugin is needed"),
+        "{err}"
+    );
+    let err = format!(
+        "{:#}",
+        runtime
+            .load_dataset(&fixture("echo-backend"), HostContext::default(), None)
+            .err()
+            .unwrap()
+    );
+    assert!(
+        err.contains("is a backend plugin, but a dataset plugin is needed"),
+        "{err}"
+    );
+    assert_eq!(
+        runtime.inspect(&fixture("echo-backend")).unwrap().kind,
+        PluginKind::Backend
+    );
+}
+
+fn echo_config(options: Vec<(String, String)>) -> ClientConfig {
+    ClientConfig {
+        model: "m1".into(),
+        ignore_eos: false,
+        extra_body: None,
+        options,
+    }
+}
+
+#[test]
+fn backend_builds_requests_and_decodes_on_another_thread() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let mut backend = runtime
+        .load_backend(&fixture("echo-backend"), HostContext::default())
+        .unwrap();
+    assert!(
+        backend
+            .framing()
+            .unwrap_err()
+            .to_string()
+            .contains("before `open`")
+    );
+    backend.open(echo_config(Vec::new())).unwrap();
+    assert_eq!(backend.framing().unwrap(), Framing::Ndjson);
+    assert_eq!(backend.default_path().unwrap(), "/echo");
+    let request = backend
+        .build_request(&RequestSpec {
+            prompt: Prompt::Text("hi there".into()),
+            prompt_len: 2,
+            expected_output_len: 3,
+            multimodal: Vec::new(),
+            request_id: None,
+            lora_name: None,
+            extra_body: None,
+        })
+        .unwrap();
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.body, b"hi there");
+    assert_eq!(
+        request.headers,
+        vec![("x-model".to_owned(), "m1".to_owned())]
+    );
+
+    // A fork is opened with the same configuration and can live on another thread.
+    let mut fork = backend.fork().unwrap();
+    let head = ResponseHead {
+        status: 200,
+        headers: Vec::new(),
+    };
+    let events = std::thread::spawn(move || fork.decode(&head, b"abcdefgh", &[3, 8]).unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(events.len(), 3);
+    let spans: Vec<(u32, u32, u32)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Chunk(c) => c.content.as_ref().map(|s| (e.frame, s.start, s.len)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(spans, [(0, 0, 3), (1, 3, 5)]);
+    assert!(matches!(&events[2].kind, EventKind::Usage(u) if u.completion_tokens == Some(2)));
+
+    // Decoders are per response: a second decode starts from zero again.
+    let head = ResponseHead {
+        status: 200,
+        headers: Vec::new(),
+    };
+    let events = backend.decode(&head, b"xy", &[2]).unwrap();
+    assert!(matches!(&events[1].kind, EventKind::Usage(u) if u.completion_tokens == Some(1)));
+
+    // A plugin error from the decoder names the call.
+    let bad = ResponseHead {
+        status: 500,
+        headers: Vec::new(),
+    };
+    let err = format!("{:#}", backend.decode(&bad, b"", &[]).unwrap_err());
+    assert!(
+        err.contains("decoder: invalid input: HTTP status 500"),
+        "{err}"
+    );
+}
+
+#[test]
+fn spans_outside_the_buffer_are_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let mut backend = runtime
+        .load_backend(&fixture("echo-backend"), HostContext::default())
+        .unwrap();
+    backend
+        .open(echo_config(vec![("bad-span".into(), "true".into())]))
+        .unwrap();
+    let head = ResponseHead {
+        status: 200,
+        headers: Vec::new(),
+    };
+    let err = format!("{:#}", backend.decode(&head, b"abc", &[3]).unwrap_err());
+    assert!(err.contains("text span outside the 3-byte buffer"), "{err}");
+}
+
+#[test]
+fn compiled_components_are_cached_and_a_bad_cache_entry_is_only_a_warning() {
+    let cache = tempfile::tempdir().unwrap();
+    let plugin = fixture("sandbox-probe");
+    let entries = || -> Vec<PathBuf> {
+        std::fs::read_dir(cache.path().join("components"))
+            .map(|dir| dir.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default()
+    };
+    assert!(entries().is_empty());
+    let first = default_runtime(cache.path()).inspect(&plugin).unwrap();
+    let cached = entries();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert!(cached[0].extension().is_some_and(|e| e == "cwasm"));
+
+    // A second runtime loads the cached code (the entry is not rewritten).
+    let written = std::fs::metadata(&cached[0]).unwrap().modified().unwrap();
+    let second = default_runtime(cache.path()).inspect(&plugin).unwrap();
+    assert_eq!(first.info.name, second.info.name);
+    assert_eq!(
+        std::fs::metadata(&cached[0]).unwrap().modified().unwrap(),
+        written
+    );
+
+    // A corrupt entry is ignored and replaced.
+    std::fs::write(&cached[0], b"garbage").unwrap();
+    let third = default_runtime(cache.path()).inspect(&plugin).unwrap();
+    assert_eq!(third.info.name, "sandbox-probe");
+    assert!(std::fs::metadata(&cached[0]).unwrap().len() > 1000);
+}
+
+/// Runs the real binary with a private cache; returns (success, stdout, stderr, elapsed).
+fn bench(args: &[&str], envs: &[(&str, &str)]) -> (bool, String, String, Duration) {
+    let cache = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .env("BENCH_CACHE_DIR", cache.path())
+        .envs(envs.iter().copied())
+        .output()
+        .expect("running bench");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        start.elapsed(),
+    )
+}
+
+fn path_of(plugin: &PluginRef) -> String {
+    match plugin {
+        PluginRef::File(path) => path.to_str().unwrap().to_owned(),
+        PluginRef::Builtin(name) => name.clone(),
+    }
+}
+
+#[test]
+fn cli_inspect_describes_a_plugin_file() {
+    let plugin = path_of(&fixture("sandbox-probe"));
+    let (ok, stdout, stderr, _) = bench(&["plugin", "inspect", &plugin], &[]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.starts_with("sandbox-probe 0.1.0 (dataset plugin, API bench:plugin@0.1.0)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  vocab [default: false]"), "{stdout}");
+}
+
+#[test]
+fn cli_refuses_bad_plugin_files_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("core.wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    let future = path_of(&fixture("future-api"));
+    for (plugin, cause) in [
+        (future.as_str(), "bench:plugin@9.0.0"),
+        (module.to_str().unwrap(), "not a component"),
+    ] {
+        let (ok, _, stderr, elapsed) = bench(&["plugin", "inspect", plugin], &[]);
+        assert!(!ok, "{plugin} was accepted");
+        assert!(stderr.contains(&format!("plugin '{plugin}'")), "{stderr}");
+        assert!(stderr.contains(cause), "{stderr}");
+        assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
+    }
+}
+
+#[test]
+fn cli_stops_misbehaving_dataset_plugins() {
+    let tokenizer = repo().join("tests/data/tokenizers/gpt2");
+    let tokenizer = tokenizer.to_str().unwrap();
+    for (name, cause) in [
+        ("hostile-trap", "trapped"),
+        ("hostile-spin", "time budget"),
+        ("hostile-hog", "memory limit"),
+    ] {
+        let plugin = path_of(&fixture(name));
+        let (ok, _, stderr, elapsed) = bench(
+            &[
+                "dataset",
+                "sample",
+                "--dataset-name",
+                &plugin,
+                "--tokenizer",
+                tokenizer,
+                "--num-prompts",
+                "3",
+            ],
+            &[("BENCH_PLUGIN_TIMEOUT", "1"), ("BENCH_PLUGIN_MEMORY", "64")],
+        );
+        assert!(!ok, "{name} was accepted");
+        assert!(
+            stderr.contains(&format!("plugin '{plugin}': call 'next-batch'")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(cause), "{stderr}");
+        // Within the (default) 10 s budget plus start-up, never a hang.
+        assert!(elapsed < Duration::from_secs(60), "{name} took {elapsed:?}");
+    }
+}

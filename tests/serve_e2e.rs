@@ -1,0 +1,192 @@
+//! End-to-end: the real `bench` binary against the built-in mock server on loopback.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn failed_requests_are_counted_with_their_error_and_the_rest_measured() {
+    let m = mock(bench::mock::MockConfig {
+        fail_rate: 0.25,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "--backend",
+        "openai-chat",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "40",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = result_json(dir.path());
+    assert_eq!(r["completed"], 30, "{}", text(&out));
+    assert_eq!(r["failed"], 10);
+    assert_eq!(r["total_output_tokens"], 30 * 8);
+    let errors = r["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 40);
+    let failed: Vec<_> = errors
+        .iter()
+        .filter(|e| !e.as_str().unwrap().is_empty())
+        .collect();
+    assert_eq!(failed.len(), 10);
+    assert!(
+        failed
+            .iter()
+            .all(|e| e.as_str().unwrap().starts_with("http-500")),
+        "{failed:?}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Failed requests:                         10"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_run_where_every_request_failed_exits_non_zero() {
+    let m = mock(bench::mock::MockConfig {
+        fail_rate: 1.0,
+        ..Default::default()
+    });
+    let out = bench(&[
+        "--backend",
+        "openai",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "5",
+        "--disable-tqdm",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("every request failed"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn bare_form_with_exported_wasm_files_and_default_endpoint() {
+    let m = mock(Default::default());
+    let plugins = tempfile::tempdir().unwrap();
+    let out = bench(&["plugin", "export", "all", plugins.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let sharegpt_wasm = plugins.path().join("sharegpt.wasm");
+    let chat_wasm = plugins.path().join("openai-chat.wasm");
+    assert!(sharegpt_wasm.exists() && chat_wasm.exists());
+    let dir = tempfile::tempdir().unwrap();
+    // No --endpoint: the openai-chat backend posts to /v1/chat/completions by itself.
+    let out = bench(&[
+        "--plugin",
+        sharegpt_wasm.to_str().unwrap(),
+        "--backend",
+        chat_wasm.to_str().unwrap(),
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--dataset-path",
+        &sharegpt(),
+        "--sharegpt-output-len",
+        "5",
+        "--num-prompts",
+        "20",
+        "--base-url",
+        &m.url,
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = result_json(dir.path());
+    assert_eq!(r["completed"], 20, "{}", text(&out));
+    assert_eq!(r["total_output_tokens"], 100);
+    assert_eq!(r["backend"], chat_wasm.to_str().unwrap());
+}
+
+#[test]
+fn plugin_list_shows_every_first_party_plugin() {
+    let out = bench(&["plugin", "list"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    for (name, kind) in [
+        ("random", "dataset"),
+        ("sharegpt", "dataset"),
+        ("custom", "dataset"),
+        ("openai", "backend"),
+        ("openai-chat", "backend"),
+    ] {
+        let line = s
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{s}"));
+        assert!(line.contains(kind) && line.contains("0.1.0"), "{line}");
+    }
+}
+
+#[test]
+fn bad_flags_fail_before_any_work_naming_the_flag() {
+    for (args, needle) in [
+        (vec!["--burstiness", "0"], "--burstiness"),
+        (vec!["--request-rate", "-1"], "--request-rate"),
+        (vec!["--max-concurrency", "0"], "--max-concurrency"),
+        (vec!["--goodput", "ttft=5"], "--goodput"),
+        (
+            vec!["--percentile-metrics", "ttft,nope"],
+            "--percentile-metrics",
+        ),
+        (
+            vec!["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"],
+            "--ramp-up-end-rps",
+        ),
+        (
+            vec![
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "2",
+                "--request-rate",
+                "5",
+            ],
+            "--request-rate",
+        ),
+        (vec!["--dataset-path", "x.json"], "--dataset-path"),
+    ] {
+        let out = bench(
+            &[
+                &["--model", "m", "--base-url", "http://127.0.0.1:9"],
+                &args[..],
+            ]
+            .concat(),
+        );
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
