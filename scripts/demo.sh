@@ -17,7 +17,7 @@ for _ in $(seq 50); do
 done
 
 "$bench" --plugin sharegpt --backend openai-chat \
-  --dataset-path tests/data/datasets/ShareGPT_V3_unfiltered_cleaned_split.first2000.json \
+  --dataset-path tests/data/datasets/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json \
   --tokenizer tests/data/tokenizers/gpt2 --model mock \
   --base-url "http://127.0.0.1:$port" \
   --num-prompts 200 --max-concurrency 32 --request-rate 100 \

@@ -22,7 +22,7 @@ pub fn gpt2() -> String {
 }
 
 pub fn sharegpt() -> String {
-    data("datasets/ShareGPT_V3_unfiltered_cleaned_split.first2000.json")
+    data("datasets/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json")
         .display()
         .to_string()
 }
