@@ -125,7 +125,7 @@ fn bare_form_with_exported_wasm_files_and_default_endpoint() {
     let r = result_json(dir.path());
     assert_eq!(r["completed"], 20, "{}", text(&out));
     assert_eq!(r["total_output_tokens"], 100);
-    assert_eq!(r["backend"], chat_wasm.to_str().unwrap());
+    assert_eq!(r["backend"], "openai-chat");
 }
 
 #[test]

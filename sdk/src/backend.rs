@@ -96,7 +96,7 @@ impl<D: Decoder> GuestDecoder for DecoderAdapter<D> {
 macro_rules! export_backend {
     ($t:ty) => {
         #[doc(hidden)]
-        pub struct __BenchBackendExport;
+        struct __BenchBackendExport;
 
         impl $crate::backend_bindings::exports::bench::plugin::backend::Guest for __BenchBackendExport {
             type Client = $crate::backend::ClientAdapter<$t>;
@@ -107,6 +107,9 @@ macro_rules! export_backend {
             }
         }
 
-        $crate::__export_backend_world!(__BenchBackendExport with_types_in $crate::backend_bindings);
+        // Component exports exist only on wasm; natively (unit tests of a plugin crate)
+        // the names are not valid linker symbols.
+        #[cfg(target_arch = "wasm32")]
+        $crate::backend_bindings::__export_backend_world!(__BenchBackendExport with_types_in $crate::backend_bindings);
     };
 }

@@ -43,7 +43,7 @@ impl<T: Dataset> GuestRequestSource for Source<T> {
 macro_rules! export_dataset {
     ($t:ty) => {
         #[doc(hidden)]
-        pub struct __BenchDatasetExport;
+        struct __BenchDatasetExport;
 
         impl $crate::dataset_bindings::exports::bench::plugin::dataset::Guest for __BenchDatasetExport {
             type RequestSource = $crate::dataset::Source<$t>;
@@ -53,6 +53,9 @@ macro_rules! export_dataset {
             }
         }
 
-        $crate::__export_dataset_world!(__BenchDatasetExport with_types_in $crate::dataset_bindings);
+        // Component exports exist only on wasm; natively (unit tests of a plugin crate)
+        // the names are not valid linker symbols.
+        #[cfg(target_arch = "wasm32")]
+        $crate::dataset_bindings::__export_dataset_world!(__BenchDatasetExport with_types_in $crate::dataset_bindings);
     };
 }

@@ -98,7 +98,7 @@ impl Str {
     }
 
     /// The decoded text (escapes resolved; invalid UTF-8 or lone surrogates become U+FFFD).
-    pub fn to_string(&self, buf: &[u8]) -> String {
+    pub fn text(&self, buf: &[u8]) -> String {
         unescape(self.raw(buf))
     }
 }
@@ -113,17 +113,46 @@ pub struct Key<'a> {
 impl Key<'_> {
     /// Whether the key is `name`. Keys are compared by their decoded text, so `"\u0074ext"`
     /// is `text`; only such escaped keys (never seen in practice) allocate.
+    #[inline]
     pub fn is(&self, name: &str) -> bool {
         if self.escaped {
-            unescape(self.raw) == name
+            escaped_key_is(self.raw, name)
         } else {
-            self.raw == name.as_bytes()
+            short_eq(self.raw, name.as_bytes())
         }
     }
 
     /// The raw inside of the key's literal.
     pub fn raw(&self) -> &[u8] {
         self.raw
+    }
+}
+
+/// Kept out of line so that [`Key::is`] stays small enough to inline.
+#[cold]
+#[inline(never)]
+fn escaped_key_is(raw: &[u8], name: &str) -> bool {
+    unescape(raw) == name
+}
+
+/// Byte equality without a `memcmp` call for keys up to 16 bytes: decoders compare every
+/// key of every frame, and the call costs more than the comparison.
+#[inline(always)]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word8 =
+        |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("eight bytes"));
+    let word4 =
+        |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("four bytes"));
+    match n {
+        // Two overlapping words cover the whole key.
+        8..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        4..=7 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => a == b,
     }
 }
 
@@ -421,74 +450,86 @@ impl<'a> Cursor<'a> {
     /// Scans a string literal at the cursor (on its opening quote).
     fn scan_string(&mut self) -> Result<Str> {
         let buf = self.buf;
-        self.pos += 1;
-        let start = self.pos;
+        let start = self.pos + 1;
+        let mut pos = start;
         let mut escaped = false;
         loop {
-            // Eight bytes at a time while none of them is a quote, a backslash or a
-            // control character: most of a frame's bytes are inside plain strings.
-            while let Some(word) = buf.get(self.pos..self.pos + 8) {
-                let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-                if has_special_byte(w) {
-                    break;
-                }
-                self.pos += 8;
-            }
-            let Some(&b) = buf.get(self.pos) else {
-                return Err(Error {
-                    offset: start - 1,
-                    what: "unterminated string",
-                });
-            };
-            match b {
-                b'"' => {
-                    self.pos += 1;
+            pos = next_special_byte(buf, pos);
+            match buf.get(pos) {
+                Some(b'"') => {
+                    self.pos = pos + 1;
                     return Ok(Str {
                         start,
-                        end: self.pos - 1,
+                        end: pos,
                         escaped,
                     });
                 }
-                b'\\' => {
+                Some(b'\\') => {
                     escaped = true;
-                    self.pos += 1;
-                    match buf.get(self.pos) {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
-                            self.pos += 1
-                        }
+                    match buf.get(pos + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => pos += 2,
                         Some(b'u') => {
-                            let hex = buf.get(self.pos + 1..self.pos + 5);
+                            let hex = buf.get(pos + 2..pos + 6);
                             if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                                self.pos = pos + 1;
                                 return self.err("invalid \\u escape (expected four hex digits)");
                             }
-                            self.pos += 5;
+                            pos += 6;
                         }
-                        Some(_) => return self.err("invalid escape in a string"),
-                        None => {
-                            return Err(Error {
-                                offset: start - 1,
-                                what: "unterminated string",
-                            });
+                        Some(_) => {
+                            self.pos = pos + 1;
+                            return self.err("invalid escape in a string");
                         }
+                        None => break,
                     }
                 }
-                0..=0x1f => return self.err("control character in a string"),
-                _ => self.pos += 1,
+                Some(_) => {
+                    self.pos = pos;
+                    return self.err("control character in a string");
+                }
+                None => break,
             }
         }
+        Err(Error {
+            offset: start - 1,
+            what: "unterminated string",
+        })
     }
 }
 
-/// Whether any byte of `w` is `"`, `\` or below 0x20 (exact, by SWAR: no false positives).
-#[inline]
-fn has_special_byte(w: u64) -> bool {
+/// The index of the first byte at or after `pos` that is `"`, `\` or a control character
+/// (below 0x20), or `buf.len()`. Eight bytes at a time: most of a frame's bytes are inside
+/// plain strings.
+#[inline(always)]
+fn next_special_byte(buf: &[u8], mut pos: usize) -> usize {
+    while let Some(word) = buf.get(pos..pos + 8) {
+        let mask = special_bytes(u64::from_le_bytes(word.try_into().expect("eight bytes")));
+        if mask != 0 {
+            // The lowest flagged byte is exact (only bytes above a real match can be false hits).
+            return pos + (mask.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    while let Some(&b) = buf.get(pos) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            break;
+        }
+        pos += 1;
+    }
+    pos
+}
+
+/// The high bit of each byte of `w` (little-endian) that may be `"`, `\` or below 0x20 (SWAR):
+/// zero exactly when there is none, and the lowest set bit marks the first one.
+#[inline(always)]
+fn special_bytes(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x;
     let quote = has_zero(w ^ (ONES * u64::from(b'"')));
     let backslash = has_zero(w ^ (ONES * u64::from(b'\\')));
-    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    quote | backslash | control != 0
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    (quote | backslash | control) & HIGH
 }
 
 /// Decodes the inside of a JSON string literal (as a [`Str`] spans it). Escapes are
@@ -615,7 +656,7 @@ mod tests {
                 })?;
                 Value::Array(items)
             }
-            Kind::String => Value::String(cur.string()?.expect("a string").to_string(buf)),
+            Kind::String => Value::String(cur.string()?.expect("a string").text(buf)),
             Kind::Null => {
                 assert!(cur.null()?);
                 Value::Null
@@ -714,7 +755,7 @@ mod tests {
                 let expected = expected.and_then(Value::as_str);
                 let got = choice_string(text.as_bytes(), path);
                 assert_eq!(
-                    got.map(|s| s.to_string(text.as_bytes())).as_deref(),
+                    got.map(|s| s.text(text.as_bytes())).as_deref(),
                     expected,
                     "{path:?} in {text}"
                 );
@@ -771,8 +812,8 @@ mod tests {
         assert!(!get("plain").escaped);
         assert_eq!(get("esc").raw(buf), br#"a\"b\\c\nd"#);
         assert!(get("esc").escaped);
-        assert_eq!(get("esc").to_string(buf), "a\"b\\c\nd");
-        assert_eq!(get("uni").to_string(buf), "é😀");
+        assert_eq!(get("esc").text(buf), "a\"b\\c\nd");
+        assert_eq!(get("uni").text(buf), "é😀");
         assert!(get("uni").escaped);
         assert!(get("empty").is_empty() && !get("empty").escaped);
     }
@@ -877,6 +918,23 @@ mod tests {
             seen,
             vec![(true, false, b"t".to_vec()), (false, true, b"u".to_vec())]
         );
+    }
+
+    #[test]
+    fn short_eq_compares_every_length() {
+        let text = b"abcdefghijklmnopqrstuvwxyz";
+        for n in 0..=text.len() {
+            let a = &text[..n];
+            // An equal copy elsewhere in memory.
+            let copy = a.to_vec();
+            assert!(short_eq(a, &copy));
+            for i in 0..n {
+                let mut b = a.to_vec();
+                b[i] ^= 1;
+                assert!(!short_eq(a, &b), "length {n}, byte {i}");
+            }
+            assert!(!short_eq(a, &text[..n.saturating_sub(1)]) || n == 0);
+        }
     }
 
     #[test]
@@ -1054,23 +1112,32 @@ mod tests {
     }
 
     #[test]
-    fn swar_detects_special_bytes_at_every_position() {
+    fn swar_finds_the_first_special_byte_at_every_position() {
+        let first = |word: [u8; 8]| match special_bytes(u64::from_le_bytes(word)) {
+            0 => None,
+            mask => Some(mask.trailing_zeros() as usize / 8),
+        };
         for at in 0..8 {
             for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
                 let mut word = *b"abcdefgh";
                 word[at] = special;
-                assert!(
-                    has_special_byte(u64::from_le_bytes(word)),
-                    "{special:#x} at {at}"
-                );
+                assert_eq!(first(word), Some(at), "{special:#x} at {at}");
+                // Later special bytes (where borrows can give false hits) do not move it.
+                for later in at + 1..8 {
+                    let mut word = word;
+                    word[later] = b'"';
+                    word[(later + 1).min(7)] = 0x00;
+                    assert_eq!(
+                        first(word),
+                        Some(at),
+                        "{special:#x} at {at}, more at {later}"
+                    );
+                }
             }
             for plain in [b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xe9, 0xff] {
                 let mut word = *b"abcdefgh";
                 word[at] = plain;
-                assert!(
-                    !has_special_byte(u64::from_le_bytes(word)),
-                    "{plain:#x} at {at}"
-                );
+                assert_eq!(first(word), None, "{plain:#x} at {at}");
             }
         }
         // Long strings cross the fast path with the special byte at each offset.

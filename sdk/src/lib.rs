@@ -21,6 +21,7 @@ pub mod backend;
 pub mod dataset;
 pub mod host;
 pub mod json;
+pub mod openai;
 pub mod options;
 pub mod rng;
 
@@ -67,19 +68,6 @@ pub use options::OptionReader;
 
 /// The WIT package version this SDK builds plugins for.
 pub const API_VERSION: &str = "0.1.0";
-
-impl std::fmt::Display for PluginError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PluginError::InvalidConfig(m) => write!(f, "invalid configuration: {m}"),
-            PluginError::InvalidInput(m) => write!(f, "invalid input: {m}"),
-            PluginError::Unsupported(m) => write!(f, "unsupported: {m}"),
-            PluginError::Internal(m) => write!(f, "internal error: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for PluginError {}
 
 impl RequestSpec {
     /// A text prompt with the given lengths and nothing else set.

@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 use crate::json::{self, Cursor, Key, Str};
 use crate::options::{OptionReader, option};
 use crate::{
-    Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError, RequestSpec,
-    TextSpan, Usage,
+    Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError,
+    RequestSpec, TextSpan, Usage,
 };
 
 /// vLLM's benchmark sends `temperature: 0.0` (greedy decoding) unless the sampling
@@ -48,15 +48,25 @@ impl OpenAiClient {
     /// Reads the shared settings. The returned reader holds the remaining options: the
     /// plugin reads its own, then calls [`OptionReader::finish`] with its option list so
     /// that an unknown key is refused.
-    pub fn open(plugin: &'static str, config: ClientConfig) -> Result<(Self, OptionReader), PluginError> {
+    pub fn open(
+        plugin: &'static str,
+        config: ClientConfig,
+    ) -> Result<(Self, OptionReader), PluginError> {
         let mut options = OptionReader::new(plugin, config.options);
         let stream = options.flag("stream", true)?;
         let extra_body = match &config.extra_body {
             None => Map::new(),
-            Some(text) => parse_object(text)
-                .map_err(|e| PluginError::InvalidConfig(format!("{plugin}: the client's extra body {e}")))?,
+            Some(text) => parse_object(text).map_err(|e| {
+                PluginError::InvalidConfig(format!("{plugin}: the client's extra body {e}"))
+            })?,
         };
-        let client = OpenAiClient { plugin, model: config.model, ignore_eos: config.ignore_eos, stream, extra_body };
+        let client = OpenAiClient {
+            plugin,
+            model: config.model,
+            ignore_eos: config.ignore_eos,
+            stream,
+            extra_body,
+        };
         Ok((client, options))
     }
 
@@ -67,13 +77,21 @@ impl OpenAiClient {
 
     /// Server-sent events when streaming, else the whole body as one frame.
     pub fn framing(&self) -> Framing {
-        if self.stream { Framing::Sse } else { Framing::Raw }
+        if self.stream {
+            Framing::Sse
+        } else {
+            Framing::Raw
+        }
     }
 
     /// Starts a request body with the model: the request's LoRA adapter when it names one
     /// (vLLM sends the adapter as both `model` and `model_name`), else the client's model.
     pub fn body(&self, spec: &RequestSpec) -> Map<String, Value> {
-        let model = spec.lora_name.as_deref().filter(|name| !name.is_empty()).unwrap_or(&self.model);
+        let model = spec
+            .lora_name
+            .as_deref()
+            .filter(|name| !name.is_empty())
+            .unwrap_or(&self.model);
         let mut body = Map::new();
         body.insert("model".into(), json!(model));
         body
@@ -87,7 +105,11 @@ impl OpenAiClient {
     /// request's own extra body. Headers: `Content-Type: application/json` and
     /// `x-request-id` when the request has an id; the host adds authorization and
     /// `--header` values.
-    pub fn request(&self, mut body: Map<String, Value>, spec: &RequestSpec) -> Result<HttpRequest, PluginError> {
+    pub fn request(
+        &self,
+        mut body: Map<String, Value>,
+        spec: &RequestSpec,
+    ) -> Result<HttpRequest, PluginError> {
         body.insert("stream".into(), json!(self.stream));
         if self.stream {
             // Servers refuse stream_options on a non-streaming request.
@@ -104,18 +126,29 @@ impl OpenAiClient {
             })?;
             body.extend(extra);
         }
-        let body = serde_json::to_vec(&Value::Object(body))
-            .map_err(|e| PluginError::Internal(format!("{}: cannot serialize the request body: {e}", self.plugin)))?;
+        let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| {
+            PluginError::Internal(format!(
+                "{}: cannot serialize the request body: {e}",
+                self.plugin
+            ))
+        })?;
         let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
         if let Some(id) = &spec.request_id {
             headers.push(("x-request-id".to_string(), id.clone()));
         }
-        Ok(HttpRequest { method: "POST".into(), headers, body })
+        Ok(HttpRequest {
+            method: "POST".into(),
+            headers,
+            body,
+        })
     }
 
     /// A decoder for one response, reading the text where `fields` says.
     pub fn decoder(&self, fields: ChoiceFields) -> OpenAiDecoder {
-        OpenAiDecoder { fields, streaming: self.stream }
+        OpenAiDecoder {
+            fields,
+            streaming: self.stream,
+        }
     }
 }
 
@@ -196,7 +229,12 @@ enum ServerError {
 }
 
 impl Decoder for OpenAiDecoder {
-    fn feed(&mut self, buffer: &[u8], frame_ends: &[u32], out: &mut Vec<Event>) -> Result<(), PluginError> {
+    fn feed(
+        &mut self,
+        buffer: &[u8],
+        frame_ends: &[u32],
+        out: &mut Vec<Event>,
+    ) -> Result<(), PluginError> {
         let mut start = 0;
         for (index, &end) in frame_ends.iter().enumerate() {
             let end = end as usize;
@@ -219,12 +257,22 @@ impl OpenAiDecoder {
         let parsed = match self.scan(bytes) {
             Ok(parsed) => parsed,
             Err(e) => {
-                let message = format!("invalid JSON in a response frame: {e}; the frame starts {}", quote(bytes));
-                out.push(Event { frame, kind: EventKind::Error(message) });
+                let message = format!(
+                    "invalid JSON in a response frame: {e}; the frame starts {}",
+                    quote(bytes)
+                );
+                out.push(Event {
+                    frame,
+                    kind: EventKind::Error(message),
+                });
                 return;
             }
         };
-        let span = |s: Str| TextSpan { start: (start + s.start) as u32, len: s.len() as u32, escaped: s.escaped };
+        let span = |s: Str| TextSpan {
+            start: (start + s.start) as u32,
+            len: s.len() as u32,
+            escaped: s.escaped,
+        };
         if let Some(choice) = parsed.choice {
             out.push(Event {
                 frame,
@@ -233,21 +281,35 @@ impl OpenAiDecoder {
                     reasoning: choice.reasoning.map(|(_, s)| span(s)),
                 }),
             });
-            if !self.streaming && let Some(usage) = parsed.usage {
-                out.push(Event { frame, kind: EventKind::Usage(usage) });
+            if !self.streaming
+                && let Some(usage) = parsed.usage
+            {
+                out.push(Event {
+                    frame,
+                    kind: EventKind::Usage(usage),
+                });
             }
             if let Some(reason) = choice.finish {
-                out.push(Event { frame, kind: EventKind::Finish(reason.to_string(bytes)) });
+                out.push(Event {
+                    frame,
+                    kind: EventKind::Finish(reason.text(bytes)),
+                });
             }
         } else if let Some(usage) = parsed.usage {
-            out.push(Event { frame, kind: EventKind::Usage(usage) });
+            out.push(Event {
+                frame,
+                kind: EventKind::Usage(usage),
+            });
         }
         if let Some(error) = parsed.error {
             let message = match error {
-                ServerError::Message(s) => s.to_string(bytes),
+                ServerError::Message(s) => s.text(bytes),
                 ServerError::Raw { start, end } => quote(&bytes[start..end]),
             };
-            out.push(Event { frame, kind: EventKind::Error(format!("the server reported an error: {message}")) });
+            out.push(Event {
+                frame,
+                kind: EventKind::Error(format!("the server reported an error: {message}")),
+            });
         }
     }
 
@@ -266,7 +328,10 @@ impl OpenAiDecoder {
         })?;
         if object.is_none() {
             cur.skip()?;
-            return Err(json::Error { offset: 0, what: "expected a JSON object" });
+            return Err(json::Error {
+                offset: 0,
+                what: "expected a JSON object",
+            });
         }
         cur.finish()?;
         Ok(frame)
@@ -286,7 +351,10 @@ impl OpenAiDecoder {
             Ok(())
         })?;
         match count {
-            None => Err(json::Error { offset, what: "`choices` is not an array" }),
+            None => Err(json::Error {
+                offset,
+                what: "`choices` is not an array",
+            }),
             Some(_) => Ok(first),
         }
     }
@@ -298,10 +366,10 @@ impl OpenAiDecoder {
                 choice.finish = v.string()?;
             } else if let Some(holder) = self.fields.holder {
                 if key.is(holder) {
-                    v.object(|key, v| self.text(key, v, &mut choice))?;
+                    v.object(|key, v| self.text_member(key, v, &mut choice))?;
                 }
             } else {
-                self.text(key, v, &mut choice)?;
+                self.text_member(key, v, &mut choice)?;
             }
             Ok(())
         })?;
@@ -309,7 +377,12 @@ impl OpenAiDecoder {
     }
 
     /// Reads `key` into `choice` when it is the content or a reasoning key.
-    fn text(&self, key: Key<'_>, v: &mut Cursor<'_>, choice: &mut Choice) -> json::Result<()> {
+    fn text_member(
+        &self,
+        key: Key<'_>,
+        v: &mut Cursor<'_>,
+        choice: &mut Choice,
+    ) -> json::Result<()> {
         if key.is(self.fields.content) {
             choice.content = v.string()?;
         } else if let Some(rank) = self.fields.reasoning.iter().position(|name| key.is(name))
@@ -326,7 +399,10 @@ impl OpenAiDecoder {
 /// A non-empty usage object (vLLM's `if usage := data.get("usage")`); null, `{}` and
 /// other types give `None`.
 fn usage(v: &mut Cursor<'_>) -> json::Result<Option<Usage>> {
-    let mut usage = Usage { prompt_tokens: None, completion_tokens: None };
+    let mut usage = Usage {
+        prompt_tokens: None,
+        completion_tokens: None,
+    };
     let members = v.object(|key, v| {
         if key.is("prompt_tokens") {
             usage.prompt_tokens = v.u64()?.and_then(|n| u32::try_from(n).ok());
@@ -359,69 +435,151 @@ fn server_error(v: &mut Cursor<'_>) -> json::Result<Option<ServerError>> {
     {
         v.skip()?;
     }
-    Ok(Some(message.map_or(ServerError::Raw { start, end: v.pos() }, ServerError::Message)))
+    Ok(Some(message.map_or(
+        ServerError::Raw {
+            start,
+            end: v.pos(),
+        },
+        ServerError::Message,
+    )))
 }
 
 /// The start of `bytes` as a quoted string for an error message.
 fn quote(bytes: &[u8]) -> String {
     let cut = bytes.len().min(QUOTE_BYTES);
     let text = String::from_utf8_lossy(&bytes[..cut]);
-    if cut < bytes.len() { format!("{text:?}...") } else { format!("{text:?}") }
+    if cut < bytes.len() {
+        format!("{text:?}...")
+    } else {
+        format!("{text:?}")
+    }
+}
+
+/// One line per event with its text resolved (`2: chunk content="Hi" reasoning=none`),
+/// so that decoder tests compare readable strings.
+pub fn render(buffer: &[u8], event: &Event) -> String {
+    let text = |span: &Option<TextSpan>| match span {
+        None => "none".to_string(),
+        Some(s) => {
+            let raw = &buffer[s.start as usize..(s.start + s.len) as usize];
+            let text = if s.escaped {
+                json::unescape(raw)
+            } else {
+                String::from_utf8_lossy(raw).into_owned()
+            };
+            format!("{text:?}")
+        }
+    };
+    let number = |n: Option<u32>| n.map_or("none".to_string(), |n| n.to_string());
+    let what = match &event.kind {
+        EventKind::Chunk(c) => format!(
+            "chunk content={} reasoning={}",
+            text(&c.content),
+            text(&c.reasoning)
+        ),
+        EventKind::Usage(u) => {
+            format!(
+                "usage prompt={} completion={}",
+                number(u.prompt_tokens),
+                number(u.completion_tokens)
+            )
+        }
+        EventKind::Finish(reason) => format!("finish {reason}"),
+        EventKind::Error(message) => format!("error {message}"),
+    };
+    format!("{}: {what}", event.frame)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CHAT: ChoiceFields =
-        ChoiceFields { holder: Some("delta"), content: "content", reasoning: &["reasoning_content", "reasoning"] };
+    const CHAT: ChoiceFields = ChoiceFields {
+        holder: Some("delta"),
+        content: "content",
+        reasoning: &["reasoning_content", "reasoning"],
+    };
 
     fn config(options: &[(&str, &str)], extra_body: Option<&str>) -> ClientConfig {
         ClientConfig {
             model: "m".into(),
             ignore_eos: false,
             extra_body: extra_body.map(str::to_string),
-            options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
-    fn decode(decoder: &mut OpenAiDecoder, frames: &[&str]) -> Vec<Event> {
-        let buffer = frames.concat().into_bytes();
-        let mut ends = Vec::new();
-        let mut end = 0;
-        for f in frames {
-            end += f.len() as u32;
-            ends.push(end);
+    fn open(
+        options: &[(&str, &str)],
+        extra_body: Option<&str>,
+    ) -> Result<(OpenAiClient, OptionReader), PluginError> {
+        OpenAiClient::open("t", config(options, extra_body))
+    }
+
+    /// The message of an `InvalidConfig` error (panics on anything else).
+    fn config_error(result: Result<(OpenAiClient, OptionReader), PluginError>) -> String {
+        match result {
+            Err(PluginError::InvalidConfig(m)) => m,
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("accepted"),
         }
+    }
+
+    /// Feeds `frames` in one call and renders the events.
+    fn decode(decoder: &mut OpenAiDecoder, frames: &[&str]) -> Vec<String> {
+        let buffer = frames.concat().into_bytes();
+        let ends: Vec<u32> = frames
+            .iter()
+            .scan(0, |end, f| {
+                *end += f.len() as u32;
+                Some(*end)
+            })
+            .collect();
         let mut out = Vec::new();
         decoder.feed(&buffer, &ends, &mut out).unwrap();
-        out
+        out.iter().map(|e| render(&buffer, e)).collect()
     }
 
     #[test]
     fn shared_options_and_unknown_keys() {
-        let (client, options) = OpenAiClient::open("t", config(&[("stream", "false")], None)).unwrap();
-        options.finish(&common_options()).unwrap();
+        let (client, options) = open(&[("stream", "false")], None).unwrap();
+        assert!(options.finish(&common_options()).is_ok());
         assert!(!client.stream());
         assert_eq!(client.framing(), Framing::Raw);
 
-        let (client, options) = OpenAiClient::open("t", config(&[("strem", "true")], None)).unwrap();
+        let (client, options) = open(&[("strem", "true")], None).unwrap();
         assert!(client.stream());
         assert_eq!(client.framing(), Framing::Sse);
         let err = options.finish(&common_options()).unwrap_err();
-        assert!(err.to_string().contains("unknown option \"strem\""), "{err}");
+        assert!(
+            matches!(&err, PluginError::InvalidConfig(m) if m == "t: unknown option \"strem\" (known: stream)"),
+            "{err:?}"
+        );
 
-        let err = OpenAiClient::open("t", config(&[("stream", "maybe")], None)).unwrap_err();
-        assert!(matches!(err, PluginError::InvalidConfig(_)));
-        let err = OpenAiClient::open("t", config(&[], Some("[1]"))).unwrap_err();
-        assert_eq!(err, PluginError::InvalidConfig("t: the client's extra body must be a JSON object, got an array".into()));
-        let err = OpenAiClient::open("t", config(&[], Some("{"))).unwrap_err();
-        assert!(err.to_string().contains("is not valid JSON"), "{err}");
+        assert_eq!(
+            config_error(open(&[("stream", "maybe")], None)),
+            "t: option stream=\"maybe\": expected true or false"
+        );
+        assert_eq!(
+            config_error(open(&[], Some("[1]"))),
+            "t: the client's extra body must be a JSON object, got an array"
+        );
+        let err = config_error(open(&[], Some("{")));
+        assert!(
+            err.starts_with("t: the client's extra body is not valid JSON: EOF"),
+            "{err}"
+        );
     }
 
     #[test]
     fn request_bodies_merge_in_vllms_order() {
-        let mut cfg = config(&[], Some(r#"{"temperature":0.7,"top_p":0.9,"max_tokens":5}"#));
+        let mut cfg = config(
+            &[],
+            Some(r#"{"temperature":0.7,"top_p":0.9,"max_tokens":5}"#),
+        );
         cfg.ignore_eos = true;
         let (client, _) = OpenAiClient::open("t", cfg).unwrap();
         let mut spec = RequestSpec::text("hi".into(), 1, 8);
@@ -431,6 +589,8 @@ mod tests {
         body.insert("max_tokens".into(), json!(8));
         let request = client.request(body, &spec).unwrap();
         let body: Value = serde_json::from_slice(&request.body).unwrap();
+        // The client's extra body overrides the API's fields and the temperature default;
+        // the request's extra body overrides the client's.
         assert_eq!(
             body,
             json!({
@@ -441,49 +601,97 @@ mod tests {
         assert_eq!(request.method, "POST");
         assert_eq!(
             request.headers,
-            vec![("Content-Type".into(), "application/json".into()), ("x-request-id".into(), "bench-7".into())]
+            vec![
+                ("Content-Type".into(), "application/json".into()),
+                ("x-request-id".into(), "bench-7".into())
+            ]
         );
 
         spec.extra_body = Some("null".into());
         let err = client.request(Map::new(), &spec).unwrap_err();
-        assert_eq!(err, PluginError::InvalidInput("t: the request's extra body must be a JSON object, got null".into()));
+        assert!(
+            matches!(&err, PluginError::InvalidInput(m) if m == "t: the request's extra body must be a JSON object, got null"),
+            "{err:?}"
+        );
     }
 
     #[test]
-    fn chat_stream_spans_point_into_the_buffer() {
-        let (client, _) = OpenAiClient::open("t", config(&[], None)).unwrap();
+    fn non_streaming_bodies_have_no_stream_options_and_lora_names_the_model() {
+        let (client, _) = open(&[("stream", "false")], None).unwrap();
+        let mut spec = RequestSpec::text("hi".into(), 1, 8);
+        spec.lora_name = Some("sql-adapter".into());
+        let request = client.request(client.body(&spec), &spec).unwrap();
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"model": "sql-adapter", "stream": false, "temperature": 0.0})
+        );
+        assert_eq!(
+            request.headers,
+            vec![("Content-Type".into(), "application/json".into())]
+        );
+    }
+
+    #[test]
+    fn chat_stream_events_and_spans() {
+        let (client, _) = open(&[], None).unwrap();
         let mut decoder = client.decoder(CHAT);
         let frames = [
             r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"reasoning":"r2","reasoning_content":"r\"1"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"","reasoning":"r3"}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}],"usage":{"completion_tokens":2}}"#,
             r#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#,
         ];
-        let buffer = frames.concat();
-        let events = decode(&mut decoder, &frames);
-        let text = |s: &Option<TextSpan>| {
-            s.map(|s| &buffer[s.start as usize..(s.start + s.len) as usize])
-        };
-        let EventKind::Chunk(c) = &events[0].kind else { panic!("{events:?}") };
-        assert_eq!((text(&c.content), text(&c.reasoning)), (Some(""), None));
-        let EventKind::Chunk(c) = &events[1].kind else { panic!("{events:?}") };
-        assert_eq!((text(&c.content), text(&c.reasoning)), (None, Some(r#"r\"1"#)));
-        assert!(c.reasoning.unwrap().escaped);
-        let EventKind::Chunk(c) = &events[2].kind else { panic!("{events:?}") };
-        assert_eq!(text(&c.content), Some("Hi"));
-        // Streaming: usage next to choices is ignored, as vLLM's elif does.
-        assert_eq!(events[3], Event { frame: 2, kind: EventKind::Finish("stop".into()) });
         assert_eq!(
-            events[4],
-            Event { frame: 3, kind: EventKind::Usage(Usage { prompt_tokens: Some(4), completion_tokens: Some(2) }) }
+            decode(&mut decoder, &frames),
+            [
+                r#"0: chunk content="" reasoning=none"#,
+                r#"1: chunk content=none reasoning="r\"1""#,
+                r#"2: chunk content=none reasoning="r3""#,
+                r#"3: chunk content="Hi" reasoning=none"#,
+                // Streaming: usage next to choices is not read (vLLM's elif).
+                "3: finish stop",
+                "4: usage prompt=4 completion=2",
+            ]
         );
-        assert_eq!(events.len(), 5);
-        assert_eq!(events.iter().map(|e| e.frame).collect::<Vec<_>>(), [0, 1, 2, 2, 3]);
+        // Spans point into the buffer at the inside of the literal.
+        let buffer = frames.concat();
+        let ends: Vec<u32> = frames
+            .iter()
+            .scan(0, |end, f| {
+                *end += f.len() as u32;
+                Some(*end)
+            })
+            .collect();
+        let mut out = Vec::new();
+        decoder.feed(buffer.as_bytes(), &ends, &mut out).unwrap();
+        let EventKind::Chunk(Chunk {
+            reasoning: Some(span),
+            ..
+        }) = &out[1].kind
+        else {
+            panic!("{out:?}")
+        };
+        let inside = &buffer[span.start as usize..(span.start + span.len) as usize];
+        assert_eq!((inside, span.escaped), (r#"r\"1"#, true));
+        let EventKind::Chunk(Chunk {
+            content: Some(span),
+            ..
+        }) = &out[3].kind
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            span.start as usize,
+            ends[2] as usize + frames[3].find("Hi").unwrap()
+        );
+        assert!(!span.escaped);
     }
 
     #[test]
     fn errors_in_band_and_invalid_frames() {
-        let (client, _) = OpenAiClient::open("t", config(&[], None)).unwrap();
+        let (client, _) = open(&[], None).unwrap();
         let mut decoder = client.decoder(CHAT);
         let long = format!(r#"{{"choices":[{{"delta":{{"content":"{}"#, "x".repeat(200));
         let events = decode(
@@ -500,39 +708,61 @@ mod tests {
                 r#"{"choices":{"0":{}}}"#,
             ],
         );
-        let messages: Vec<(u32, String)> = events
-            .iter()
-            .map(|e| match &e.kind {
-                EventKind::Error(m) => (e.frame, m.clone()),
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(messages[0], (0, "the server reported an error: out of \"memory\"".into()));
-        assert_eq!(messages[1], (1, "the server reported an error: busy".into()));
-        assert_eq!(messages[2], (2, "the server reported an error: \"{\\\"code\\\":429}\"".into()));
-        assert_eq!(messages[3].0, 4);
         assert_eq!(
-            messages[3].1,
-            "invalid JSON in a response frame: expected ',' or '}' in an object at byte 39; the frame starts \
-             \"{\\\"choices\\\":[{\\\"delta\\\":{\\\"content\\\":\\\"a\\\"}}]\""
+            events[0],
+            r#"0: error the server reported an error: out of "memory""#
         );
-        assert_eq!(messages[4].0, 5);
-        assert!(messages[4].1.contains("expected a JSON object at byte 0"), "{}", messages[4].1);
-        assert!(messages[5].1.contains("unexpected end of input"), "{}", messages[5].1);
-        assert!(messages[6].1.contains("unterminated string") && messages[6].1.ends_with("xxx\"..."), "{}", messages[6].1);
-        assert!(messages[6].1.len() < 300);
-        assert!(messages[7].1.contains("`choices` is not an array"), "{}", messages[7].1);
-        assert_eq!(messages.len(), 8, "the null error and empty usage frame gives nothing");
+        assert_eq!(events[1], "1: error the server reported an error: busy");
+        assert_eq!(
+            events[2],
+            r#"2: error the server reported an error: "{\"code\":429}""#
+        );
+        // Frame 3 (a null error, an empty usage) gives nothing.
+        assert_eq!(
+            events[3],
+            r#"4: error invalid JSON in a response frame: expected ',' or '}' in an object at byte 38; the frame starts "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]""#
+        );
+        assert_eq!(
+            events[4],
+            r#"5: error invalid JSON in a response frame: expected a JSON object at byte 0; the frame starts "[]""#
+        );
+        assert_eq!(
+            events[5],
+            r#"6: error invalid JSON in a response frame: unexpected end of input, expected a value at byte 0; the frame starts """#
+        );
+        assert!(
+            events[6].starts_with(
+                "7: error invalid JSON in a response frame: unterminated string at byte 32"
+            ),
+            "{}",
+            events[6]
+        );
+        assert!(
+            events[6].ends_with("xxx\"...") && events[6].len() < 250,
+            "{}",
+            events[6]
+        );
+        assert!(
+            events[7].starts_with(
+                "8: error invalid JSON in a response frame: `choices` is not an array at byte 11"
+            ),
+            "{}",
+            events[7]
+        );
+        assert_eq!(events.len(), 8);
     }
 
     #[test]
     fn frame_ends_outside_the_buffer_are_refused() {
-        let (client, _) = OpenAiClient::open("t", config(&[], None)).unwrap();
+        let (client, _) = open(&[], None).unwrap();
         let mut decoder = client.decoder(CHAT);
         let mut out = Vec::new();
         let err = decoder.feed(b"{}{}", &[2, 1], &mut out).unwrap_err();
-        assert!(matches!(err, PluginError::InvalidInput(m) if m.contains("frame 1 ends at byte 1")));
-        let err = decoder.feed(b"{}", &[3], &mut out).unwrap_err();
-        assert!(matches!(err, PluginError::InvalidInput(_)));
+        assert!(
+            matches!(&err, PluginError::InvalidInput(m) if m == "frame 1 ends at byte 1, outside 2..=4 of the buffer"),
+            "{err:?}"
+        );
+        assert!(decoder.feed(b"{}", &[3], &mut out).is_err());
+        assert!(decoder.feed(b"{}{}", &[2, 4], &mut out).is_ok());
     }
 }

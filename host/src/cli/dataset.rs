@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use super::args::{DatasetArgs, ModelArgs};
-use crate::runtime::{PluginRef, Prompt, Runtime, RuntimeConfig};
+use crate::runtime::{ChatMessage, ContentPart, PluginRef, Prompt, Runtime};
 use crate::tokenizer::Tokenizer;
 
 #[derive(Args, Debug)]
@@ -33,6 +33,9 @@ struct SampleArgs {
     #[command(flatten)]
     dataset: DatasetArgs,
 
+    #[command(flatten)]
+    sandbox: super::plugin::SandboxArgs,
+
     /// Prefix of request ids (as vLLM's --request-id-prefix); none when not given.
     #[arg(long)]
     request_id_prefix: Option<String>,
@@ -54,7 +57,7 @@ pub fn run(cmd: DatasetCommand) -> Result<()> {
         Tokenizer::load(&tokenizer_id)
             .with_context(|| format!("loading tokenizer {tokenizer_id:?}"))?,
     );
-    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let runtime = Runtime::new(args.sandbox.runtime_config()?)?;
     let host = crate::runtime::HostContext {
         tokenizer: Some(tokenizer),
         seed: args.dataset.seed,
@@ -76,7 +79,7 @@ pub fn run(cmd: DatasetCommand) -> Result<()> {
         let prompt = match &spec.prompt {
             Prompt::Text(t) => serde_json::json!(t),
             Prompt::TokenIds(ids) => serde_json::json!(ids),
-            Prompt::Chat(_) => serde_json::json!(format!("{:?}", spec.prompt)),
+            Prompt::Chat(messages) => chat_json(messages),
         };
         let line = serde_json::json!({
             "prompt": prompt,
@@ -88,4 +91,24 @@ pub fn run(cmd: DatasetCommand) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// Chat messages in OpenAI's shape (`[{role, content: [{type, ...}]}]`).
+fn chat_json(messages: &[ChatMessage]) -> serde_json::Value {
+    let part = |p: &ContentPart| match p {
+        ContentPart::Text(t) => serde_json::json!({"type": "text", "text": t}),
+        ContentPart::ImageUrl(u) => {
+            serde_json::json!({"type": "image_url", "image_url": {"url": u}})
+        }
+        ContentPart::AudioUrl(u) => {
+            serde_json::json!({"type": "audio_url", "audio_url": {"url": u}})
+        }
+        ContentPart::VideoUrl(u) => {
+            serde_json::json!({"type": "video_url", "video_url": {"url": u}})
+        }
+    };
+    messages
+        .iter()
+        .map(|m| serde_json::json!({"role": m.role, "content": m.content.iter().map(part).collect::<Vec<_>>()}))
+        .collect()
 }

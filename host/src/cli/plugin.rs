@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 
 use crate::runtime::{
     PluginKind, PluginRef, PluginSummary, Runtime, RuntimeConfig, builtin_plugins,
+    builtin_plugins_note,
 };
 
 /// Sandbox limits for plugins; flatten into any subcommand that runs plugins.
@@ -94,7 +95,8 @@ fn list(sandbox: &SandboxArgs) -> Result<()> {
     if builtin_plugins().is_empty() {
         writeln!(
             out,
-            "no plugins are built into this binary (it was built with BENCH_SKIP_PLUGIN_BUILD)"
+            "no plugins are built into this binary: {}",
+            builtin_plugins_note().unwrap_or("it was built without them")
         )?;
         return Ok(());
     }

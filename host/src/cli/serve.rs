@@ -13,7 +13,7 @@ use super::args::{DatasetArgs, ModelArgs, split_key_value};
 use crate::client::framing::FramingKind;
 use crate::client::load::{self, DecodeWorker};
 use crate::client::{HttpClient, PreparedRequest};
-use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime, RuntimeConfig};
+use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime};
 use crate::schedule::{self, RampUp, RampUpStrategy, ScheduleConfig};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{self, HostHeaders};
@@ -28,6 +28,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub dataset: DatasetArgs,
+
+    #[command(flatten)]
+    #[serde(skip)]
+    pub sandbox: super::plugin::SandboxArgs,
 
     /// Backend plugin: a first-party name (openai, openai-chat) or a path to a .wasm file.
     #[arg(long, default_value = "openai")]
@@ -56,11 +60,11 @@ pub struct ServeArgs {
     pub max_concurrency: Option<usize>,
 
     /// Requests per second; inf sends all requests at time 0.
-    #[arg(long, default_value_t = f64::INFINITY)]
+    #[arg(long, default_value_t = f64::INFINITY, allow_negative_numbers = true)]
     pub request_rate: f64,
 
     /// Burstiness of arrivals: 1 is a Poisson process, lower is burstier, higher more uniform.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub burstiness: f64,
 
     /// Ramp the request rate from --ramp-up-start-rps to --ramp-up-end-rps over the run.
@@ -334,7 +338,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let runtime = Runtime::new(args.sandbox.runtime_config()?)?;
 
     let dataset_ref = PluginRef::parse(&args.dataset.dataset_name)?;
     let backend_ref = PluginRef::parse(&args.backend)?;
@@ -493,7 +497,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let info = report::RunInfo {
         date: chrono::Local::now(),
         started_at,
-        backend: args.backend.clone(),
+        // The plugin's own name (also for a .wasm path), so results name the API.
+        backend: backend_name.clone(),
         label: args.label.clone(),
         model_id: model_id.clone(),
         tokenizer_id: Some(tokenizer_id),

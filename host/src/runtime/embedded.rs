@@ -15,10 +15,15 @@ pub struct BuiltinPlugin {
     pub wasm: &'static [u8],
 }
 
-// Defines `BUILTIN: &[BuiltinPlugin]`.
+// Defines `BUILTIN: &[BuiltinPlugin]` and `BUILD_NOTE: Option<&str>`.
 include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
 
 /// The plugins embedded in this binary, in name order.
 pub fn builtin_plugins() -> &'static [BuiltinPlugin] {
     BUILTIN
+}
+
+/// Why this binary embeds no plugins (e.g. their build failed), when it embeds none.
+pub fn builtin_plugins_note() -> Option<&'static str> {
+    BUILD_NOTE
 }

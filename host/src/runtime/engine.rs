@@ -3,6 +3,7 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -153,7 +154,10 @@ fn store_in_cache(component: &Component, path: &Path) -> Result<()> {
     let bytes = component.serialize().map_err(wasm_error)?;
     let dir = path.parent().context("cache path has no parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per process and per call, so concurrent writers never share a temporary file.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let unique = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{unique}", std::process::id()));
     std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
     Ok(())

@@ -88,7 +88,10 @@ impl StoreState {
         for (name, tail) in [("stderr", &self.stderr), ("stdout", &self.stdout)] {
             let text = tail.text();
             if !text.trim().is_empty() {
-                report.push_str(&format!("\nplugin {name}:\n{}", text.trim_end()));
+                report.push_str(&format!(
+                    "\nplugin {name}:\n{}",
+                    text.trim_matches(|c| c == '\n' || c == '\r')
+                ));
             }
         }
         report

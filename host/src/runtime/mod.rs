@@ -34,7 +34,7 @@ pub use bindings::dataset::bench::plugin::types::{
 };
 pub use bindings::dataset::exports::bench::plugin::dataset::DatasetConfig;
 pub use dataset::DatasetPlugin;
-pub use embedded::{BuiltinPlugin, builtin_plugins};
+pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
 pub use host::derive_seed;
 
 use host::StoreState;
@@ -95,7 +95,10 @@ impl PluginRef {
             .map(|p| format!("{} ({})", p.name, p.kind))
             .collect();
         let known = if known.is_empty() {
-            "none are built into this binary".to_owned()
+            format!(
+                "none are built into this binary: {}",
+                builtin_plugins_note().unwrap_or("it was built without them")
+            )
         } else {
             format!("built-in plugins: {}", known.join(", "))
         };
@@ -398,8 +401,6 @@ impl Sandbox {
         let mut store = Store::new(loaded.pre.engine(), state);
         store.limiter(|state| &mut state.limiter);
         store.epoch_deadline_trap();
-        // Instantiation runs the component's start code: it gets a budget like any call.
-        store.set_epoch_deadline(engine::budget_ticks(loaded.call_budget));
         Ok((
             Sandbox {
                 loaded,
@@ -444,6 +445,7 @@ impl Sandbox {
         match f(&mut self.store) {
             Ok(value) => Ok(value),
             Err(e) => {
+                tracing::debug!(plugin = %self.loaded.name, "call '{call}' faulted: {e:?}");
                 let cause = self.describe_fault(&e);
                 self.poisoned = Some(cause.clone());
                 let output = self.store.data().output_report();
@@ -478,10 +480,8 @@ impl Sandbox {
                     .to_owned()
             }
             Some(trap) => format!("trapped: {trap}"),
-            None => format!(
-                "failed: {}",
-                format!("{e:#}").lines().next().unwrap_or_default()
-            ),
+            // A host import's error: the top of the chain is only the wasm backtrace.
+            None => format!("failed: {}", e.root_cause()),
         }
     }
 }

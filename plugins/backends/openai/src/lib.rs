@@ -1,0 +1,350 @@
+//! The `openai` backend: OpenAI's completions API (`/v1/completions`), sent as vLLM's
+//! `--backend openai` (and `vllm`) sends it (`async_request_openai_completions` in
+//! `vllm/benchmarks/lib/endpoint_request_func.py`).
+//!
+//! The shared work (options, body merging, headers, decoding) lives in
+//! [`bench_sdk::openai`]; this crate adds the completions fields: `prompt` (text or token
+//! ids), `repetition_penalty`, `max_tokens`, `logprobs`, and the text's place in a choice.
+
+use bench_sdk::openai::{ChoiceFields, OpenAiClient, OpenAiDecoder, common_options};
+use bench_sdk::options::option;
+use bench_sdk::{
+    Backend, Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead,
+};
+use serde_json::{Value, json};
+
+const NAME: &str = "openai";
+
+/// A completion choice holds its text itself, streamed or not.
+const FIELDS: ChoiceFields = ChoiceFields {
+    holder: None,
+    content: "text",
+    reasoning: &[],
+};
+
+/// The completions backend.
+pub struct Completions {
+    client: OpenAiClient,
+    /// vLLM's `--logprobs`: sent as `logprobs`, `null` when not given.
+    logprobs: Option<u32>,
+}
+
+impl Backend for Completions {
+    type Decoder = OpenAiDecoder;
+
+    fn describe() -> PluginInfo {
+        let mut options = common_options();
+        options.push(option(
+            "logprobs",
+            "Number of log probabilities to request per token (vLLM's --logprobs); unset sends null.",
+            None,
+        ));
+        PluginInfo {
+            name: NAME.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: "OpenAI completions API (/v1/completions), as vLLM's --backend openai. \
+                          Prompts are text or token ids."
+                .into(),
+            options,
+        }
+    }
+
+    fn open(config: bench_sdk::ClientConfig) -> Result<Self, PluginError> {
+        let (client, mut options) = OpenAiClient::open(NAME, config)?;
+        let logprobs = options.parse("logprobs")?;
+        options.finish(&Self::describe().options)?;
+        Ok(Completions { client, logprobs })
+    }
+
+    fn framing(&self) -> Framing {
+        self.client.framing()
+    }
+
+    fn default_path(&self) -> String {
+        "/v1/completions".into()
+    }
+
+    fn build_request(&self, spec: RequestSpec) -> Result<HttpRequest, PluginError> {
+        if !spec.multimodal.is_empty() {
+            return Err(PluginError::Unsupported(format!(
+                "{NAME}: the completions API takes no images, audio or video; use --backend openai-chat"
+            )));
+        }
+        let prompt = match &spec.prompt {
+            Prompt::Text(text) => json!(text),
+            Prompt::TokenIds(ids) => json!(ids),
+            Prompt::Chat(_) => {
+                return Err(PluginError::Unsupported(format!(
+                    "{NAME}: the completions API takes no chat messages; use --backend openai-chat"
+                )));
+            }
+        };
+        let mut body = self.client.body(&spec);
+        body.insert("prompt".into(), prompt);
+        body.insert("repetition_penalty".into(), json!(1.0));
+        body.insert("max_tokens".into(), json!(spec.expected_output_len));
+        body.insert(
+            "logprobs".into(),
+            self.logprobs.map_or(Value::Null, Value::from),
+        );
+        self.client.request(body, &spec)
+    }
+
+    fn decoder(&self, _head: ResponseHead) -> Result<OpenAiDecoder, PluginError> {
+        Ok(self.client.decoder(FIELDS))
+    }
+}
+
+bench_sdk::export_backend!(Completions);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench_sdk::openai::render;
+    use bench_sdk::{ClientConfig, ContentPart, Decoder};
+
+    fn client(ignore_eos: bool, extra_body: Option<&str>, options: &[(&str, &str)]) -> Completions {
+        Completions::open(ClientConfig {
+            model: "meta-llama/Llama-3.1-8B-Instruct".into(),
+            ignore_eos,
+            extra_body: extra_body.map(str::to_string),
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        })
+        .unwrap()
+    }
+
+    fn body(request: &HttpRequest) -> Value {
+        serde_json::from_slice(&request.body).unwrap()
+    }
+
+    /// Feeds the frames in one call and renders the events.
+    fn decode(backend: &Completions, frames: &[&str]) -> Vec<String> {
+        let mut decoder = backend
+            .decoder(ResponseHead {
+                status: 200,
+                headers: Vec::new(),
+            })
+            .unwrap();
+        let buffer = frames.concat();
+        let mut ends = Vec::new();
+        for f in frames {
+            ends.push(ends.last().copied().unwrap_or(0) + f.len() as u32);
+        }
+        let mut out = Vec::new();
+        decoder.feed(buffer.as_bytes(), &ends, &mut out).unwrap();
+        decoder.finish(&mut out).unwrap();
+        out.iter().map(|e| render(buffer.as_bytes(), e)).collect()
+    }
+
+    #[test]
+    fn text_prompt_payload_matches_vllm() {
+        // vLLM: {model, prompt, repetition_penalty: 1.0, max_tokens, logprobs: None,
+        // stream: True, stream_options: {include_usage: True}} updated with the extra body,
+        // whose sampling parameters default temperature to 0.0.
+        let backend = client(false, None, &[]);
+        let request = backend
+            .build_request(RequestSpec::text("Tell me a story".into(), 4, 128))
+            .unwrap();
+        assert_eq!(
+            body(&request),
+            json!({
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "prompt": "Tell me a story",
+                "repetition_penalty": 1.0,
+                "max_tokens": 128,
+                "logprobs": null,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "temperature": 0.0,
+            })
+        );
+        assert_eq!(request.method, "POST");
+        assert_eq!(
+            request.headers,
+            [("Content-Type".to_string(), "application/json".to_string())]
+        );
+        assert_eq!(backend.default_path(), "/v1/completions");
+        assert_eq!(backend.framing(), Framing::Sse);
+    }
+
+    #[test]
+    fn token_ids_lora_ignore_eos_extra_bodies_and_request_id() {
+        let backend = client(
+            true,
+            Some(r#"{"temperature":0.6,"top_k":20}"#),
+            &[("logprobs", "5")],
+        );
+        let mut spec = RequestSpec::text(String::new(), 3, 16);
+        spec.prompt = Prompt::TokenIds(vec![128000, 9906, 1917]);
+        spec.lora_name = Some("alpaca-lora".into());
+        spec.request_id = Some("bench-run-42".into());
+        spec.extra_body = Some(r#"{"top_k":5,"min_tokens":16}"#.into());
+        let request = backend.build_request(spec).unwrap();
+        assert_eq!(
+            body(&request),
+            json!({
+                "model": "alpaca-lora",
+                "prompt": [128000, 9906, 1917],
+                "repetition_penalty": 1.0,
+                "max_tokens": 16,
+                "logprobs": 5,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "ignore_eos": true,
+                "temperature": 0.6,
+                "top_k": 5,
+                "min_tokens": 16,
+            })
+        );
+        assert_eq!(
+            request.headers,
+            [
+                ("Content-Type".to_string(), "application/json".to_string()),
+                ("x-request-id".to_string(), "bench-run-42".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn chat_prompts_and_multimodal_items_are_refused() {
+        let backend = client(false, None, &[]);
+        let mut spec = RequestSpec::text("x".into(), 1, 1);
+        spec.multimodal = vec![ContentPart::ImageUrl("data:image/png;base64,AAAA".into())];
+        assert!(
+            matches!(backend.build_request(spec), Err(PluginError::Unsupported(m)) if m.contains("openai-chat"))
+        );
+        let mut spec = RequestSpec::text("x".into(), 1, 1);
+        spec.prompt = Prompt::Chat(Vec::new());
+        assert!(
+            matches!(backend.build_request(spec), Err(PluginError::Unsupported(m)) if m.contains("openai-chat"))
+        );
+    }
+
+    #[test]
+    fn options_are_validated() {
+        let open = |options: &[(&str, &str)]| {
+            Completions::open(ClientConfig {
+                model: "m".into(),
+                ignore_eos: false,
+                extra_body: None,
+                options: options
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            })
+        };
+        assert!(
+            matches!(open(&[("logprobs", "-1")]), Err(PluginError::InvalidConfig(m)) if m.contains("logprobs"))
+        );
+        assert!(
+            matches!(open(&[("max_tokens", "3")]), Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"max_tokens\" (known: stream, logprobs)"))
+        );
+        let names: Vec<String> = Completions::describe()
+            .options
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        assert_eq!(names, ["stream", "logprobs"]);
+    }
+
+    #[test]
+    fn decodes_a_vllm_stream() {
+        let backend = client(false, None, &[]);
+        let events = decode(
+            &backend,
+            &[
+                r#"{"id":"cmpl-a1","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":" Once","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+                r#"{"id":"cmpl-a1","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":"","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+                r#"{"id":"cmpl-a1","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":" upon\n\"a\" time\u2026","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}"#,
+                r#"{"id":"cmpl-a1","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[],"usage":{"prompt_tokens":4,"total_tokens":7,"completion_tokens":3}}"#,
+            ],
+        );
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content=" Once" reasoning=none"#,
+                // An empty text (a special token) is still a timing point.
+                r#"1: chunk content="" reasoning=none"#,
+                "2: chunk content=\" upon\\n\\\"a\\\" time…\" reasoning=none",
+                "2: finish length",
+                "3: usage prompt=4 completion=3",
+            ]
+        );
+    }
+
+    #[test]
+    fn decodes_logprobs_and_llama_cpp_timings() {
+        let backend = client(false, None, &[]);
+        let events = decode(
+            &backend,
+            &[
+                // vLLM with logprobs: "text"-like keys deeper in the choice are not the text.
+                r#"{"id":"cmpl-2","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"Hi","logprobs":{"text_offset":[0],"token_logprobs":[-0.25],"tokens":["Hi"],"top_logprobs":[{"Hi":-0.25,"text":-9.5}]},"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+                // llama.cpp: the last chunk has the finish reason, usage and timings.
+                r#"{"choices":[{"text":"!","index":0,"logprobs":null,"finish_reason":"stop"}],"created":1718000003,"model":"gpt-3.5-turbo","system_fingerprint":"b4500-1a2b3c4d","object":"text_completion","id":"chatcmpl-Xy12","usage":{"completion_tokens":2,"prompt_tokens":9,"total_tokens":11},"timings":{"prompt_n":9,"prompt_ms":15.361,"predicted_n":2,"predicted_ms":20.5,"predicted_per_second":97.56}}"#,
+            ],
+        );
+        // Usage in a streamed frame with choices is not read, as in vLLM.
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content="Hi" reasoning=none"#,
+                r#"1: chunk content="!" reasoning=none"#,
+                "1: finish stop"
+            ]
+        );
+    }
+
+    #[test]
+    fn decodes_a_whole_response_when_not_streaming() {
+        let backend = client(false, None, &[("stream", "false")]);
+        assert_eq!(backend.framing(), Framing::Raw);
+        let request = backend
+            .build_request(RequestSpec::text("Hi".into(), 1, 4))
+            .unwrap();
+        let sent = body(&request);
+        assert_eq!(sent["stream"], json!(false));
+        assert!(sent.get("stream_options").is_none());
+        let events = decode(
+            &backend,
+            &[
+                "{\n  \"id\": \"cmpl-7\",\n  \"object\": \"text_completion\",\n  \"choices\": [\n    {\"index\": 0, \"text\": \" there, friend\", \"logprobs\": null, \"finish_reason\": \"length\"}\n  ],\n  \"usage\": {\"prompt_tokens\": 1, \"total_tokens\": 5, \"completion_tokens\": 4}\n}\n",
+            ],
+        );
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content=" there, friend" reasoning=none"#,
+                "0: usage prompt=1 completion=4",
+                "0: finish length"
+            ]
+        );
+    }
+
+    #[test]
+    fn in_band_errors_and_broken_frames_fail_the_request() {
+        let backend = client(false, None, &[]);
+        let events = decode(
+            &backend,
+            &[
+                r#"{"choices":[{"index":0,"text":"a","finish_reason":null}]}"#,
+                // vLLM's in-stream error (`create_streaming_error_response`).
+                r#"{"error":{"object":"error","message":"Engine loop died","type":"InternalServerError","param":null,"code":500}}"#,
+                r#"{"choices":[{"index":0,"text":"b""#,
+            ],
+        );
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(
+            events[1],
+            "1: error the server reported an error: Engine loop died"
+        );
+        assert!(
+            events[2].starts_with("2: error invalid JSON in a response frame: "),
+            "{}",
+            events[2]
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! The `custom` dataset: vLLM's `--dataset-name custom`, one prompt per line of a JSONL
+//! file (`{"prompt": "...", "output_tokens": 12}`), the same request set as vLLM for the
+//! same `--seed`, tokenizer and file (see [`sample`]).
+//!
+//! Needs `--dataset-path` (a `.jsonl` file). Options (vLLM's flag in brackets):
+//! `output-len` (`--custom-output-len`, 256; -1 reads each row's `output_tokens`),
+//! `skip-chat-template` (`--skip-chat-template`), `disable-shuffle` (`--disable-shuffle`),
+//! `no-oversample` (`--no-oversample`).
+
+pub mod sample;
+
+use bench_sdk::options::option;
+use bench_sdk::{
+    ChatMessage, ContentPart, Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError,
+    PluginInfo, RequestSpec, host,
+};
+
+use sample::{OUTPUT_LEN_FROM_DATA, Params, Sampler, Tokenizer};
+
+const NAME: &str = "custom";
+
+/// The run's tokenizer, lent by the host.
+struct HostTokenizer;
+
+impl Tokenizer for HostTokenizer {
+    fn chat_prompt(&self, user: &str) -> Result<String, PluginError> {
+        let message = ChatMessage {
+            role: "user".into(),
+            content: vec![ContentPart::Text(user.into())],
+        };
+        host::apply_chat_template(&[message], true)
+    }
+
+    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
+        Ok(host::encode_batch(texts, true)?
+            .iter()
+            .map(Vec::len)
+            .collect())
+    }
+}
+
+fn options() -> Vec<OptionInfo> {
+    vec![
+        option(
+            "output-len",
+            "Output tokens per request; -1 takes each line's \"output_tokens\" \
+             (vLLM's --custom-output-len)",
+            Some("256"),
+        ),
+        option(
+            "skip-chat-template",
+            "Send prompts as they are instead of wrapped in the tokenizer's chat template \
+             (vLLM's --skip-chat-template)",
+            Some("false"),
+        ),
+        option(
+            "disable-shuffle",
+            "Keep the file's order instead of shuffling with the run seed (vLLM's --disable-shuffle)",
+            Some("false"),
+        ),
+        option(
+            "no-oversample",
+            "Return fewer requests than asked for instead of repeating random ones \
+             (vLLM's --no-oversample)",
+            Some("false"),
+        ),
+    ]
+}
+
+/// Reads and validates the options (no host call, so it runs natively in tests).
+pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError> {
+    let mut reader = OptionReader::new(NAME, pairs);
+    let defaults = Params::default();
+    let output_len: i64 = reader.parse_or("output-len", defaults.output_len)?;
+    if output_len != OUTPUT_LEN_FROM_DATA && u32::try_from(output_len).is_err() {
+        return Err(PluginError::InvalidConfig(format!(
+            "{NAME}: option output-len={output_len}: expected a token count, or -1 to read each \
+             line's \"output_tokens\""
+        )));
+    }
+    let params = Params {
+        output_len,
+        skip_chat_template: reader.flag("skip-chat-template", defaults.skip_chat_template)?,
+        disable_shuffle: reader.flag("disable-shuffle", defaults.disable_shuffle)?,
+        no_oversample: reader.flag("no-oversample", defaults.no_oversample)?,
+    };
+    reader.finish(&options())?;
+    Ok(params)
+}
+
+/// The request source: vLLM's sampler, run a batch per host call.
+pub struct CustomDataset {
+    sampler: Sampler,
+}
+
+impl Dataset for CustomDataset {
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: NAME.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: "One prompt per line of a JSONL file ({\"prompt\": ...}, via \
+                          --dataset-path), shuffled and templated exactly as vLLM's \
+                          `--dataset-name custom`"
+                .into(),
+            options: options(),
+        }
+    }
+
+    fn open(config: DatasetConfig) -> Result<Self, PluginError> {
+        let params = parse_options(config.options)?;
+        let path = config.path.ok_or_else(|| {
+            PluginError::InvalidConfig(format!("{NAME}: needs --dataset-path (a .jsonl file)"))
+        })?;
+        // vLLM reads only JSONL, and tells it by the name.
+        if !path.ends_with(".jsonl") {
+            return Err(PluginError::Unsupported(format!(
+                "{NAME}: only JSONL files (*.jsonl) are supported, got {path}"
+            )));
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| PluginError::InvalidConfig(format!("{NAME}: cannot read {path}: {e}")))?;
+        let rows = sample::parse(&text, &path)?;
+        let n = config.num_requests as usize;
+        let sampler = Sampler::new(rows, host::run_seed(), n, params, &path)?;
+        Ok(CustomDataset { sampler })
+    }
+
+    fn size_hint(&self) -> Option<u32> {
+        u32::try_from(self.sampler.total()).ok()
+    }
+
+    fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
+        self.sampler.next_batch(&HostTokenizer, max as usize)
+    }
+}
+
+// Only the wasm component exports the interface: native builds (unit tests) cannot carry
+// the component model's export names.
+#[cfg(target_family = "wasm")]
+bench_sdk::export_dataset!(CustomDataset);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn options_are_read_with_vllms_defaults() {
+        assert_eq!(parse_options(vec![]).unwrap(), Params::default());
+        assert_eq!(Params::default().output_len, 256);
+        let p = parse_options(opts(&[
+            ("output-len", "-1"),
+            ("skip-chat-template", "true"),
+            ("disable-shuffle", "yes"),
+            ("no-oversample", "true"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            Params {
+                output_len: OUTPUT_LEN_FROM_DATA,
+                skip_chat_template: true,
+                disable_shuffle: true,
+                no_oversample: true,
+            }
+        );
+    }
+
+    #[test]
+    fn bad_options_are_config_errors() {
+        for (pairs, needle) in [
+            (opts(&[("custom-output-len", "5")]), "unknown option"),
+            (opts(&[("output-len", "-2")]), "or -1"),
+            (opts(&[("output-len", "5000000000")]), "or -1"),
+            (
+                opts(&[("skip-chat-template", "perhaps")]),
+                "expected true or false",
+            ),
+        ] {
+            match parse_options(pairs) {
+                Err(PluginError::InvalidConfig(m)) => {
+                    assert!(m.contains(needle), "{m:?} lacks {needle:?}")
+                }
+                other => panic!("expected a config error containing {needle:?}, got {other:?}"),
+            }
+        }
+    }
+}

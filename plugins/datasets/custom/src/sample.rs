@@ -1,0 +1,430 @@
+//! vLLM's `CustomDataset` (vLLM 0.32): a JSONL file with a `prompt` per line (and an
+//! optional `output_tokens`), shuffled with Python's `random.seed(seed)`, each prompt
+//! wrapped in the chat template unless told otherwise. Generic over [`Tokenizer`] so
+//! that it runs natively in unit tests.
+
+use bench_sdk::rng::Random;
+use bench_sdk::{PluginError, RequestSpec};
+use serde_json::Value;
+
+/// What sampling needs from a tokenizer: the host's in the plugin, a toy one in tests.
+pub trait Tokenizer {
+    /// The chat template applied to one user message, with the generation prompt.
+    fn chat_prompt(&self, user: &str) -> Result<String, PluginError>;
+    /// Token counts of `texts` encoded with special tokens, as `len(tokenizer(text).input_ids)`.
+    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError>;
+}
+
+/// One line of the file.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// 1-based line number, for error messages.
+    pub line: usize,
+    pub prompt: String,
+    /// The raw `output_tokens` value, read only when `output-len` is -1.
+    pub output_tokens: Option<Value>,
+}
+
+/// Parses a JSONL file: one JSON object with a string `prompt` per non-blank line.
+/// Errors name the file and the 1-based line (`data.jsonl:3: expected value at column 5`).
+pub fn parse(text: &str, name: &str) -> Result<Vec<Row>, PluginError> {
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let at = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |why: String| PluginError::InvalidInput(format!("{name}:{at}: {why}"));
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            // serde_json says "... at line 1 column N" of this one line; keep the column.
+            let full = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let why = full.strip_suffix(&suffix).unwrap_or(&full);
+            bad(format!("{why} at column {}", e.column()))
+        })?;
+        let Value::Object(mut fields) = value else {
+            return Err(bad("expected a JSON object".into()));
+        };
+        let prompt = match fields.remove("prompt") {
+            Some(Value::String(p)) => p,
+            Some(_) => return Err(bad("\"prompt\" must be a string".into())),
+            None => return Err(bad("no \"prompt\" field".into())),
+        };
+        rows.push(Row {
+            line: at,
+            prompt,
+            output_tokens: fields.remove("output_tokens"),
+        });
+    }
+    Ok(rows)
+}
+
+/// vLLM's `--custom-output-len`: -1 takes each row's `output_tokens`.
+pub const OUTPUT_LEN_FROM_DATA: i64 = -1;
+
+/// The options of `vllm bench serve --dataset-name custom` this dataset honours.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// `--custom-output-len` (default 256); [`OUTPUT_LEN_FROM_DATA`] reads `output_tokens`.
+    pub output_len: i64,
+    /// `--skip-chat-template`.
+    pub skip_chat_template: bool,
+    /// `--disable-shuffle`.
+    pub disable_shuffle: bool,
+    /// `--no-oversample`.
+    pub no_oversample: bool,
+}
+
+impl Default for Params {
+    /// vLLM's defaults.
+    fn default() -> Self {
+        Params {
+            output_len: 256,
+            skip_chat_template: false,
+            disable_shuffle: false,
+            no_oversample: false,
+        }
+    }
+}
+
+/// Python's `int(x)` for the values a JSON `output_tokens` can hold: integers, floats
+/// (truncated toward zero) and integer strings.
+fn python_int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.is_finite() && f.abs() < 9.2e18)
+                .map(|f| f.trunc() as i64)
+        }),
+        Value::String(s) => s.trim().replace('_', "").parse().ok(),
+        _ => None,
+    }
+}
+
+/// How many prompts are tokenized per host crossing.
+const MAX_BATCH: usize = 256;
+
+/// vLLM's `CustomDataset(dataset_path=..., random_seed=seed).sample(...)`, producing the
+/// requests in batches (so each host call stays short): shuffle, take `num_requests` rows
+/// in order (all of them when 0), then oversample with a fresh `random.seed(seed)` when
+/// the file is shorter.
+pub struct Sampler {
+    rows: Vec<Row>,
+    /// The next row to use.
+    cursor: usize,
+    num_requests: usize,
+    params: Params,
+    seed: u64,
+    /// The file name, for errors.
+    name: String,
+    /// The requests made from rows so far (oversampling picks among them).
+    samples: Vec<RequestSpec>,
+    /// Once the rows are used up: the oversampling draws and how many are made.
+    oversample: Option<(Random, usize)>,
+}
+
+impl Sampler {
+    pub fn new(
+        mut rows: Vec<Row>,
+        seed: u64,
+        num_requests: usize,
+        params: Params,
+        name: &str,
+    ) -> Result<Self, PluginError> {
+        if rows.is_empty() {
+            // vLLM fails too (pandas finds no "prompt" column).
+            return Err(PluginError::InvalidInput(format!(
+                "custom: {name}: the file has no prompts"
+            )));
+        }
+        if !params.disable_shuffle {
+            Random::new(i128::from(seed)).shuffle(&mut rows);
+        }
+        let num_requests = if num_requests == 0 {
+            rows.len()
+        } else {
+            num_requests
+        };
+        Ok(Sampler {
+            rows,
+            cursor: 0,
+            num_requests,
+            params,
+            seed,
+            name: name.to_string(),
+            samples: Vec::new(),
+            oversample: None,
+        })
+    }
+
+    /// How many requests the source makes in all.
+    pub fn total(&self) -> usize {
+        if self.params.no_oversample {
+            self.num_requests.min(self.rows.len())
+        } else {
+            self.num_requests
+        }
+    }
+
+    /// The next (up to) `max` requests, in vLLM's order.
+    pub fn next_batch(
+        &mut self,
+        tok: &impl Tokenizer,
+        max: usize,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let end = self
+            .rows
+            .len()
+            .min(self.num_requests)
+            .min(self.cursor + max.min(MAX_BATCH));
+        let batch = &self.rows[self.cursor..end];
+        let mut prompts = Vec::with_capacity(batch.len());
+        let mut output_lens = Vec::with_capacity(batch.len());
+        for row in batch {
+            output_lens.push(output_len(row, self.params.output_len, &self.name)?);
+            prompts.push(if self.params.skip_chat_template {
+                row.prompt.clone()
+            } else {
+                tok.chat_prompt(&row.prompt)?
+            });
+        }
+        let counts = if prompts.is_empty() {
+            Vec::new()
+        } else {
+            tok.token_counts(&prompts)?
+        };
+        let mut out = Vec::with_capacity(max.min(MAX_BATCH));
+        for ((prompt, n), output_len) in prompts.into_iter().zip(counts).zip(output_lens) {
+            let prompt_len = u32::try_from(n).map_err(|_| {
+                PluginError::InvalidInput(format!(
+                    "custom: {}: a prompt of {n} tokens is too long",
+                    self.name
+                ))
+            })?;
+            let spec = RequestSpec::text(prompt, prompt_len, output_len);
+            self.samples.push(spec.clone());
+            out.push(spec);
+        }
+        self.cursor = end;
+        if out.len() < max && self.cursor == self.rows.len() && !self.params.no_oversample {
+            // vLLM's `maybe_oversample_requests`: `random.choice` among the requests made.
+            let missing = self.num_requests.saturating_sub(self.samples.len());
+            let seed = self.seed;
+            let (rng, made) = self
+                .oversample
+                .get_or_insert_with(|| (Random::new(i128::from(seed)), 0));
+            while *made < missing && out.len() < max {
+                let pick = rng.choice(&self.samples).expect("the file has rows");
+                out.push(pick.clone());
+                *made += 1;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The output length of one row: the option, or the row's `output_tokens` when it is -1.
+fn output_len(row: &Row, option: i64, name: &str) -> Result<u32, PluginError> {
+    let at = |why: String| PluginError::InvalidInput(format!("{name}:{}: {why}", row.line));
+    if option != OUTPUT_LEN_FROM_DATA {
+        // Options are checked to fit when they are read.
+        return Ok(option as u32);
+    }
+    let raw = row.output_tokens.as_ref().ok_or_else(|| {
+        at("no \"output_tokens\" field; with output-len -1 every row needs one".into())
+    })?;
+    python_int(raw)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| {
+            at(format!(
+                "\"output_tokens\" must be a non-negative integer, got {raw}"
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench_sdk::Prompt;
+
+    /// Wraps prompts in a marker template and counts characters as tokens.
+    struct Chars;
+
+    impl Tokenizer for Chars {
+        fn chat_prompt(&self, user: &str) -> Result<String, PluginError> {
+            Ok(format!("<u>{user}</u><a>"))
+        }
+
+        fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
+            Ok(texts.iter().map(|t| t.chars().count()).collect())
+        }
+    }
+
+    fn drain(
+        rows: Vec<Row>,
+        seed: u64,
+        n: usize,
+        p: &Params,
+        name: &str,
+        batch: usize,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let mut sampler = Sampler::new(rows, seed, n, p.clone(), name)?;
+        let mut all = Vec::new();
+        loop {
+            let got = sampler.next_batch(&Chars, batch)?;
+            assert!(got.len() <= batch);
+            if got.is_empty() {
+                assert_eq!(all.len(), sampler.total());
+                return Ok(all);
+            }
+            all.extend(got);
+        }
+    }
+
+    /// All requests; the batch size the host drains with must change nothing.
+    fn sample(
+        rows: Vec<Row>,
+        seed: u64,
+        n: usize,
+        p: &Params,
+        name: &str,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let all = drain(rows.clone(), seed, n, p, name, 1000)?;
+        for batch in [1, 2, 3] {
+            let again = drain(rows.clone(), seed, n, p, name, batch)?;
+            assert_eq!(texts(&again), texts(&all), "batch {batch}");
+        }
+        Ok(all)
+    }
+
+    fn texts(specs: &[RequestSpec]) -> Vec<(String, u32, u32)> {
+        specs
+            .iter()
+            .map(|s| match &s.prompt {
+                Prompt::Text(t) => (t.clone(), s.prompt_len, s.expected_output_len),
+                other => panic!("custom makes text prompts, got {other:?}"),
+            })
+            .collect()
+    }
+
+    const FILE: &str = "{\"prompt\": \"alpha\", \"output_tokens\": 7}\n\n\
+                        {\"prompt\": \"beta\", \"output_tokens\": 9.8}\r\n\
+                        {\"prompt\": \"gamma\", \"output_tokens\": \"12\", \"extra\": [1]}\n\
+                        {\"prompt\": \"delta\"}\n";
+
+    #[test]
+    fn parse_reads_prompts_and_skips_blank_lines() {
+        let rows = parse(FILE, "d.jsonl").unwrap();
+        let got: Vec<(usize, &str)> = rows.iter().map(|r| (r.line, r.prompt.as_str())).collect();
+        assert_eq!(got, [(1, "alpha"), (3, "beta"), (4, "gamma"), (5, "delta")]);
+    }
+
+    #[test]
+    fn malformed_rows_name_file_and_line() {
+        for (text, want) in [
+            (
+                "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\":\n",
+                "data.jsonl:3: EOF while parsing a value at column 10",
+            ),
+            (
+                "{\"prompt\": \"a\"}\n\n  {\"prompt\" 1}\n",
+                "data.jsonl:3: expected `:` at column 13",
+            ),
+            (
+                "\n{\"prompt\": \"second\",}\n",
+                "data.jsonl:2: trailing comma at column 21",
+            ),
+            ("[1, 2]\n", "data.jsonl:1: expected a JSON object"),
+            (
+                "{\"prompt\": 5}\n",
+                "data.jsonl:1: \"prompt\" must be a string",
+            ),
+            ("{\"text\": \"x\"}\n", "data.jsonl:1: no \"prompt\" field"),
+        ] {
+            match parse(text, "data.jsonl") {
+                Err(PluginError::InvalidInput(m)) => assert_eq!(m, want),
+                other => panic!("expected invalid input for {text:?}, got {other:?}"),
+            }
+        }
+    }
+
+    /// The expected values are those of vLLM 0.32's CustomDataset (with pandas) on the same
+    /// lines and a tokenizer with the same toy template and character counts.
+    #[test]
+    fn chat_template_output_len_and_order() {
+        let rows = parse(FILE, "d.jsonl").unwrap();
+        let p = Params {
+            disable_shuffle: true,
+            ..Params::default()
+        };
+        let got = sample(rows.clone(), 0, 2, &p, "d.jsonl").unwrap();
+        assert_eq!(
+            texts(&got),
+            [
+                ("<u>alpha</u><a>".to_string(), 15, 256),
+                ("<u>beta</u><a>".to_string(), 14, 256)
+            ]
+        );
+        let p = Params {
+            skip_chat_template: true,
+            disable_shuffle: true,
+            output_len: OUTPUT_LEN_FROM_DATA,
+            ..Params::default()
+        };
+        let got = sample(rows[..3].to_vec(), 0, 0, &p, "d.jsonl").unwrap();
+        assert_eq!(
+            texts(&got),
+            [
+                ("alpha".to_string(), 5, 7),
+                ("beta".to_string(), 4, 9),
+                ("gamma".to_string(), 5, 12)
+            ]
+        );
+        assert!(matches!(
+            sample(vec![], 0, 1, &p, "e.jsonl"),
+            Err(PluginError::InvalidInput(m)) if m.contains("e.jsonl: the file has no prompts")
+        ));
+        // "delta" (line 5) has no output_tokens.
+        match sample(rows, 0, 0, &p, "d.jsonl") {
+            Err(PluginError::InvalidInput(m)) => {
+                assert!(m.starts_with("d.jsonl:5: no \"output_tokens\""), "{m}")
+            }
+            other => panic!("expected invalid input, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn shuffles_and_oversamples_like_vllm() {
+        let rows: Vec<Row> = (0..5)
+            .map(|i| Row {
+                line: i + 1,
+                prompt: format!("p{i}"),
+                output_tokens: None,
+            })
+            .collect();
+        let p = Params {
+            skip_chat_template: true,
+            ..Params::default()
+        };
+        let got: Vec<String> = texts(&sample(rows.clone(), 3, 8, &p, "d.jsonl").unwrap())
+            .into_iter()
+            .map(|(t, _, _)| t)
+            .collect();
+        // vLLM 0.32's own CustomDataset (pandas 2, CPython 3.11) on the same five lines:
+        //   CustomDataset(dataset_path="five.jsonl", random_seed=3)
+        //       .sample(tokenizer, num_requests=8, output_len=256, skip_chat_template=True)
+        assert_eq!(got, ["p0", "p2", "p3", "p4", "p1", "p2", "p1", "p1"]);
+        // Fewer than the file holds: the first of the shuffled rows.
+        let got = texts(&sample(rows.clone(), 3, 3, &p, "d.jsonl").unwrap());
+        assert_eq!(
+            got.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+            ["p0", "p2", "p3"]
+        );
+        // no-oversample stops at the end of the file.
+        let p = Params {
+            no_oversample: true,
+            ..p
+        };
+        assert_eq!(sample(rows, 3, 8, &p, "d.jsonl").unwrap().len(), 5);
+    }
+}

@@ -1,0 +1,162 @@
+//! The `sharegpt` dataset: vLLM's `--dataset-name sharegpt`, the same request set for the
+//! same `--seed`, tokenizer and file (see [`sample`] for the rules).
+//!
+//! Needs `--dataset-path` (a ShareGPT JSON file). Options (vLLM's flag in brackets):
+//! `output-len` (`--sharegpt-output-len`), `disable-shuffle` (`--disable-shuffle`),
+//! `no-oversample` (`--no-oversample`).
+
+mod json_array;
+pub mod sample;
+
+use bench_sdk::options::option;
+use bench_sdk::{
+    Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
+};
+
+use sample::{Params, Sampler, Tokenizer};
+
+const NAME: &str = "sharegpt";
+
+/// The run's tokenizer, lent by the host.
+struct HostTokenizer;
+
+impl Tokenizer for HostTokenizer {
+    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
+        Ok(host::encode_batch(texts, true)?
+            .iter()
+            .map(Vec::len)
+            .collect())
+    }
+}
+
+fn options() -> Vec<OptionInfo> {
+    vec![
+        option(
+            "output-len",
+            "Output tokens per request, replacing the length of each conversation's reply \
+             (vLLM's --sharegpt-output-len)",
+            None,
+        ),
+        option(
+            "disable-shuffle",
+            "Keep the file's order instead of shuffling with the run seed (vLLM's --disable-shuffle)",
+            Some("false"),
+        ),
+        option(
+            "no-oversample",
+            "Return fewer requests than asked for instead of repeating random ones \
+             (vLLM's --no-oversample)",
+            Some("false"),
+        ),
+    ]
+}
+
+/// Reads and validates the options (no host call, so it runs natively in tests).
+pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError> {
+    let mut reader = OptionReader::new(NAME, pairs);
+    let params = Params {
+        output_len: reader.parse("output-len")?,
+        disable_shuffle: reader.flag("disable-shuffle", false)?,
+        no_oversample: reader.flag("no-oversample", false)?,
+    };
+    reader.finish(&options())?;
+    Ok(params)
+}
+
+/// The request source: vLLM's sampler, run a batch per host call.
+pub struct ShareGptDataset {
+    sampler: Sampler,
+    /// vLLM makes exactly the number asked for, unless told not to oversample.
+    size_hint: Option<u32>,
+}
+
+impl Dataset for ShareGptDataset {
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: NAME.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: "First user turn and reply of ShareGPT conversations (a JSON file via \
+                          --dataset-path), filtered, shuffled and oversampled exactly as vLLM's \
+                          `--dataset-name sharegpt`"
+                .into(),
+            options: options(),
+        }
+    }
+
+    fn open(config: DatasetConfig) -> Result<Self, PluginError> {
+        let params = parse_options(config.options)?;
+        let path = config.path.ok_or_else(|| {
+            PluginError::InvalidConfig(format!(
+                "{NAME}: needs --dataset-path (a ShareGPT JSON file)"
+            ))
+        })?;
+        let conversations = sample::load(&path)?;
+        let size_hint = (!params.no_oversample).then_some(config.num_requests);
+        let n = config.num_requests as usize;
+        let sampler = Sampler::new(conversations, host::run_seed(), n, params, &path);
+        Ok(ShareGptDataset { sampler, size_hint })
+    }
+
+    fn size_hint(&self) -> Option<u32> {
+        self.size_hint
+    }
+
+    fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
+        self.sampler.next_batch(&HostTokenizer, max as usize)
+    }
+}
+
+// Only the wasm component exports the interface: native builds (unit tests) cannot carry
+// the component model's export names.
+#[cfg(target_family = "wasm")]
+bench_sdk::export_dataset!(ShareGptDataset);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn options_are_read_with_vllms_defaults() {
+        assert_eq!(parse_options(vec![]).unwrap(), Params::default());
+        let p = parse_options(opts(&[
+            ("output-len", "100"),
+            ("disable-shuffle", "true"),
+            ("no-oversample", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            Params {
+                output_len: Some(100),
+                disable_shuffle: true,
+                no_oversample: true,
+            }
+        );
+    }
+
+    #[test]
+    fn bad_options_are_config_errors() {
+        for (pairs, needle) in [
+            (opts(&[("sharegpt-output-len", "5")]), "unknown option"),
+            (opts(&[("output-len", "-1")]), "output-len"),
+            (
+                opts(&[("disable-shuffle", "maybe")]),
+                "expected true or false",
+            ),
+        ] {
+            match parse_options(pairs) {
+                Err(PluginError::InvalidConfig(m)) => {
+                    assert!(m.contains(needle), "{m:?} lacks {needle:?}")
+                }
+                other => panic!("expected a config error containing {needle:?}, got {other:?}"),
+            }
+        }
+    }
+}

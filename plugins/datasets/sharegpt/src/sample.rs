@@ -1,0 +1,538 @@
+//! vLLM's `ShareGPTDataset` (vLLM 0.32): loading, filtering, shuffling, sampling and
+//! oversampling, generic over [`Tokenizer`] so that it runs natively in unit tests.
+
+use std::fmt;
+
+use bench_sdk::rng::Random;
+use bench_sdk::{ContentPart, PluginError, RequestSpec};
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::json_array::{self, ElementError};
+
+/// What sampling needs from a tokenizer: the host's in the plugin, a toy one in tests.
+pub trait Tokenizer {
+    /// Token counts of `texts` encoded with special tokens, as `len(tokenizer(text).input_ids)`.
+    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError>;
+}
+
+/// One conversation of the file, reduced to what vLLM reads from it.
+#[derive(Clone, Debug)]
+pub struct Conversation {
+    /// The first turn (the user's prompt).
+    pub prompt: String,
+    /// The second turn (the reference completion).
+    pub completion: String,
+    /// The entry's `image` or, failing that, `video`, as vLLM's `process_image` /
+    /// `process_video` turn a path or URL into a content part.
+    pub media: Option<ContentPart>,
+}
+
+/// An entry of the file. Only the first two turns' text is kept (with the turn count),
+/// so memory stays near what is sampled even for the full 650 MB ShareGPT file.
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(default)]
+    conversations: Option<Turns>,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    video: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Turn {
+    value: Option<String>,
+}
+
+struct Turns {
+    count: usize,
+    first: Option<Option<String>>,
+    second: Option<Option<String>>,
+}
+
+impl<'de> Deserialize<'de> for Turns {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TurnsVisitor;
+        impl<'de> Visitor<'de> for TurnsVisitor {
+            type Value = Turns;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of conversation turns")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Turns, A::Error> {
+                let first = seq.next_element::<Turn>()?.map(|t| t.value);
+                let second = seq.next_element::<Turn>()?.map(|t| t.value);
+                let mut count = usize::from(first.is_some()) + usize::from(second.is_some());
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    count += 1;
+                }
+                Ok(Turns {
+                    count,
+                    first,
+                    second,
+                })
+            }
+        }
+        d.deserialize_seq(TurnsVisitor)
+    }
+}
+
+/// Reads a ShareGPT JSON file (`[{"conversations": [{"value": ...}, ...]}, ...]`) and
+/// keeps the entries with at least two turns, in file order, as vLLM's `load_data`.
+pub fn load(path: &str) -> Result<Vec<Conversation>, PluginError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| PluginError::InvalidConfig(format!("sharegpt: cannot open {path}: {e}")))?;
+    parse(file, path)
+}
+
+/// [`load`] from any reader; `name` is the file name shown in errors.
+pub fn parse(reader: impl std::io::Read, name: &str) -> Result<Vec<Conversation>, PluginError> {
+    let mut kept = Vec::new();
+    let mut index = 0usize;
+    let keep = |entry: Entry| {
+        let at = index;
+        index += 1;
+        let Some(turns) = entry.conversations.filter(|t| t.count >= 2) else {
+            return Ok(());
+        };
+        let text = |turn: Option<Option<String>>, which: usize| {
+            turn.flatten().ok_or_else(|| {
+                PluginError::InvalidInput(format!(
+                    "sharegpt: {name}: entry {at}: conversations[{which}] has no string \"value\""
+                ))
+            })
+        };
+        let image = entry.image.filter(|s| !s.is_empty());
+        let video = entry.video.filter(|s| !s.is_empty());
+        let media = match (image, video) {
+            (Some(image), _) => Some(ContentPart::ImageUrl(media_url(image, true))),
+            (None, Some(video)) => Some(ContentPart::VideoUrl(media_url(video, false))),
+            (None, None) => None,
+        };
+        kept.push(Conversation {
+            prompt: text(turns.first, 0)?,
+            completion: text(turns.second, 1)?,
+            media,
+        });
+        Ok(())
+    };
+    json_array::for_each_element(reader, |b| serde_json::from_slice::<Entry>(b), keep).map_err(
+        |e| match e {
+            ElementError::Json(e) => PluginError::InvalidInput(format!("sharegpt: {name}: {e}")),
+            ElementError::Other(e) => e,
+        },
+    )?;
+    Ok(kept)
+}
+
+/// vLLM's `process_image` / `process_video` for a string: URLs pass through, anything
+/// else is a local path and becomes a `file://` URL.
+fn media_url(path: String, image: bool) -> String {
+    let schemes: &[&str] = if image {
+        &["http://", "https://", "file://", "data:image/"]
+    } else {
+        &["http://", "https://", "file://"]
+    };
+    if schemes.iter().any(|s| path.starts_with(s)) {
+        path
+    } else {
+        format!("file://{path}")
+    }
+}
+
+/// The options of `vllm bench serve --dataset-name sharegpt` this dataset honours.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Params {
+    /// `--sharegpt-output-len`: replaces every completion's length (and lifts the
+    /// minimum output length check).
+    pub output_len: Option<u32>,
+    /// `--disable-shuffle`.
+    pub disable_shuffle: bool,
+    /// `--no-oversample`.
+    pub no_oversample: bool,
+}
+
+/// vLLM's `is_valid_sequence` with its defaults: at least 4 prompt tokens and (unless the
+/// output length was given) 4 output tokens, at most 1024 prompt tokens and 2048 in all.
+pub fn is_valid_sequence(
+    prompt_len: usize,
+    output_len: usize,
+    skip_min_output_len_check: bool,
+) -> bool {
+    const MIN_LEN: usize = 4;
+    const MAX_PROMPT_LEN: usize = 1024;
+    const MAX_TOTAL_LEN: usize = 2048;
+    !(prompt_len < MIN_LEN
+        || (!skip_min_output_len_check && output_len < MIN_LEN)
+        || prompt_len > MAX_PROMPT_LEN
+        || prompt_len + output_len > MAX_TOTAL_LEN)
+}
+
+/// How many conversations are tokenized per host crossing.
+const MAX_BATCH: usize = 256;
+
+/// vLLM's `ShareGPTDataset(random_seed=seed, dataset_path=...).sample(...)` on the
+/// conversations [`load`] kept, producing the requests in batches (so each host call stays
+/// short): shuffle with Python's `random.seed(seed)`, take the valid ones in order, then,
+/// when short, oversample with a fresh `random.seed(seed)`.
+pub struct Sampler {
+    conversations: Vec<Conversation>,
+    /// The next conversation to look at.
+    cursor: usize,
+    num_requests: usize,
+    params: Params,
+    seed: u64,
+    /// The file name, for errors.
+    name: String,
+    /// The valid requests found so far (oversampling picks among them).
+    samples: Vec<RequestSpec>,
+    /// Once the conversations are used up: the oversampling draws and how many are made.
+    oversample: Option<(Random, usize)>,
+}
+
+impl Sampler {
+    pub fn new(
+        mut conversations: Vec<Conversation>,
+        seed: u64,
+        num_requests: usize,
+        params: Params,
+        name: &str,
+    ) -> Self {
+        if !params.disable_shuffle {
+            Random::new(i128::from(seed)).shuffle(&mut conversations);
+        }
+        Sampler {
+            conversations,
+            cursor: 0,
+            num_requests,
+            params,
+            seed,
+            name: name.to_string(),
+            samples: Vec::new(),
+            oversample: None,
+        }
+    }
+
+    /// The next (up to) `max` requests, in vLLM's order.
+    pub fn next_batch(
+        &mut self,
+        tok: &impl Tokenizer,
+        max: usize,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let mut out = Vec::new();
+        while out.len() < max
+            && self.samples.len() < self.num_requests
+            && self.cursor < self.conversations.len()
+        {
+            self.scan(tok, max - out.len(), &mut out)?;
+        }
+        if out.len() < max && self.cursor == self.conversations.len() && !self.params.no_oversample
+        {
+            self.oversample(max - out.len(), &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Tokenizes about as many conversations as are still wanted (most pass the filters)
+    /// and keeps the valid ones, up to `want`.
+    fn scan(
+        &mut self,
+        tok: &impl Tokenizer,
+        want: usize,
+        out: &mut Vec<RequestSpec>,
+    ) -> Result<(), PluginError> {
+        let want = want.min(self.num_requests - self.samples.len());
+        let end = (self.cursor + want.clamp(16, MAX_BATCH)).min(self.conversations.len());
+        let batch = &self.conversations[self.cursor..end];
+        // With a fixed output length the completion's length is never used.
+        let fixed = self.params.output_len;
+        let mut texts = Vec::with_capacity(batch.len() * 2);
+        for c in batch {
+            texts.push(c.prompt.clone());
+            if fixed.is_none() {
+                texts.push(c.completion.clone());
+            }
+        }
+        let counts = tok.token_counts(&texts)?;
+        let per = if fixed.is_none() { 2 } else { 1 };
+        let mut taken = 0;
+        for (c, n) in batch.iter().zip(counts.chunks(per)) {
+            if taken == want {
+                break;
+            }
+            // Looked at: whether it is kept or not, the next call starts after it.
+            self.cursor += 1;
+            let prompt_len = n[0];
+            let output_len = fixed.map_or_else(|| n[1], |o| o as usize);
+            if !is_valid_sequence(prompt_len, output_len, fixed.is_some()) {
+                continue;
+            }
+            // Valid sequences are short (at most 2048 tokens), so the lengths fit.
+            let mut spec =
+                RequestSpec::text(c.prompt.clone(), prompt_len as u32, output_len as u32);
+            spec.multimodal.extend(c.media.clone());
+            self.samples.push(spec.clone());
+            out.push(spec);
+            taken += 1;
+        }
+        Ok(())
+    }
+
+    /// vLLM's `maybe_oversample_requests`: `random.choice` among the valid requests until
+    /// there are `num_requests`.
+    fn oversample(&mut self, want: usize, out: &mut Vec<RequestSpec>) -> Result<(), PluginError> {
+        let missing = self.num_requests - self.samples.len();
+        if missing == 0 {
+            return Ok(());
+        }
+        if self.samples.is_empty() {
+            return Err(PluginError::InvalidInput(format!(
+                "sharegpt: {}: no conversation passes vLLM's filters (at least 2 turns, \
+                 prompt of 4 to 1024 tokens, output of at least 4 tokens unless output-len is \
+                 set, at most 2048 tokens in all), so there is nothing to sample",
+                self.name
+            )));
+        }
+        let seed = self.seed;
+        let (rng, made) = self
+            .oversample
+            .get_or_insert_with(|| (Random::new(i128::from(seed)), 0));
+        while *made < missing && out.len() < want {
+            let pick = rng.choice(&self.samples).expect("samples is not empty");
+            out.push(pick.clone());
+            *made += 1;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench_sdk::Prompt;
+
+    /// Counts whitespace-separated words; records how many texts it was asked for.
+    struct Words(std::cell::Cell<usize>);
+
+    impl Tokenizer for Words {
+        fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
+            self.0.set(self.0.get() + texts.len());
+            Ok(texts.iter().map(|t| t.split_whitespace().count()).collect())
+        }
+    }
+
+    fn drain(
+        tok: &Words,
+        convs: Vec<Conversation>,
+        seed: u64,
+        n: usize,
+        p: &Params,
+        batch: usize,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let mut sampler = Sampler::new(convs, seed, n, p.clone(), "t.json");
+        let mut all = Vec::new();
+        loop {
+            let got = sampler.next_batch(tok, batch)?;
+            assert!(got.len() <= batch);
+            if got.is_empty() {
+                return Ok(all);
+            }
+            all.extend(got);
+        }
+    }
+
+    /// All requests; the batch size the host drains with must change nothing.
+    fn sample(
+        tok: &Words,
+        convs: Vec<Conversation>,
+        seed: u64,
+        n: usize,
+        p: &Params,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let all = drain(tok, convs.clone(), seed, n, p, 1000)?;
+        for batch in [1, 2, 3] {
+            let again = drain(&Words(Default::default()), convs.clone(), seed, n, p, batch)?;
+            assert_eq!(prompts(&again), prompts(&all), "batch {batch}");
+        }
+        Ok(all)
+    }
+
+    fn words(n: usize, tag: &str) -> String {
+        vec![tag; n].join(" ")
+    }
+
+    fn conv(prompt_words: usize, completion_words: usize, tag: &str) -> Conversation {
+        Conversation {
+            prompt: words(prompt_words, tag),
+            completion: words(completion_words, "c"),
+            media: None,
+        }
+    }
+
+    fn prompts(specs: &[RequestSpec]) -> Vec<(String, u32, u32)> {
+        specs
+            .iter()
+            .map(|s| match &s.prompt {
+                Prompt::Text(t) => (
+                    t.split(' ').next().unwrap().to_string(),
+                    s.prompt_len,
+                    s.expected_output_len,
+                ),
+                other => panic!("sharegpt makes text prompts, got {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parse_keeps_two_turn_entries_in_order() {
+        let json = r#"[
+            {"id": "a", "conversations": [{"from": "human", "value": "p1"}, {"from": "gpt", "value": "c1"}, {"from": "human", "value": "x"}]},
+            {"id": "b", "conversations": [{"from": "human", "value": "only"}]},
+            {"id": "c"},
+            {"id": "d", "conversations": [{"value": "p2"}, {"value": "c2"}], "image": "pics/cat.png"},
+            {"id": "e", "conversations": [{"value": "p3"}, {"value": "c3"}], "image": "", "video": "https://v/x.mp4"}
+        ]"#;
+        let got = parse(json.as_bytes(), "t.json").unwrap();
+        assert_eq!(
+            got.iter()
+                .map(|c| (c.prompt.as_str(), c.completion.as_str()))
+                .collect::<Vec<_>>(),
+            [("p1", "c1"), ("p2", "c2"), ("p3", "c3")]
+        );
+        assert!(got[0].media.is_none());
+        assert!(
+            matches!(&got[1].media, Some(ContentPart::ImageUrl(u)) if u == "file://pics/cat.png")
+        );
+        assert!(matches!(&got[2].media, Some(ContentPart::VideoUrl(u)) if u == "https://v/x.mp4"));
+    }
+
+    #[test]
+    fn malformed_json_names_file_line_and_column() {
+        let json = "[\n  {\"conversations\": [\n    {\"value\": \"a\"},,\n  ]}\n]";
+        match parse(json.as_bytes(), "share.json") {
+            Err(PluginError::InvalidInput(m)) => {
+                assert!(m.contains("share.json"), "{m}");
+                assert!(m.contains("line 3 column"), "{m}");
+            }
+            other => panic!("expected invalid input, got {other:?}"),
+        }
+        // A used turn without text is an input error too.
+        let json = r#"[{"conversations": [{"from": "human"}, {"value": "c"}]}]"#;
+        match parse(json.as_bytes(), "share.json") {
+            Err(PluginError::InvalidInput(m)) => {
+                assert!(m.contains("entry 0: conversations[0]"), "{m}")
+            }
+            other => panic!("expected invalid input, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn validity_rules_are_vllms() {
+        assert!(is_valid_sequence(4, 4, false));
+        assert!(!is_valid_sequence(3, 100, false));
+        assert!(!is_valid_sequence(100, 3, false));
+        assert!(is_valid_sequence(100, 3, true));
+        assert!(is_valid_sequence(1024, 1024, false));
+        assert!(!is_valid_sequence(1025, 10, false));
+        assert!(!is_valid_sequence(1000, 1049, false));
+        assert!(!is_valid_sequence(3, 100, true));
+    }
+
+    #[test]
+    fn shuffles_like_python_and_filters_in_order() {
+        // The order of Python's random.seed(5); random.shuffle(l) (Random is checked
+        // against CPython in the SDK).
+        let mut order: Vec<usize> = (0..6).collect();
+        Random::new(5).shuffle(&mut order);
+        let tags = ["a", "b", "c", "d", "e", "f"];
+        // "c" has a 3-word prompt (too short) and "e" a 2-word completion (too short).
+        let convs: Vec<Conversation> = tags
+            .iter()
+            .map(|&t| match t {
+                "c" => conv(3, 10, t),
+                "e" => conv(10, 2, t),
+                _ => conv(5, 7, t),
+            })
+            .collect();
+        let tok = Words(Default::default());
+        let got = sample(&tok, convs, 5, 3, &Params::default()).unwrap();
+        let want: Vec<(String, u32, u32)> = order
+            .iter()
+            .map(|&i| tags[i])
+            .filter(|&t| t != "c" && t != "e")
+            .take(3)
+            .map(|t| (t.to_string(), 5, 7))
+            .collect();
+        assert_eq!(prompts(&got), want);
+    }
+
+    #[test]
+    fn output_len_overrides_and_skips_the_minimum() {
+        let convs = vec![conv(5, 1, "a"), conv(5, 900, "b")];
+        let p = Params {
+            output_len: Some(2),
+            disable_shuffle: true,
+            ..Params::default()
+        };
+        let tok = Words(Default::default());
+        let got = sample(&tok, convs, 0, 2, &p).unwrap();
+        assert_eq!(
+            prompts(&got),
+            [("a".to_string(), 5, 2), ("b".to_string(), 5, 2)]
+        );
+        assert_eq!(
+            tok.0.get(),
+            2,
+            "completions are not tokenized when output-len is set"
+        );
+    }
+
+    #[test]
+    fn oversamples_with_a_fresh_python_rng() {
+        let convs = vec![conv(5, 5, "a"), conv(5, 5, "b"), conv(5, 5, "c")];
+        let p = Params {
+            disable_shuffle: true,
+            ..Params::default()
+        };
+        let got = sample(&Words(Default::default()), convs, 9, 7, &p).unwrap();
+        // What Python's random.seed(9); [random.choice("abc") for _ in range(4)] picks.
+        let mut rng = Random::new(9);
+        let extra: Vec<String> = (0..4)
+            .map(|_| rng.choice(&["a", "b", "c"]).unwrap().to_string())
+            .collect();
+        let got: Vec<String> = prompts(&got).into_iter().map(|(t, _, _)| t).collect();
+        assert_eq!(got[..3], ["a", "b", "c"]);
+        assert_eq!(got[3..], extra[..]);
+
+        let p = Params {
+            no_oversample: true,
+            disable_shuffle: true,
+            ..Params::default()
+        };
+        let convs = vec![conv(5, 5, "a")];
+        assert_eq!(
+            sample(&Words(Default::default()), convs, 9, 7, &p)
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn nothing_valid_is_an_input_error() {
+        let convs = vec![conv(1, 5, "a")];
+        match drain(
+            &Words(Default::default()),
+            convs,
+            0,
+            2,
+            &Params::default(),
+            256,
+        ) {
+            Err(PluginError::InvalidInput(m)) => assert!(m.contains("t.json"), "{m}"),
+            other => panic!("expected invalid input, got {other:?}"),
+        }
+    }
+}
