@@ -26,6 +26,8 @@ struct Cli {
     serve: serve::ServeArgs,
 }
 
+// Parsed once per process: the size of the larger variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Online serving benchmark (the default): TTFT, TPOT, ITL, E2EL, throughput, goodput.

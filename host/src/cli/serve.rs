@@ -203,7 +203,7 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
             args.burstiness
         );
     }
-    if !(args.request_timeout > 0.0) {
+    if args.request_timeout.is_nan() || args.request_timeout <= 0.0 {
         bail!(
             "--request-timeout must be positive, got {}",
             args.request_timeout
@@ -431,7 +431,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         num_requests: prepared.len(),
         request_rate: args.request_rate,
         burstiness: args.burstiness,
-        ramp_up: plan.ramp_up.clone(),
+        ramp_up: plan.ramp_up,
         seed: args.dataset.seed,
     })?;
 
@@ -506,7 +506,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         request_rate: args.request_rate,
         burstiness: args.burstiness,
         max_concurrency: args.max_concurrency,
-        ramp_up: plan.ramp_up.clone(),
+        ramp_up: plan.ramp_up,
         rps_change_events: schedule.rps_change_events.clone(),
         metadata: plan.metadata.clone(),
         args: args_record(&args)?,
