@@ -116,8 +116,7 @@ impl Dataset for Lines {
     }
 }
 
-// Export only from the wasm build; the native build exists for unit tests.
-#[cfg(target_family = "wasm")]
+// Makes `Lines` the plugin's `dataset` export (only in the wasm build).
 bench_sdk::export_dataset!(Lines);
 
 #[cfg(test)]

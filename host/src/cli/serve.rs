@@ -11,7 +11,8 @@ use clap::{Args, ValueEnum};
 
 use super::args::{DatasetArgs, ModelArgs, split_key_value};
 use crate::client::framing::FramingKind;
-use crate::client::load::{self, DecodeWorker};
+use crate::client::load;
+use crate::client::worker::{self, DecodeWorker};
 use crate::client::{HttpClient, PreparedRequest};
 use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime};
 use crate::schedule::{self, RampUp, RampUpStrategy, ScheduleConfig};
@@ -599,7 +600,7 @@ async fn ready_and_warm_up(
             intended_start_time: 0.0,
             dispatch: raw.start,
         };
-        let events = load::decode_response(backend, raw);
+        let events = worker::decode_response(backend, raw);
         let rec = crate::client::decode::build_record(&meta, raw, events, t0);
         match rec.error {
             None => Ok(()),

@@ -134,9 +134,6 @@ impl Dataset for CustomDataset {
     }
 }
 
-// Only the wasm component exports the interface: native builds (unit tests) cannot carry
-// the component model's export names.
-#[cfg(target_family = "wasm")]
 bench_sdk::export_dataset!(CustomDataset);
 
 #[cfg(test)]

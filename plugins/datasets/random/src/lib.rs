@@ -174,9 +174,6 @@ fn warn_mismatch(what: &str, mismatch: i64) {
     }
 }
 
-// Only the wasm component exports the interface: native builds (unit tests) cannot carry
-// the component model's export names.
-#[cfg(target_family = "wasm")]
 bench_sdk::export_dataset!(RandomDataset);
 
 #[cfg(test)]

@@ -106,9 +106,6 @@ impl Dataset for ShareGptDataset {
     }
 }
 
-// Only the wasm component exports the interface: native builds (unit tests) cannot carry
-// the component model's export names.
-#[cfg(target_family = "wasm")]
 bench_sdk::export_dataset!(ShareGptDataset);
 
 #[cfg(test)]
