@@ -9,6 +9,7 @@
 pub mod decode;
 pub mod framing;
 pub mod load;
+pub mod stop;
 pub mod worker;
 
 use std::time::{Duration, Instant};
