@@ -37,7 +37,10 @@ impl StopSignal {
 
     /// Why the run was stopped, if it was.
     pub fn reason(&self) -> Option<String> {
-        self.reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Completes once the signal is raised.

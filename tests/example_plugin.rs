@@ -1,0 +1,79 @@
+//! The example third-party plugin (examples/dataset-lines) builds against `sdk/` alone,
+//! outside the workspace, and runs in `bench serve` as a `.wasm` file.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn third_party_dataset_plugin_builds_and_runs() {
+    let example = repo().join("examples/dataset-lines");
+    let target = repo().join("target/example-plugin");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let build = Command::new(cargo)
+        .current_dir(&example)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("running cargo");
+    assert!(build.status.success(), "{}", text(&build));
+    let wasm = target.join("wasm32-wasip2/release/dataset_lines.wasm");
+    assert!(wasm.exists(), "{} missing", wasm.display());
+
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("prompts.txt");
+    std::fs::write(
+        &prompts,
+        "Tell me a story.\n\nWhat is the capital of France?\nCount to ten.\n",
+    )
+    .unwrap();
+    let m = mock(Default::default());
+    let results = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "--plugin",
+        wasm.to_str().unwrap(),
+        "--dataset-path",
+        prompts.to_str().unwrap(),
+        "--dataset-option",
+        "output-len=6",
+        "--backend",
+        "openai",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--num-prompts",
+        "3",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        results.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = result_json(results.path());
+    // One request per non-empty line, each asking for 6 tokens.
+    assert_eq!(r["completed"], 3, "{}", text(&out));
+    assert_eq!(r["total_output_tokens"], 18);
+    let mut lens: Vec<u64> = r["input_lens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    lens.sort();
+    // The server's usage.prompt_tokens wins over the dataset's count (as in vLLM); the mock
+    // counts whitespace-separated words: 3, 4 and 6 for the three lines.
+    assert_eq!(lens, vec![3, 4, 6], "{r}");
+}
