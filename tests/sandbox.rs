@@ -16,6 +16,8 @@ use bench::runtime::{
 };
 use bench::tokenizer::Tokenizer;
 
+mod common;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -342,6 +344,176 @@ fn a_plugin_sees_only_its_dataset_read_only_and_no_env_args_or_network() {
     );
 }
 
+/// Whether an observation is a refusal (the plugin reports the error it got).
+fn denied(report: &[(String, String)], key: &str) -> bool {
+    observation(report, key).starts_with("denied")
+}
+
+#[cfg(unix)]
+#[test]
+fn no_path_trick_reaches_outside_the_granted_directory() {
+    use std::os::unix::fs::symlink;
+
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let granted = root_path.join("granted");
+    std::fs::create_dir_all(granted.join("sub")).unwrap();
+    let data = granted.join("data.txt");
+    std::fs::write(&data, "first line\n").unwrap();
+    std::fs::write(granted.join("inside.txt"), "inside\n").unwrap();
+    let secret = root_path.join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    // Planted in the granted directory: links that stay inside it, and links out of it
+    // by absolute and by relative target, to a file and to a directory.
+    symlink("inside.txt", granted.join("link-inside")).unwrap();
+    symlink("../inside.txt", granted.join("sub/link-up-inside")).unwrap();
+    symlink(&secret, granted.join("link-abs")).unwrap();
+    symlink("../secret.txt", granted.join("link-rel")).unwrap();
+    symlink(&root_path, granted.join("link-dir")).unwrap();
+    symlink("/etc/passwd", granted.join("link-passwd")).unwrap();
+
+    let reads = [
+        "link-inside",
+        "sub/link-up-inside",
+        "sub/../inside.txt",
+        "link-abs",
+        "link-rel",
+        "link-dir/secret.txt",
+        "link-passwd",
+        "sub/../../secret.txt",
+        "../secret.txt",
+        secret.to_str().unwrap(),
+        "/proc/self/environ",
+    ]
+    .join(",");
+    let report = probe(
+        &runtime,
+        HostContext::default(),
+        Some(&data),
+        vec![("read".into(), reads)],
+    );
+    // The plugin does follow links and `..` that stay inside: the refusals below are the
+    // sandbox's, not a plugin that cannot read links at all.
+    for inside in ["link-inside", "sub/link-up-inside", "sub/../inside.txt"] {
+        assert_eq!(observation(&report, &format!("read:{inside}")), "inside");
+    }
+    let outside = [
+        "link-abs",
+        "link-rel",
+        "link-dir/secret.txt",
+        "link-passwd",
+        "sub/../../secret.txt",
+        "../secret.txt",
+        secret.to_str().unwrap(),
+        "/proc/self/environ",
+    ];
+    for target in outside {
+        let key = format!("read:{target}");
+        assert!(denied(&report, &key), "{key}: {report:?}");
+    }
+    assert!(denied(&report, "outside"), "{report:?}");
+    assert!(denied(&report, "passwd"), "{report:?}");
+    assert!(denied(&report, "listing"), "{report:?}");
+    // The granted file is still there, unchanged, and readable.
+    assert_eq!(observation(&report, "dataset"), "first line");
+    assert_eq!(std::fs::read_to_string(&data).unwrap(), "first line\n");
+}
+
+#[test]
+fn no_environment_and_no_network_of_any_kind() {
+    use std::net::{TcpListener, UdpSocket};
+
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    // Real listeners on loopback: if the sandbox let anything out, they would see it.
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let report = probe(
+        &runtime,
+        HostContext::default(),
+        None,
+        vec![
+            (
+                "tcp-port".into(),
+                tcp.local_addr().unwrap().port().to_string(),
+            ),
+            (
+                "udp-port".into(),
+                udp.local_addr().unwrap().port().to_string(),
+            ),
+        ],
+    );
+    assert!(std::env::var_os("PATH").is_some());
+    assert_eq!(observation(&report, "env"), "0");
+    assert_eq!(observation(&report, "home"), "false");
+    assert_eq!(observation(&report, "path-var"), "false");
+    assert_eq!(observation(&report, "args"), "0");
+    for key in ["tcp", "tcp-listen", "udp", "dns"] {
+        assert!(denied(&report, key), "{key}: {report:?}");
+    }
+    assert_eq!(
+        tcp.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a TCP connection got through"
+    );
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        udp.recv_from(&mut buf).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a datagram got through"
+    );
+}
+
+#[test]
+fn a_gigabyte_text_for_the_tokenizer_is_refused_and_the_host_stays_healthy() {
+    let cache = tempfile::tempdir().unwrap();
+    // Room for the plugin to build a 1 GiB string: the host's own size cap must refuse
+    // it, not the memory limit.
+    let runtime = runtime(cache.path(), Duration::from_secs(30), 1536);
+    let host = HostContext {
+        tokenizer: Some(gpt2()),
+        seed: 0,
+    };
+    let start = Instant::now();
+    let report = probe(
+        &runtime,
+        host.clone(),
+        None,
+        vec![("huge-text-mib".into(), "1024".into())],
+    );
+    let huge = observation(&report, "huge");
+    assert!(
+        huge.starts_with("error")
+            && huge.contains("text is too large (1073741824 > 16777216 bytes)"),
+        "{huge}"
+    );
+    // Refused without tokenizing it (that would take minutes).
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    // The same instance's next host call works...
+    let ids = gpt2().encode("Hello world", false).unwrap();
+    assert_eq!(observation(&report, "tokens"), format!("{ids:?}"));
+    // ... and so do other plugins in this process.
+    let again = probe(&runtime, host, None, Vec::new());
+    assert_eq!(observation(&again, "tokens"), format!("{ids:?}"));
+    let mut backend = runtime
+        .load_backend(&fixture("echo-backend"), HostContext::default())
+        .unwrap();
+    backend.open(echo_config(Vec::new())).unwrap();
+    let head = ResponseHead {
+        status: 200,
+        headers: Vec::new(),
+    };
+    assert_eq!(backend.decode(&head, b"abc", &[3]).unwrap().len(), 2);
+}
+
 #[test]
 fn without_a_dataset_path_no_file_is_visible() {
     let cache = tempfile::tempdir().unwrap();
@@ -552,6 +724,214 @@ fn spans_outside_the_buffer_are_refused() {
     };
     let err = format!("{:#}", backend.decode(&head, b"abc", &[3]).unwrap_err());
     assert!(err.contains("text span outside the 3-byte buffer"), "{err}");
+}
+
+/// One SSE-framed chat chunk carrying `text`, as the framer hands it to the decoder.
+fn chat_frame(text: &str) -> Vec<u8> {
+    format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{text}"}}}}]}}"#).into_bytes()
+}
+
+#[test]
+fn a_decoder_trap_kills_only_its_instance_and_a_fork_goes_on() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = default_runtime(cache.path());
+    let plugin = fixture("hostile-decoder");
+    let mut backend = runtime
+        .load_backend(&plugin, HostContext::default())
+        .unwrap();
+    backend
+        .open(ClientConfig {
+            model: "m".into(),
+            ignore_eos: false,
+            extra_body: None,
+            options: vec![("trap-marker".into(), "BOOM".into())],
+        })
+        .unwrap();
+    let head = ResponseHead {
+        status: 200,
+        headers: Vec::new(),
+    };
+    let good = chat_frame(" fine");
+    let bad = chat_frame(" BOOM");
+    let decode_ok = |backend: &mut bench::runtime::BackendPlugin| {
+        let events = backend.decode(&head, &good, &[good.len() as u32]).unwrap();
+        assert!(
+            matches!(&events[0].kind, EventKind::Chunk(c) if c.content.is_some()),
+            "{events:?}"
+        );
+    };
+    decode_ok(&mut backend);
+    assert!(!backend.faulted());
+
+    let err = format!(
+        "{:#}",
+        backend
+            .decode(&head, &bad, &[bad.len() as u32])
+            .unwrap_err()
+    );
+    assert!(
+        err.contains(&format!(
+            "plugin '{}': call 'feed' trapped",
+            plugin.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("trapping on a response containing \"BOOM\""),
+        "{err}"
+    );
+    assert!(backend.faulted());
+    // The dead instance refuses even a good response...
+    let again = format!(
+        "{:#}",
+        backend
+            .decode(&head, &good, &[good.len() as u32])
+            .unwrap_err()
+    );
+    assert!(again.contains("after an earlier fault"), "{again}");
+
+    // ... but a fork is a fresh instance with the same configuration (the marker too).
+    let mut fresh = backend.fork().unwrap();
+    assert!(!fresh.faulted());
+    decode_ok(&mut fresh);
+    assert!(fresh.decode(&head, &bad, &[bad.len() as u32]).is_err());
+    assert!(fresh.faulted());
+}
+
+/// `bench serve` against the mock with the `hostile-decoder` fixture as the backend.
+fn serve_hostile(
+    url: &str,
+    trap_every: u32,
+    num_prompts: u32,
+    result_dir: &Path,
+) -> std::process::Output {
+    let backend = path_of(&fixture("hostile-decoder"));
+    let tokenizer = repo().join("tests/data/tokenizers/gpt2");
+    let trap = format!("trap-every={trap_every}");
+    let num_prompts = num_prompts.to_string();
+    Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "--backend",
+            &backend,
+            "--backend-option",
+            &trap,
+            "--model",
+            "mock",
+            "--tokenizer",
+            tokenizer.to_str().unwrap(),
+            "--base-url",
+            url,
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            &num_prompts,
+            // Slow enough that a stop raised after a few dozen responses is early.
+            "--request-rate",
+            "25",
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            result_dir.to_str().unwrap(),
+            "--disable-tqdm",
+        ])
+        .env("BENCH_LOG", "warn")
+        .output()
+        .expect("running bench")
+}
+
+fn describe_output(out: &std::process::Output) -> String {
+    format!(
+        "status: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The non-empty per-request errors of a detailed result file.
+fn errors_of(result: &serde_json::Value) -> Vec<String> {
+    result["errors"]
+        .as_array()
+        .expect("a detailed result has errors")
+        .iter()
+        .map(|e| e.as_str().unwrap().to_owned())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+#[test]
+fn cli_a_decoder_trap_fails_that_request_only_and_the_run_goes_on() {
+    let mock = common::mock(Default::default());
+    let dir = tempfile::tempdir().unwrap();
+    // The sixth response traps; the replacement instance counts from zero and decodes the
+    // remaining four without trapping.
+    let out = serve_hostile(&mock.url, 6, 10, dir.path());
+    let log = describe_output(&out);
+    assert!(out.status.success(), "{log}");
+    let result = common::result_json(dir.path());
+    assert_eq!(result["completed"], 9, "{log}");
+    assert_eq!(result["failed"], 1, "{log}");
+    assert_eq!(result["total_output_tokens"], 9 * 4, "{log}");
+    let errors = errors_of(&result);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let plugin = path_of(&fixture("hostile-decoder"));
+    assert!(
+        errors[0].starts_with(&format!("decode: plugin '{plugin}': call 'feed' trapped")),
+        "{errors:?}"
+    );
+    assert!(
+        errors[0].contains("trapping on response 6 of this instance"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn cli_a_decoder_that_keeps_trapping_stops_the_run_and_keeps_its_results() {
+    let plugin = path_of(&fixture("hostile-decoder"));
+    let mock = common::mock(Default::default());
+
+    // Every response traps: the fifth fault in a row stops the run.
+    let dir = tempfile::tempdir().unwrap();
+    let out = serve_hostile(&mock.url, 1, 100, dir.path());
+    let log = describe_output(&out);
+    assert!(!out.status.success(), "{log}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "backend plugin '{plugin}' faulted on 5 responses in a row (last: call 'feed' trapped"
+        )),
+        "{log}"
+    );
+
+    // Every other response traps: never five in a row, but the eleventh fault stops the
+    // run; the responses decoded before it are kept in the result file.
+    let dir = tempfile::tempdir().unwrap();
+    let out = serve_hostile(&mock.url, 2, 100, dir.path());
+    let log = describe_output(&out);
+    assert!(!out.status.success(), "{log}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "backend plugin '{plugin}' faulted on 11 responses in this run (more than 10)"
+        )),
+        "{log}"
+    );
+    let result = common::result_json(dir.path());
+    // Decoded: ok, trap, ok, trap, ... until the eleventh trap.
+    assert_eq!(result["completed"], 11, "{log}");
+    assert_eq!(result["total_output_tokens"], 11 * 4, "{log}");
+    let failed = result["failed"].as_u64().unwrap();
+    assert!(failed >= 11, "{log}");
+    // Stopped early: at 25 requests/s the whole workload would take four seconds.
+    assert!(11 + failed < 100, "{log}");
+    let errors = errors_of(&result);
+    let traps = errors
+        .iter()
+        .filter(|e| e.starts_with(&format!("decode: plugin '{plugin}': call 'feed' trapped")))
+        .count();
+    assert_eq!(traps, 11, "{errors:?}");
 }
 
 #[test]

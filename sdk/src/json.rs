@@ -1150,4 +1150,346 @@ mod tests {
             cur.finish().unwrap();
         }
     }
+
+    /// Fuzzing of the scanner with proptest: `cargo test -p bench-sdk fuzz_` runs a short
+    /// round; `PROPTEST_CASES=200000 cargo test -p bench-sdk fuzz_` a long one.
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// `short_run` cases unless `PROPTEST_CASES` asks for another count.
+        fn cases(short_run: u32) -> ProptestConfig {
+            let mut config = ProptestConfig::default();
+            if std::env::var_os("PROPTEST_CASES").is_none() {
+                config.cases = short_run;
+            }
+            config
+        }
+
+        /// Reads every value with the public readers, the way decoders do, and never
+        /// panics on any input: the scanner's errors are values, not crashes.
+        fn walk(buf: &[u8], cur: &mut Cursor<'_>) -> Result<()> {
+            match cur.kind()? {
+                Kind::Object => {
+                    cur.object(|key, v| {
+                        let _ = key.is("text") || key.is("\u{e9}t\"") || key.raw().is_empty();
+                        walk(buf, v)
+                    })?;
+                }
+                Kind::Array => {
+                    cur.array(|_, v| walk(buf, v))?;
+                }
+                Kind::String => {
+                    let s = cur.string()?.expect("kind said string");
+                    assert!(s.start <= s.end && s.end < buf.len());
+                    assert_eq!(buf[s.start - 1], b'"');
+                    assert_eq!(buf[s.end], b'"');
+                    let _ = s.text(buf);
+                }
+                Kind::Number => {
+                    if cur.u64()?.is_none() {
+                        cur.skip()?;
+                    }
+                }
+                Kind::Null => {
+                    if !cur.null()? {
+                        cur.skip()?;
+                    }
+                }
+                Kind::Bool => cur.skip()?,
+            }
+            Ok(())
+        }
+
+        /// Token soup: mostly JSON's own punctuation and literals, so about half the
+        /// inputs are valid and the rest fail at every possible place. All ASCII or valid
+        /// UTF-8, without the extensions Python accepts (NaN, Infinity, lone surrogates),
+        /// so the scanner must agree with serde_json on every one.
+        fn soup_piece() -> impl Strategy<Value = &'static str> {
+            prop_oneof![
+                Just("{"),
+                Just("}"),
+                Just("["),
+                Just("]"),
+                Just(":"),
+                Just(","),
+                Just("\""),
+                Just("\"k\""),
+                Just("\"text\":"),
+                Just("\"\\\"\""),
+                Just("\"\\u00e9\\n\""),
+                Just("\"\\u12\""),
+                Just("\"\\x\""),
+                Just("\"é\""),
+                Just("\"\u{1}\""),
+                Just("\\"),
+                Just("0"),
+                Just("12"),
+                Just("-"),
+                Just("."),
+                Just("5e"),
+                Just("E+3"),
+                Just("true"),
+                Just("fals"),
+                Just("null"),
+                Just(" "),
+                Just("\n"),
+                Just("\t"),
+                Just("x"),
+            ]
+        }
+
+        fn soup() -> impl Strategy<Value = String> {
+            prop::collection::vec(soup_piece(), 0..40).prop_map(|pieces| pieces.concat())
+        }
+
+        /// serde_json's verdict on `text`, or `Err(())` when Python's `json.loads` (which
+        /// the scanner follows) would judge it differently: numbers that overflow to
+        /// infinity and lone surrogates (a leading one not followed by `\u` is "unexpected
+        /// end of hex escape" to serde_json), which Python accepts and serde_json refuses.
+        fn serde_verdict(text: &str) -> std::result::Result<Option<Value>, ()> {
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) => Ok(Some(value)),
+                Err(e)
+                    if e.to_string().starts_with("number out of range")
+                        || e.to_string().contains("surrogate")
+                        || e.to_string().starts_with("unexpected end of hex escape") =>
+                {
+                    Err(())
+                }
+                Err(_) => Ok(None),
+            }
+        }
+
+        /// The scanner's verdict agrees with serde_json's, and an accepted text reads
+        /// as the same value.
+        fn check_agreement(text: &str) -> std::result::Result<(), TestCaseError> {
+            let Ok(theirs) = serde_verdict(text) else {
+                return Ok(());
+            };
+            prop_assert_eq!(valid(text.as_bytes()), theirs.is_some(), "{:?}", text);
+            let mut cur = Cursor::new(text.as_bytes());
+            let walked = walk(text.as_bytes(), &mut cur).and_then(|()| cur.finish());
+            prop_assert_eq!(walked.is_ok(), theirs.is_some(), "{:?}", text);
+            if let Some(value) = theirs {
+                prop_assert_eq!(parse(text).unwrap(), value);
+            }
+            Ok(())
+        }
+
+        /// A JSON number's text, always within f64's range.
+        fn number() -> impl Strategy<Value = String> {
+            "-?(0|[1-9][0-9]{0,24})(\\.[0-9]{1,8})?([eE][+-]?[0-9]{1,2})?"
+        }
+
+        /// One character of a string literal, written any way JSON allows.
+        fn string_piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                // Any character; those that must be escaped as `\uXXXX`.
+                4 => any::<char>().prop_map(|c| match c {
+                    '\0'..='\u{1f}' | '"' | '\\' => format!("\\u{:04x}", u32::from(c)),
+                    c => String::from(c),
+                }),
+                1 => prop_oneof![
+                    Just("\\\""), Just("\\\\"), Just("\\/"), Just("\\b"), Just("\\f"),
+                    Just("\\n"), Just("\\r"), Just("\\t"),
+                ]
+                .prop_map(str::to_owned),
+                1 => any::<char>().prop_map(|c| {
+                    // \uXXXX, as a surrogate pair outside the basic plane.
+                    let mut units = [0u16; 2];
+                    c.encode_utf16(&mut units)
+                        .iter()
+                        .map(|u| format!("\\u{u:04X}"))
+                        .collect::<String>()
+                }),
+            ]
+        }
+
+        fn string_literal() -> impl Strategy<Value = String> {
+            prop::collection::vec(string_piece(), 0..12)
+                .prop_map(|pieces| format!("\"{}\"", pieces.concat()))
+        }
+
+        fn whitespace() -> impl Strategy<Value = &'static str> {
+            prop_oneof![4 => Just(""), 1 => Just(" "), 1 => Just("\n  "), 1 => Just("\r\n\t")]
+        }
+
+        /// A strategy for one of `flawless` (always, when `flawed` is false) or, now and
+        /// then, one of `flaws`.
+        fn maybe_flawed(
+            flawed: bool,
+            flawless: BoxedStrategy<String>,
+            flaws: &'static [&'static str],
+        ) -> BoxedStrategy<String> {
+            if flawed {
+                prop_oneof![
+                    12 => flawless,
+                    1 => prop::sample::select(flaws).prop_map(str::to_owned),
+                ]
+                .boxed()
+            } else {
+                flawless
+            }
+        }
+
+        /// JSON documents as text: nested containers, every literal and number shape,
+        /// every escape form, whitespace between any tokens. With `flawed`, a token here
+        /// and there is wrong in one of the ways JSON can be (a bad number, string,
+        /// literal or separator), so validity turns on single bytes anywhere in it.
+        fn json_text(flawed: bool) -> BoxedStrategy<String> {
+            let literal = prop::sample::select(&["null", "true", "false"][..])
+                .prop_map(str::to_owned)
+                .boxed();
+            let leaf = prop_oneof![
+                maybe_flawed(flawed, literal, &["tru", "nul", "True", "nan", "'a'", ""]),
+                maybe_flawed(
+                    flawed,
+                    number().boxed(),
+                    &[
+                        "1.", ".5", "01", "-", "1e", "1e+", "+1", "--1", "0x1", "1.e3"
+                    ],
+                ),
+                maybe_flawed(
+                    flawed,
+                    string_literal().boxed(),
+                    &["\"abc", "\"\\x\"", "\"\\u12\"", "\"a\u{1}b\"", "\"\\\""],
+                ),
+            ];
+            let comma =
+                move || maybe_flawed(flawed, Just(",".to_owned()).boxed(), &["", ",,", ";"]);
+            let colon = maybe_flawed(flawed, Just(":".to_owned()).boxed(), &["", "::", "="]);
+            let key = maybe_flawed(flawed, string_literal().boxed(), &["k", "1", "null", "\"k"]);
+            // Nothing, or a separator before the closing bracket.
+            let trailing = maybe_flawed(flawed, Just(String::new()).boxed(), &[",", " ,", ":"]);
+            leaf.prop_recursive(6, 64, 6, move |inner| {
+                let item = (whitespace(), inner.clone(), comma());
+                let member = (
+                    whitespace(),
+                    key.clone(),
+                    whitespace(),
+                    colon.clone(),
+                    inner,
+                    comma(),
+                );
+                prop_oneof![
+                    (
+                        prop::collection::vec(item, 0..6),
+                        trailing.clone(),
+                        whitespace()
+                    )
+                        .prop_map(|(items, trailing, end)| {
+                            let mut text = "[".to_owned();
+                            for (i, (ws, value, comma)) in items.iter().enumerate() {
+                                let sep = if i == 0 { "" } else { comma.as_str() };
+                                text.push_str(&format!("{sep}{ws}{value}"));
+                            }
+                            format!("{text}{trailing}{end}]")
+                        }),
+                    (
+                        prop::collection::vec(member, 0..6),
+                        trailing.clone(),
+                        whitespace()
+                    )
+                        .prop_map(|(members, trailing, end)| {
+                            let mut text = "{".to_owned();
+                            for (i, (a, key, b, colon, value, comma)) in members.iter().enumerate()
+                            {
+                                let sep = if i == 0 { "" } else { comma.as_str() };
+                                text.push_str(&format!("{sep}{a}{key}{b}{colon}{value}"));
+                            }
+                            format!("{text}{trailing}{end}}}")
+                        }),
+                ]
+            })
+            .boxed()
+        }
+
+        fn document() -> BoxedStrategy<String> {
+            json_text(false)
+        }
+
+        proptest! {
+            #![proptest_config(cases(1024))]
+
+            #[test]
+            fn fuzz_arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+                let mut cur = Cursor::new(&bytes);
+                let _ = cur.skip().and_then(|()| cur.finish());
+                let mut cur = Cursor::new(&bytes);
+                if let Err(e) = walk(&bytes, &mut cur).and_then(|()| cur.finish()) {
+                    prop_assert!(e.offset <= bytes.len());
+                }
+                let _ = unescape(&bytes);
+            }
+
+            #[test]
+            fn fuzz_token_soup_is_judged_as_serde_json_judges_it(text in soup()) {
+                check_agreement(&text)?;
+            }
+
+            #[test]
+            fn fuzz_flawed_documents_are_judged_as_serde_json_judges_them(text in json_text(true)) {
+                check_agreement(&text)?;
+            }
+
+            #[test]
+            fn fuzz_damaged_documents_are_judged_as_serde_json_judges_them(
+                text in document(),
+                edits in prop::collection::vec((any::<usize>(), 0..3u8, soup_piece()), 1..4),
+            ) {
+                // Near-valid input: a document with a few bytes deleted, inserted or
+                // replaced, where validity turns on a single byte.
+                let mut bytes = text.into_bytes();
+                for (at, kind, piece) in edits {
+                    let at = at % (bytes.len() + 1);
+                    match kind {
+                        0 if at < bytes.len() => {
+                            bytes.remove(at);
+                        }
+                        1 => {
+                            bytes.splice(at..at, piece.bytes());
+                        }
+                        _ if at < bytes.len() => bytes[at] = piece.as_bytes()[0],
+                        _ => {}
+                    }
+                }
+                let mut cur = Cursor::new(&bytes);
+                let _ = walk(&bytes, &mut cur);
+                // The scanner leaves UTF-8 to the host; serde_json checks it.
+                if let Ok(text) = std::str::from_utf8(&bytes) {
+                    check_agreement(text)?;
+                }
+            }
+
+            #[test]
+            fn fuzz_valid_documents_read_as_serde_json_reads_them(
+                text in document(),
+                lead in whitespace(),
+                trail in whitespace(),
+            ) {
+                let text = format!("{lead}{text}{trail}");
+                let expected: Value = serde_json::from_str(&text).unwrap();
+                prop_assert_eq!(parse(&text).unwrap(), expected.clone());
+                // And what serde_json writes back, compact and pretty.
+                // (Compared with serde_json's reading of that text: its float parsing
+                // does not always give back the float it wrote.)
+                for again in [
+                    serde_json::to_string(&expected).unwrap(),
+                    serde_json::to_string_pretty(&expected).unwrap(),
+                ] {
+                    let reread: Value = serde_json::from_str(&again).unwrap();
+                    prop_assert_eq!(parse(&again).unwrap(), reread);
+                }
+                // A container or string cut anywhere before its closing byte is
+                // incomplete (a bare number's prefix may be a number).
+                let trimmed = text.trim();
+                if trimmed.starts_with(['{', '[', '"']) {
+                    for cut in [1, trimmed.len() / 2, trimmed.len() - 1] {
+                        prop_assert!(!valid(&trimmed.as_bytes()[..cut]), "{:?}", trimmed);
+                    }
+                }
+            }
+        }
+    }
 }

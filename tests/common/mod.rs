@@ -144,3 +144,103 @@ pub const DETAILED_KEYS: &[&str] = &[
     "generated_texts",
     "errors",
 ];
+
+/// A `bench` process started in the background, with its output read by threads so it
+/// never blocks on a full pipe; stdout lines are also handed over as they arrive.
+pub struct Running {
+    pub child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    stdout: std::thread::JoinHandle<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+/// Starts `bench` with `args` in the background.
+pub fn spawn_bench(args: &[&str]) -> Running {
+    use std::io::{BufRead, Read};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .env("BENCH_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting bench");
+    let (tx, lines) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(out).lines() {
+            let line = line.unwrap_or_default();
+            all.push_str(&line);
+            all.push('\n');
+            let _ = tx.send(line);
+        }
+        all
+    });
+    let mut err = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = err.read_to_string(&mut all);
+        all
+    });
+    Running {
+        child,
+        lines,
+        stdout,
+        stderr,
+    }
+}
+
+impl Running {
+    /// Blocks until a stdout line contains `needle` (panics after `timeout`).
+    pub fn wait_for_line(&self, needle: &str, timeout: std::time::Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return,
+                Ok(_) => {}
+                Err(e) => panic!("no line with {needle:?} from bench: {e}"),
+            }
+        }
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGINT`) to the process.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on the pid of a child we started and have not reaped.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+        assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits for the process to end (panics after `timeout`, killing it).
+    pub fn wait(mut self, timeout: std::time::Duration) -> Output {
+        let deadline = std::time::Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "bench still running after {timeout:?}\nstderr:\n{}",
+                    self.stderr.join().unwrap()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        Output {
+            status,
+            stdout: self.stdout.join().unwrap().into_bytes(),
+            stderr: self.stderr.join().unwrap().into_bytes(),
+        }
+    }
+}
+
+/// Raises this process's open-file limit to its hard limit (servers in the test process
+/// hold one descriptor per connection) and returns the new soft limit.
+pub fn raise_open_file_limit() -> u64 {
+    bench::cli::limits::raise_open_file_limit()
+        .expect("reading the open-file limit")
+        .soft
+}

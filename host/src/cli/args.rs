@@ -25,6 +25,10 @@ pub struct ModelArgs {
 
 /// The dataset plugin and its options. vLLM's per-dataset flags are kept by name; each
 /// `--<plugin>-<option>` flag becomes option `<option>` of the plugin named `<plugin>`.
+///
+/// Numeric flags accept a leading minus sign so that a negative value reaches the flag's
+/// own parser and is refused with a message naming the flag (clap would otherwise take
+/// `-1` for an unknown option and not say which flag it was meant for).
 #[derive(Args, Debug, Clone, serde::Serialize)]
 pub struct DatasetArgs {
     /// Dataset plugin: a first-party name (random, sharegpt, custom) or a path to a .wasm file.
@@ -40,43 +44,43 @@ pub struct DatasetArgs {
     pub dataset_path: Option<PathBuf>,
 
     /// Number of prompts to process.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, allow_negative_numbers = true)]
     pub num_prompts: u32,
 
     /// Random seed for the workload and the arrival times.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub seed: u64,
 
     /// General input length; maps to --random-input-len.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub input_len: Option<u32>,
 
     /// General output length; maps to the dataset's output length option.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub output_len: Option<u32>,
 
     /// random: number of input tokens per request (default 1024).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub random_input_len: Option<u32>,
 
     /// random: number of output tokens per request (default 128).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub random_output_len: Option<u32>,
 
     /// random: range ratio r for lengths sampled uniformly in [L(1-r), L(1+r)] (default 0.0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub random_range_ratio: Option<f64>,
 
     /// random: number of fixed prefix tokens before the random context (default 0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub random_prefix_len: Option<u32>,
 
     /// sharegpt: output length for every request, overriding the dataset's completions.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub sharegpt_output_len: Option<u32>,
 
     /// custom: output length for every request (default 256).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub custom_output_len: Option<i64>,
 
     /// custom: do not apply the tokenizer's chat template to prompts.

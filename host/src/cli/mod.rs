@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod dataset;
+pub mod limits;
 pub mod plugin;
 pub mod serve;
 

@@ -1,7 +1,7 @@
 //! `bench serve` (also the default subcommand): online serving benchmark with vLLM's
 //! flags, metrics and result files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,16 +10,21 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 
 use super::args::{DatasetArgs, ModelArgs, split_key_value};
+use super::limits;
 use crate::client::framing::FramingKind;
 use crate::client::load;
+use crate::client::stop::StopSignal;
 use crate::client::worker::{self, DecodeWorker};
 use crate::client::{HttpClient, PreparedRequest};
-use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime};
+use crate::report::save::Interruption;
+use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime, RuntimeConfig};
 use crate::schedule::{self, RampUp, RampUpStrategy, ScheduleConfig};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{self, HostHeaders};
 use crate::{metrics, report};
 
+/// The flags of `bench serve`, vLLM's by name and meaning. Numeric flags accept a leading
+/// minus sign so that a negative value is refused by the flag's own parser, naming it.
 #[derive(Args, Debug, Clone, serde::Serialize)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -45,7 +50,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
 
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, allow_negative_numbers = true)]
     pub port: u16,
 
     /// API endpoint path; defaults to the backend's own (e.g. /v1/chat/completions).
@@ -57,7 +62,7 @@ pub struct ServeArgs {
     pub header: Vec<String>,
 
     /// Maximum number of concurrent requests.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_concurrency: Option<usize>,
 
     /// Requests per second; inf sends all requests at time 0.
@@ -72,10 +77,10 @@ pub struct ServeArgs {
     #[arg(long, value_enum)]
     pub ramp_up_strategy: Option<RampUpArg>,
 
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub ramp_up_start_rps: Option<u32>,
 
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub ramp_up_end_rps: Option<u32>,
 
     /// Ask the server to ignore EOS (default on for the random dataset, as in vLLM).
@@ -125,30 +130,58 @@ pub struct ServeArgs {
     pub disable_tqdm: bool,
 
     /// Wait up to this many seconds for the endpoint to answer a test request (0: skip).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub ready_check_timeout_sec: u64,
 
     /// Warm-up requests sent before the measured run (excluded from the statistics).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub num_warmups: u32,
 
     /// Prefix of request ids; defaults to bench-<8 random hex digits>-.
     #[arg(long)]
     pub request_id_prefix: Option<String>,
 
-    #[arg(long, help_heading = "Sampling parameters")]
+    #[arg(
+        long,
+        help_heading = "Sampling parameters",
+        allow_negative_numbers = true
+    )]
     pub temperature: Option<f64>,
-    #[arg(long, help_heading = "Sampling parameters")]
+    #[arg(
+        long,
+        help_heading = "Sampling parameters",
+        allow_negative_numbers = true
+    )]
     pub top_p: Option<f64>,
-    #[arg(long, help_heading = "Sampling parameters")]
+    #[arg(
+        long,
+        help_heading = "Sampling parameters",
+        allow_negative_numbers = true
+    )]
     pub top_k: Option<i64>,
-    #[arg(long, help_heading = "Sampling parameters")]
+    #[arg(
+        long,
+        help_heading = "Sampling parameters",
+        allow_negative_numbers = true
+    )]
     pub min_p: Option<f64>,
-    #[arg(long, help_heading = "Sampling parameters")]
+    #[arg(
+        long,
+        help_heading = "Sampling parameters",
+        allow_negative_numbers = true
+    )]
     pub frequency_penalty: Option<f64>,
-    #[arg(long, help_heading = "Sampling parameters")]
+    #[arg(
+        long,
+        help_heading = "Sampling parameters",
+        allow_negative_numbers = true
+    )]
     pub presence_penalty: Option<f64>,
-    #[arg(long, help_heading = "Sampling parameters")]
+    #[arg(
+        long,
+        help_heading = "Sampling parameters",
+        allow_negative_numbers = true
+    )]
     pub repetition_penalty: Option<f64>,
 
     /// A JSON object merged into every request body.
@@ -160,8 +193,14 @@ pub struct ServeArgs {
     pub backend_options: Vec<String>,
 
     /// Give up on a request after this many seconds (default: 6 hours, as vLLM).
-    #[arg(long, default_value_t = 6.0 * 3600.0)]
+    #[arg(long, default_value_t = 6.0 * 3600.0, allow_negative_numbers = true)]
     pub request_timeout: f64,
+
+    /// On Ctrl-C or SIGTERM: no new requests are sent, requests in flight get this many
+    /// seconds to finish (then they are cancelled and counted as failed), and the results
+    /// so far are reported and saved, marked as interrupted. A second Ctrl-C exits at once.
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
+    pub shutdown_grace_sec: f64,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -180,10 +219,22 @@ struct Plan {
     ramp_up: Option<RampUp>,
     extra_body: Option<String>,
     backend_options: Vec<(String, String)>,
+    runtime: RuntimeConfig,
+    dataset: PluginRef,
+    backend: PluginRef,
+    request_timeout: Duration,
+    shutdown_grace: Duration,
+    /// The most connections the run may hold open at once.
+    connections: limits::ConnectionNeed,
+    /// Flags vLLM accepts but that do nothing here, said once before the run.
+    warnings: Vec<String>,
 }
 
-/// Checks every flag before any work, with messages naming the flag.
+/// Checks every flag before any work, with messages naming the flag. Nothing here reads
+/// more than file metadata, so a bad command line fails in milliseconds; the only side
+/// effect is creating `--result-dir` (as vLLM does) to prove it is writable.
 fn plan(args: &ServeArgs) -> Result<Plan> {
+    let mut warnings = Vec::new();
     if let Some(c) = args.max_concurrency
         && c == 0
     {
@@ -204,47 +255,18 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
             args.burstiness
         );
     }
-    if args.request_timeout.is_nan() || args.request_timeout <= 0.0 {
-        bail!(
-            "--request-timeout must be positive, got {}",
-            args.request_timeout
-        );
-    }
-    let ramp_up = match args.ramp_up_strategy {
-        None => {
-            if args.ramp_up_start_rps.is_some() || args.ramp_up_end_rps.is_some() {
-                bail!("--ramp-up-start-rps and --ramp-up-end-rps need --ramp-up-strategy");
-            }
-            None
-        }
-        Some(s) => {
-            if args.request_rate.is_finite() {
-                bail!(
-                    "When using ramp-up, do not specify --request-rate. The request rate will be \
-                     controlled by ramp-up parameters. Please remove the --request-rate argument."
-                );
-            }
-            let (Some(start), Some(end)) = (args.ramp_up_start_rps, args.ramp_up_end_rps) else {
-                bail!(
-                    "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps must be specified"
-                );
-            };
-            if start > end {
-                bail!("--ramp-up-start-rps ({start}) must be less than --ramp-up-end-rps ({end})");
-            }
-            if s == RampUpArg::Exponential && start == 0 {
-                bail!("For exponential ramp-up, --ramp-up-start-rps cannot be 0");
-            }
-            Some(RampUp {
-                strategy: match s {
-                    RampUpArg::Linear => RampUpStrategy::Linear,
-                    RampUpArg::Exponential => RampUpStrategy::Exponential,
-                },
-                start_rps: f64::from(start),
-                end_rps: f64::from(end),
-            })
-        }
-    };
+    let request_timeout = positive_seconds(args.request_timeout)
+        .with_context(|| format!("--request-timeout {}", args.request_timeout))?;
+    let shutdown_grace = Duration::try_from_secs_f64(args.shutdown_grace_sec)
+        .ok()
+        .filter(|_| args.shutdown_grace_sec.is_finite())
+        .with_context(|| {
+            format!(
+                "--shutdown-grace-sec must be a number of seconds >= 0, got {}",
+                args.shutdown_grace_sec
+            )
+        })?;
+    let ramp_up = ramp_up(args, &mut warnings)?;
     let is_random = matches!(args.dataset.dataset_name.as_str(), "random");
     if is_random && args.dataset.dataset_path.is_some() {
         bail!(
@@ -252,10 +274,22 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
              --dataset-name (e.g., 'sharegpt', 'custom') for your dataset file"
         );
     }
+    if let Some(path) = &args.dataset.dataset_path
+        && !path.exists()
+    {
+        bail!(
+            "--dataset-path {}: no such file or directory",
+            path.display()
+        );
+    }
+    let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
+    let backend = plugin_ref(&args.backend, "--backend")?;
+    args.dataset.options()?;
+    let runtime = args.sandbox.runtime_config()?;
     let headers = args
         .header
         .iter()
-        .map(|h| split_key_value(h).with_context(|| format!("--header {h:?}")))
+        .map(|h| parse_header(h).with_context(|| format!("--header {h:?}")))
         .collect::<Result<Vec<_>>>()?;
     let metadata = args
         .metadata
@@ -282,12 +316,36 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
         None if args.host.contains(':') => format!("http://[{}]:{}", args.host, args.port),
         None => format!("http://{}:{}", args.host, args.port),
     };
-    reqwest::Url::parse(&base_url)
-        .with_context(|| format!("--base-url {base_url:?} is not a URL"))?;
-    if let Some(dir) = &args.result_dir {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("--result-dir {}: cannot create it", dir.display()))?;
+    let flag = if args.base_url.is_some() {
+        "--base-url"
+    } else {
+        "--host"
+    };
+    reqwest::Url::parse(&base_url).with_context(|| format!("{flag} {base_url:?} is not a URL"))?;
+    if let Some(endpoint) = &args.endpoint {
+        reqwest::Url::parse(&format!("{base_url}{endpoint}"))
+            .ok()
+            .filter(|_| endpoint.starts_with('/'))
+            .with_context(|| {
+                format!("--endpoint {endpoint:?} must be a URL path such as /v1/completions")
+            })?;
     }
+    check_result_dir(args)?;
+    let concurrent = u64::from(args.dataset.num_prompts);
+    let connections = match args.max_concurrency {
+        Some(c) => limits::ConnectionNeed {
+            connections: (c as u64).min(concurrent),
+            flag: "--max-concurrency",
+            certain: true,
+        },
+        None => limits::ConnectionNeed {
+            // Warm-ups run first, as many at once as there are; their connections stay
+            // open for the run.
+            connections: concurrent.max(u64::from(args.num_warmups)),
+            flag: "--num-prompts",
+            certain: args.request_rate.is_infinite() && args.ramp_up_strategy.is_none(),
+        },
+    };
     Ok(Plan {
         base_url,
         headers,
@@ -300,7 +358,138 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
         ramp_up,
         extra_body,
         backend_options,
+        runtime,
+        dataset,
+        backend,
+        request_timeout,
+        shutdown_grace,
+        connections,
+        warnings,
     })
+}
+
+/// A positive, finite number of seconds.
+fn positive_seconds(secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| secs.is_finite() && !d.is_zero())
+        .with_context(|| format!("must be a positive number of seconds, got {secs}"))
+}
+
+/// vLLM's ramp-up checks, in its order and with its messages (naming the flags).
+fn ramp_up(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<Option<RampUp>> {
+    let Some(strategy) = args.ramp_up_strategy else {
+        if args.ramp_up_start_rps.is_some() || args.ramp_up_end_rps.is_some() {
+            // vLLM ignores them silently; a run it accepts is accepted here too.
+            warnings.push(
+                "--ramp-up-start-rps and --ramp-up-end-rps do nothing without \
+                 --ramp-up-strategy; the request rate is --request-rate"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    };
+    if args.request_rate.is_finite() {
+        bail!(
+            "When using ramp-up, do not specify --request-rate. The request rate will be \
+             controlled by ramp-up parameters. Please remove the --request-rate argument."
+        );
+    }
+    let (Some(start), Some(end)) = (args.ramp_up_start_rps, args.ramp_up_end_rps) else {
+        bail!(
+            "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps must be specified"
+        );
+    };
+    // vLLM's "must be non-negative" check is the flags' unsigned type here.
+    if start > end {
+        bail!("--ramp-up-start-rps ({start}) must be less than --ramp-up-end-rps ({end})");
+    }
+    if strategy == RampUpArg::Exponential && start == 0 {
+        bail!("For exponential ramp-up, --ramp-up-start-rps cannot be 0");
+    }
+    Ok(Some(RampUp {
+        strategy: match strategy {
+            RampUpArg::Linear => RampUpStrategy::Linear,
+            RampUpArg::Exponential => RampUpStrategy::Exponential,
+        },
+        start_rps: f64::from(start),
+        end_rps: f64::from(end),
+    }))
+}
+
+/// A plugin reference, and for a file that it exists.
+fn plugin_ref(spec: &str, flag: &str) -> Result<PluginRef> {
+    let r = PluginRef::parse(spec).with_context(|| format!("{flag} {spec:?}"))?;
+    if let PluginRef::File(path) = &r
+        && !path.is_file()
+    {
+        bail!("{flag} {}: no such file", path.display());
+    }
+    Ok(r)
+}
+
+/// `--header KEY=VALUE`, checked to be a valid HTTP header.
+fn parse_header(item: &str) -> Result<(String, String)> {
+    let (k, v) = split_key_value(item)?;
+    reqwest::header::HeaderName::from_bytes(k.as_bytes())
+        .with_context(|| format!("{k:?} is not a valid header name"))?;
+    reqwest::header::HeaderValue::from_str(&v)
+        .with_context(|| format!("{v:?} is not a valid header value"))?;
+    Ok((k, v))
+}
+
+/// When a result is to be saved, proves now that its directory can be written (by
+/// creating and removing a probe file), so that a run of hours does not end in "permission
+/// denied". vLLM creates `--result-dir` when missing; so does this.
+fn check_result_dir(args: &ServeArgs) -> Result<()> {
+    if !(args.save_result || args.append_result) {
+        return Ok(());
+    }
+    let file_dir = args
+        .result_filename
+        .as_deref()
+        .map(Path::new)
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty());
+    let (dir, place) = match (&args.result_dir, file_dir) {
+        (Some(d), Some(f)) => (d.join(f), format!("--result-dir {}", d.join(f).display())),
+        (Some(d), None) => (d.clone(), format!("--result-dir {}", d.display())),
+        (None, Some(f)) => (
+            f.to_path_buf(),
+            format!("--result-filename: directory {}", f.display()),
+        ),
+        (None, None) => (
+            PathBuf::from("."),
+            "--save-result/--append-result: the current directory".to_string(),
+        ),
+    };
+    if args.result_dir.is_some() {
+        std::fs::create_dir_all(&dir).with_context(|| format!("{place}: cannot create it"))?;
+    }
+    let probe = dir.join(format!(".bench-write-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .with_context(|| format!("{place}: cannot write the result there"))?;
+    let _ = std::fs::remove_file(&probe);
+    if args.append_result
+        && let Some(name) = &args.result_filename
+    {
+        let path = match &args.result_dir {
+            Some(d) => d.join(name),
+            None => PathBuf::from(name),
+        };
+        if path.exists() {
+            std::fs::File::open(&path).with_context(|| {
+                format!(
+                    "--append-result: cannot read {} to append to it",
+                    path.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// vLLM's sampling parameters merged under `--extra-body` (which wins), as a JSON object.
@@ -335,14 +524,14 @@ fn sampling_body(args: &ServeArgs) -> Result<Option<String>> {
 
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let plan = plan(&args)?;
+    check_system_limits(&plan.connections)?;
+    for w in &plan.warnings {
+        eprintln!("WARNING: {w}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let runtime = Runtime::new(args.sandbox.runtime_config()?)?;
-
-    let dataset_ref = PluginRef::parse(&args.dataset.dataset_name)?;
-    let backend_ref = PluginRef::parse(&args.backend)?;
     let extra_headers = plan.headers.clone();
 
     // A client for the model lookup; the benchmark's own client is built once the
@@ -365,22 +554,23 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             )
         }
     };
-    let tokenizer_id = args
-        .model
-        .tokenizer
-        .clone()
-        .unwrap_or_else(|| model_id.clone());
+    // Before the plugins are compiled: a missing or broken tokenizer fails at once.
+    let (tokenizer_id, tokenizer_flag) = match &args.model.tokenizer {
+        Some(t) => (t.clone(), "--tokenizer"),
+        None => (model_id.clone(), "--model (the default --tokenizer)"),
+    };
     let tokenizer = Arc::new(
         Tokenizer::load(&tokenizer_id)
-            .with_context(|| format!("loading tokenizer {tokenizer_id:?}"))?,
+            .with_context(|| format!("{tokenizer_flag} {tokenizer_id:?}"))?,
     );
+    let runtime = Runtime::new(plan.runtime.clone())?;
 
     let host = crate::runtime::HostContext {
         tokenizer: Some(tokenizer.clone()),
         seed: args.dataset.seed,
     };
     let mut dataset = runtime.load_dataset(
-        &dataset_ref,
+        &plan.dataset,
         host.clone(),
         args.dataset.dataset_path.as_deref(),
     )?;
@@ -389,7 +579,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let mut specs = dataset.sample(args.dataset.num_prompts, options)?;
     drop(dataset);
     if specs.is_empty() {
-        bail!("dataset {} produced no requests", dataset_ref.display());
+        bail!("dataset {} produced no requests", plan.dataset.display());
     }
     let prefix = args
         .request_id_prefix
@@ -397,7 +587,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| format!("bench-{:08x}-", rand::random::<u32>()));
     workload::assign_request_ids(&mut specs, &prefix);
 
-    let mut backend = runtime.load_backend(&backend_ref, host)?;
+    let mut backend = runtime.load_backend(&plan.backend, host)?;
     let backend_name = backend.describe()?.name;
     // vLLM: the random dataset ignores EOS by default on OpenAI-compatible backends, so
     // generation runs to the requested length.
@@ -436,11 +626,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         seed: args.dataset.seed,
     })?;
 
-    let client = HttpClient::new(
-        &api_url,
-        framing,
-        Some(Duration::from_secs_f64(args.request_timeout)),
-    )?;
+    let client = HttpClient::new(&api_url, framing, Some(plan.request_timeout))?;
     rt.block_on(ready_and_warm_up(
         &client,
         &prepared[0],
@@ -448,6 +634,11 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         &args,
     ))?;
 
+    // Raised by Ctrl-C/SIGTERM, and by the decode worker when the backend plugin cannot
+    // go on; the load generator then stops releasing requests. Installed before the run is
+    // announced, so a Ctrl-C after the announcement is always handled.
+    let stop = Arc::new(StopSignal::new());
+    let signalled = rt.block_on(interrupt::watch(stop.clone(), plan.shutdown_grace))?;
     println!("Starting main benchmark run...");
     match &plan.ramp_up {
         Some(r) => {
@@ -474,15 +665,19 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         Some(c) => println!("Maximum request concurrency: {c}"),
         None => println!("Maximum request concurrency: None"),
     }
-    let worker = DecodeWorker::spawn(backend)?;
+    let worker = DecodeWorker::spawn_with_stop(backend, stop.clone())?;
     let started_at = chrono::Local::now();
     let output = rt.block_on(load::run(
         client,
         prepared.clone(),
         &schedule.offsets,
-        args.max_concurrency,
         worker,
-        !args.disable_tqdm,
+        stop,
+        &load::RunOptions {
+            max_concurrency: args.max_concurrency,
+            shutdown_grace: plan.shutdown_grace,
+            progress: !args.disable_tqdm,
+        },
     ))?;
 
     let counter = |text: &str| tokenizer.count_tokens(text);
@@ -513,6 +708,23 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         args: args_record(&args)?,
     };
     print!("{}", report::console(&computed, &info));
+    let interruption = output.stopped.clone().map(|reason| Interruption {
+        reason,
+        not_sent: output.not_sent,
+        cancelled: output.cancelled,
+    });
+    if let Some(i) = &interruption {
+        println!(
+            "Benchmark interrupted ({}): {} of {} requests not sent (not counted), {} \
+             cancelled after the {:.1} s grace period (counted as failed with kind '{}').",
+            i.reason,
+            i.not_sent,
+            prepared.len(),
+            i.cancelled,
+            plan.shutdown_grace.as_secs_f64(),
+            load::INTERRUPTED_KIND,
+        );
+    }
     let save = report::SaveOptions {
         save_result: args.save_result,
         save_detailed: args.save_detailed,
@@ -522,9 +734,26 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         // The issue's contract: the PyTorch-benchmark records are always written beside
         // the result (vLLM gates them behind an environment variable).
         pytorch_format: true,
+        interrupted: interruption.clone(),
     };
     if let Some(path) = report::save(&computed, &info, &save)? {
-        println!("Results saved to {}", path.display());
+        println!(
+            "Results saved to {}{}",
+            path.display(),
+            if interruption.is_some() {
+                " (marked as interrupted)"
+            } else {
+                ""
+            }
+        );
+    }
+    // A signal wins: shells and schedulers read 128 + its number as "stopped by it".
+    if let Some(signal) = signalled.get() {
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
+    if let Some(i) = &interruption {
+        eprintln!("error: the benchmark was stopped early: {}", i.reason);
+        return Ok(ExitCode::FAILURE);
     }
     if computed.completed == 0 {
         eprintln!(
@@ -540,6 +769,94 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Raises the open-file limit as far as allowed and checks that the run's connections
+/// fit in it and in the ephemeral port range, before anything is loaded.
+fn check_system_limits(need: &limits::ConnectionNeed) -> Result<()> {
+    match limits::raise_open_file_limit() {
+        Ok(limit) => {
+            for w in limits::check_open_files(need, limit)? {
+                eprintln!("WARNING: {w}");
+            }
+        }
+        Err(e) => eprintln!("WARNING: cannot read the open-file limit: {e}"),
+    }
+    if let Some(w) = limits::check_ephemeral_ports(need, limits::ephemeral_port_range()) {
+        eprintln!("WARNING: {w}");
+    }
+    Ok(())
+}
+
+/// Ctrl-C and SIGTERM during the measured run.
+mod interrupt {
+    use std::sync::{Arc, OnceLock};
+    use std::time::Duration;
+
+    use anyhow::{Context, Result};
+    use tokio::signal::unix::{SignalKind, signal};
+
+    use crate::client::stop::StopSignal;
+
+    /// A signal that stops the run.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Signal {
+        Interrupt,
+        Terminate,
+    }
+
+    impl Signal {
+        fn name(self) -> &'static str {
+            match self {
+                Signal::Interrupt => "SIGINT",
+                Signal::Terminate => "SIGTERM",
+            }
+        }
+
+        /// 128 + the signal number, as a shell reports a process the signal ended.
+        pub fn exit_code(self) -> u8 {
+            match self {
+                Signal::Interrupt => 128 + 2,
+                Signal::Terminate => 128 + 15,
+            }
+        }
+    }
+
+    /// From now on, the first SIGINT or SIGTERM raises `stop` (no more requests; those in
+    /// flight get `grace`), and a second one ends the process at once with the exit code
+    /// of that signal. Returns the first signal received, once there is one.
+    ///
+    /// Installed only for the measured run: before it (loading, warm-up) nothing is lost
+    /// by dying on the spot, which is what the default handlers do.
+    pub async fn watch(stop: Arc<StopSignal>, grace: Duration) -> Result<Arc<OnceLock<Signal>>> {
+        let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+        let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+        let first = Arc::new(OnceLock::new());
+        let seen = first.clone();
+        tokio::spawn(async move {
+            let next = async |int: &mut tokio::signal::unix::Signal,
+                              term: &mut tokio::signal::unix::Signal| {
+                tokio::select! {
+                    _ = int.recv() => Signal::Interrupt,
+                    _ = term.recv() => Signal::Terminate,
+                }
+            };
+            let signal = next(&mut int, &mut term).await;
+            let _ = seen.set(signal);
+            eprintln!(
+                "\n{} received: sending no more requests; requests in flight get {:.1} s to \
+                 finish, then the results so far are reported and saved. Press Ctrl-C again \
+                 to quit at once.",
+                signal.name(),
+                grace.as_secs_f64()
+            );
+            stop.stop(format!("{} received", signal.name()));
+            let again = next(&mut int, &mut term).await;
+            eprintln!("{} received again: quitting without saving.", again.name());
+            std::process::exit(i32::from(again.exit_code()));
+        });
+        Ok(first)
+    }
 }
 
 /// The command line as vLLM's `vars(args)` for the `.pytorch.json` records: snake_case

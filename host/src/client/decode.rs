@@ -7,6 +7,12 @@
 //! - `usage` sets the output token count and replaces the prompt length;
 //! - a response without any output frame fails with vLLM's message.
 //!
+//! A failed record's error is `kind: message` ([`FailureKind`]). When several things went
+//! wrong, the first error event of the backend wins (the server said why, or the first
+//! malformed frame is where the response went bad), then the transport error, then the
+//! lack of output. A stream that ends cleanly without `data: [DONE]` is not a failure:
+//! vLLM's request functions accept it, and the record is measured like any other.
+//!
 //! Times come from the reads recorded by the client, never from this code's clock.
 
 use std::time::Instant;
@@ -15,6 +21,7 @@ use crate::record::RequestRecord;
 use crate::runtime::{Event, EventKind, TextSpan};
 
 use super::RawResponse;
+use super::failure::FailureKind;
 
 /// What the run knows about a request besides its response.
 #[derive(Debug, Clone)]
@@ -29,9 +36,24 @@ pub struct RequestMeta {
     pub dispatch: Instant,
 }
 
-/// vLLM's message for a 200 response that never carried output.
+/// vLLM's message for a 200 response that never carried output (kind `no-output`).
 pub const NO_CHUNK_ERROR: &str =
     "Never received a valid chunk to calculate TTFT.This response will be marked as failed!";
+
+/// How the SDK's OpenAI decoder (`sdk/src/openai.rs`) starts the message of the error
+/// event for a frame that is not valid JSON. The plugin contract has one `error` event for
+/// every in-band failure, so this wording is what tells a malformed frame
+/// (`invalid-chunk`) from an error the server reported (`server-error`).
+pub const MALFORMED_FRAME_PREFIX: &str = "invalid JSON";
+
+/// The kind of an in-band error event's message.
+fn event_error_kind(message: &str) -> FailureKind {
+    if message.starts_with(MALFORMED_FRAME_PREFIX) {
+        FailureKind::InvalidChunk
+    } else {
+        FailureKind::ServerError
+    }
+}
 
 /// Builds the record of one request from its response and the decoder's events
 /// (`Err` when the decoder failed: the request fails with that message).
@@ -61,7 +83,7 @@ pub fn build_record(
     let events = match events {
         Ok(ev) => ev,
         Err(e) => {
-            rec.error = Some(format!("decode: {e}"));
+            rec.error = Some(FailureKind::Decode.error(e));
             return rec;
         }
     };
@@ -70,11 +92,11 @@ pub fn build_record(
     let mut in_band_error: Option<String> = None;
     for ev in &events {
         let Some(&at) = raw.frame_times.get(ev.frame as usize) else {
-            rec.error = Some(format!(
-                "decode: event names frame {} of {}",
+            rec.error = Some(FailureKind::Decode.error(format_args!(
+                "event names frame {} of {}",
                 ev.frame,
                 raw.frame_times.len()
-            ));
+            )));
             return rec;
         };
         match &ev.kind {
@@ -99,7 +121,7 @@ pub fn build_record(
                             .push_str(reasoning.as_deref().unwrap_or(""));
                     }
                     [Err(e), _] | [_, Err(e)] => {
-                        rec.error = Some(format!("decode: {e}"));
+                        rec.error = Some(FailureKind::Decode.error(e));
                         return rec;
                     }
                 }
@@ -119,12 +141,12 @@ pub fn build_record(
         }
     }
     if let Some(e) = in_band_error {
-        rec.error = Some(format!("server: {e}"));
+        rec.error = Some(event_error_kind(&e).error(e));
     } else if let Some(e) = &raw.error {
-        // The transport failed after some frames arrived (a cut stream).
+        // The transport failed after some frames arrived (a cut stream, a timeout).
         rec.error = Some(e.clone());
     } else if first.is_none() {
-        rec.error = Some(NO_CHUNK_ERROR.to_string());
+        rec.error = Some(FailureKind::NoOutput.error(NO_CHUNK_ERROR));
     } else {
         rec.success = true;
         rec.latency = last.saturating_duration_since(raw.start).as_secs_f64();
@@ -264,34 +286,62 @@ mod tests {
         }];
         let rec = build_record(&meta(t0), &raw, Ok(ev), t0);
         assert!(!rec.success);
-        assert_eq!(rec.error.as_deref(), Some(NO_CHUNK_ERROR));
+        assert_eq!(rec.error, Some(format!("no-output: {NO_CHUNK_ERROR}")));
     }
 
     #[test]
-    fn errors_fail_the_request_with_their_cause() {
+    fn errors_fail_the_request_with_their_kind_and_cause() {
         let t0 = Instant::now();
-        let raw = raw_with(&["x"], &[5], t0);
-        let inband = vec![
-            chunk(0, 0, 1, false),
-            Event {
-                frame: 0,
-                kind: EventKind::Error("overloaded".into()),
-            },
-        ];
+        let raw = raw_with(&["x", "y"], &[5, 6], t0);
+        let error_at = |frame: u32, message: &str| Event {
+            frame,
+            kind: EventKind::Error(message.into()),
+        };
+        let inband = vec![chunk(0, 0, 1, false), error_at(1, "overloaded")];
         let rec = build_record(&meta(t0), &raw, Ok(inband), t0);
-        assert_eq!(rec.error.as_deref(), Some("server: overloaded"));
+        assert_eq!(rec.error.as_deref(), Some("server-error: overloaded"));
+        // The SDK's wording for a frame that is not JSON makes it a malformed chunk; the
+        // first error event decides.
+        let malformed = vec![
+            chunk(0, 0, 1, false),
+            error_at(1, "invalid JSON in a response frame: unterminated string"),
+            error_at(1, "later"),
+        ];
+        let rec = build_record(&meta(t0), &raw, Ok(malformed), t0);
+        assert_eq!(
+            rec.error.as_deref(),
+            Some("invalid-chunk: invalid JSON in a response frame: unterminated string")
+        );
         let rec = build_record(&meta(t0), &raw, Err("trap in feed".into()), t0);
         assert_eq!(rec.error.as_deref(), Some("decode: trap in feed"));
         let rec = build_record(&meta(t0), &raw, Ok(vec![chunk(0, 0, 9, false)]), t0);
-        assert!(rec.error.unwrap().contains("outside the 1-byte buffer"));
+        assert!(
+            rec.error
+                .unwrap()
+                .starts_with("decode: text span 0+9 is outside")
+        );
         let rec = build_record(&meta(t0), &raw, Ok(vec![chunk(4, 0, 1, false)]), t0);
-        assert!(rec.error.unwrap().contains("frame 4 of 1"));
+        assert_eq!(
+            rec.error.as_deref(),
+            Some("decode: event names frame 4 of 2")
+        );
+
+        // A transport error after some frames keeps the text that arrived, and fails.
         let mut cut = raw_with(&["x"], &[5], t0);
-        cut.error = Some("stream: connection reset".into());
+        cut.error = Some("stream-cut: connection reset".into());
         let rec = build_record(&meta(t0), &cut, Ok(vec![chunk(0, 0, 1, false)]), t0);
         assert!(!rec.success);
         assert_eq!(rec.generated_text, "x");
-        assert_eq!(rec.error.as_deref(), Some("stream: connection reset"));
+        assert_eq!(rec.error.as_deref(), Some("stream-cut: connection reset"));
+        // ... unless the server had already said what went wrong.
+        let said = vec![chunk(0, 0, 1, false), error_at(0, "engine died")];
+        let rec = build_record(&meta(t0), &cut, Ok(said), t0);
+        assert_eq!(rec.error.as_deref(), Some("server-error: engine died"));
+        // Without any frame, the transport error stands alone and nothing is decoded.
+        let mut refused = raw_with(&[], &[], t0);
+        refused.error = Some("connect: refused".into());
+        let rec = build_record(&meta(t0), &refused, Err("not called".into()), t0);
+        assert_eq!(rec.error.as_deref(), Some("connect: refused"));
     }
 
     #[test]

@@ -662,8 +662,18 @@ mod tests {
         reads
     }
 
+    /// `short_run` cases in a plain `cargo test`; `PROPTEST_CASES=N` sets the count for a
+    /// long run (e.g. `PROPTEST_CASES=200000 cargo test -p bench --lib fuzz_`).
+    fn cases(short_run: u32) -> ProptestConfig {
+        let mut config = ProptestConfig::default();
+        if std::env::var_os("PROPTEST_CASES").is_none() {
+            config.cases = short_run;
+        }
+        config
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(512))]
+        #![proptest_config(cases(512))]
 
         #[test]
         fn sse_any_split_gives_the_same_frames(
@@ -700,6 +710,99 @@ mod tests {
             prop_assert_eq!(&whole.0, &expected);
             prop_assert_eq!(&frame_reads(FramingKind::Ndjson, &split(&body, &cuts)), &whole);
             prop_assert_eq!(&frame_bytewise(FramingKind::Ndjson, &body), &whole);
+        }
+    }
+
+    /// Bodies of arbitrary bytes, with the bytes that drive the framers (line ends, field
+    /// names, the end marker, a byte order mark) much more likely than chance.
+    fn hostile_body() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            4 => prop::collection::vec(any::<u8>(), 0..8),
+            2 => Just(b"\n".to_vec()),
+            2 => Just(b"\r".to_vec()),
+            1 => Just(b"\r\n".to_vec()),
+            2 => Just(b"data:".to_vec()),
+            1 => Just(b"data: ".to_vec()),
+            1 => Just(b":".to_vec()),
+            1 => Just(b"[DONE]".to_vec()),
+            1 => Just(b"event: x".to_vec()),
+            1 => Just(BOM.to_vec()),
+        ];
+        prop::collection::vec(piece, 0..48).prop_map(|pieces| pieces.concat())
+    }
+
+    fn framing_kind() -> impl Strategy<Value = FramingKind> {
+        prop_oneof![
+            Just(FramingKind::Sse),
+            Just(FramingKind::Ndjson),
+            Just(FramingKind::Raw),
+        ]
+    }
+
+    /// What any framer must guarantee for any body: frames end in order inside the
+    /// buffer, only Raw emits empty frames, NDJSON frames hold no line end, and an SSE
+    /// stream emits nothing after `[DONE]`.
+    fn check_frames(kind: FramingKind, body: &[u8], frames: &[Vec<u8>], done: bool) {
+        match kind {
+            FramingKind::Raw => assert_eq!(frames, [body.to_vec()]),
+            FramingKind::Ndjson => {
+                for frame in frames {
+                    assert!(!frame.is_empty());
+                    assert!(!frame.contains(&b'\n'));
+                }
+            }
+            FramingKind::Sse => {
+                for frame in frames {
+                    assert!(!frame.is_empty());
+                    assert_ne!(frame.as_slice(), DONE);
+                }
+            }
+        }
+        if kind != FramingKind::Sse {
+            assert!(!done);
+        }
+        let payload: usize = frames.iter().map(Vec::len).sum();
+        assert!(
+            payload <= body.len(),
+            "frames never hold more than the body"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(cases(512))]
+
+        #[test]
+        fn fuzz_any_bytes_split_anywhere_frame_as_one_read(
+            kind in framing_kind(),
+            body in hostile_body(),
+            cuts in prop::collection::vec(any::<usize>(), 0..16),
+        ) {
+            let whole = frame_all(kind, &body);
+            check_frames(kind, &body, &whole.0, whole.1);
+            prop_assert_eq!(&frame_reads(kind, &split(&body, &cuts)), &whole);
+            prop_assert_eq!(&frame_bytewise(kind, &body), &whole);
+        }
+
+        #[test]
+        fn fuzz_frames_accumulate_in_one_batch_as_in_many(
+            kind in framing_kind(),
+            body in hostile_body(),
+            cuts in prop::collection::vec(any::<usize>(), 0..16),
+        ) {
+            // A caller that keeps one batch for the whole body (no clearing) gets the same
+            // frames, laid end to end with ends that only grow.
+            let mut framer = Framer::new(kind);
+            let mut out = Frames::default();
+            let mut counted = 0;
+            for read in split(&body, &cuts) {
+                counted += framer.push(read, &mut out);
+            }
+            counted += framer.finish(&mut out);
+            prop_assert_eq!(counted, out.len());
+            prop_assert!(out.ends.windows(2).all(|w| w[0] <= w[1]));
+            prop_assert_eq!(out.ends.last().map_or(0, |&e| e as usize), out.buffer.len());
+            let frames: Vec<Vec<u8>> = out.iter().map(<[u8]>::to_vec).collect();
+            prop_assert_eq!(frames, frame_all(kind, &body).0);
         }
     }
 }

@@ -3,6 +3,12 @@
 //!
 //! The send path does no plugin work, no JSON and takes no lock besides the semaphore;
 //! decoding runs on its own thread, overlapped with the run.
+//!
+//! A run can be stopped early through its [`StopSignal`] (Ctrl-C, SIGTERM, or a part of
+//! the run that cannot go on): no request is released or sent after that, requests in
+//! flight get a grace period to finish, and those still running after it are cancelled
+//! and recorded as failed with error kind `interrupted`. Every result measured so far is
+//! kept.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,59 +18,120 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
 
 use super::decode::RequestMeta;
+use super::framing::Frames;
+use super::stop::StopSignal;
 use super::worker::{DecodeWorker, Job};
-use super::{HttpClient, PreparedRequest};
+use super::{HttpClient, PreparedRequest, RawResponse};
 use crate::record::RequestRecord;
 
 /// What a run measured.
 pub struct RunOutput {
+    /// One record per request sent, in workload order.
     pub records: Vec<RequestRecord>,
     /// From the first scheduled send to the end of the last response (vLLM's
     /// `benchmark_duration`).
     pub duration: f64,
+    /// Why the run was stopped before its workload ended; `None` when it ran to the end.
+    pub stopped: Option<String>,
+    /// Requests never sent because the run was stopped (not among `records`).
+    pub not_sent: usize,
+    /// Requests cancelled at the end of the grace period (in `records`, failed).
+    pub cancelled: usize,
 }
 
-/// Drives the whole workload: request `i` is released at `t0 + offsets[i]`.
+/// How a run is driven, besides its requests and schedule.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `--max-concurrency`: requests in flight at once (`None`: no cap).
+    pub max_concurrency: Option<usize>,
+    /// How long requests in flight may go on once the run is stopped.
+    pub shutdown_grace: Duration,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// The error kind (the text before the first `:` of a record's error) of requests that
+/// were cancelled because the run was stopped.
+pub const INTERRUPTED_KIND: &str = "interrupted";
+
+/// What became of one released request.
+enum Outcome {
+    /// Answered (successfully or not) and handed to the decode worker.
+    Done,
+    /// Still running at the end of the grace period: recorded as failed.
+    Cancelled,
+    /// The run was stopped before it was sent.
+    NotSent,
+}
+
+/// Drives the whole workload: request `i` is released at `t0 + offsets[i]`, until `stop`
+/// is raised.
 ///
 /// Releases happen on a dedicated thread that sleeps until shortly before each target and
 /// spins the rest, so the schedule is kept to microseconds; tokio's timer wheel rounds
-/// every sleep up to the next millisecond.
+/// every sleep up to the next millisecond. The decode worker may hold a clone of `stop`
+/// and raise it too.
 pub async fn run(
     client: HttpClient,
     requests: Arc<Vec<PreparedRequest>>,
     offsets: &[f64],
-    max_concurrency: Option<usize>,
     worker: DecodeWorker,
-    progress: bool,
+    stop: Arc<StopSignal>,
+    options: &RunOptions,
 ) -> Result<RunOutput> {
     anyhow::ensure!(
         offsets.len() == requests.len(),
         "schedule and workload differ in length"
     );
-    let pb = progress_bar(requests.len() as u64, progress);
-    let semaphore = max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
+    let total = requests.len();
+    let pb = progress_bar(total as u64, options.progress);
+    // More permits than requests change nothing, and would make tokio panic past its
+    // maximum.
+    let semaphore = options
+        .max_concurrency
+        .map(|n| Arc::new(Semaphore::new(n.clamp(1, total.max(1)))));
+    // Raised once the grace period after a stop is over: requests still running end.
+    let cancel = Arc::new(StopSignal::new());
+    let grace = options.shutdown_grace;
+    let grace_timer = tokio::spawn({
+        let (stop, cancel) = (stop.clone(), cancel.clone());
+        async move {
+            stop.stopped().await;
+            tokio::time::sleep(grace).await;
+            cancel.stop(format!("still running {grace:?} after the run was stopped"));
+        }
+    });
     let handle = tokio::runtime::Handle::current();
     let offsets = offsets.to_vec();
     let tx = worker.sender();
     let pb_task = pb.clone();
+    let dispatch_stop = stop.clone();
     let t0 = Instant::now();
     let dispatcher = std::thread::Builder::new()
         .name("bench-dispatch".into())
         .spawn(move || {
+            let stop = dispatch_stop;
             let mut tasks = Vec::with_capacity(offsets.len());
             for (i, &offset) in offsets.iter().enumerate() {
-                sleep_until(t0 + Duration::from_secs_f64(offset));
+                if !sleep_until(t0 + Duration::from_secs_f64(offset), &stop) {
+                    break;
+                }
                 let dispatch = Instant::now();
                 let (client, requests, semaphore) =
                     (client.clone(), requests.clone(), semaphore.clone());
-                let (tx, pb) = (tx.clone(), pb_task.clone());
+                let (tx, pb, stop, cancel) =
+                    (tx.clone(), pb_task.clone(), stop.clone(), cancel.clone());
                 tasks.push(handle.spawn(async move {
                     let permit = match semaphore {
-                        Some(s) => Some(s.acquire_owned().await.expect("semaphore never closes")),
+Some(s) => Some(s.acquire_owned().await.expect("x")),
                         None => None,
                     };
+                    if stop.is_stopped() {
+                        return Outcome::NotSent;
+                    }
                     let req = &requests[i];
-                    let raw = client.send(req).await;
+                    let start = Instant::now();
+let _ = (&cancel, start, grace); let (raw, outcome) = (client.send(req).await, Outcome::Done);
                     drop(permit);
                     let meta = RequestMeta {
                         index: req.index,
@@ -77,6 +144,7 @@ pub async fn run(
                     // The receiver lives until `finish`, after every task has ended.
                     let _ = tx.send(Job { meta, raw, t0 });
                     pb.inc(1);
+                    outcome
                 }));
             }
             tasks
@@ -86,31 +154,67 @@ pub async fn run(
         .await
         .context("waiting for the dispatch thread")?
         .map_err(|_| anyhow::anyhow!("the dispatch thread panicked"))?;
+    // Requests the dispatcher never reached were not sent either.
+    let (mut not_sent, mut cancelled) = (total - tasks.len(), 0);
     for task in tasks {
-        task.await.context("a request task failed")?;
+        match task.await.context("a request task failed")? {
+            Outcome::Done => {}
+            Outcome::Cancelled => cancelled += 1,
+            Outcome::NotSent => not_sent += 1,
+        }
     }
     let duration = t0.elapsed().as_secs_f64();
+    grace_timer.abort();
     pb.finish_and_clear();
     let records = tokio::task::spawn_blocking(move || worker.finish())
         .await
         .context("waiting for the decode thread")??;
-    Ok(RunOutput { records, duration })
+    Ok(RunOutput {
+        records,
+        duration,
+        stopped: stop.reason(),
+        not_sent,
+        cancelled,
+    })
+}
+
+/// The response of a request cancelled at the end of the grace period.
+fn cancelled(index: usize, start: Instant, grace: Duration) -> RawResponse {
+    RawResponse {
+        index,
+        status: None,
+        headers: Vec::new(),
+        frames: Frames::default(),
+        frame_times: Vec::new(),
+        start,
+        error: Some(format!(
+            "{INTERRUPTED_KIND}: still running {:.1} s after the benchmark was stopped; cancelled",
+            grace.as_secs_f64()
+        )),
+    }
 }
 
 /// How long before a target the dispatcher stops sleeping and spins: the OS wakes a
 /// sleeping thread up to ~100 us late.
 const SPIN_WINDOW: Duration = Duration::from_micros(200);
 
-/// Blocks the calling thread until `target`, sleeping while far and spinning when near.
-fn sleep_until(target: Instant) {
+/// The longest the dispatcher sleeps without looking at the stop signal.
+const STOP_POLL: Duration = Duration::from_millis(10);
+
+/// Blocks the calling thread until `target`, sleeping while far and spinning when near;
+/// `false` (at once, or within [`STOP_POLL`]) when `stop` is raised first.
+fn sleep_until(target: Instant, stop: &StopSignal) -> bool {
     loop {
+        if stop.is_stopped() {
+            return false;
+        }
         let now = Instant::now();
         if now >= target {
-            return;
+            return true;
         }
         let left = target - now;
         if left > SPIN_WINDOW {
-            std::thread::sleep(left - SPIN_WINDOW);
+            std::thread::sleep((left - SPIN_WINDOW).min(STOP_POLL));
         } else {
             std::hint::spin_loop();
         }
@@ -128,4 +232,35 @@ fn progress_bar(len: u64, show: bool) -> ProgressBar {
         pb.set_style(style);
     }
     pb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dispatcher_wakes_for_a_stop_long_before_its_target() {
+        let stop = Arc::new(StopSignal::new());
+        let raiser = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                std::thread::sleep(Duration::from_millis(30));
+                stop.stop("test");
+            }
+        });
+        let t = Instant::now();
+        assert!(!sleep_until(t + Duration::from_secs(60), &stop));
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        raiser.join().unwrap();
+        // Once raised, nothing more is released, even a request already due.
+        assert!(!sleep_until(Instant::now(), &stop));
+    }
+
+    #[test]
+    fn an_unstopped_dispatcher_reaches_its_target() {
+        let stop = StopSignal::new();
+        let target = Instant::now() + Duration::from_millis(25);
+        assert!(sleep_until(target, &stop));
+        assert!(Instant::now() >= target);
+    }
 }

@@ -7,6 +7,7 @@
 //! ([`decode`]), so a slow plugin can delay the report, never a timestamp.
 
 pub mod decode;
+pub mod failure;
 pub mod framing;
 pub mod load;
 pub mod stop;
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use reqwest::header::HeaderMap;
 
+use failure::FailureKind;
 use framing::{Framer, Frames, FramingKind};
 
 /// A request ready to send: built by the backend plugin before the clock starts.
@@ -44,7 +46,9 @@ pub struct RawResponse {
     pub frame_times: Vec<Instant>,
     /// When the request was handed to the HTTP client.
     pub start: Instant,
-    /// A transport or HTTP error that makes the request fail regardless of the body.
+    /// A transport or HTTP error (`kind: message`, see [`FailureKind`]) that makes the
+    /// request fail whatever the frames say. After a transport error mid-body, `frames`
+    /// holds the complete frames that arrived before it.
     pub error: Option<String>,
 }
 
@@ -54,6 +58,8 @@ pub struct HttpClient {
     client: reqwest::Client,
     url: reqwest::Url,
     framing: FramingKind,
+    /// The total time a request may take, for timeout messages.
+    timeout: Option<Duration>,
 }
 
 /// The most body bytes of an error response kept for the error message.
@@ -78,6 +84,7 @@ impl HttpClient {
             client,
             url,
             framing,
+            timeout,
         })
     }
 
@@ -104,7 +111,7 @@ impl HttpClient {
         let mut response = match sent {
             Ok(r) => r,
             Err(e) => {
-                out.error = Some(format!("connection: {}", error_chain(&e)));
+                out.error = Some(self.failure(&e, None));
                 return out;
             }
         };
@@ -127,20 +134,21 @@ impl HttpClient {
                 body.extend_from_slice(&chunk[..chunk.len().min(room)]);
             }
             let text = String::from_utf8_lossy(&body);
-            out.error = Some(format!(
-                "http-{}: {}{}{}",
-                status.as_u16(),
+            out.error = Some(FailureKind::Http(status.as_u16()).error(format_args!(
+                "{}{}{}",
                 status.canonical_reason().unwrap_or(""),
                 if text.trim().is_empty() { "" } else { ": " },
                 text.trim()
-            ));
+            )));
             return out;
         }
         let mut framer = Framer::new(self.framing);
+        let mut received = 0usize;
         loop {
             match response.chunk().await {
                 Ok(Some(bytes)) => {
                     let now = Instant::now();
+                    received += bytes.len();
                     let n = framer.push(&bytes, &mut out.frames);
                     out.frame_times.extend(std::iter::repeat_n(now, n));
                     if framer.done() {
@@ -149,8 +157,10 @@ impl HttpClient {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    out.error = Some(format!("stream: {}", error_chain(&e)));
-                    break;
+                    // The unfinished last frame is dropped: it is a piece of an event, not
+                    // an event, and would read as malformed and hide the real cause.
+                    out.error = Some(self.failure(&e, Some(received)));
+                    return out;
                 }
             }
         }
@@ -158,6 +168,34 @@ impl HttpClient {
         let n = framer.finish(&mut out.frames);
         out.frame_times.extend(std::iter::repeat_n(now, n));
         out
+    }
+
+    /// The record error for a transport failure; `body_bytes` is how much of the body had
+    /// arrived, `None` when the response head had not.
+    fn failure(&self, e: &reqwest::Error, body_bytes: Option<usize>) -> String {
+        let kind = failure::classify(e, body_bytes.is_some());
+        let chain = error_chain(e);
+        match kind {
+            FailureKind::Timeout => match self.timeout {
+                Some(t) => kind.error(format_args!(
+                    "no complete response within the request timeout of {} s ({})",
+                    t.as_secs_f64(),
+                    match body_bytes {
+                        None => "no response head".to_string(),
+                        Some(n) => format!("{n} body bytes received"),
+                    }
+                )),
+                None => kind.error(chain),
+            },
+            FailureKind::StreamCut => kind.error(format_args!(
+                "the response body broke off after {} bytes: {chain}",
+                body_bytes.unwrap_or(0)
+            )),
+            FailureKind::Reset => kind.error(format_args!(
+                "the connection was closed before a response head arrived: {chain}"
+            )),
+            _ => kind.error(chain),
+        }
     }
 
     /// GET a JSON document from the server (for /v1/models), relative to the base URL.

@@ -214,9 +214,43 @@ pub struct Metrics {
     pub per_request: PerRequest,
     /// Error messages of the failed requests, in workload order.
     pub failure_messages: Vec<String>,
+    /// Failed requests per error kind ([`failure_kind`]), most frequent first, ties in
+    /// name order.
+    pub failures_by_kind: Vec<(String, usize)>,
     pub client: ClientStats,
     /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
     pub warnings: Vec<String>,
+}
+
+/// The kind of a failed request's `kind: message` error (`http-500`, `timeout`, ...; see
+/// `client::failure::FailureKind`): the text before the first `:` when it is a kind name
+/// (lowercase ASCII letters, digits and `-`), else `other`.
+pub fn failure_kind(error: &str) -> &str {
+    match error.split_once(':') {
+        Some((kind, _))
+            if !kind.is_empty()
+                && kind
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') =>
+        {
+            kind
+        }
+        _ => "other",
+    }
+}
+
+/// Counts failure messages by kind, most frequent first, ties in name order.
+fn count_by_kind<'a>(errors: impl Iterator<Item = &'a str>) -> Vec<(String, usize)> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for error in errors {
+        let kind = failure_kind(error);
+        match counts.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((kind.to_string(), 1)),
+        }
+    }
+    counts.sort_by(|(ka, na), (kb, nb)| nb.cmp(na).then_with(|| ka.cmp(kb)));
+    counts
 }
 
 /// Client queue time of one request: how long it waited for a concurrency slot after the
@@ -379,6 +413,12 @@ pub fn calculate(
             .filter(|r| !r.success)
             .map(|r| r.error.clone().unwrap_or_default())
             .collect(),
+        failures_by_kind: count_by_kind(
+            ordered
+                .iter()
+                .filter(|r| !r.success)
+                .map(|r| r.error.as_deref().unwrap_or_default()),
+        ),
         client: client_stats(&ordered, completed, duration_s, count_tokens.map(|_| check)),
         warnings,
     })

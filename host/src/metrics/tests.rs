@@ -196,6 +196,53 @@ fn per_request_lists_are_in_workload_order_even_when_records_are_not() {
         vec!["", "", "http-500: Internal Server Error", ""]
     );
     assert_eq!(m.failure_messages, vec!["http-500: Internal Server Error"]);
+    assert_eq!(m.failures_by_kind, vec![("http-500".to_string(), 1)]);
+}
+
+#[test]
+fn failures_are_counted_by_kind_most_frequent_first() {
+    let failed = |index: usize, error: Option<&str>| RequestRecord {
+        index,
+        error: error.map(str::to_string),
+        ..RequestRecord::default()
+    };
+    let mut records = fixture();
+    for (i, error) in [
+        Some("timeout: no complete response within the request timeout of 1 s"),
+        Some("reset: the connection was closed before a response head arrived"),
+        Some("timeout: no complete response within the request timeout of 1 s"),
+        Some("http-500: Internal Server Error"),
+        Some("no-output: Never received a valid chunk to calculate TTFT."),
+        // Not in `kind: message` form: counted, under `other`.
+        Some("Traceback (most recent call last): boom"),
+        None,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        records.push(failed(10 + i, error));
+    }
+    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(m.failed, 8);
+    let by_kind: Vec<(&str, usize)> = m
+        .failures_by_kind
+        .iter()
+        .map(|(k, n)| (k.as_str(), *n))
+        .collect();
+    assert_eq!(
+        by_kind,
+        vec![
+            ("http-500", 2),
+            ("other", 2),
+            ("timeout", 2),
+            ("no-output", 1),
+            ("reset", 1),
+        ]
+    );
+    assert_eq!(failure_kind("stream-cut: x"), "stream-cut");
+    assert_eq!(failure_kind("Stream: x"), "other");
+    assert_eq!(failure_kind(": x"), "other");
+    assert_eq!(failure_kind("no colon"), "other");
 }
 
 #[test]

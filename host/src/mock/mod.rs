@@ -4,7 +4,10 @@
 //! whose behaviour is known exactly: the first token leaves at request arrival + `ttft`,
 //! token `i` at arrival + `ttft + i * itl` (absolute deadlines), every response carries
 //! exactly `max_tokens` tokens (or `output_len` when the request sets none), and
-//! `fail_rate` of the requests are answered with HTTP 500 in a fixed, reproducible pattern.
+//! `fail_rate` of the requests are answered with HTTP 500 in a fixed, reproducible pattern;
+//! other faults (HTTP errors with any status, connection resets, cut, stalled, malformed or
+//! dribbled streams, in-band errors, empty answers, streams without `[DONE]`) are chosen
+//! the same way (see [`Faults`]).
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
 //! JSON), `GET /v1/models`, `GET /health`. What it does with a request:
@@ -26,31 +29,34 @@
 //!
 //! "Arrival" is when the handler starts, before the request body is read.
 
+mod faults;
 mod request;
 mod response;
 #[cfg(test)]
 mod tests;
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
+use bytes::Bytes;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use faults::Faults;
+use faults::{Conn, Delivery, Fault, FaultListener, FaultPlan, FaultyBody};
 use request::Generation;
-use response::{Api, Reply};
+use response::{Api, Content, Reply};
 
 /// Largest request body accepted: room for multimodal prompts with inline images.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -78,17 +84,10 @@ pub struct MockServerArgs {
     pub model: String,
     /// Share of generation requests answered with HTTP 500, from 0.0 to 1.0, in a fixed
     /// pattern: request k (from 0) fails iff floor((k+1)*rate) > floor(k*rate).
-    #[arg(long, default_value_t = 0.0, value_parser = parse_fail_rate)]
+    #[arg(long, default_value_t = 0.0, value_parser = faults::parse_rate)]
     pub fail_rate: f64,
-}
-
-fn parse_fail_rate(text: &str) -> Result<f64, String> {
-    let rate: f64 = text.parse().map_err(|e| format!("{e}"))?;
-    if (0.0..=1.0).contains(&rate) {
-        Ok(rate)
-    } else {
-        Err(format!("must be between 0.0 and 1.0, got {rate}"))
-    }
+    #[command(flatten)]
+    pub faults: Faults,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -106,6 +105,8 @@ pub struct MockConfig {
     pub model: String,
     /// Share of generation requests answered with HTTP 500 (see [`MockServerArgs::fail_rate`]).
     pub fail_rate: f64,
+    /// The other faults and their shares.
+    pub faults: Faults,
 }
 
 impl Default for MockConfig {
@@ -118,6 +119,7 @@ impl Default for MockConfig {
             output_len: 128,
             model: "mock".to_owned(),
             fail_rate: 0.0,
+            faults: Faults::default(),
         }
     }
 }
@@ -132,39 +134,30 @@ impl From<&MockServerArgs> for MockConfig {
             output_len: args.output_len,
             model: args.model.clone(),
             fail_rate: args.fail_rate,
+            faults: args.faults.clone(),
         }
     }
 }
 
-/// A way of answering a request wrongly on purpose, chosen per request before it is served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// HTTP 500 with an OpenAI-style error body, at once.
-    ServerError,
-}
-
-/// Deterministic fault choice: with `fail_rate` p, request k fails iff
-/// floor((k+1)p) > floor(kp), computed in integers (p in billionths) so that the pattern is
-/// exact: 0.25 fails requests 3, 7, 11, ..., and of the first n requests exactly
-/// floor(n * rate) fail (the rate rounded to 1e-9).
-#[derive(Debug)]
-struct FaultPlan {
-    fail_per_billion: u64,
-}
-
-impl FaultPlan {
-    const SCALE: u128 = 1_000_000_000;
-
-    fn new(fail_rate: f64) -> Self {
-        // The rate is checked to lie in 0..=1, so the product fits.
-        let fail_per_billion = (fail_rate * Self::SCALE as f64).round() as u64;
-        FaultPlan { fail_per_billion }
-    }
-
-    fn fault_for(&self, k: u64) -> Option<Fault> {
-        let p = u128::from(self.fail_per_billion);
-        let k = u128::from(k);
-        ((k + 1) * p / Self::SCALE > k * p / Self::SCALE).then_some(Fault::ServerError)
+impl MockConfig {
+    /// Every fault with its rate, in the order the plan breaks ties.
+    fn fault_rates(&self) -> Vec<(Fault, f64)> {
+        let f = &self.faults;
+        // Checked at spawn; an out-of-range status would be refused there.
+        let status =
+            StatusCode::from_u16(f.http_error_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        vec![
+            (Fault::ServerError, self.fail_rate),
+            (Fault::Http(status), f.http_error_rate),
+            (Fault::Reset, f.reset_rate),
+            (Fault::Cut, f.cut_rate),
+            (Fault::Malformed, f.malformed_rate),
+            (Fault::Stall, f.stall_rate),
+            (Fault::ErrorEvent, f.error_event_rate),
+            (Fault::Empty, f.empty_rate),
+            (Fault::NoDone, f.no_done_rate),
+            (Fault::Dribble, f.dribble_rate),
+        ]
     }
 }
 
@@ -178,9 +171,11 @@ struct Shared {
     /// `model` as a JSON string literal, formatted once.
     model_json: String,
     started: u64,
+    /// Numbers generation requests (request k gets id k) and picks their faults.
     faults: FaultPlan,
-    /// Generation requests seen so far; request k gets id k and the fault plan's verdict k.
-    requests: AtomicU64,
+    stall: Duration,
+    /// Ends stalls when the server shuts down (its sender is dropped).
+    shutdown: watch::Receiver<()>,
 }
 
 /// A running mock server. Dropping it starts a graceful shutdown (responses in flight are
@@ -188,8 +183,8 @@ struct Shared {
 #[derive(Debug)]
 pub struct MockServer {
     addr: SocketAddr,
-    /// Dropping the sender is the shutdown signal.
-    stop: oneshot::Sender<()>,
+    /// Dropping the sender is the shutdown signal (for the server and stalled streams).
+    stop: watch::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -217,10 +212,14 @@ impl MockServer {
 
 /// Binds the mock server and serves in the background on the current tokio runtime.
 pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
-    if !(0.0..=1.0).contains(&config.fail_rate) {
+    let rates = config.fault_rates();
+    if let Err(message) = faults::check_rates(&rates) {
+        bail!(message);
+    }
+    if !(400..=599).contains(&config.faults.http_error_status) {
         bail!(
-            "mock server fail rate must be between 0.0 and 1.0, got {}",
-            config.fail_rate
+            "mock server --http-error-status must be from 400 to 599, got {}",
+            config.faults.http_error_status
         );
     }
     if config.output_len == 0 {
@@ -232,13 +231,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     let addr = listener
         .local_addr()
         .context("reading the mock server's bound address")?;
-    // Without TCP_NODELAY, Nagle's algorithm would hold small SSE chunks back and distort
-    // exactly the timings the mock promises.
-    let listener = listener.tap_io(|stream| {
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::warn!("mock server: cannot set TCP_NODELAY: {err}");
-        }
-    });
+    let (stop, shutdown) = watch::channel(());
     let shared = Arc::new(Shared {
         ttft: config.ttft,
         itl: config.itl,
@@ -246,13 +239,15 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         model_json: serde_json::to_string(&config.model).context("encoding the model name")?,
         model: config.model,
         started: unix_now(),
-        faults: FaultPlan::new(config.fail_rate),
-        requests: AtomicU64::new(0),
+        faults: FaultPlan::new(&rates),
+        stall: Duration::from_millis(config.faults.stall_ms),
+        shutdown,
     });
-    let (stop, stopped) = oneshot::channel::<()>();
-    let serve = axum::serve(listener, router(shared)).with_graceful_shutdown(async move {
-        // Either a send or the sender's drop means stop.
-        let _ = stopped.await;
+    let mut stopped = stop.subscribe();
+    let app = router(shared).into_make_service_with_connect_info::<Conn>();
+    let serve = axum::serve(FaultListener(listener), app).with_graceful_shutdown(async move {
+        // Nothing is ever sent: the sender's drop means stop.
+        let _ = stopped.changed().await;
     });
     let task = tokio::spawn(serve.into_future());
     Ok(MockServer { addr, stop, task })
@@ -272,6 +267,9 @@ pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
         args.output_len,
         args.fail_rate
     );
+    if args.faults != Faults::default() {
+        println!("faults: {:?}", args.faults);
+    }
     tokio::signal::ctrl_c()
         .await
         .context("waiting for Ctrl-C")?;
@@ -300,15 +298,23 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-async fn completions(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    generate(&shared, Api::Completions, request).await
+async fn completions(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<Conn>,
+    request: Request,
+) -> Response {
+    generate(&shared, Api::Completions, &conn, request).await
 }
 
-async fn chat_completions(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    generate(&shared, Api::Chat, request).await
+async fn chat_completions(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<Conn>,
+    request: Request,
+) -> Response {
+    generate(&shared, Api::Chat, &conn, request).await
 }
 
-async fn generate(shared: &Shared, api: Api, request: Request) -> Response {
+async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> Response {
     let arrival = Instant::now();
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
         Ok(body) => body,
@@ -319,14 +325,24 @@ async fn generate(shared: &Shared, api: Api, request: Request) -> Response {
             );
         }
     };
-    let k = shared.requests.fetch_add(1, Ordering::Relaxed);
-    if let Some(fault) = shared.faults.fault_for(k) {
-        return match fault {
-            Fault::ServerError => error_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("mock server: request {k} fails on purpose (--fail-rate)"),
-            ),
-        };
+    let (k, fault) = shared.faults.next();
+    let on_purpose = |fault: Fault| {
+        format!(
+            "mock server: request {k} fails on purpose ({})",
+            fault.flag()
+        )
+    };
+    match fault {
+        Some(f @ Fault::ServerError) => {
+            return error_response(StatusCode::INTERNAL_SERVER_ERROR, &on_purpose(f));
+        }
+        Some(f @ Fault::Http(status)) => return error_response(status, &on_purpose(f)),
+        Some(Fault::Reset) => {
+            conn.reset();
+            // Never sent: writing its head fails and the connection closes with an RST.
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+        _ => {}
     }
     let generation: Generation = match request::parse(api, &body) {
         Ok(generation) => generation,
@@ -344,26 +360,71 @@ async fn generate(shared: &Shared, api: Api, request: Request) -> Response {
         created: unix_now(),
         model_json: &shared.model_json,
         prompt_tokens: generation.prompt_tokens,
-        completion_tokens,
+        completion_tokens: if fault == Some(Fault::Empty) {
+            0
+        } else {
+            completion_tokens
+        },
+    };
+    let content = match fault {
+        Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(f)),
+        Some(Fault::Malformed) => Content::Malformed,
+        Some(Fault::NoDone) => Content::NoDone,
+        _ => Content::Normal,
     };
     let first_token_at = arrival + shared.ttft;
     if generation.stream {
-        let stream = reply.stream(generation.include_usage, first_token_at, shared.itl);
+        let stream = reply.stream(
+            generation.include_usage,
+            first_token_at,
+            shared.itl,
+            &content,
+        );
+        // Delivery faults act after half of the token chunks.
+        let body = match delivery(shared, fault, (reply.completion_tokens / 2) as usize) {
+            Some(delivery) => Body::from_stream(FaultyBody::new(stream, delivery)),
+            None => Body::from_stream(stream),
+        };
         (
             [
                 (header::CONTENT_TYPE, "text/event-stream"),
                 (header::CACHE_CONTROL, "no-cache"),
             ],
-            Body::from_stream(stream),
+            body,
         )
             .into_response()
     } else {
-        tokio::time::sleep_until(first_token_at + shared.itl * (completion_tokens - 1)).await;
-        (
-            [(header::CONTENT_TYPE, "application/json")],
-            reply.json_body(),
-        )
-            .into_response()
+        let last_token = reply.completion_tokens.saturating_sub(1);
+        tokio::time::sleep_until(first_token_at + shared.itl * last_token).await;
+        let json = reply.json_body_with(&content);
+        // Delivery faults act after the first half of the bytes.
+        let body = match delivery(shared, fault, 1) {
+            Some(delivery) => {
+                let half = json.len() / 2;
+                let halves = [json.slice(..half), json.slice(half..)].map(Ok::<Bytes, Infallible>);
+                Body::from_stream(FaultyBody::new(
+                    futures_util::stream::iter(halves),
+                    delivery,
+                ))
+            }
+            None => Body::from(json),
+        };
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    }
+}
+
+/// How a fault breaks the delivery of a body whose stream has its half-way point after
+/// `half` items; `None` for a fault that does not touch delivery.
+fn delivery(shared: &Shared, fault: Option<Fault>, half: usize) -> Option<Delivery> {
+    match fault? {
+        Fault::Cut => Some(Delivery::Cut { after: half }),
+        Fault::Stall => Some(Delivery::Stall {
+            after: half,
+            stall: shared.stall,
+            shutdown: shared.shutdown.clone(),
+        }),
+        Fault::Dribble => Some(Delivery::Dribble),
+        _ => None,
     }
 }
 

@@ -94,6 +94,33 @@ impl Api {
     }
 }
 
+/// What a 200 answer carries besides its tokens: normally nothing, or a fault in the
+/// content itself (the delivery faults live in `faults::FaultyBody`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Content {
+    Normal,
+    /// The token chunk half-way through (`floor(n / 2)` of `n`) is cut short before its
+    /// closing quote and braces; a non-streaming body loses its second half.
+    Malformed,
+    /// vLLM's in-band error event with this message after `floor(n / 2)` token chunks,
+    /// then `data: [DONE]` (no usage); a non-streaming body is the error object.
+    ErrorEvent(String),
+    /// The stream ends after its last chunk (usage included) without `data: [DONE]`.
+    NoDone,
+}
+
+/// vLLM's error object (`{"error": {...}}`) with this message, status code 500.
+pub(super) fn error_object(message: &str) -> Vec<u8> {
+    let error = serde_json::json!({"error": {
+        "object": "error",
+        "message": message,
+        "type": "InternalServerError",
+        "param": null,
+        "code": 500,
+    }});
+    error.to_string().into_bytes()
+}
+
 /// Everything that varies between answers; the text itself is a function of the length.
 pub(super) struct Reply<'a> {
     pub api: Api,
@@ -103,7 +130,7 @@ pub(super) struct Reply<'a> {
     /// The served model name as a JSON string literal, quotes and escapes included.
     pub model_json: &'a str,
     pub prompt_tokens: u32,
-    /// Number of output tokens, at least 1.
+    /// Number of output tokens (0 only for the empty-answer fault).
     pub completion_tokens: u32,
 }
 
@@ -132,6 +159,20 @@ impl Reply<'_> {
         );
     }
 
+    /// The non-streaming response body with its content fault: the whole answer, the
+    /// answer's first half (malformed), or the error object.
+    pub fn json_body_with(&self, content: &Content) -> Bytes {
+        match content {
+            Content::Normal | Content::NoDone => self.json_body(),
+            Content::Malformed => {
+                let mut body = self.json_body();
+                body.truncate(body.len() / 2);
+                body
+            }
+            Content::ErrorEvent(message) => error_object(message).into(),
+        }
+    }
+
     /// The whole non-streaming response body (`text_completion` or `chat.completion`),
     /// always with usage.
     pub fn json_body(&self) -> Bytes {
@@ -153,41 +194,54 @@ impl Reply<'_> {
     }
 
     /// The SSE stream: token chunk `i` is released at `first_token_at + i * itl`, then the
-    /// usage chunk (when `include_usage`) and `data: [DONE]` follow at once, as one frame.
+    /// usage chunk (when `include_usage`) and `data: [DONE]` follow at once, as one frame;
+    /// `content` may break that (see [`Content`]).
     pub fn stream(
         &self,
         include_usage: bool,
         first_token_at: Instant,
         itl: Duration,
+        content: &Content,
     ) -> TokenStream {
         let mut head = Vec::with_capacity(160);
         head.extend_from_slice(b"data: ");
         self.object_head(&mut head, self.api.chunk_object());
         head.extend_from_slice(br#""choices":[{"index":0,"#);
 
+        let half = self.completion_tokens / 2;
         let mut trailer = Vec::with_capacity(256);
-        if include_usage {
+        let mut count = self.completion_tokens;
+        if let Content::ErrorEvent(message) = content {
+            count = half;
+            trailer.extend_from_slice(b"data: ");
+            trailer.extend_from_slice(&error_object(message));
+            trailer.extend_from_slice(b"\n\n");
+        } else if include_usage {
             trailer.extend_from_slice(b"data: ");
             self.object_head(&mut trailer, self.api.chunk_object());
             trailer.extend_from_slice(br#""choices":[],"#);
             self.usage_tail(&mut trailer);
             trailer.extend_from_slice(b"\n\n");
         }
-        trailer.extend_from_slice(b"data: [DONE]\n\n");
+        if *content != Content::NoDone {
+            trailer.extend_from_slice(b"data: [DONE]\n\n");
+        }
 
         let chunk_size = head.len() + 64;
-        let block = (chunk_size * self.completion_tokens as usize).min(16 * 1024);
+        let block = (chunk_size * count as usize).min(16 * 1024);
         TokenStream {
             shape: self.api.chunk_shape(),
             head,
             buf: BytesMut::with_capacity(block),
             next: 0,
-            count: self.completion_tokens,
+            count,
+            last: self.completion_tokens.checked_sub(1),
+            malformed: (*content == Content::Malformed).then_some(half),
             first_token_at,
             itl,
             timer: None,
             armed: false,
-            trailer: Some(trailer.into()),
+            trailer: (!trailer.is_empty()).then(|| trailer.into()),
         }
     }
 }
@@ -200,7 +254,13 @@ pub(super) struct TokenStream {
     head: Vec<u8>,
     buf: BytesMut,
     next: u32,
+    /// Token chunks to send.
     count: u32,
+    /// The answer's last token, whose chunk carries the finish reason (past `count` when
+    /// an error event ends the stream early).
+    last: Option<u32>,
+    /// The token chunk sent malformed.
+    malformed: Option<u32>,
     first_token_at: Instant,
     itl: Duration,
     /// Made on the first wait only, then reset: a zero-delay stream never touches the timer.
@@ -214,7 +274,10 @@ impl TokenStream {
     fn chunk(&mut self, i: u32) -> Bytes {
         let shape = self.shape;
         let open = if i == 0 { shape.first_open } else { shape.open };
-        let close = if i + 1 == self.count {
+        let close = if self.malformed == Some(i) {
+            // The text's closing quote and everything after it are missing.
+            b"\n\n".as_slice()
+        } else if Some(i) == self.last {
             shape.last_close
         } else {
             shape.close

@@ -381,8 +381,8 @@ async fn fail_rate_a_quarter_fails_every_fourth_request() {
 #[test]
 fn fault_plan_fails_the_exact_share() {
     let failures = |rate: f64, n: u64| {
-        let plan = FaultPlan::new(rate);
-        (0..n).filter(|&k| plan.fault_for(k).is_some()).count()
+        let plan = FaultPlan::new(&[(Fault::ServerError, rate)]);
+        (0..n).filter(|_| plan.next().1.is_some()).count()
     };
     assert_eq!(failures(0.0, 1000), 0);
     assert_eq!(failures(1.0, 1000), 1000);
@@ -391,9 +391,60 @@ fn fault_plan_fails_the_exact_share() {
     assert_eq!(failures(1.0 / 3.0, 1000), 333);
     assert_eq!(failures(0.37, 100), 37);
     assert_eq!(failures(0.5, 7), 3);
-    let plan = FaultPlan::new(0.5);
-    assert_eq!(plan.fault_for(0), None);
-    assert_eq!(plan.fault_for(1), Some(Fault::ServerError));
+    let plan = FaultPlan::new(&[(Fault::ServerError, 0.5)]);
+    assert_eq!(plan.next(), (0, None));
+    assert_eq!(plan.next(), (1, Some(Fault::ServerError)));
+}
+
+#[test]
+fn fault_plan_shares_requests_between_modes() {
+    let modes = [
+        (Fault::Reset, 0.25),
+        (Fault::Cut, 0.25),
+        (Fault::Stall, 0.1),
+        (Fault::Dribble, 0.0),
+        (Fault::Empty, 0.4),
+    ];
+    let plan = FaultPlan::new(&modes);
+    let verdicts: Vec<Option<Fault>> = (0..1000).map(|_| plan.next().1).collect();
+    // The first eight: 0.4 is due at requests 2 and 4 (floor(3 * 0.4) = 1, ...); at 3 the
+    // quarter modes are due together and the first listed goes first, the other next.
+    assert_eq!(
+        verdicts[..8],
+        [
+            None,
+            None,
+            Some(Fault::Empty),
+            Some(Fault::Reset),
+            Some(Fault::Cut),
+            Some(Fault::Empty),
+            None,
+            Some(Fault::Reset),
+        ]
+    );
+    for (fault, rate) in modes {
+        for n in [10usize, 100, 999, 1000] {
+            let count = verdicts[..n].iter().filter(|v| **v == Some(fault)).count();
+            let share = (n as f64 * rate).floor() as usize;
+            assert!(
+                count.abs_diff(share) <= modes.len(),
+                "{fault:?} over {n}: {count}, share {share}"
+            );
+        }
+    }
+    // Rates summing to 1: all but a few requests (those before the first shares fall due)
+    // get a fault.
+    let clean = verdicts.iter().filter(|v| v.is_none()).count();
+    assert!(clean <= modes.len(), "{clean} requests without a fault");
+}
+
+#[test]
+fn fault_rates_are_checked_one_by_one_and_together() {
+    assert!(faults::check_rates(&[(Fault::Cut, 0.5), (Fault::Reset, 0.5)]).is_ok());
+    let err = faults::check_rates(&[(Fault::Cut, 0.5), (Fault::Reset, 0.6)]).unwrap_err();
+    assert!(err.contains("add up to 1.1"), "{err}");
+    let err = faults::check_rates(&[(Fault::Stall, f64::NAN)]).unwrap_err();
+    assert!(err.contains("--stall-rate"), "{err}");
 }
 
 #[tokio::test]
@@ -515,6 +566,25 @@ async fn bad_configs_are_refused() {
         ..MockConfig::default()
     };
     assert!(spawn(config).await.is_err());
+    // Rates that are fine alone but add up to more than 1.
+    let config = MockConfig {
+        fail_rate: 0.5,
+        faults: Faults {
+            cut_rate: 0.6,
+            ..Faults::default()
+        },
+        ..MockConfig::default()
+    };
+    let err = spawn(config).await.unwrap_err().to_string();
+    assert!(err.contains("more than 1"), "{err}");
+    let config = MockConfig {
+        faults: Faults {
+            http_error_status: 302,
+            ..Faults::default()
+        },
+        ..MockConfig::default()
+    };
+    assert!(spawn(config).await.is_err());
 }
 
 #[derive(clap::Parser)]
@@ -564,6 +634,51 @@ fn flags_map_onto_the_config() {
             output_len: 64,
             model: "m".to_owned(),
             fail_rate: 0.1,
+            faults: Faults::default(),
+        }
+    );
+
+    let args = Cli::try_parse_from([
+        "mock",
+        "--http-error-rate",
+        "0.1",
+        "--http-error-status",
+        "429",
+        "--reset-rate",
+        "0.05",
+        "--cut-rate",
+        "0.05",
+        "--malformed-rate",
+        "0.05",
+        "--stall-rate",
+        "0.05",
+        "--stall-ms",
+        "250",
+        "--error-event-rate",
+        "0.05",
+        "--empty-rate",
+        "0.05",
+        "--no-done-rate",
+        "0.05",
+        "--dribble-rate",
+        "0.05",
+    ])
+    .expect("fault flags parse")
+    .args;
+    assert_eq!(
+        MockConfig::from(&args).faults,
+        Faults {
+            http_error_rate: 0.1,
+            http_error_status: 429,
+            reset_rate: 0.05,
+            cut_rate: 0.05,
+            malformed_rate: 0.05,
+            stall_rate: 0.05,
+            stall_ms: 250,
+            error_event_rate: 0.05,
+            empty_rate: 0.05,
+            no_done_rate: 0.05,
+            dribble_rate: 0.05,
         }
     );
 
@@ -572,8 +687,284 @@ fn flags_map_onto_the_config() {
         ["--fail-rate", "nan"],
         ["--fail-rate", "x"],
         ["--output-len", "0"],
+        ["--reset-rate", "2"],
+        ["--http-error-status", "200"],
+        ["--http-error-status", "600"],
     ] {
         let argv = ["mock", bad[0], bad[1]];
         assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
     }
+}
+
+/// A server whose every generation request gets the fault these `faults` ask for.
+async fn faulty(faults: Faults) -> MockServer {
+    start(MockConfig {
+        faults,
+        ..MockConfig::default()
+    })
+    .await
+}
+
+const STREAM_6: &str = r#"{"prompt": "x", "max_tokens": 6, "stream": true,
+                            "stream_options": {"include_usage": true}}"#;
+
+/// Reads a body to its end or first error: the bytes, the error, and the number of reads.
+async fn read_body(response: reqwest::Response) -> (Vec<u8>, Option<reqwest::Error>, usize) {
+    let mut body = response.bytes_stream();
+    let (mut bytes, mut reads) = (Vec::new(), 0);
+    while let Some(read) = body.next().await {
+        match read {
+            Ok(chunk) => {
+                reads += 1;
+                bytes.extend_from_slice(&chunk);
+            }
+            Err(e) => return (bytes, Some(e), reads),
+        }
+    }
+    (bytes, None, reads)
+}
+
+/// The `data:` payloads of a complete SSE body.
+fn payloads(body: &[u8]) -> Vec<String> {
+    let text = std::str::from_utf8(body).expect("UTF-8 body");
+    assert!(text.ends_with("\n\n") || text.is_empty(), "{text:?}");
+    text.split_terminator("\n\n")
+        .map(|event| {
+            event
+                .strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("not a data line: {event:?}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+fn token_text(chunk: &Value) -> &str {
+    chunk["choices"][0]["text"].as_str().expect("text")
+}
+
+#[tokio::test]
+async fn http_errors_carry_the_chosen_status() {
+    let server = faulty(Faults {
+        http_error_rate: 1.0,
+        http_error_status: 429,
+        ..Faults::default()
+    })
+    .await;
+    let (status, body) = post_json(&server, "/v1/completions", json!({"prompt": "x"})).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(body["error"]["code"], 429);
+    assert_eq!(body["error"]["type"], "BadRequestError");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--http-error-rate"), "{message}");
+}
+
+#[tokio::test]
+async fn a_reset_closes_the_connection_with_an_rst_before_any_byte() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let server = faulty(Faults {
+        reset_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let body = r#"{"prompt": "x"}"#;
+    let request = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: mock\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+        .await
+        .expect("the server answers within 5 s");
+    let err = read.expect_err("an RST, not a clean close");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+
+    // The server goes on: the next request gets its own reset.
+    let err = reqwest::Client::new()
+        .post(format!("{}/v1/completions", server.base_url()))
+        .body(body)
+        .send()
+        .await
+        .expect_err("reset");
+    assert!(!err.is_connect() && !err.is_timeout(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_cut_stream_sends_half_its_chunks_then_closes_without_the_end() {
+    let server = faulty(Faults {
+        cut_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    let response = post(&server, "/v1/completions", STREAM_6).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let (bytes, err, _) = read_body(response).await;
+    assert!(err.is_some(), "the body must fail");
+    let events = payloads(&bytes);
+    assert_eq!(events.len(), 3, "{events:?}");
+    for (i, data) in events.iter().enumerate() {
+        assert_eq!(token_text(&parse(data)), WORDS[i]);
+    }
+
+    // Not streaming: the first half of the JSON arrives, then the cut.
+    let response = post(
+        &server,
+        "/v1/completions",
+        r#"{"prompt": "x", "max_tokens": 6}"#,
+    )
+    .await;
+    let (bytes, err, _) = read_body(response).await;
+    assert!(err.is_some());
+    assert!(bytes.starts_with(br#"{"id":"cmpl-"#), "{bytes:?}");
+    assert!(serde_json::from_slice::<Value>(&bytes).is_err());
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_is_cut_short_and_the_stream_goes_on() {
+    let server = faulty(Faults {
+        malformed_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    let response = post(&server, "/v1/completions", STREAM_6).await;
+    let (bytes, err, _) = read_body(response).await;
+    assert!(err.is_none(), "{err:?}");
+    let events = payloads(&bytes);
+    assert_eq!(events.len(), 6 + 2, "{events:?}");
+    for (i, data) in events[..6].iter().enumerate() {
+        if i == 3 {
+            assert!(serde_json::from_str::<Value>(data).is_err(), "{data}");
+            assert!(
+                data.ends_with(&format!(r#""text":"{}"#, WORDS[3])),
+                "{data}"
+            );
+        } else {
+            assert_eq!(token_text(&parse(data)), WORDS[i]);
+        }
+    }
+    assert_eq!(parse(&events[6])["usage"]["completion_tokens"], 6);
+    assert_eq!(events[7], "[DONE]");
+}
+
+#[tokio::test]
+async fn an_error_event_ends_the_stream_like_vllm() {
+    let server = faulty(Faults {
+        error_event_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    let response = post(&server, "/v1/completions", STREAM_6).await;
+    let (bytes, err, _) = read_body(response).await;
+    assert!(err.is_none(), "{err:?}");
+    let events = payloads(&bytes);
+    assert_eq!(events.len(), 3 + 2, "{events:?}");
+    // No token chunk claims to be the last one.
+    for data in &events[..3] {
+        assert_eq!(parse(data)["choices"][0]["finish_reason"], Value::Null);
+    }
+    let error = parse(&events[3]);
+    assert_eq!(error["error"]["object"], "error");
+    assert_eq!(error["error"]["code"], 500);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--error-event-rate"), "{message}");
+    assert_eq!(events[4], "[DONE]");
+
+    let (status, body) = post_json(&server, "/v1/completions", json!({"prompt": "x"})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["error"]["code"], 500, "{body}");
+}
+
+#[tokio::test]
+async fn empty_answers_and_streams_without_done() {
+    let server = faulty(Faults {
+        empty_rate: 0.5,
+        no_done_rate: 0.5,
+        ..Faults::default()
+    })
+    .await;
+    // Request 0 is due neither fault: floor(1 * 0.5) = 0; request 1 both, the first
+    // listed (empty) wins; request 2 gets the other (no [DONE]).
+    let (bytes, _, _) = read_body(post(&server, "/v1/completions", STREAM_6).await).await;
+    assert_eq!(payloads(&bytes).len(), 8);
+    let (bytes, err, _) = read_body(post(&server, "/v1/completions", STREAM_6).await).await;
+    assert!(err.is_none());
+    let events = payloads(&bytes);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(parse(&events[0])["usage"]["completion_tokens"], 0);
+    assert_eq!(events[1], "[DONE]");
+    let (bytes, err, _) = read_body(post(&server, "/v1/completions", STREAM_6).await).await;
+    assert!(err.is_none(), "the stream ends cleanly");
+    let events = payloads(&bytes);
+    assert_eq!(events.len(), 7, "{events:?}");
+    assert_eq!(parse(&events[6])["usage"]["completion_tokens"], 6);
+}
+
+#[tokio::test]
+async fn a_dribbled_answer_arrives_byte_by_byte_and_whole() {
+    let server = faulty(Faults {
+        dribble_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    let (bytes, err, reads) = read_body(post(&server, "/v1/completions", STREAM_6).await).await;
+    assert!(err.is_none(), "{err:?}");
+    let events = payloads(&bytes);
+    assert_eq!(events.len(), 8);
+    let text: String = events[..6]
+        .iter()
+        .map(|e| token_text(&parse(e)).to_owned())
+        .collect();
+    assert_eq!(text, words(6));
+    // Each byte is its own write; reads may still join a few of them.
+    assert!(
+        reads > bytes.len() / 4,
+        "{reads} reads for {} bytes",
+        bytes.len()
+    );
+
+    let (status, body) = post_json(
+        &server,
+        "/v1/completions",
+        json!({"prompt": "x", "max_tokens": 5}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["choices"][0]["text"], words(5));
+}
+
+#[tokio::test]
+async fn a_stall_holds_the_stream_then_resumes_or_ends_at_shutdown() {
+    let stall = Duration::from_millis(300);
+    let server = faulty(Faults {
+        stall_rate: 1.0,
+        stall_ms: stall.as_millis() as u64,
+        ..Faults::default()
+    })
+    .await;
+    let sent = Instant::now();
+    let events = sse_events(post(&server, "/v1/completions", STREAM_6).await, sent).await;
+    assert_eq!(events.len(), 8);
+    assert!(events[2].0 < stall, "{:?}", events[2].0);
+    assert!(events[3].0 >= stall, "{:?}", events[3].0);
+
+    // A stall longer than the test: shutting the server down ends it.
+    let server = faulty(Faults {
+        stall_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    let response = post(&server, "/v1/completions", STREAM_6).await;
+    let reader = tokio::spawn(read_body(response));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!reader.is_finished(), "the stream is stalled");
+    tokio::time::timeout(Duration::from_secs(5), server.shutdown())
+        .await
+        .expect("shutdown does not wait for the stall")
+        .expect("clean shutdown");
+    let (bytes, err, _) = reader.await.unwrap();
+    assert!(err.is_some(), "the stalled stream is cut");
+    assert_eq!(payloads(&bytes).len(), 3);
 }

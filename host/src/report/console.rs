@@ -1,6 +1,7 @@
 //! The console report: vLLM's "Serving Benchmark Result" block, character for character
-//! (same labels, `{:<40} {:<10}` columns, two decimals, trailing spaces included), then a
-//! separate block with our client diagnostics so vLLM's part stays identical.
+//! (same labels, `{:<40} {:<10}` columns, two decimals, trailing spaces included), then,
+//! when requests failed, a line counting them by error kind, then a separate block with
+//! our client diagnostics, so vLLM's part stays identical.
 
 use std::fmt::Write as _;
 
@@ -27,8 +28,22 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
         }
     }
     vllm_block(&mut out, metrics, run);
+    failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
     out
+}
+
+/// `Failures by kind: http-500: 3, timeout: 1`, when any request failed.
+fn failures_line(out: &mut String, m: &Metrics) {
+    if m.failures_by_kind.is_empty() {
+        return;
+    }
+    let counts: Vec<String> = m
+        .failures_by_kind
+        .iter()
+        .map(|(kind, n)| format!("{kind}: {n}"))
+        .collect();
+    let _ = writeln!(out, "Failures by kind: {}", counts.join(", "));
 }
 
 /// `"{:<40} {:<10}".format(label, value)` for integers and strings.

@@ -154,6 +154,13 @@ pub fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
     // Client diagnostics (not in vLLM).
     let c = &m.client;
     r.insert("requests_sent".into(), json!(c.sent));
+    // Failed requests per error kind (`{}` when none failed), most frequent first.
+    let by_kind: Map<String, Value> = m
+        .failures_by_kind
+        .iter()
+        .map(|(kind, n)| (kind.clone(), json!(n)))
+        .collect();
+    r.insert("failures_by_kind".into(), Value::Object(by_kind));
     r.insert(
         "achieved_request_rate".into(),
         float(c.achieved_request_rate),

@@ -97,6 +97,7 @@ fn console_block_is_vllms_text() {
         "P50 E2EL incl. Client Queue (ms):        300.00    \n",
         "P99 E2EL incl. Client Queue (ms):        937.00    \n",
         "==================================================\n",
+        "Failures by kind: http-500: 1\n",
         "=============== Client Diagnostics ===============\n",
         "Requests sent:                           4         \n",
         "Achieved request rate (req/s):           0.30      \n",
@@ -242,6 +243,7 @@ fn result_json_has_every_vllm_key() {
         vec![
             "achieved_request_rate",
             "achieved_send_rate",
+            "failures_by_kind",
             "output_token_count_mismatches",
             "output_tokens_server_usage",
             "output_tokens_tokenizer_count",

@@ -53,6 +53,13 @@ impl BackendPlugin {
         &self.sandbox.loaded.name
     }
 
+    /// Whether a call faulted (trapped, ran out of time or memory). A faulted instance
+    /// refuses every later call, so a caller that wants to go on replaces it with
+    /// [`BackendPlugin::fork`]. A plugin error (`Err` from the plugin) is not a fault.
+    pub fn faulted(&self) -> bool {
+        self.sandbox.faulted()
+    }
+
     /// Name, version, description and options.
     pub fn describe(&mut self) -> Result<PluginInfo> {
         let guest = self.bindings.bench_plugin_backend();

@@ -400,6 +400,13 @@ impl Sandbox {
                 .with_context(|| format!("plugin '{}': preparing the sandbox", loaded.name))?;
         let mut store = Store::new(loaded.pre.engine(), state);
         store.limiter(|state| &mut state.limiter);
+        // What one call may move out of the guest (import arguments, export results) is
+        // bounded by wasmtime's hostcall fuel, 128 MiB by default: less than a dataset's
+        // batch of multimodal requests may hold, and a limit the user cannot see. Tie it
+        // to the memory limit instead: a plugin makes the host copy at most as much as it
+        // may hold itself, and an oversized argument reaches the import, whose own size
+        // caps refuse it with an error the plugin can handle.
+        store.set_hostcall_fuel(usize::try_from(loaded.memory_limit).unwrap_or(usize::MAX));
         store.epoch_deadline_trap();
         Ok((
             Sandbox {
@@ -409,6 +416,12 @@ impl Sandbox {
             },
             guest_path,
         ))
+    }
+
+    /// Whether a call has faulted (trap, timeout, memory overrun): the instance is dead and
+    /// every later call fails; only a fresh instance can go on.
+    pub(crate) fn faulted(&self) -> bool {
+        self.poisoned.is_some()
     }
 
     /// Runs one guest call under the time budget, turning traps into errors that name the

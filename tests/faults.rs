@@ -1,0 +1,367 @@
+//! End-to-end failure handling: the real `bench` binary against the mock server injecting
+//! one fault at a time. Every faulted request must fail with the right error kind (in the
+//! detailed `errors` and the `failures_by_kind` summary), every other request must be
+//! measured exactly, and the run must finish and write its result.
+//!
+//! The mock picks faulted requests by arrival order: with rate 0.25, the 4th, 8th, ...
+//! request to arrive, so of 20 exactly 5 fail, whichever workload indices they are.
+
+mod common;
+
+use std::process::Output;
+
+use bench::mock::{Faults, MockConfig};
+use common::*;
+use serde_json::Value;
+
+const PROMPTS: usize = 20;
+const OUTPUT_LEN: u64 = 8;
+
+/// Runs `bench` (streaming chat, 20 requests of 8 output tokens) against `url` with
+/// `extra` flags; returns its output and the saved result.
+fn run(url: &str, extra: &[&str]) -> (Output, Value) {
+    run_with("openai-chat", url, extra)
+}
+
+/// [`run`] with another backend.
+fn run_with(backend: &str, url: &str, extra: &[&str]) -> (Output, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let num_prompts = PROMPTS.to_string();
+    let output_len = OUTPUT_LEN.to_string();
+    let tokenizer = gpt2();
+    let mut args = vec![
+        "--backend",
+        backend,
+        "--model",
+        "mock",
+        "--tokenizer",
+        &tokenizer,
+        "--base-url",
+        url,
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        &output_len,
+        "--num-prompts",
+        &num_prompts,
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ];
+    args.extend_from_slice(extra);
+    let out = bench(&args);
+    let result = result_json(dir.path());
+    (out, result)
+}
+
+fn faulty(faults: Faults) -> Mock {
+    mock(MockConfig {
+        faults,
+        ..MockConfig::default()
+    })
+}
+
+/// Checks a run in which `failed` requests failed, all with errors of `kind` that contain
+/// `needle`, and every other request was measured in full.
+#[track_caller]
+fn assert_failures(out: &Output, r: &Value, kind: &str, failed: usize, needle: &str) {
+    let completed = PROMPTS - failed;
+    assert_eq!(r["completed"], completed, "{}", text(out));
+    assert_eq!(r["failed"], failed);
+    let errors = r["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), PROMPTS);
+    let failures: Vec<&str> = errors
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .filter(|e| !e.is_empty())
+        .collect();
+    assert_eq!(failures.len(), failed, "{failures:?}");
+    for error in &failures {
+        assert!(
+            error.starts_with(&format!("{kind}: ")) && error.contains(needle),
+            "want `{kind}: ...{needle}...`, got {error:?}"
+        );
+    }
+    assert_measured(r, completed);
+    let by_kind = r["failures_by_kind"].as_object().unwrap();
+    if failed == 0 {
+        assert!(by_kind.is_empty(), "{by_kind:?}");
+    } else {
+        assert_eq!(by_kind.len(), 1, "{by_kind:?}");
+        assert_eq!(by_kind[kind], failed);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout.lines().find(|l| l.starts_with("Failures by kind:"));
+    if failed == 0 {
+        assert_eq!(summary, None, "{stdout}");
+    } else {
+        assert_eq!(
+            summary,
+            Some(format!("Failures by kind: {kind}: {failed}").as_str()),
+            "{stdout}"
+        );
+    }
+}
+
+/// Checks a run in which nothing failed and every request was measured in full.
+#[track_caller]
+fn assert_no_failures(out: &Output, r: &Value) {
+    assert_failures(out, r, "none", 0, "");
+}
+
+/// The successful requests were measured normally: exact token counts by the server and
+/// the tokenizer, a TTFT and one ITL gap per further token; failed ones count 0 tokens.
+#[track_caller]
+fn assert_measured(r: &Value, completed: usize) {
+    let errors = r["errors"].as_array().unwrap();
+    let ok = |i: usize| errors[i] == "";
+    for i in 0..PROMPTS {
+        let (output_len, itls) = (&r["output_lens"][i], r["itls"][i].as_array().unwrap());
+        if ok(i) {
+            assert_eq!(output_len, OUTPUT_LEN, "request {i}");
+            assert_eq!(itls.len() as u64, OUTPUT_LEN - 1, "request {i}");
+            assert!(r["ttfts"][i].as_f64().unwrap() > 0.0, "request {i}");
+        } else {
+            assert_eq!(output_len, 0, "request {i}");
+        }
+    }
+    let tokens = completed as u64 * OUTPUT_LEN;
+    assert_eq!(r["total_output_tokens"], tokens);
+    assert_eq!(r["output_tokens_server_usage"], tokens);
+    assert_eq!(r["output_tokens_tokenizer_count"], tokens);
+    assert_eq!(r["requests_sent"], PROMPTS);
+}
+
+#[test]
+fn http_errors_fail_with_their_status() {
+    let m = faulty(Faults {
+        http_error_rate: 0.25,
+        http_error_status: 503,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_failures(&out, &r, "http-503", 5, "Service Unavailable");
+}
+
+#[test]
+fn a_reset_before_the_response_head_is_a_reset() {
+    let m = faulty(Faults {
+        reset_rate: 0.25,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_failures(
+        &out,
+        &r,
+        "reset",
+        5,
+        "the connection was closed before a response head arrived",
+    );
+}
+
+#[test]
+fn a_stream_cut_mid_way_is_a_stream_cut() {
+    let m = faulty(Faults {
+        cut_rate: 0.25,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_failures(
+        &out,
+        &r,
+        "stream-cut",
+        5,
+        "the response body broke off after",
+    );
+    // What arrived before the cut is kept in the detailed result: half the tokens.
+    let errors = r["errors"].as_array().unwrap();
+    for (i, text) in r["generated_texts"].as_array().unwrap().iter().enumerate() {
+        let text = text.as_str().unwrap();
+        let words = text.split_whitespace().count() as u64;
+        let want = if errors[i] == "" {
+            OUTPUT_LEN
+        } else {
+            OUTPUT_LEN / 2
+        };
+        assert_eq!(words, want, "request {i}: {text:?}");
+    }
+}
+
+#[test]
+fn a_malformed_chunk_is_an_invalid_chunk() {
+    let m = faulty(Faults {
+        malformed_rate: 0.25,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_failures(
+        &out,
+        &r,
+        "invalid-chunk",
+        5,
+        "invalid JSON in a response frame",
+    );
+}
+
+#[test]
+fn a_stall_past_the_request_timeout_is_a_timeout() {
+    let m = faulty(Faults {
+        stall_rate: 0.25,
+        ..Faults::default()
+    });
+    let started = std::time::Instant::now();
+    let (out, r) = run(&m.url, &["--request-timeout", "1.5"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_failures(
+        &out,
+        &r,
+        "timeout",
+        5,
+        "no complete response within the request timeout of 1.5 s",
+    );
+    // The run waited for the timeout, not for the (hour-long) stall.
+    assert!(
+        started.elapsed().as_secs_f64() < 10.0,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(r["duration"].as_f64().unwrap() >= 1.5);
+}
+
+#[test]
+fn an_in_band_error_event_is_a_server_error() {
+    let m = faulty(Faults {
+        error_event_rate: 0.25,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_failures(
+        &out,
+        &r,
+        "server-error",
+        5,
+        "the server reported an error: mock server: request",
+    );
+}
+
+#[test]
+fn an_answer_without_tokens_is_no_output() {
+    let m = faulty(Faults {
+        empty_rate: 0.25,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_failures(
+        &out,
+        &r,
+        "no-output",
+        5,
+        "Never received a valid chunk to calculate TTFT.",
+    );
+}
+
+#[test]
+fn a_stream_without_done_is_measured_normally() {
+    let m = faulty(Faults {
+        no_done_rate: 0.5,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_no_failures(&out, &r);
+}
+
+#[test]
+fn a_dribbled_response_is_measured_normally() {
+    let m = faulty(Faults {
+        dribble_rate: 0.5,
+        ..Faults::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_no_failures(&out, &r);
+    // The text was reassembled from single bytes: every answer tokenizes to 8 tokens (the
+    // tokenizer count above) and reads as the mock's words.
+    for text in r["generated_texts"].as_array().unwrap() {
+        let text = text.as_str().unwrap();
+        assert!(text.starts_with(" the of and to"), "{text:?}");
+    }
+}
+
+#[test]
+fn a_closed_port_fails_every_request_with_connect_and_still_saves() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let (out, r) = run(&url, &[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("every request failed"),
+        "{}",
+        text(&out)
+    );
+    assert_failures(&out, &r, "connect", PROMPTS, "Connection refused");
+}
+
+#[test]
+fn several_kinds_are_counted_apart_most_frequent_first() {
+    let m = mock(MockConfig {
+        fail_rate: 0.25,
+        faults: Faults {
+            reset_rate: 0.25,
+            ..Faults::default()
+        },
+        ..MockConfig::default()
+    });
+    let (out, r) = run(&m.url, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    // Both are due at the 4th, 8th, ... arrival; --fail-rate goes first and the reset
+    // follows at the next arrival, so the 20th arrival leaves the fifth reset undone.
+    assert_eq!(r["failed"], 9, "{}", text(&out));
+    assert_measured(&r, PROMPTS - 9);
+    assert_eq!(
+        r["failures_by_kind"],
+        serde_json::json!({"http-500": 5, "reset": 4})
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Failures by kind: http-500: 5, reset: 4\n"),
+        "{stdout}"
+    );
+    // vLLM's block is unchanged and comes first; the summary follows it.
+    let block_end = stdout.find("==================================================\n");
+    let summary = stdout.find("Failures by kind:");
+    assert!(block_end.unwrap() < summary.unwrap(), "{stdout}");
+}
+
+#[test]
+fn non_streaming_faults_fail_the_same_way() {
+    let m = faulty(Faults {
+        cut_rate: 0.25,
+        malformed_rate: 0.25,
+        dribble_rate: 0.25,
+        ..Faults::default()
+    });
+    let (out, r) = run_with("openai", &m.url, &["--backend-option", "stream=false"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let by_kind = r["failures_by_kind"].as_object().unwrap();
+    // Cut and malformed are both due at every 4th arrival, dribble too; each arrival
+    // serves one, the others follow: 20 arrivals serve cut 5, malformed 4, dribble 4.
+    assert_eq!(by_kind["stream-cut"], 5, "{by_kind:?}\n{}", text(&out));
+    assert_eq!(by_kind["invalid-chunk"], 4, "{by_kind:?}");
+    assert_eq!(by_kind.len(), 2, "{by_kind:?}");
+    assert_eq!(r["completed"], 11);
+    let tokens = 11 * OUTPUT_LEN;
+    assert_eq!(r["total_output_tokens"], tokens);
+    assert_eq!(r["output_tokens_tokenizer_count"], tokens);
+}

@@ -1,0 +1,317 @@
+//! Stopping a run early: Ctrl-C (SIGINT) and SIGTERM keep the results measured so far and
+//! mark them as interrupted; a second Ctrl-C quits at once; result files are replaced
+//! atomically, so neither an append nor a SIGKILL while saving can damage them.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The common flags of a run against `url` that saves a detailed result into `dir`.
+fn run_args<'a>(url: &'a str, dir: &'a Path, extra: &[&'a str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--backend",
+        "openai-chat",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        url,
+        "--random-input-len",
+        "8",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.to_str().unwrap(),
+        "--disable-tqdm",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn start(args: &[String]) -> Running {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = spawn_bench(&args);
+    // Printed once the signal handlers are in place, just before the first request.
+    run.wait_for_line("Starting main benchmark run", Duration::from_secs(120));
+    run
+}
+
+/// Files in `dir` that are neither results nor PyTorch records: leftovers of a write.
+fn stray_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".json"))
+        .collect()
+}
+
+#[test]
+fn sigint_saves_what_completed_marked_interrupted_and_exits_130() {
+    // 10 tokens 20 ms apart: each request takes about 200 ms; 4 at a time, 1000 of them
+    // would take 50 s.
+    let m = mock(bench::mock::MockConfig {
+        itl: Duration::from_millis(20),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let grace = 3.0;
+    let run = start(&run_args(
+        &m.url,
+        dir.path(),
+        &[
+            "--random-output-len",
+            "10",
+            "--num-prompts",
+            "1000",
+            "--max-concurrency",
+            "4",
+            "--shutdown-grace-sec",
+            "3",
+        ],
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    run.signal(libc::SIGINT);
+    let signalled = Instant::now();
+    let out = run.wait(Duration::from_secs(30));
+    let took = signalled.elapsed();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    // Requests in flight end within 200 ms, well inside the grace period; the rest is
+    // computing and writing the report.
+    assert!(
+        took < Duration::from_secs_f64(grace),
+        "took {took:?}\n{}",
+        text(&out)
+    );
+
+    let r = result_json(dir.path());
+    assert_eq!(r["interrupted"], true, "{}", text(&out));
+    assert!(r["interrupt_reason"].as_str().unwrap().contains("SIGINT"));
+    let completed = r["completed"].as_u64().unwrap();
+    let not_sent = r["requests_not_sent"].as_u64().unwrap();
+    assert!(completed > 0 && completed < 1000, "completed {completed}");
+    // Everything in flight finished within the grace period: nothing failed, and the
+    // requests never sent are not counted as failures.
+    assert_eq!(r["failed"], 0);
+    assert_eq!(r["requests_cancelled"], 0);
+    assert_eq!(completed + not_sent, 1000);
+    assert_eq!(r["errors"].as_array().unwrap().len() as u64, completed);
+    assert_eq!(r["total_output_tokens"].as_u64().unwrap(), completed * 10);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "Benchmark interrupted (SIGINT received): {not_sent} of 1000 requests not sent"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(marked as interrupted)"), "{stdout}");
+    assert!(stray_files(dir.path()).is_empty());
+}
+
+#[test]
+fn sigterm_is_a_first_ctrl_c_and_cancels_what_outlives_the_grace_period() {
+    // Each request streams for 20 s: all three in flight outlive a 1 s grace period.
+    let m = mock(bench::mock::MockConfig {
+        itl: Duration::from_millis(500),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let run = start(&run_args(
+        &m.url,
+        dir.path(),
+        &[
+            "--random-output-len",
+            "40",
+            "--num-prompts",
+            "50",
+            "--max-concurrency",
+            "3",
+            "--shutdown-grace-sec",
+            "1",
+        ],
+    ));
+    std::thread::sleep(Duration::from_millis(700));
+    run.signal(libc::SIGTERM);
+    let signalled = Instant::now();
+    let out = run.wait(Duration::from_secs(30));
+    let took = signalled.elapsed();
+    assert_eq!(out.status.code(), Some(143), "{}", text(&out));
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "took {took:?}\n{}",
+        text(&out)
+    );
+    let r = result_json(dir.path());
+    assert_eq!(r["interrupted"], true);
+    assert!(r["interrupt_reason"].as_str().unwrap().contains("SIGTERM"));
+    assert_eq!(r["completed"], 0);
+    assert_eq!(r["failed"], 3);
+    assert_eq!(r["requests_cancelled"], 3);
+    assert_eq!(r["requests_not_sent"], 47);
+    for e in r["errors"].as_array().unwrap() {
+        assert!(
+            e.as_str().unwrap().starts_with("interrupted: "),
+            "error kind: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once_without_saving() {
+    let m = mock(bench::mock::MockConfig {
+        itl: Duration::from_millis(500),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let run = start(&run_args(
+        &m.url,
+        dir.path(),
+        &[
+            "--random-output-len",
+            "40",
+            "--num-prompts",
+            "10",
+            "--shutdown-grace-sec",
+            "60",
+        ],
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    run.signal(libc::SIGINT);
+    // The first one is acknowledged on stderr; give the handler a moment to see it.
+    std::thread::sleep(Duration::from_millis(300));
+    run.signal(libc::SIGINT);
+    let signalled = Instant::now();
+    let out = run.wait(Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(2),
+        "took {:?} after the second Ctrl-C",
+        signalled.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("quitting without saving"), "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn append_result_keeps_the_existing_entry_and_adds_the_new_one() {
+    let m = mock(Default::default());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.json");
+    // An earlier result, byte for byte as vLLM's json.dump writes it.
+    let old = br#"{"date": "20250101-000000", "backend": "vllm", "completed": 7}"#;
+    std::fs::write(&path, old).unwrap();
+    let out = bench(&[
+        "--backend",
+        "openai-chat",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "5",
+        "--append-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "results.json",
+        "--disable-tqdm",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.starts_with(old));
+    assert_eq!(bytes[old.len()], b'\n');
+    let new: serde_json::Value = serde_json::from_slice(&bytes[old.len() + 1..]).unwrap();
+    assert_eq!(new["completed"], 5);
+    assert_eq!(new["backend"], "openai-chat");
+    assert!(new.get("interrupted").is_none(), "a full run is not marked");
+    assert!(stray_files(dir.path()).is_empty());
+}
+
+/// The environment variable that turns [`sigkill_target_writer`] into a writer.
+const WRITER_ENV: &str = "BENCH_TEST_SIGKILL_TARGET";
+
+/// Two results of several megabytes: writing one takes long enough for a SIGKILL to land
+/// in the middle of it.
+fn big_documents() -> [Vec<u8>; 2] {
+    ["a", "b"].map(|fill| {
+        let texts = vec![fill.repeat(100); 40_000];
+        serde_json::to_vec(&serde_json::json!({ "generated_texts": texts })).unwrap()
+    })
+}
+
+/// Not a test on its own: run by [`sigkill_while_saving_never_leaves_a_damaged_file`] as a
+/// child process that rewrites a result file in a loop until it is killed.
+#[test]
+#[ignore = "a helper process for sigkill_while_saving_never_leaves_a_damaged_file"]
+fn sigkill_target_writer() {
+    let Some(path) = std::env::var_os(WRITER_ENV) else {
+        return;
+    };
+    let docs = big_documents();
+    for i in 0.. {
+        bench::report::save::write_atomically(Path::new(&path), &[&docs[i % 2]]).unwrap();
+    }
+}
+
+/// What this shows: a process killed with SIGKILL at arbitrary moments while it rewrites
+/// a multi-megabyte result file through `write_atomically` (the function every result
+/// and append goes through) never leaves that file partly written: it always holds one of
+/// the complete documents. It cannot show durability across a power loss (that rests on
+/// fsync, which a test cannot observe), and it does not kill `bench` itself mid-save,
+/// because a real result is written in microseconds and a kill could not be aimed at it.
+#[test]
+fn sigkill_while_saving_never_leaves_a_damaged_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("result.json");
+    let docs = big_documents();
+    std::fs::write(&path, &docs[0]).unwrap();
+    let me = std::env::current_exe().unwrap();
+    let mut kills_mid_write = 0;
+    for round in 0..12u64 {
+        let mut child = Command::new(&me)
+            .args(["--ignored", "--exact", "sigkill_target_writer", "--quiet"])
+            .env(WRITER_ENV, &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(150 + round * 37));
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+        child.wait().unwrap();
+        let now = std::fs::read(&path).unwrap();
+        assert!(
+            now == docs[0] || now == docs[1],
+            "round {round}: a damaged file of {} bytes",
+            now.len()
+        );
+        // A temporary file left behind means the kill landed during a write.
+        let temps: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p != &path)
+            .collect();
+        if !temps.is_empty() {
+            kills_mid_write += 1;
+        }
+        for t in temps {
+            std::fs::remove_file(t).unwrap();
+        }
+    }
+    // The test only means something if some kills did interrupt a write.
+    assert!(kills_mid_write > 0, "no kill landed during a write");
+}
