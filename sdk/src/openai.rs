@@ -765,4 +765,422 @@ mod tests {
         assert!(decoder.feed(b"{}", &[3], &mut out).is_err());
         assert!(decoder.feed(b"{}{}", &[2, 4], &mut out).is_ok());
     }
+
+    /// Fuzzing of the decoder with proptest, with the field choices of the first-party
+    /// plugins: `cargo test -p bench-sdk fuzz_` runs a short round;
+    /// `PROPTEST_CASES=200000 cargo test -p bench-sdk fuzz_` a long one.
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// `short_run` cases unless `PROPTEST_CASES` asks for another count.
+        fn cases(short_run: u32) -> ProptestConfig {
+            let mut config = ProptestConfig::default();
+            if std::env::var_os("PROPTEST_CASES").is_none() {
+                config.cases = short_run;
+            }
+            config
+        }
+
+        /// `plugins/backends/openai`: the text is the choice's own `text`.
+        const COMPLETIONS: ChoiceFields = ChoiceFields {
+            holder: None,
+            content: "text",
+            reasoning: &[],
+        };
+        /// `plugins/backends/openai-chat` streaming: `choices[0].delta`.
+        const CHAT_STREAM: ChoiceFields = CHAT;
+        /// `plugins/backends/openai-chat` without streaming: `choices[0].message`.
+        const CHAT_WHOLE: ChoiceFields = ChoiceFields {
+            holder: Some("message"),
+            content: "content",
+            reasoning: &["reasoning_content", "reasoning"],
+        };
+
+        /// Every decoder the first-party plugins make: each field choice, streaming or
+        /// not (a plugin pairs a choice with one mode; the decoder must hold up in both).
+        fn decoder() -> impl Strategy<Value = OpenAiDecoder> {
+            (
+                prop::sample::select(&[COMPLETIONS, CHAT_STREAM, CHAT_WHOLE][..]),
+                any::<bool>(),
+            )
+                .prop_map(|(fields, stream)| {
+                    let stream = if stream { "true" } else { "false" };
+                    let (client, _) = open(&[("stream", stream)], None).unwrap();
+                    client.decoder(fields)
+                })
+        }
+
+        /// Feeds and finishes, checking what must hold for any input: no panic, `Ok`
+        /// exactly when the frame ends are in order inside the buffer, events in frame
+        /// order naming real frames, and every span inside its own frame.
+        fn decode_checked(
+            decoder: &mut OpenAiDecoder,
+            buffer: &[u8],
+            ends: &[u32],
+        ) -> std::result::Result<Vec<Event>, TestCaseError> {
+            let mut out = Vec::new();
+            let fed = decoder.feed(buffer, ends, &mut out);
+            let ends_ok = ends
+                .iter()
+                .try_fold(0u32, |start, &end| (start <= end).then_some(end))
+                .is_some_and(|last| last as usize <= buffer.len());
+            prop_assert_eq!(fed.is_ok(), ends_ok, "{:?}", fed);
+            if let Err(e) = &fed {
+                prop_assert!(matches!(e, PluginError::InvalidInput(_)), "{:?}", e);
+            }
+            decoder.finish(&mut out).unwrap();
+            let mut last_frame = 0;
+            for event in &out {
+                let frame = event.frame as usize;
+                prop_assert!(frame < ends.len(), "{:?} of {} frames", event, ends.len());
+                prop_assert!(frame >= last_frame, "events out of frame order: {:?}", out);
+                last_frame = frame;
+                let start = if frame == 0 {
+                    0
+                } else {
+                    ends[frame - 1] as usize
+                };
+                let end = ends[frame] as usize;
+                if let EventKind::Chunk(chunk) = &event.kind {
+                    for span in [&chunk.content, &chunk.reasoning].into_iter().flatten() {
+                        let (from, len) = (span.start as usize, span.len as usize);
+                        prop_assert!(
+                            start <= from && from + len <= end,
+                            "span {}+{} outside frame {}..{}",
+                            from,
+                            len,
+                            start,
+                            end
+                        );
+                        // Spans sit between the quotes of a string literal.
+                        prop_assert_eq!(buffer[from - 1], b'"');
+                        prop_assert_eq!(buffer[from + len], b'"');
+                    }
+                }
+                // Rendering slices every span: it would panic on a bad one.
+                render(buffer, event);
+            }
+            Ok(out)
+        }
+
+        /// Frames laid end to end, as the host hands them over.
+        fn lay_out(frames: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>) {
+            let buffer = frames.concat();
+            let ends = frames
+                .iter()
+                .scan(0u32, |end, f| {
+                    *end += f.len() as u32;
+                    Some(*end)
+                })
+                .collect();
+            (buffer, ends)
+        }
+
+        /// Any JSON value, small: what a server may put where the decoder expects
+        /// something else.
+        fn junk() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                (-1e6f64..1e6).prop_map(Value::from),
+                ".{0,8}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(2, 8, 3, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                    prop::collection::btree_map("[a-z_]{1,8}", inner, 0..3)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// Text as servers send it: any characters, control ones and quotes included.
+        fn text() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                4 => ".{0,12}".prop_map(Value::from),
+                1 => Just(Value::from("")),
+                1 => "[\"\\\\\n\t\u{0}-\u{1f}é😀]{0,6}".prop_map(Value::from),
+            ]
+        }
+
+        /// An object with some of `members` (each either its expected shape or junk)
+        /// and a stray member now and then.
+        fn object_of(
+            members: Vec<(&'static str, BoxedStrategy<Value>)>,
+        ) -> impl Strategy<Value = Value> {
+            let members: Vec<_> = members
+                .into_iter()
+                .map(|(key, value)| {
+                    prop::option::weighted(0.7, prop_oneof![6 => value, 1 => junk()])
+                        .prop_map(move |v| v.map(|v| (key.to_owned(), v)))
+                })
+                .collect();
+            (members, prop::option::of(("[a-z]{1,6}", junk()))).prop_map(|(members, stray)| {
+                Value::Object(members.into_iter().flatten().chain(stray).collect())
+            })
+        }
+
+        fn text_holder() -> BoxedStrategy<Value> {
+            object_of(vec![
+                ("role", Just(Value::from("assistant")).boxed()),
+                ("content", text().boxed()),
+                ("reasoning_content", text().boxed()),
+                ("reasoning", text().boxed()),
+            ])
+            .boxed()
+        }
+
+        fn choice() -> BoxedStrategy<Value> {
+            object_of(vec![
+                ("index", Just(Value::from(0)).boxed()),
+                ("text", text().boxed()),
+                ("delta", text_holder()),
+                ("message", text_holder()),
+                (
+                    "finish_reason",
+                    prop_oneof![Just(Value::Null), ".{0,6}".prop_map(Value::from)].boxed(),
+                ),
+            ])
+            .boxed()
+        }
+
+        fn count() -> BoxedStrategy<Value> {
+            prop_oneof![
+                4 => (0u64..100_000).prop_map(Value::from),
+                1 => any::<u64>().prop_map(Value::from),
+                1 => (-5i64..0).prop_map(Value::from),
+                1 => Just(serde_json::json!(3.0)),
+            ]
+            .boxed()
+        }
+
+        /// A response frame in OpenAI's shape, with every part now and then missing,
+        /// null, empty or of the wrong type.
+        fn frame() -> impl Strategy<Value = Value> {
+            object_of(vec![
+                ("id", Just(Value::from("cmpl-1")).boxed()),
+                (
+                    "choices",
+                    prop_oneof![
+                        4 => prop::collection::vec(choice(), 1..3).prop_map(Value::from),
+                        1 => Just(serde_json::json!([])),
+                        1 => Just(Value::Null),
+                    ]
+                    .boxed(),
+                ),
+                (
+                    "usage",
+                    prop_oneof![
+                        3 => object_of(vec![
+                            ("prompt_tokens", count()),
+                            ("completion_tokens", count()),
+                            ("total_tokens", count()),
+                        ]),
+                        1 => Just(Value::Null),
+                    ]
+                    .boxed(),
+                ),
+                (
+                    "error",
+                    prop_oneof![
+                        3 => Just(Value::Null),
+                        1 => ".{0,8}".prop_map(Value::from),
+                        1 => object_of(vec![
+                            ("message", text().boxed()),
+                            ("code", Just(Value::from(500)).boxed()),
+                        ]),
+                    ]
+                    .boxed(),
+                ),
+            ])
+        }
+
+        /// What the decoder must make of a well-formed frame, rendered as [`render`]
+        /// does, computed from serde_json's reading of it with vLLM's rules.
+        fn expected(
+            fields: &ChoiceFields,
+            streaming: bool,
+            frame: usize,
+            value: &Value,
+            raw: &[u8],
+        ) -> Vec<String> {
+            let mut out = Vec::new();
+            let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+            let shown =
+                |s: &Option<String>| s.as_ref().map_or("none".to_owned(), |s| format!("{s:?}"));
+            let usage = value
+                .get("usage")
+                .and_then(Value::as_object)
+                .filter(|u| !u.is_empty())
+                .map(|u| {
+                    let n = |key: &str| {
+                        u.get(key)
+                            .and_then(Value::as_u64)
+                            .and_then(|n| u32::try_from(n).ok())
+                            .map_or("none".to_owned(), |n| n.to_string())
+                    };
+                    format!(
+                        "{frame}: usage prompt={} completion={}",
+                        n("prompt_tokens"),
+                        n("completion_tokens")
+                    )
+                });
+            match value.get("choices").and_then(Value::as_array) {
+                Some(choices) if !choices.is_empty() => {
+                    let choice = &choices[0];
+                    let holder = match fields.holder {
+                        Some(holder) => choice.get(holder).filter(|h| h.is_object()),
+                        None => choice.as_object().map(|_| choice),
+                    };
+                    let content = string(holder.and_then(|h| h.get(fields.content)));
+                    let reasoning = fields.reasoning.iter().find_map(|key| {
+                        string(holder.and_then(|h| h.get(*key))).filter(|s| !s.is_empty())
+                    });
+                    out.push(format!(
+                        "{frame}: chunk content={} reasoning={}",
+                        shown(&content),
+                        shown(&reasoning)
+                    ));
+                    if !streaming {
+                        out.extend(usage);
+                    }
+                    if let Some(reason) = string(choice.get("finish_reason")) {
+                        out.push(format!("{frame}: finish {reason}"));
+                    }
+                }
+                _ => out.extend(usage),
+            }
+            match value.get("error") {
+                None | Some(Value::Null) => {}
+                Some(error) => {
+                    let message = match error {
+                        Value::String(s) => s.clone(),
+                        other => match other.get("message").and_then(Value::as_str) {
+                            Some(m) => m.to_owned(),
+                            None => {
+                                // The error's own bytes in the frame, quoted.
+                                let text = serde_json::to_string(other).unwrap();
+                                assert!(
+                                    raw.windows(text.len()).any(|w| w == text.as_bytes()),
+                                    "the error's text is in the frame"
+                                );
+                                quote(text.as_bytes())
+                            }
+                        },
+                    };
+                    out.push(format!(
+                        "{frame}: error the server reported an error: {message}"
+                    ));
+                }
+            }
+            out
+        }
+
+        /// A frame's bytes, now and then damaged (cut short, a byte changed, an
+        /// arbitrary byte string instead).
+        fn damaged(
+            value: Value,
+            damage: u8,
+            at: usize,
+            byte: u8,
+            noise: Vec<u8>,
+        ) -> (Value, Vec<u8>, bool) {
+            let mut raw = serde_json::to_vec(&value).unwrap();
+            let at = at % raw.len();
+            match damage {
+                0 => raw.truncate(at),
+                1 => raw[at] = byte,
+                2 => raw = noise,
+                _ => return (value, raw, false),
+            }
+            (value, raw, true)
+        }
+
+        proptest! {
+            #![proptest_config(cases(1024))]
+
+            #[test]
+            fn fuzz_any_buffer_and_frame_ends(
+                mut decoder in decoder(),
+                buffer in prop::collection::vec(
+                    prop_oneof![
+                        4 => any::<u8>(),
+                        1 => prop::sample::select(&b"{}[]\":,\\ 0ntufc"[..]),
+                    ],
+                    0..128,
+                ),
+                ends in prop::collection::vec(any::<u32>(), 0..8),
+                in_range in any::<bool>(),
+            ) {
+                // Half the time, ends that are in order inside the buffer.
+                let mut ends = ends;
+                if in_range {
+                    for end in &mut ends {
+                        *end %= buffer.len() as u32 + 1;
+                    }
+                    ends.sort_unstable();
+                }
+                decode_checked(&mut decoder, &buffer, &ends)?;
+            }
+
+            #[test]
+            fn fuzz_openai_shaped_frames_decode_as_vllm_reads_them(
+                fields in prop::sample::select(&[COMPLETIONS, CHAT_STREAM, CHAT_WHOLE][..]),
+                streaming in any::<bool>(),
+                frames in prop::collection::vec(
+                    (
+                        frame(),
+                        prop_oneof![8 => Just(3u8), 1 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+                        any::<usize>(),
+                        any::<u8>(),
+                        prop::collection::vec(any::<u8>(), 0..24),
+                    )
+                        .prop_map(|(v, damage, at, byte, noise)| damaged(v, damage, at, byte, noise)),
+                    0..6,
+                ),
+            ) {
+                let stream = if streaming { "true" } else { "false" };
+                let (client, _) = open(&[("stream", stream)], None).unwrap();
+                let mut decoder = client.decoder(fields);
+                let raws: Vec<Vec<u8>> = frames.iter().map(|(_, raw, _)| raw.clone()).collect();
+                let (buffer, ends) = lay_out(&raws);
+                let events = decode_checked(&mut decoder, &buffer, &ends)?;
+                let rendered: Vec<String> = events.iter().map(|e| render(&buffer, e)).collect();
+                for (i, (value, raw, was_damaged)) in frames.iter().enumerate() {
+                    let got: Vec<&String> = rendered
+                        .iter()
+                        .filter(|line| line.starts_with(&format!("{i}: ")))
+                        .collect();
+                    if *was_damaged {
+                        // Whatever the damage made of it, a frame is never silently lost
+                        // when it is no longer valid JSON.
+                        let mut cur = json::Cursor::new(raw);
+                        if cur.skip().and_then(|()| cur.finish()).is_err() {
+                            prop_assert!(
+                                got.iter().any(|l| l.contains(": error invalid JSON")),
+                                "{:?}: {:?}", String::from_utf8_lossy(raw), got
+                            );
+                        }
+                    } else if value.get("choices").is_some_and(|c| !c.is_array() && !c.is_null()) {
+                        // vLLM's client fails on it; the decoder reports the frame.
+                        prop_assert_eq!(got.len(), 1, "{:?}", got);
+                        let prefix = format!(
+                            "{i}: error invalid JSON in a response frame: `choices` is not an array at byte "
+                        );
+                        prop_assert!(got[0].starts_with(&prefix), "{:?}", got);
+                    } else {
+                        let want = expected(&fields, streaming, i, value, raw);
+                        prop_assert_eq!(
+                            got.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+                            want.iter().map(String::as_str).collect::<Vec<_>>(),
+                            "frame {}", String::from_utf8_lossy(raw)
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -123,7 +123,11 @@ pub async fn run(
                     (tx.clone(), pb_task.clone(), stop.clone(), cancel.clone());
                 tasks.push(handle.spawn(async move {
                     let permit = match semaphore {
-Some(s) => Some(s.acquire_owned().await.expect("x")),
+                        Some(s) => tokio::select! {
+                            biased;
+                            () = stop.stopped() => return Outcome::NotSent,
+                            p = s.acquire_owned() => Some(p.expect("semaphore never closes")),
+                        },
                         None => None,
                     };
                     if stop.is_stopped() {
@@ -131,7 +135,14 @@ Some(s) => Some(s.acquire_owned().await.expect("x")),
                     }
                     let req = &requests[i];
                     let start = Instant::now();
-let _ = (&cancel, start, grace); let (raw, outcome) = (client.send(req).await, Outcome::Done);
+                    let (raw, outcome) = tokio::select! {
+                        biased;
+                        raw = client.send(req) => (raw, Outcome::Done),
+                        () = cancel.stopped() => (
+                            cancelled(req.index, start, grace),
+                            Outcome::Cancelled,
+                        ),
+                    };
                     drop(permit);
                     let meta = RequestMeta {
                         index: req.index,

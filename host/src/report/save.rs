@@ -106,8 +106,8 @@ pub fn save(metrics: &Metrics, run: &RunInfo, options: &SaveOptions) -> Result<O
             .with_context(|| format!("creating the result directory {}", dir.display()))?;
     }
     let mut result = result_json(metrics, run, options.save_detailed);
-    if let (Some(stop), Value::Object(map)) = (&options.interrupted, &mut result) {
-        stop.mark(map);
+    if let (Some(interruption), Value::Object(map)) = (&options.interrupted, &mut result) {
+        interruption.mark(map);
     }
     let bytes = pyjson::to_vec(&result).context("serialising the result JSON")?;
     if options.append_result {
@@ -364,6 +364,32 @@ mod tests {
         }
         done.store(true, Ordering::Relaxed);
         assert!(reader.join().unwrap() > 0);
+    }
+
+    #[test]
+    fn concurrent_appends_lose_no_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for i in 0..25 {
+                        append_atomically(&path, format!("{{\"w\": {w}, \"i\": {i}}}").as_bytes())
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        let mut docs: Vec<&str> = text.split('\n').collect();
+        assert_eq!(docs.len(), 100);
+        docs.sort();
+        docs.dedup();
+        assert_eq!(docs.len(), 100);
     }
 
     #[test]
