@@ -6,7 +6,8 @@
 #
 # Ceiling: zero-delay server, 128-token streams, random dataset with 128-token prompts,
 # request rate inf, concurrency 64 and 512. Timing error: a server with TTFT 50 ms and
-# ITL 10 ms, 64-token streams; the error is bench's mean minus the server's delay.
+# ITL 10 ms, 64-token streams; the error is bench's mean minus the server's own recorded
+# mean (GET /mock/timing: when each chunk actually left, from the request's arrival).
 # With two or more cores the server is pinned to core 1 and bench to core 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,10 +33,14 @@ run() { # label concurrency prompts ttft_ms itl_ms output_len
     --num-prompts "$n" --max-concurrency "$conc" --disable-tqdm \
     --save-result --result-dir "$tmp" --result-filename "$label.json" >"$tmp/$label.log" 2>&1 \
     || { cat "$tmp/$label.log"; kill $server; exit 1; }
+  curl -sf "http://127.0.0.1:$port/mock/timing" >"$tmp/$label.server.json"
   kill $server; wait $server 2>/dev/null || true
-  python3 - "$tmp/$label.json" "$label" "$conc" "$ttft" "$itl" <<'PY'
+  python3 - "$tmp/$label.json" "$label" "$conc" "$ttft" "$itl" "$tmp/$label.server.json" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1])); label, conc, ttft, itl = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+r = json.load(open(sys.argv[1])); label, conc = sys.argv[2], int(sys.argv[3])
+# The truth is what the server did (its own send times), not only what it was asked.
+s = json.load(open(sys.argv[6]))
+ttft, itl = (s["mean_ttft_ms"], s["mean_itl_ms"]) if float(sys.argv[4]) > 0 else (0, 0)
 err = lambda v, t: f"{v - t:+.2f}" if t > 0 else "-"
 print(f"| {label:<10} | {conc:>5} | {r['completed']:>6} | {r['request_throughput']:>9.0f} | {r['output_throughput']:>11.0f} "
       f"| {r['mean_ttft_ms']:>8.2f} | {err(r['mean_ttft_ms'], ttft):>7} | {r['mean_itl_ms']:>7.2f} | {err(r['mean_itl_ms'], itl):>7} "

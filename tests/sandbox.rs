@@ -1,9 +1,13 @@
 //! The plugin sandbox against plugins that misbehave on purpose
 //! (`tests/fixtures/plugins`, built here for wasm32-wasip2): each fault must end in a clear
 //! error that names the plugin, the call and the cause, within the time budget, and a
-//! plugin must see nothing of the machine but its dataset path.
+//! plugin must see nothing of the machine but its dataset path: no other file by any path
+//! trick, no environment, no network, no host import that takes unbounded input. A
+//! backend decoder that traps fails only the response it was decoding, and a run whose
+//! decoder keeps trapping stops early with the results it has.
 //!
-//! Most checks go through the library API (`Runtime`), the rest through the real binary.
+//! Most checks go through the library API (`Runtime`), the rest through the real binary
+//! (against the mock server, for the runs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -287,7 +291,7 @@ fn observation<'a>(report: &'a [(String, String)], key: &str) -> &'a str {
 }
 
 #[test]
-fn a_plugin_sees_only_its_dataset_read_only_and_no_env_args_or_network() {
+fn a_plugin_sees_its_dataset_read_only_and_the_host_imports() {
     let cache = tempfile::tempdir().unwrap();
     let runtime = default_runtime(cache.path());
     let root = tempfile::tempdir().unwrap();
@@ -309,32 +313,16 @@ fn a_plugin_sees_only_its_dataset_read_only_and_no_env_args_or_network() {
     );
     assert_eq!(observation(&report, "dataset"), "first line");
     // ... but not writable.
-    assert!(
-        observation(&report, "write").starts_with("denied"),
-        "{report:?}"
-    );
+    assert!(denied(&report, "write"), "{report:?}");
     assert_eq!(
         std::fs::read_to_string(&data).unwrap(),
         "first line\nsecond line\n"
     );
-    // Nothing outside the granted directory is reachable.
-    assert!(
-        observation(&report, "outside").starts_with("denied"),
-        "{report:?}"
-    );
-    assert!(
-        observation(&report, "passwd").starts_with("denied"),
-        "{report:?}"
-    );
-    // No environment (the test process has HOME and PATH), no arguments, no network.
-    assert!(std::env::var_os("PATH").is_some());
-    assert_eq!(observation(&report, "env"), "0");
-    assert_eq!(observation(&report, "home"), "false");
-    assert_eq!(observation(&report, "args"), "0");
-    assert!(
-        observation(&report, "tcp").starts_with("denied"),
-        "{report:?}"
-    );
+    // Nothing outside the granted directory is reachable (every way of trying is in
+    // `no_path_trick_reaches_outside_the_granted_directory`; environment and network in
+    // `no_environment_and_no_network_of_any_kind`).
+    assert!(denied(&report, "outside"), "{report:?}");
+    assert!(denied(&report, "passwd"), "{report:?}");
     // Host imports: the run's tokenizer and seeds.
     let ids = gpt2().encode("Hello world", false).unwrap();
     assert_eq!(observation(&report, "tokens"), format!("{ids:?}"));

@@ -4,8 +4,9 @@
 //! A decoder that faults (traps, runs out of time or memory) on one response fails that
 //! request only: the faulted instance is dead, so the worker replaces it with a fresh one
 //! ([`BackendPlugin::fork`]) before the next response. A plugin that keeps faulting
-//! (see [`FaultBudget`]) stops the run through the run's [`StopSignal`]; every record
-//! decoded before that is kept.
+//! (`MAX_CONSECUTIVE_FAULTS` in a row, or more than `MAX_TOTAL_FAULTS` in all) stops the
+//! run through the run's [`StopSignal`]; every record decoded before that is kept, and
+//! responses still arriving fail as not decoded.
 
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
@@ -26,8 +27,8 @@ use crate::runtime::{BackendPlugin, Event, ResponseHead};
 /// re-instantiation, or a whole call budget for a plugin that hangs).
 const MAX_CONSECUTIVE_FAULTS: u32 = 5;
 
-/// Decode faults in one run after which the worker gives up even when successes come in
-/// between: past this many, the plugin fails a systematic share of the responses and the
+/// More decode faults than this in one run make the worker give up even when successes
+/// come in between: past this many, the plugin fails a systematic share of the responses and the
 /// run's numbers would describe the plugin rather than the server.
 const MAX_TOTAL_FAULTS: u32 = 10;
 

@@ -34,6 +34,7 @@ mod request;
 mod response;
 #[cfg(test)]
 mod tests;
+pub mod timing;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -176,6 +177,8 @@ struct Shared {
     stall: Duration,
     /// Ends stalls when the server shuts down (its sender is dropped).
     shutdown: watch::Receiver<()>,
+    /// The server's real send times.
+    timing: Arc<timing::TimingRecorder>,
 }
 
 /// A running mock server. Dropping it starts a graceful shutdown (responses in flight are
@@ -183,6 +186,7 @@ struct Shared {
 #[derive(Debug)]
 pub struct MockServer {
     addr: SocketAddr,
+    timing: Arc<timing::TimingRecorder>,
     /// Dropping the sender is the shutdown signal (for the server and stalled streams).
     stop: watch::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
@@ -192,6 +196,12 @@ impl MockServer {
     /// The address actually bound (the real port when the config asked for port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// What the server actually did so far: mean time to the first token chunk and mean
+    /// gap between chunks, measured when each chunk was handed to the connection.
+    pub fn timing(&self) -> timing::TimingSnapshot {
+        self.timing.snapshot()
     }
 
     /// `http://ip:port`, without a path: endpoints are `{base_url}/v1/completions` etc.
@@ -232,6 +242,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         .local_addr()
         .context("reading the mock server's bound address")?;
     let (stop, shutdown) = watch::channel(());
+    let timing = Arc::new(timing::TimingRecorder::default());
     let shared = Arc::new(Shared {
         ttft: config.ttft,
         itl: config.itl,
@@ -242,6 +253,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         faults: FaultPlan::new(&rates),
         stall: Duration::from_millis(config.faults.stall_ms),
         shutdown,
+        timing: timing.clone(),
     });
     let mut stopped = stop.subscribe();
     let app = router(shared).into_make_service_with_connect_info::<Conn>();
@@ -250,7 +262,12 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         let _ = stopped.changed().await;
     });
     let task = tokio::spawn(serve.into_future());
-    Ok(MockServer { addr, stop, task })
+    Ok(MockServer {
+        addr,
+        timing,
+        stop,
+        task,
+    })
 }
 
 /// `bench mock-server`: serves until Ctrl-C (a second Ctrl-C skips the graceful wait).
@@ -288,6 +305,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
+        .route("/mock/timing", get(timing_report))
         .with_state(shared)
 }
 
@@ -379,6 +397,10 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
             first_token_at,
             shared.itl,
             &content,
+            response::Timing {
+                recorder: shared.timing.clone(),
+                arrival,
+            },
         );
         // Delivery faults act after half of the token chunks.
         let body = match delivery(shared, fault, (reply.completion_tokens / 2) as usize) {
@@ -446,6 +468,11 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
 /// vLLM's `/health`: 200 with an empty body once the server can take requests.
 async fn health() -> StatusCode {
     StatusCode::OK
+}
+
+/// The server's own timing so far, for clients in another process (scripts/perf.sh).
+async fn timing_report(State(shared): State<Arc<Shared>>) -> axum::Json<timing::TimingSnapshot> {
+    axum::Json(shared.timing.snapshot())
 }
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.

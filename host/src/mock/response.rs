@@ -7,12 +7,15 @@
 use std::convert::Infallible;
 use std::io::Write as _;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::time::{Instant, Sleep, sleep_until};
+
+use super::timing::TimingRecorder;
 
 /// The output vocabulary, cycled in order: output token `i` is `WORDS[i % WORDS.len()]`.
 ///
@@ -202,6 +205,7 @@ impl Reply<'_> {
         first_token_at: Instant,
         itl: Duration,
         content: &Content,
+        timing: Timing,
     ) -> TokenStream {
         let mut head = Vec::with_capacity(160);
         head.extend_from_slice(b"data: ");
@@ -239,11 +243,19 @@ impl Reply<'_> {
             malformed: (*content == Content::Malformed).then_some(half),
             first_token_at,
             itl,
+            timing,
+            previous: None,
             timer: None,
             armed: false,
             trailer: (!trailer.is_empty()).then(|| trailer.into()),
         }
     }
+}
+
+/// Where a stream records its real send times, and when its request arrived.
+pub(super) struct Timing {
+    pub recorder: Arc<TimingRecorder>,
+    pub arrival: Instant,
 }
 
 /// The body of a streaming response: one frame per token chunk, each held back until its
@@ -263,6 +275,9 @@ pub(super) struct TokenStream {
     malformed: Option<u32>,
     first_token_at: Instant,
     itl: Duration,
+    timing: Timing,
+    /// When the previous token chunk was released.
+    previous: Option<Instant>,
     /// Made on the first wait only, then reset: a zero-delay stream never touches the timer.
     timer: Option<Pin<Box<Sleep>>>,
     /// The timer holds the deadline of chunk `next`.
@@ -317,6 +332,12 @@ impl Stream for TokenStream {
             }
             this.armed = false;
         }
+        let now = Instant::now();
+        match this.previous {
+            None => this.timing.recorder.first_token(now - this.timing.arrival),
+            Some(previous) => this.timing.recorder.gap(now - previous),
+        }
+        this.previous = Some(now);
         let chunk = this.chunk(this.next);
         this.next += 1;
         Poll::Ready(Some(Ok(chunk)))

@@ -39,7 +39,8 @@ impl BackendPlugin {
 
     /// Another instance of the same plugin in a fresh store (cheap: the component is
     /// compiled and pre-linked once), opened with the same configuration if this one is.
-    /// Each decode worker gets its own.
+    /// Each decode worker gets its own, and replaces a faulted one with a fork (forking
+    /// never calls into this instance, so it works after a fault).
     pub fn fork(&self) -> Result<BackendPlugin> {
         let mut plugin = BackendPlugin::new(self.sandbox.loaded.clone(), self.host.clone())?;
         if let Some((_, config)) = &self.client {

@@ -1,0 +1,83 @@
+//! What the mock server actually did, as opposed to what it was asked to do: the time
+//! from each request's arrival to its first token chunk, and the gaps between token
+//! chunks, measured when each chunk is handed to the connection. Tests and the benchmark
+//! compare the client's measurements with these, so timer lateness on a busy machine is
+//! not mistaken for client error.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Running sums, updated with relaxed atomics (one add per chunk).
+#[derive(Debug, Default)]
+pub struct TimingRecorder {
+    first_tokens: AtomicU64,
+    ttft_ns: AtomicU64,
+    gaps: AtomicU64,
+    gap_ns: AtomicU64,
+}
+
+impl TimingRecorder {
+    pub fn first_token(&self, since_arrival: Duration) {
+        self.first_tokens.fetch_add(1, Ordering::Relaxed);
+        self.ttft_ns
+            .fetch_add(since_arrival.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn gap(&self, since_previous: Duration) {
+        self.gaps.fetch_add(1, Ordering::Relaxed);
+        self.gap_ns
+            .fetch_add(since_previous.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> TimingSnapshot {
+        let n = self.first_tokens.load(Ordering::Relaxed);
+        let g = self.gaps.load(Ordering::Relaxed);
+        let mean = |sum: u64, n: u64| {
+            if n == 0 {
+                0.0
+            } else {
+                sum as f64 / n as f64 / 1e6
+            }
+        };
+        TimingSnapshot {
+            first_tokens: n,
+            mean_ttft_ms: mean(self.ttft_ns.load(Ordering::Relaxed), n),
+            gaps: g,
+            mean_itl_ms: mean(self.gap_ns.load(Ordering::Relaxed), g),
+        }
+    }
+}
+
+/// The server's own timing so far (`GET /mock/timing` serves it as JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimingSnapshot {
+    /// Streams that sent a first token chunk.
+    pub first_tokens: u64,
+    /// Mean time from request arrival to the first token chunk, in ms.
+    pub mean_ttft_ms: f64,
+    /// Gaps between successive token chunks of a stream.
+    pub gaps: u64,
+    pub mean_itl_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn means_are_sums_over_counts() {
+        let r = TimingRecorder::default();
+        assert_eq!(r.snapshot().mean_ttft_ms, 0.0);
+        r.first_token(Duration::from_millis(50));
+        r.first_token(Duration::from_millis(52));
+        r.gap(Duration::from_micros(9_500));
+        r.gap(Duration::from_micros(10_500));
+        r.gap(Duration::from_millis(10));
+        let s = r.snapshot();
+        assert_eq!((s.first_tokens, s.gaps), (2, 3));
+        assert!((s.mean_ttft_ms - 51.0).abs() < 1e-9);
+        assert!((s.mean_itl_ms - 10.0).abs() < 1e-9);
+    }
+}
