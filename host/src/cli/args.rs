@@ -67,9 +67,10 @@ pub struct DatasetArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub random_output_len: Option<u32>,
 
-    /// random: range ratio r for lengths sampled uniformly in [L(1-r), L(1+r)] (default 0.0).
+    /// random: range ratio r for lengths sampled uniformly in [L(1-r), L(1+r)] (default
+    /// 0.0), or a JSON object {"input": r, "output": r} as vLLM accepts.
     #[arg(long, allow_negative_numbers = true)]
-    pub random_range_ratio: Option<f64>,
+    pub random_range_ratio: Option<String>,
 
     /// random: number of fixed prefix tokens before the random context (default 0).
     #[arg(long, allow_negative_numbers = true)]
@@ -86,6 +87,14 @@ pub struct DatasetArgs {
     /// custom: do not apply the tokenizer's chat template to prompts.
     #[arg(long)]
     pub skip_chat_template: bool,
+
+    /// sharegpt, custom: keep the file's order instead of shuffling with the seed.
+    #[arg(long)]
+    pub disable_shuffle: bool,
+
+    /// sharegpt, custom: do not repeat requests when the file has fewer than --num-prompts.
+    #[arg(long)]
+    pub no_oversample: bool,
 
     /// Any plugin option, as KEY=VALUE (repeatable); see `bench plugin inspect NAME`.
     #[arg(long = "dataset-option", value_name = "KEY=VALUE")]
@@ -133,11 +142,11 @@ impl DatasetArgs {
                 "--random-output-len",
             );
         }
-        if let Some(v) = self.random_range_ratio {
+        if let Some(v) = &self.random_range_ratio {
             add(
                 Some("random"),
                 "range-ratio",
-                v.to_string(),
+                v.clone(),
                 "--random-range-ratio",
             );
         }
@@ -173,6 +182,16 @@ impl DatasetArgs {
                 "--skip-chat-template",
             );
         }
+        for (set, key, flag) in [
+            (self.disable_shuffle, "disable-shuffle", "--disable-shuffle"),
+            (self.no_oversample, "no-oversample", "--no-oversample"),
+        ] {
+            if set {
+                for plugin in ["sharegpt", "custom"] {
+                    add(Some(plugin), key, "true".into(), flag);
+                }
+            }
+        }
         for item in &self.dataset_options {
             let (k, v) =
                 split_key_value(item).with_context(|| format!("--dataset-option {item:?}"))?;
@@ -184,19 +203,23 @@ impl DatasetArgs {
     /// The options for a plugin that calls itself `name`, warning about flags meant for
     /// another dataset (vLLM ignores those silently).
     pub fn options_for(&self, name: &str) -> Result<Vec<(String, String)>> {
-        let mut out = Vec::new();
-        for opt in self.options()? {
-            match opt.plugin {
-                Some(p) if p != name => {
-                    tracing::warn!(
-                        "{} is for the '{p}' dataset; ignored for '{name}'",
-                        opt.flag
-                    )
-                }
-                _ => {
-                    out.retain(|(k, _): &(String, String)| *k != opt.key);
-                    out.push((opt.key, opt.value));
-                }
+        let options = self.options()?;
+        let mut out: Vec<(String, String)> = Vec::new();
+        for opt in &options {
+            if opt.plugin.is_none_or(|p| p == name) {
+                out.retain(|(k, _)| *k != opt.key);
+                out.push((opt.key.clone(), opt.value.clone()));
+            }
+        }
+        // A flag meant only for other datasets (vLLM ignores those silently).
+        for opt in &options {
+            let applies =
+                |o: &DatasetOption| o.flag == opt.flag && o.plugin.is_none_or(|p| p == name);
+            if !options.iter().any(applies) {
+                tracing::warn!(
+                    "{} does not apply to the '{name}' dataset; ignored",
+                    opt.flag
+                );
             }
         }
         Ok(out)
@@ -286,6 +309,26 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("--dataset-option")
+        );
+    }
+
+    #[test]
+    fn shared_flags_reach_each_dataset_that_has_them() {
+        let d = parse(&[
+            "--disable-shuffle",
+            "--no-oversample",
+            "--random-range-ratio",
+            r#"{"input":0.5}"#,
+        ]);
+        let both = vec![
+            ("disable-shuffle".to_string(), "true".to_string()),
+            ("no-oversample".to_string(), "true".to_string()),
+        ];
+        assert_eq!(d.options_for("sharegpt").unwrap(), both);
+        assert_eq!(d.options_for("custom").unwrap(), both);
+        assert_eq!(
+            d.options_for("random").unwrap(),
+            vec![("range-ratio".into(), r#"{"input":0.5}"#.into())]
         );
     }
 
