@@ -1,0 +1,182 @@
+//! vLLM's less common `serve` flags, exercised together in real runs against the mock
+//! server, and checked in the result file they produce.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn host_port_endpoint_names_labels_metadata_percentiles_goodput_and_sampling() {
+    let m = mock(Default::default());
+    let port = m.server.as_ref().unwrap().addr().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--backend",
+        "openai",
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        "org/some-model",
+        "--served-model-name",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--random-input-len",
+        "20",
+        "--random-output-len",
+        "6",
+        "--random-range-ratio",
+        "0.5",
+        "--random-prefix-len",
+        "4",
+        "--num-prompts",
+        "12",
+        "--request-rate",
+        "400",
+        "--burstiness",
+        "2",
+        "--seed",
+        "7",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--top-p",
+        "0.9",
+        "--top-k",
+        "-1",
+        "--min-p",
+        "0.05",
+        "--header",
+        "x-bench-test=1",
+        "--request-id-prefix",
+        "flags-",
+        "--ready-check-timeout-sec",
+        "5",
+        "--num-warmups",
+        "2",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99",
+        "--goodput",
+        "ttft:1000",
+        "tpot:1000",
+        "--label",
+        "flagrun",
+        "--metadata",
+        "version=1.2",
+        "tp=1",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "run.json",
+        "--disable-tqdm",
+    ];
+    let out = bench(&args);
+    assert!(out.status.success(), "{}", text(&out));
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
+    assert_eq!(r["completed"], 12, "{}", text(&out));
+    assert_eq!(r["label"], "flagrun");
+    assert_eq!(r["model_id"], "org/some-model");
+    assert_eq!(r["version"], "1.2");
+    assert_eq!(r["tp"], "1");
+    assert_eq!(r["request_rate"], 400.0);
+    assert_eq!(r["burstiness"], 2.0);
+    for key in [
+        "p50_ttft_ms",
+        "p90_itl_ms",
+        "p99_tpot_ms",
+        "mean_e2el_ms",
+        "p90_e2el_ms",
+    ] {
+        assert!(r[key].is_number(), "{key} missing: {r}");
+    }
+    // Every request meets generous SLOs against a zero-delay server.
+    assert!(r["request_goodput"].as_f64().unwrap() > 0.0, "{r}");
+    // --random-range-ratio 0.5 draws output lengths in [floor(6 * 0.5), ceil(6 * 1.5)].
+    let lens: Vec<u64> = r["output_lens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(lens.iter().all(|l| (3..=9).contains(l)), "{lens:?}");
+    assert!(
+        lens.iter().any(|&l| l != lens[0]),
+        "lengths should vary: {lens:?}"
+    );
+    assert_eq!(r["total_output_tokens"], lens.iter().sum::<u64>());
+    // The PyTorch-benchmark records beside the result.
+    assert!(dir.path().join("run.pytorch.json").exists());
+    // Console: vLLM's configured-rate line.
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("Request rate configured (RPS):           400.00")
+    );
+
+    // --append-result adds a second run to the same file.
+    let mut again: Vec<&str> = args.to_vec();
+    again.push("--append-result");
+    let out = bench(&again);
+    assert!(out.status.success(), "{}", text(&out));
+    let body = std::fs::read_to_string(dir.path().join("run.json")).unwrap();
+    let runs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&body)
+        .into_iter::<serde_json::Value>()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(runs.len(), 2, "{body}");
+    assert!(runs.iter().all(|r| r["completed"] == 12));
+}
+
+#[test]
+fn linear_ramp_up_records_rate_changes() {
+    let m = mock(Default::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "--backend",
+        "openai-chat",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+        "--num-prompts",
+        "30",
+        "--ramp-up-strategy",
+        "linear",
+        "--ramp-up-start-rps",
+        "50",
+        "--ramp-up-end-rps",
+        "60",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = result_json(dir.path());
+    assert_eq!(r["completed"], 30);
+    assert_eq!(r["ramp_up_strategy"], "linear");
+    assert_eq!(r["ramp_up_start_rps"], 50);
+    assert_eq!(r["ramp_up_end_rps"], 60);
+    let events = r["rps_change_events"]
+        .as_array()
+        .expect("rps_change_events");
+    let rps: Vec<u64> = events.iter().map(|e| e["rps"].as_u64().unwrap()).collect();
+    // vLLM records the start rate, then every whole rate the ramp passes.
+    assert_eq!(rps, (50..=60).collect::<Vec<_>>(), "{r}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Traffic ramp-up strategy: linear."));
+}
