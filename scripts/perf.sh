@@ -42,14 +42,14 @@ r = json.load(open(sys.argv[1])); label, conc = sys.argv[2], int(sys.argv[3])
 s = json.load(open(sys.argv[6]))
 ttft, itl = (s["mean_ttft_ms"], s["mean_itl_ms"]) if float(sys.argv[4]) > 0 else (0, 0)
 err = lambda v, t: f"{v - t:+.2f}" if t > 0 else "-"
-print(f"| {label:<10} | {conc:>5} | {r['completed']:>6} | {r['request_throughput']:>9.0f} | {r['output_throughput']:>11.0f} "
+print(f"| {label:<11} | {conc:>5} | {r['completed']:>6} | {r['request_throughput']:>9.0f} | {r['output_throughput']:>11.0f} "
       f"| {r['mean_ttft_ms']:>8.2f} | {err(r['mean_ttft_ms'], ttft):>7} | {r['mean_itl_ms']:>7.2f} | {err(r['mean_itl_ms'], itl):>7} "
       f"| {r.get('schedule_lag_ms_p99', float('nan')):>8.3f} |")
 PY
 }
 
-echo "| scenario   | conc. |   reqs |     req/s | output tok/s | TTFT ms | TTFT err | ITL ms | ITL err | lag p99 ms |"
-echo "|------------|------:|-------:|----------:|-------------:|--------:|---------:|-------:|--------:|-----------:|"
+echo "| scenario    | conc. |   reqs |     req/s | output tok/s | TTFT ms | TTFT err | ITL ms | ITL err | lag p99 ms |"
+echo "|-------------|------:|-------:|----------:|-------------:|--------:|---------:|-------:|--------:|-----------:|"
 run ceiling-64 64 ${N_CEILING:-20000} 0 0 128
 run ceiling-512 512 ${N_CEILING:-20000} 0 0 128
 run timing-64 64 ${N_TIMING:-640} 50 10 64
