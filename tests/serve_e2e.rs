@@ -190,3 +190,43 @@ fn bad_flags_fail_before_any_work_naming_the_flag() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn selfcheck_prints_the_ceiling_and_the_timing_error_per_level() {
+    let out = bench(&[
+        "selfcheck",
+        "--levels",
+        "2,4",
+        "--requests",
+        "8",
+        "--ceiling-requests",
+        "50",
+        "--ttft-ms",
+        "20",
+        "--itl-ms",
+        "5",
+        "--output-len",
+        "4",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("Ceiling (zero-delay server"), "{s}");
+    for level in ["2", "4"] {
+        let row = s
+            .lines()
+            .find(|l| {
+                l.split_whitespace().next() == Some(level)
+                    && l.split_whitespace().nth(1) == Some("8")
+            })
+            .unwrap_or_else(|| panic!("no row for level {level}:\n{s}"));
+        let verdict = row.split_whitespace().last().unwrap();
+        assert!(verdict == "ok" || verdict == "distorted", "{row}");
+        // The server's recorded TTFT is near its configured 20 ms.
+        let server_ttft: f64 = row.split_whitespace().nth(6).unwrap().parse().unwrap();
+        assert!((server_ttft - 20.0).abs() < 5.0, "{row}");
+    }
+    assert!(
+        s.contains("can be trusted") || s.contains("treat timings"),
+        "{s}"
+    );
+}

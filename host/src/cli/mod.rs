@@ -5,6 +5,7 @@ pub mod args;
 pub mod dataset;
 pub mod limits;
 pub mod plugin;
+pub mod selfcheck;
 pub mod serve;
 
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ enum Command {
     Plugin(plugin::PluginArgs),
     /// Sample a workload with a dataset plugin and write it as JSONL.
     Dataset(dataset::DatasetCommand),
+    /// Measure this machine's client ceiling and timing error against the built-in mock server.
+    Selfcheck(selfcheck::SelfcheckArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -57,6 +60,7 @@ pub fn main() -> ExitCode {
         Some(Command::MockServer(args)) => run_mock(args),
         Some(Command::Plugin(args)) => plugin::run(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Dataset(cmd)) => dataset::run(cmd).map(|()| ExitCode::SUCCESS),
+        Some(Command::Selfcheck(args)) => selfcheck::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
