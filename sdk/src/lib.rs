@@ -24,6 +24,7 @@ pub mod json;
 pub mod openai;
 pub mod options;
 pub mod rng;
+pub mod sampling;
 
 /// Bindings of the `dataset-plugin` world. Plugin authors use the re-exports below.
 #[doc(hidden)]

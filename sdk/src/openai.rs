@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 use crate::json::{self, Cursor, Key, Str};
 use crate::options::{OptionReader, option};
 use crate::{
-    Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError,
-    RequestSpec, TextSpan, Usage,
+    Backend, Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo,
+    PluginError, RequestSpec, ResponseHead, TextSpan, Usage,
 };
 
 /// vLLM's benchmark sends `temperature: 0.0` (greedy decoding) unless the sampling
@@ -490,6 +490,111 @@ pub fn render(buffer: &[u8], event: &Event) -> String {
     format!("{}: {what}", event.frame)
 }
 
+/// Where each of `frames` ends once they are laid end to end in one buffer.
+fn frame_ends(frames: &[&str]) -> Vec<u32> {
+    frames
+        .iter()
+        .scan(0, |end, f| {
+            *end += f.len() as u32;
+            Some(*end)
+        })
+        .collect()
+}
+
+/// Feeds `frames` to `decoder` in one call, finishes it and [`render`]s the events, so
+/// that decoder tests compare readable lines.
+pub fn render_frames(decoder: &mut impl Decoder, frames: &[&str]) -> Vec<String> {
+    let buffer = frames.concat().into_bytes();
+    let ends = frame_ends(frames);
+    let mut out = Vec::new();
+    decoder.feed(&buffer, &ends, &mut out).unwrap();
+    decoder.finish(&mut out).unwrap();
+    out.iter().map(|e| render(&buffer, e)).collect()
+}
+
+/// [`render_frames`] with the decoder `backend` makes for a 200 response.
+pub fn render_response<B: Backend>(backend: &B, frames: &[&str]) -> Vec<String> {
+    let head = ResponseHead {
+        status: 200,
+        headers: Vec::new(),
+    };
+    render_frames(&mut backend.decoder(head).unwrap(), frames)
+}
+
+/// A plugin's own decoders (streamed and whole) over damaged frames, for the plugin's
+/// tests: `open("true")` / `open("false")` must give the backend with its `stream` option
+/// set so. Frames are cut from `seeds` (responses of the API) and damaged by truncation,
+/// stray bytes and splices, many per run (`PROPTEST_CASES`, as for the SDK's `fuzz_`
+/// tests, sets how many, 2000 by default). Panics unless there is no panic, `Ok` whenever
+/// the frame ends are in order, and every span inside its own frame. The SDK's property
+/// tests check the decoding rules; this checks them under the field choice a plugin makes.
+pub fn fuzz_damaged_frames<B: Backend>(seeds: &[&[u8]], mut open: impl FnMut(&str) -> B) {
+    let cases: u64 = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000);
+    let alphabet = b"{}[]\":,\\ 0-.eunlt\x00\n\xc3\xa9\xff";
+    let mut rng = crate::rng::Random::new(2024);
+    let mut below = |n: usize| rng.randbelow(n as u64) as usize;
+    for case in 0..cases {
+        let stream = if case % 2 == 0 { "true" } else { "false" };
+        let mut decoder = open(stream)
+            .decoder(ResponseHead {
+                status: 200,
+                headers: Vec::new(),
+            })
+            .unwrap();
+        let mut buffer = Vec::new();
+        let mut ends = Vec::new();
+        for _ in 0..below(5) {
+            let mut frame = seeds[below(seeds.len())].to_vec();
+            for _ in 0..below(4) {
+                let at = below(frame.len() + 1);
+                match below(4) {
+                    0 => frame.truncate(at),
+                    1 => frame.insert(at, alphabet[below(alphabet.len())]),
+                    2 if at < frame.len() => frame[at] = alphabet[below(alphabet.len())],
+                    _ => {
+                        let other = seeds[below(seeds.len())];
+                        frame.splice(at.., other[below(other.len())..].iter().copied());
+                    }
+                }
+            }
+            buffer.extend_from_slice(&frame);
+            ends.push(buffer.len() as u32);
+        }
+        let in_order = below(8) != 0;
+        if !in_order {
+            for end in &mut ends {
+                *end = below(buffer.len() + 3) as u32;
+            }
+        }
+        let mut out = Vec::new();
+        let fed = decoder.feed(&buffer, &ends, &mut out);
+        assert!(fed.is_ok() || !in_order, "case {case}: {fed:?}");
+        decoder.finish(&mut out).unwrap();
+        for event in &out {
+            let frame = event.frame as usize;
+            assert!(frame < ends.len(), "case {case}: {event:?}");
+            let start = if frame == 0 {
+                0
+            } else {
+                ends[frame - 1] as usize
+            };
+            if let EventKind::Chunk(chunk) = &event.kind {
+                for span in [&chunk.content, &chunk.reasoning].into_iter().flatten() {
+                    let (from, to) = (span.start as usize, (span.start + span.len) as usize);
+                    assert!(
+                        start <= from && to <= ends[frame] as usize,
+                        "case {case}: span {from}..{to} outside frame {frame} of {ends:?}"
+                    );
+                }
+            }
+            render(&buffer, event);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,21 +631,6 @@ mod tests {
             Err(other) => panic!("{other:?}"),
             Ok(_) => panic!("accepted"),
         }
-    }
-
-    /// Feeds `frames` in one call and renders the events.
-    fn decode(decoder: &mut OpenAiDecoder, frames: &[&str]) -> Vec<String> {
-        let buffer = frames.concat().into_bytes();
-        let ends: Vec<u32> = frames
-            .iter()
-            .scan(0, |end, f| {
-                *end += f.len() as u32;
-                Some(*end)
-            })
-            .collect();
-        let mut out = Vec::new();
-        decoder.feed(&buffer, &ends, &mut out).unwrap();
-        out.iter().map(|e| render(&buffer, e)).collect()
     }
 
     #[test]
@@ -644,7 +734,7 @@ mod tests {
             r#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#,
         ];
         assert_eq!(
-            decode(&mut decoder, &frames),
+            render_frames(&mut decoder, &frames),
             [
                 r#"0: chunk content="" reasoning=none"#,
                 r#"1: chunk content=none reasoning="r\"1""#,
@@ -657,13 +747,7 @@ mod tests {
         );
         // Spans point into the buffer at the inside of the literal.
         let buffer = frames.concat();
-        let ends: Vec<u32> = frames
-            .iter()
-            .scan(0, |end, f| {
-                *end += f.len() as u32;
-                Some(*end)
-            })
-            .collect();
+        let ends = frame_ends(&frames);
         let mut out = Vec::new();
         decoder.feed(buffer.as_bytes(), &ends, &mut out).unwrap();
         let EventKind::Chunk(Chunk {
@@ -694,7 +778,7 @@ mod tests {
         let (client, _) = open(&[], None).unwrap();
         let mut decoder = client.decoder(CHAT);
         let long = format!(r#"{{"choices":[{{"delta":{{"content":"{}"#, "x".repeat(200));
-        let events = decode(
+        let events = render_frames(
             &mut decoder,
             &[
                 r#"{"error":{"message":"out of \"memory\"","code":500}}"#,

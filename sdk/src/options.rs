@@ -90,6 +90,15 @@ impl OptionReader {
     }
 }
 
+/// Options from string pairs, e.g. `pairs(&[("output-len", "5")])` (handy in tests and
+/// when a plugin builds options for another).
+pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Shorthand for describing an option.
 pub fn option(name: &str, description: &str, default_value: Option<&str>) -> OptionInfo {
     OptionInfo {

@@ -152,8 +152,7 @@ fn content_part(part: &ContentPart) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench_sdk::Decoder;
-    use bench_sdk::openai::render;
+    use bench_sdk::openai::render_response;
 
     fn client(
         ignore_eos: bool,
@@ -181,25 +180,6 @@ mod tests {
             role: role.into(),
             content,
         }
-    }
-
-    /// Feeds the frames in one call and renders the events.
-    fn decode(backend: &ChatCompletions, frames: &[&str]) -> Vec<String> {
-        let mut decoder = backend
-            .decoder(ResponseHead {
-                status: 200,
-                headers: Vec::new(),
-            })
-            .unwrap();
-        let buffer = frames.concat();
-        let mut ends = Vec::new();
-        for f in frames {
-            ends.push(ends.last().copied().unwrap_or(0) + f.len() as u32);
-        }
-        let mut out = Vec::new();
-        decoder.feed(buffer.as_bytes(), &ends, &mut out).unwrap();
-        decoder.finish(&mut out).unwrap();
-        out.iter().map(|e| render(buffer.as_bytes(), e)).collect()
     }
 
     #[test]
@@ -345,7 +325,7 @@ mod tests {
     #[test]
     fn decodes_a_vllm_reasoning_stream() {
         let backend = client(false, None, &[]);
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 r#"{"id":"chatcmpl-9c","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
@@ -373,7 +353,7 @@ mod tests {
     #[test]
     fn decodes_llama_cpp_and_openai_streams() {
         let backend = client(false, None, &[]);
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 // llama.cpp: an empty delta with the finish reason, usage and timings.
@@ -404,7 +384,7 @@ mod tests {
         let sent = body(&backend, RequestSpec::text("Hi".into(), 1, 4));
         assert_eq!(sent["stream"], json!(false));
         assert!(sent.get("stream_options").is_none());
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 r#"{"id":"chatcmpl-8","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello \"you\"","reasoning_content":"Greet.","tool_calls":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5},"prompt_logprobs":null}"#,
@@ -423,7 +403,7 @@ mod tests {
     #[test]
     fn in_band_errors_fail_the_request() {
         let backend = client(false, None, &[]);
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#,
@@ -445,83 +425,17 @@ mod tests {
         assert_eq!(events.len(), 3);
     }
 
-    /// The plugin's own decoders (streamed and whole) over damaged frames, many per run
-    /// (`PROPTEST_CASES`, as for the SDK's `fuzz_` tests, sets how many): no panic, `Ok`
-    /// whenever the frame ends are in order, and every span inside its own frame. The
-    /// SDK's property tests check the decoding rules; this checks them under the field
-    /// choice this plugin makes.
+    /// The SDK's damaged-frame check under the field choice this plugin makes.
     #[test]
     fn fuzz_decoders_hold_up_on_damaged_frames() {
-        let cases: u64 = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(2000);
         let seeds: [&[u8]; 4] = [
             br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"reasoning_content":"Let me \"think\"","content":"caf\u00e9 \ud83d\ude00"},"finish_reason":null}]}"#,
             br#"{"id":"chatcmpl-8","choices":[{"index":0,"message":{"role":"assistant","content":"Answer","reasoning":"why"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
             br#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}"#,
             br#"{"error":{"message":"Engine loop died","code":500}}"#,
         ];
-        let alphabet = b"{}[]\":,\\ 0-.eunlt\x00\n\xc3\xa9\xff";
-        let mut rng = bench_sdk::rng::python::Random::new(2024);
-        let mut below = |n: usize| rng.randbelow(n as u64) as usize;
-        for case in 0..cases {
-            let stream = if case % 2 == 0 { "true" } else { "false" };
-            let backend = client(false, None, &[("stream", stream)]);
-            let mut decoder = backend
-                .decoder(ResponseHead {
-                    status: 200,
-                    headers: Vec::new(),
-                })
-                .unwrap();
-            let mut buffer = Vec::new();
-            let mut ends = Vec::new();
-            for _ in 0..below(5) {
-                let mut frame = seeds[below(seeds.len())].to_vec();
-                for _ in 0..below(4) {
-                    let at = below(frame.len() + 1);
-                    match below(4) {
-                        0 => frame.truncate(at),
-                        1 => frame.insert(at, alphabet[below(alphabet.len())]),
-                        2 if at < frame.len() => frame[at] = alphabet[below(alphabet.len())],
-                        _ => {
-                            let other = seeds[below(seeds.len())];
-                            frame.splice(at.., other[below(other.len())..].iter().copied());
-                        }
-                    }
-                }
-                buffer.extend_from_slice(&frame);
-                ends.push(buffer.len() as u32);
-            }
-            let in_order = below(8) != 0;
-            if !in_order {
-                for end in &mut ends {
-                    *end = below(buffer.len() + 3) as u32;
-                }
-            }
-            let mut out = Vec::new();
-            let fed = decoder.feed(&buffer, &ends, &mut out);
-            assert!(fed.is_ok() || !in_order, "case {case}: {fed:?}");
-            decoder.finish(&mut out).unwrap();
-            for event in &out {
-                let frame = event.frame as usize;
-                assert!(frame < ends.len(), "case {case}: {event:?}");
-                let start = if frame == 0 {
-                    0
-                } else {
-                    ends[frame - 1] as usize
-                };
-                if let bench_sdk::EventKind::Chunk(chunk) = &event.kind {
-                    for span in [&chunk.content, &chunk.reasoning].into_iter().flatten() {
-                        let (from, to) = (span.start as usize, (span.start + span.len) as usize);
-                        assert!(
-                            start <= from && to <= ends[frame] as usize,
-                            "case {case}: span {from}..{to} outside frame {frame} of {ends:?}"
-                        );
-                    }
-                }
-                render(&buffer, event);
-            }
-        }
+        bench_sdk::openai::fuzz_damaged_frames(&seeds, |stream| {
+            client(false, None, &[("stream", stream)])
+        });
     }
 }

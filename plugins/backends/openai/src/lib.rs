@@ -100,8 +100,8 @@ bench_sdk::export_backend!(Completions);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench_sdk::openai::render;
-    use bench_sdk::{ClientConfig, ContentPart, Decoder};
+    use bench_sdk::openai::render_response;
+    use bench_sdk::{ClientConfig, ContentPart};
 
     fn client(ignore_eos: bool, extra_body: Option<&str>, options: &[(&str, &str)]) -> Completions {
         Completions::open(ClientConfig {
@@ -118,25 +118,6 @@ mod tests {
 
     fn body(request: &HttpRequest) -> Value {
         serde_json::from_slice(&request.body).unwrap()
-    }
-
-    /// Feeds the frames in one call and renders the events.
-    fn decode(backend: &Completions, frames: &[&str]) -> Vec<String> {
-        let mut decoder = backend
-            .decoder(ResponseHead {
-                status: 200,
-                headers: Vec::new(),
-            })
-            .unwrap();
-        let buffer = frames.concat();
-        let mut ends = Vec::new();
-        for f in frames {
-            ends.push(ends.last().copied().unwrap_or(0) + f.len() as u32);
-        }
-        let mut out = Vec::new();
-        decoder.feed(buffer.as_bytes(), &ends, &mut out).unwrap();
-        decoder.finish(&mut out).unwrap();
-        out.iter().map(|e| render(buffer.as_bytes(), e)).collect()
     }
 
     #[test]
@@ -253,7 +234,7 @@ mod tests {
     #[test]
     fn decodes_a_vllm_stream() {
         let backend = client(false, None, &[]);
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 r#"{"id":"cmpl-a1","object":"text_completion","created":1718000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":" Once","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
@@ -278,7 +259,7 @@ mod tests {
     #[test]
     fn decodes_logprobs_and_llama_cpp_timings() {
         let backend = client(false, None, &[]);
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 // vLLM with logprobs: "text"-like keys deeper in the choice are not the text.
@@ -308,7 +289,7 @@ mod tests {
         let sent = body(&request);
         assert_eq!(sent["stream"], json!(false));
         assert!(sent.get("stream_options").is_none());
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 "{\n  \"id\": \"cmpl-7\",\n  \"object\": \"text_completion\",\n  \"choices\": [\n    {\"index\": 0, \"text\": \" there, friend\", \"logprobs\": null, \"finish_reason\": \"length\"}\n  ],\n  \"usage\": {\"prompt_tokens\": 1, \"total_tokens\": 5, \"completion_tokens\": 4}\n}\n",
@@ -327,7 +308,7 @@ mod tests {
     #[test]
     fn in_band_errors_and_broken_frames_fail_the_request() {
         let backend = client(false, None, &[]);
-        let events = decode(
+        let events = render_response(
             &backend,
             &[
                 r#"{"choices":[{"index":0,"text":"a","finish_reason":null}]}"#,
@@ -348,83 +329,17 @@ mod tests {
         );
     }
 
-    /// The plugin's own decoders (streamed and whole) over damaged frames, many per run
-    /// (`PROPTEST_CASES`, as for the SDK's `fuzz_` tests, sets how many): no panic, `Ok`
-    /// whenever the frame ends are in order, and every span inside its own frame. The
-    /// SDK's property tests check the decoding rules; this checks them under the field
-    /// choice this plugin makes.
+    /// The SDK's damaged-frame check under the field choice this plugin makes.
     #[test]
     fn fuzz_decoders_hold_up_on_damaged_frames() {
-        let cases: u64 = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(2000);
         let seeds: [&[u8]; 4] = [
             br#"{"id":"cmpl-a1","object":"text_completion","choices":[{"index":0,"text":" upon\n\"a\" time\u2026","logprobs":null,"finish_reason":"length"}],"usage":null}"#,
             b"{\n  \"choices\": [{\"index\": 0, \"text\": \" there\", \"finish_reason\": \"length\"}],\n  \"usage\": {\"prompt_tokens\": 1, \"completion_tokens\": 4}\n}\n",
             br#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}"#,
             br#"{"error":{"message":"Engine loop died","code":500}}"#,
         ];
-        let alphabet = b"{}[]\":,\\ 0-.eunlt\x00\n\xc3\xa9\xff";
-        let mut rng = bench_sdk::rng::python::Random::new(2024);
-        let mut below = |n: usize| rng.randbelow(n as u64) as usize;
-        for case in 0..cases {
-            let stream = if case % 2 == 0 { "true" } else { "false" };
-            let backend = client(false, None, &[("stream", stream)]);
-            let mut decoder = backend
-                .decoder(ResponseHead {
-                    status: 200,
-                    headers: Vec::new(),
-                })
-                .unwrap();
-            let mut buffer = Vec::new();
-            let mut ends = Vec::new();
-            for _ in 0..below(5) {
-                let mut frame = seeds[below(seeds.len())].to_vec();
-                for _ in 0..below(4) {
-                    let at = below(frame.len() + 1);
-                    match below(4) {
-                        0 => frame.truncate(at),
-                        1 => frame.insert(at, alphabet[below(alphabet.len())]),
-                        2 if at < frame.len() => frame[at] = alphabet[below(alphabet.len())],
-                        _ => {
-                            let other = seeds[below(seeds.len())];
-                            frame.splice(at.., other[below(other.len())..].iter().copied());
-                        }
-                    }
-                }
-                buffer.extend_from_slice(&frame);
-                ends.push(buffer.len() as u32);
-            }
-            let in_order = below(8) != 0;
-            if !in_order {
-                for end in &mut ends {
-                    *end = below(buffer.len() + 3) as u32;
-                }
-            }
-            let mut out = Vec::new();
-            let fed = decoder.feed(&buffer, &ends, &mut out);
-            assert!(fed.is_ok() || !in_order, "case {case}: {fed:?}");
-            decoder.finish(&mut out).unwrap();
-            for event in &out {
-                let frame = event.frame as usize;
-                assert!(frame < ends.len(), "case {case}: {event:?}");
-                let start = if frame == 0 {
-                    0
-                } else {
-                    ends[frame - 1] as usize
-                };
-                if let bench_sdk::EventKind::Chunk(chunk) = &event.kind {
-                    for span in [&chunk.content, &chunk.reasoning].into_iter().flatten() {
-                        let (from, to) = (span.start as usize, (span.start + span.len) as usize);
-                        assert!(
-                            start <= from && to <= ends[frame] as usize,
-                            "case {case}: span {from}..{to} outside frame {frame} of {ends:?}"
-                        );
-                    }
-                }
-                render(&buffer, event);
-            }
-        }
+        bench_sdk::openai::fuzz_damaged_frames(&seeds, |stream| {
+            client(false, None, &[("stream", stream)])
+        });
     }
 }

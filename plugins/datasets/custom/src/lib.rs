@@ -10,37 +10,17 @@
 pub mod sample;
 
 use bench_sdk::options::option;
+use bench_sdk::sampling::{HostTokenizer, SampleFlags};
 use bench_sdk::{
-    ChatMessage, ContentPart, Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError,
-    PluginInfo, RequestSpec, host,
+    Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
 };
 
-use sample::{OUTPUT_LEN_FROM_DATA, Params, Sampler, Tokenizer};
+use sample::{OUTPUT_LEN_FROM_DATA, Params, Sampler};
 
 const NAME: &str = "custom";
 
-/// The run's tokenizer, lent by the host.
-struct HostTokenizer;
-
-impl Tokenizer for HostTokenizer {
-    fn chat_prompt(&self, user: &str) -> Result<String, PluginError> {
-        let message = ChatMessage {
-            role: "user".into(),
-            content: vec![ContentPart::Text(user.into())],
-        };
-        host::apply_chat_template(&[message], true)
-    }
-
-    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
-        Ok(host::encode_batch(texts, true)?
-            .iter()
-            .map(Vec::len)
-            .collect())
-    }
-}
-
 fn options() -> Vec<OptionInfo> {
-    vec![
+    let mut options = vec![
         option(
             "output-len",
             "Output tokens per request; -1 takes each line's \"output_tokens\" \
@@ -53,18 +33,9 @@ fn options() -> Vec<OptionInfo> {
              (vLLM's --skip-chat-template)",
             Some("false"),
         ),
-        option(
-            "disable-shuffle",
-            "Keep the file's order instead of shuffling with the run seed (vLLM's --disable-shuffle)",
-            Some("false"),
-        ),
-        option(
-            "no-oversample",
-            "Return fewer requests than asked for instead of repeating random ones \
-             (vLLM's --no-oversample)",
-            Some("false"),
-        ),
-    ]
+    ];
+    options.extend(SampleFlags::options());
+    options
 }
 
 /// Reads and validates the options (no host call, so it runs natively in tests).
@@ -81,8 +52,7 @@ pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError
     let params = Params {
         output_len,
         skip_chat_template: reader.flag("skip-chat-template", defaults.skip_chat_template)?,
-        disable_shuffle: reader.flag("disable-shuffle", defaults.disable_shuffle)?,
-        no_oversample: reader.flag("no-oversample", defaults.no_oversample)?,
+        flags: SampleFlags::read(&mut reader)?,
     };
     reader.finish(&options())?;
     Ok(params)
@@ -140,12 +110,7 @@ bench_sdk::export_dataset!(CustomDataset);
 mod tests {
     use super::*;
 
-    fn opts(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use bench_sdk::options::pairs as opts;
 
     #[test]
     fn options_are_read_with_vllms_defaults() {
@@ -163,8 +128,10 @@ mod tests {
             Params {
                 output_len: OUTPUT_LEN_FROM_DATA,
                 skip_chat_template: true,
-                disable_shuffle: true,
-                no_oversample: true,
+                flags: SampleFlags {
+                    disable_shuffle: true,
+                    no_oversample: true,
+                },
             }
         );
     }

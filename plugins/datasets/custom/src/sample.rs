@@ -1,19 +1,11 @@
 //! vLLM's `CustomDataset` (vLLM 0.32): a JSONL file with a `prompt` per line (and an
 //! optional `output_tokens`), shuffled with Python's `random.seed(seed)`, each prompt
-//! wrapped in the chat template unless told otherwise. Generic over [`Tokenizer`] so
-//! that it runs natively in unit tests.
+//! wrapped in the chat template unless told otherwise. Generic over the SDK's tokenizer
+//! traits so that it runs natively in unit tests.
 
-use bench_sdk::rng::Random;
+use bench_sdk::sampling::{ChatTemplate, Picker, SampleFlags, TokenCounter};
 use bench_sdk::{PluginError, RequestSpec};
 use serde_json::Value;
-
-/// What sampling needs from a tokenizer: the host's in the plugin, a toy one in tests.
-pub trait Tokenizer {
-    /// The chat template applied to one user message, with the generation prompt.
-    fn chat_prompt(&self, user: &str) -> Result<String, PluginError>;
-    /// Token counts of `texts` encoded with special tokens, as `len(tokenizer(text).input_ids)`.
-    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError>;
-}
 
 /// One line of the file.
 #[derive(Clone, Debug)]
@@ -69,10 +61,8 @@ pub struct Params {
     pub output_len: i64,
     /// `--skip-chat-template`.
     pub skip_chat_template: bool,
-    /// `--disable-shuffle`.
-    pub disable_shuffle: bool,
-    /// `--no-oversample`.
-    pub no_oversample: bool,
+    /// `--disable-shuffle`, `--no-oversample`.
+    pub flags: SampleFlags,
 }
 
 impl Default for Params {
@@ -81,8 +71,7 @@ impl Default for Params {
         Params {
             output_len: 256,
             skip_chat_template: false,
-            disable_shuffle: false,
-            no_oversample: false,
+            flags: SampleFlags::default(),
         }
     }
 }
@@ -109,23 +98,17 @@ const MAX_BATCH: usize = 256;
 /// in order (all of them when 0), then oversample with a fresh `random.seed(seed)` when
 /// the file is shorter.
 pub struct Sampler {
-    rows: Vec<Row>,
-    /// The next row to use.
-    cursor: usize,
-    num_requests: usize,
+    picker: Picker<Row>,
+    /// How many requests are made in all.
+    total: usize,
     params: Params,
-    seed: u64,
     /// The file name, for errors.
     name: String,
-    /// The requests made from rows so far (oversampling picks among them).
-    samples: Vec<RequestSpec>,
-    /// Once the rows are used up: the oversampling draws and how many are made.
-    oversample: Option<(Random, usize)>,
 }
 
 impl Sampler {
     pub fn new(
-        mut rows: Vec<Row>,
+        rows: Vec<Row>,
         seed: u64,
         num_requests: usize,
         params: Params,
@@ -133,94 +116,69 @@ impl Sampler {
     ) -> Result<Self, PluginError> {
         if rows.is_empty() {
             // vLLM fails too (pandas finds no "prompt" column).
-            return Err(PluginError::InvalidInput(format!(
-                "custom: {name}: the file has no prompts"
-            )));
-        }
-        if !params.disable_shuffle {
-            Random::new(i128::from(seed)).shuffle(&mut rows);
+            return Err(no_prompts(name));
         }
         let num_requests = if num_requests == 0 {
             rows.len()
         } else {
             num_requests
         };
+        // Every row makes a request, so only oversampling can make more than the rows.
+        let total = if params.flags.no_oversample {
+            num_requests.min(rows.len())
+        } else {
+            num_requests
+        };
         Ok(Sampler {
-            rows,
-            cursor: 0,
-            num_requests,
+            picker: Picker::new(rows, seed, num_requests, params.flags),
+            total,
             params,
-            seed,
             name: name.to_string(),
-            samples: Vec::new(),
-            oversample: None,
         })
     }
 
     /// How many requests the source makes in all.
     pub fn total(&self) -> usize {
-        if self.params.no_oversample {
-            self.num_requests.min(self.rows.len())
-        } else {
-            self.num_requests
-        }
+        self.total
     }
 
     /// The next (up to) `max` requests, in vLLM's order.
     pub fn next_batch(
         &mut self,
-        tok: &impl Tokenizer,
+        tok: &(impl ChatTemplate + TokenCounter),
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
-        let end = self
-            .rows
-            .len()
-            .min(self.num_requests)
-            .min(self.cursor + max.min(MAX_BATCH));
-        let batch = &self.rows[self.cursor..end];
-        let mut prompts = Vec::with_capacity(batch.len());
-        let mut output_lens = Vec::with_capacity(batch.len());
-        for row in batch {
-            output_lens.push(output_len(row, self.params.output_len, &self.name)?);
-            prompts.push(if self.params.skip_chat_template {
-                row.prompt.clone()
-            } else {
-                tok.chat_prompt(&row.prompt)?
-            });
-        }
-        let counts = if prompts.is_empty() {
-            Vec::new()
-        } else {
-            tok.token_counts(&prompts)?
-        };
-        let mut out = Vec::with_capacity(max.min(MAX_BATCH));
-        for ((prompt, n), output_len) in prompts.into_iter().zip(counts).zip(output_lens) {
-            let prompt_len = u32::try_from(n).map_err(|_| {
-                PluginError::InvalidInput(format!(
-                    "custom: {}: a prompt of {n} tokens is too long",
-                    self.name
-                ))
-            })?;
-            let spec = RequestSpec::text(prompt, prompt_len, output_len);
-            self.samples.push(spec.clone());
-            out.push(spec);
-        }
-        self.cursor = end;
-        if out.len() < max && self.cursor == self.rows.len() && !self.params.no_oversample {
-            // vLLM's `maybe_oversample_requests`: `random.choice` among the requests made.
-            let missing = self.num_requests.saturating_sub(self.samples.len());
-            let seed = self.seed;
-            let (rng, made) = self
-                .oversample
-                .get_or_insert_with(|| (Random::new(i128::from(seed)), 0));
-            while *made < missing && out.len() < max {
-                let pick = rng.choice(&self.samples).expect("the file has rows");
-                out.push(pick.clone());
-                *made += 1;
+        let (params, name) = (&self.params, self.name.as_str());
+        let make = |rows: &[Row], want: usize, out: &mut Vec<RequestSpec>| {
+            let batch = &rows[..want.min(MAX_BATCH).min(rows.len())];
+            let mut prompts = Vec::with_capacity(batch.len());
+            let mut output_lens = Vec::with_capacity(batch.len());
+            for row in batch {
+                output_lens.push(output_len(row, params.output_len, name)?);
+                prompts.push(if params.skip_chat_template {
+                    row.prompt.clone()
+                } else {
+                    tok.chat_prompt(&row.prompt)?
+                });
             }
-        }
-        Ok(out)
+            let counts = tok.token_counts(&prompts)?;
+            for ((prompt, n), output_len) in prompts.into_iter().zip(counts).zip(output_lens) {
+                let prompt_len = u32::try_from(n).map_err(|_| {
+                    PluginError::InvalidInput(format!(
+                        "custom: {name}: a prompt of {n} tokens is too long"
+                    ))
+                })?;
+                out.push(RequestSpec::text(prompt, prompt_len, output_len));
+            }
+            Ok(batch.len())
+        };
+        self.picker.next_batch(max, make, || no_prompts(name))
     }
+}
+
+/// The error for a file without rows (so nothing to sample or oversample from).
+fn no_prompts(name: &str) -> PluginError {
+    PluginError::InvalidInput(format!("custom: {name}: the file has no prompts"))
 }
 
 /// The output length of one row: the option, or the row's `output_tokens` when it is -1.
@@ -250,11 +208,13 @@ mod tests {
     /// Wraps prompts in a marker template and counts characters as tokens.
     struct Chars;
 
-    impl Tokenizer for Chars {
+    impl ChatTemplate for Chars {
         fn chat_prompt(&self, user: &str) -> Result<String, PluginError> {
             Ok(format!("<u>{user}</u><a>"))
         }
+    }
 
+    impl TokenCounter for Chars {
         fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
             Ok(texts.iter().map(|t| t.chars().count()).collect())
         }
@@ -354,7 +314,10 @@ mod tests {
     fn chat_template_output_len_and_order() {
         let rows = parse(FILE, "d.jsonl").unwrap();
         let p = Params {
-            disable_shuffle: true,
+            flags: SampleFlags {
+                disable_shuffle: true,
+                ..SampleFlags::default()
+            },
             ..Params::default()
         };
         let got = sample(rows.clone(), 0, 2, &p, "d.jsonl").unwrap();
@@ -367,9 +330,11 @@ mod tests {
         );
         let p = Params {
             skip_chat_template: true,
-            disable_shuffle: true,
             output_len: OUTPUT_LEN_FROM_DATA,
-            ..Params::default()
+            flags: SampleFlags {
+                disable_shuffle: true,
+                ..SampleFlags::default()
+            },
         };
         let got = sample(rows[..3].to_vec(), 0, 0, &p, "d.jsonl").unwrap();
         assert_eq!(
@@ -422,7 +387,10 @@ mod tests {
         );
         // no-oversample stops at the end of the file.
         let p = Params {
-            no_oversample: true,
+            flags: SampleFlags {
+                no_oversample: true,
+                ..SampleFlags::default()
+            },
             ..p
         };
         assert_eq!(sample(rows, 3, 8, &p, "d.jsonl").unwrap().len(), 5);

@@ -10,34 +10,14 @@ pub mod sample;
 
 use bench_sdk::options::option;
 use bench_sdk::rng::Generator;
+use bench_sdk::sampling::HostTokenizer;
 use bench_sdk::{
     Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
 };
 
-use sample::{Params, Sampler, Tokenizer};
+use sample::{Params, Sampler};
 
 const NAME: &str = "random";
-
-/// The run's tokenizer, lent by the host.
-struct HostTokenizer;
-
-impl Tokenizer for HostTokenizer {
-    fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginError> {
-        host::encode(text, add_special_tokens)
-    }
-
-    fn decode(&self, ids: &[u32]) -> Result<String, PluginError> {
-        host::decode(ids, false)
-    }
-
-    fn vocab_size(&self) -> u32 {
-        host::vocab_size(false)
-    }
-
-    fn special_token_ids(&self) -> Vec<u32> {
-        host::special_token_ids()
-    }
-}
 
 fn options() -> Vec<OptionInfo> {
     vec![
@@ -180,12 +160,7 @@ bench_sdk::export_dataset!(RandomDataset);
 mod tests {
     use super::*;
 
-    fn opts(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use bench_sdk::options::pairs as opts;
 
     #[test]
     fn defaults_are_vllms() {

@@ -7,21 +7,11 @@
 //! 3. per request, consecutive allowed tokens from its offset after the prefix, fitted
 //!    to `prefix_len + input_len` tokens (fitting may draw extra tokens).
 //!
-//! The code is generic over [`Tokenizer`] so that it runs natively in unit tests.
+//! The code is generic over the SDK's [`Codec`] so that it runs natively in unit tests.
 
 use bench_sdk::rng::Generator;
+use bench_sdk::sampling::{Codec, fit_to_length};
 use bench_sdk::{PluginError, RequestSpec};
-
-/// What the sampling needs from a tokenizer: the host's in the plugin, a toy one in tests.
-pub trait Tokenizer {
-    fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginError>;
-    /// Decodes keeping special tokens, as transformers' `decode` does by default.
-    fn decode(&self, ids: &[u32]) -> Result<String, PluginError>;
-    /// transformers' `tokenizer.vocab_size` (without added tokens).
-    fn vocab_size(&self) -> u32;
-    /// transformers' `tokenizer.all_special_ids`.
-    fn special_token_ids(&self) -> Vec<u32>;
-}
 
 /// The options of `vllm bench serve --dataset-name random`.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,9 +41,6 @@ impl Default for Params {
     }
 }
 
-/// How many tries [`fit_to_length`] has before it settles for a length mismatch.
-const MAX_RETRY: u32 = 10;
-
 /// vLLM's `RandomDataset(random_seed=seed).sample(tokenizer, num_requests, ...)` with
 /// `rng = np.random.default_rng(seed)`, producing the requests in batches: [`Sampler::new`]
 /// makes the draws vLLM makes up front, [`Sampler::next_batch`] builds the prompts in
@@ -80,7 +67,7 @@ impl Sampler {
     /// Validates the options against the tokenizer, then draws lengths, offsets and the
     /// prefix, in vLLM's order.
     pub fn new(
-        tok: &impl Tokenizer,
+        tok: &impl Codec,
         mut rng: Generator,
         num_requests: usize,
         p: &Params,
@@ -166,7 +153,7 @@ impl Sampler {
     /// starting at the request's offset plus its index, fitted to the drawn length.
     pub fn next_batch(
         &mut self,
-        tok: &impl Tokenizer,
+        tok: &impl Codec,
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
         let end = self.input_lens.len().min(self.next + max);
@@ -191,47 +178,6 @@ impl Sampler {
             self.next = i + 1;
         }
         Ok(out)
-    }
-}
-
-/// The text of a token sequence whose re-encoding has (ideally) `target` tokens.
-pub struct Fitted {
-    pub text: String,
-    /// The re-encoded tokens of `text`.
-    pub tokens: Vec<u32>,
-    /// `tokens.len() - target` when the tries ran out, else 0.
-    pub mismatch: i64,
-}
-
-/// vLLM's `gen_prompt_decode_to_target_len`: decoding then re-encoding can merge or
-/// split tokens, so decode, re-encode, and then pad with random tokens (drawn from
-/// `[0, vocab_size)`, special ones included) or truncate, up to ten times.
-pub fn fit_to_length(
-    tok: &impl Tokenizer,
-    mut tokens: Vec<u32>,
-    target: usize,
-    vocab_size: u32,
-    rng: &mut Generator,
-) -> Result<Fitted, PluginError> {
-    let mut tries_left = MAX_RETRY;
-    loop {
-        let text = tok.decode(&tokens)?;
-        tokens = tok.encode(&text, false)?;
-        if tries_left == 0 || tokens.len() == target {
-            let mismatch = tokens.len() as i64 - target as i64;
-            return Ok(Fitted {
-                text,
-                tokens,
-                mismatch,
-            });
-        }
-        if tokens.len() < target {
-            let extra = rng.integers(0, i64::from(vocab_size), target - tokens.len());
-            tokens.extend(extra.into_iter().map(|t| t as u32));
-        } else {
-            tokens.truncate(target);
-        }
-        tries_left -= 1;
     }
 }
 
@@ -263,7 +209,7 @@ pub(crate) mod tests {
         }
     }
 
-    impl Tokenizer for Toy {
+    impl Codec for Toy {
         fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginError> {
             let mut out = if self.bos && add_special_tokens {
                 vec![EOS]
@@ -439,19 +385,5 @@ pub(crate) mod tests {
             matches!(&err, PluginError::InvalidConfig(m) if m.contains("input-len is too small")),
             "{err}"
         );
-    }
-
-    #[test]
-    fn fitting_truncates_or_pads_to_the_target() {
-        // "a" "tic" decodes to "atic", which re-encodes greedily as "at" "i" "c": three
-        // tokens for two, so fitting truncates to "at" "i".
-        let mut rng = Generator::new(0);
-        let toy = Toy { bos: false };
-        let f = fit_to_length(&toy, vec![0, 38], 2, 40, &mut rng).unwrap();
-        assert_eq!((f.text.as_str(), f.tokens.len(), f.mismatch), ("ati", 2, 0));
-        // "t" "h" re-encodes as one token "th": fitting pads with drawn tokens.
-        let f = fit_to_length(&toy, vec![19, 7], 2, 40, &mut rng).unwrap();
-        assert_eq!(f.tokens.len(), 2);
-        assert!(f.text.starts_with("th"), "{}", f.text);
     }
 }

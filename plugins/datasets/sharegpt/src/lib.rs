@@ -9,46 +9,24 @@ mod json_array;
 pub mod sample;
 
 use bench_sdk::options::option;
+use bench_sdk::sampling::{HostTokenizer, SampleFlags};
 use bench_sdk::{
     Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
 };
 
-use sample::{Params, Sampler, Tokenizer};
+use sample::{Params, Sampler};
 
 const NAME: &str = "sharegpt";
 
-/// The run's tokenizer, lent by the host.
-struct HostTokenizer;
-
-impl Tokenizer for HostTokenizer {
-    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
-        Ok(host::encode_batch(texts, true)?
-            .iter()
-            .map(Vec::len)
-            .collect())
-    }
-}
-
 fn options() -> Vec<OptionInfo> {
-    vec![
-        option(
-            "output-len",
-            "Output tokens per request, replacing the length of each conversation's reply \
-             (vLLM's --sharegpt-output-len)",
-            None,
-        ),
-        option(
-            "disable-shuffle",
-            "Keep the file's order instead of shuffling with the run seed (vLLM's --disable-shuffle)",
-            Some("false"),
-        ),
-        option(
-            "no-oversample",
-            "Return fewer requests than asked for instead of repeating random ones \
-             (vLLM's --no-oversample)",
-            Some("false"),
-        ),
-    ]
+    let mut options = vec![option(
+        "output-len",
+        "Output tokens per request, replacing the length of each conversation's reply \
+         (vLLM's --sharegpt-output-len)",
+        None,
+    )];
+    options.extend(SampleFlags::options());
+    options
 }
 
 /// Reads and validates the options (no host call, so it runs natively in tests).
@@ -56,8 +34,7 @@ pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError
     let mut reader = OptionReader::new(NAME, pairs);
     let params = Params {
         output_len: reader.parse("output-len")?,
-        disable_shuffle: reader.flag("disable-shuffle", false)?,
-        no_oversample: reader.flag("no-oversample", false)?,
+        flags: SampleFlags::read(&mut reader)?,
     };
     reader.finish(&options())?;
     Ok(params)
@@ -91,7 +68,7 @@ impl Dataset for ShareGptDataset {
             ))
         })?;
         let conversations = sample::load(&path)?;
-        let size_hint = (!params.no_oversample).then_some(config.num_requests);
+        let size_hint = (!params.flags.no_oversample).then_some(config.num_requests);
         let n = config.num_requests as usize;
         let sampler = Sampler::new(conversations, host::run_seed(), n, params, &path);
         Ok(ShareGptDataset { sampler, size_hint })
@@ -112,12 +89,7 @@ bench_sdk::export_dataset!(ShareGptDataset);
 mod tests {
     use super::*;
 
-    fn opts(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use bench_sdk::options::pairs as opts;
 
     #[test]
     fn options_are_read_with_vllms_defaults() {
@@ -132,8 +104,10 @@ mod tests {
             p,
             Params {
                 output_len: Some(100),
-                disable_shuffle: true,
-                no_oversample: true,
+                flags: SampleFlags {
+                    disable_shuffle: true,
+                    no_oversample: true,
+                },
             }
         );
     }

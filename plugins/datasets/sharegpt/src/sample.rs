@@ -1,20 +1,15 @@
 //! vLLM's `ShareGPTDataset` (vLLM 0.32): loading, filtering, shuffling, sampling and
-//! oversampling, generic over [`Tokenizer`] so that it runs natively in unit tests.
+//! oversampling, generic over the SDK's [`TokenCounter`] so that it runs natively in unit
+//! tests.
 
 use std::fmt;
 
-use bench_sdk::rng::Random;
+use bench_sdk::sampling::{Picker, SampleFlags, TokenCounter};
 use bench_sdk::{ContentPart, PluginError, RequestSpec};
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::json_array::{self, ElementError};
-
-/// What sampling needs from a tokenizer: the host's in the plugin, a toy one in tests.
-pub trait Tokenizer {
-    /// Token counts of `texts` encoded with special tokens, as `len(tokenizer(text).input_ids)`.
-    fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError>;
-}
 
 /// One conversation of the file, reduced to what vLLM reads from it.
 #[derive(Clone, Debug)]
@@ -148,10 +143,8 @@ pub struct Params {
     /// `--sharegpt-output-len`: replaces every completion's length (and lifts the
     /// minimum output length check).
     pub output_len: Option<u32>,
-    /// `--disable-shuffle`.
-    pub disable_shuffle: bool,
-    /// `--no-oversample`.
-    pub no_oversample: bool,
+    /// `--disable-shuffle`, `--no-oversample`.
+    pub flags: SampleFlags,
 }
 
 /// vLLM's `is_valid_sequence` with its defaults: at least 4 prompt tokens and (unless the
@@ -178,145 +171,99 @@ const MAX_BATCH: usize = 256;
 /// short): shuffle with Python's `random.seed(seed)`, take the valid ones in order, then,
 /// when short, oversample with a fresh `random.seed(seed)`.
 pub struct Sampler {
-    conversations: Vec<Conversation>,
-    /// The next conversation to look at.
-    cursor: usize,
-    num_requests: usize,
-    params: Params,
-    seed: u64,
+    picker: Picker<Conversation>,
+    output_len: Option<u32>,
     /// The file name, for errors.
     name: String,
-    /// The valid requests found so far (oversampling picks among them).
-    samples: Vec<RequestSpec>,
-    /// Once the conversations are used up: the oversampling draws and how many are made.
-    oversample: Option<(Random, usize)>,
 }
 
 impl Sampler {
     pub fn new(
-        mut conversations: Vec<Conversation>,
+        conversations: Vec<Conversation>,
         seed: u64,
         num_requests: usize,
         params: Params,
         name: &str,
     ) -> Self {
-        if !params.disable_shuffle {
-            Random::new(i128::from(seed)).shuffle(&mut conversations);
-        }
         Sampler {
-            conversations,
-            cursor: 0,
-            num_requests,
-            params,
-            seed,
+            picker: Picker::new(conversations, seed, num_requests, params.flags),
+            output_len: params.output_len,
             name: name.to_string(),
-            samples: Vec::new(),
-            oversample: None,
         }
     }
 
     /// The next (up to) `max` requests, in vLLM's order.
     pub fn next_batch(
         &mut self,
-        tok: &impl Tokenizer,
+        tok: &impl TokenCounter,
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
-        let mut out = Vec::new();
-        while out.len() < max
-            && self.samples.len() < self.num_requests
-            && self.cursor < self.conversations.len()
-        {
-            self.scan(tok, max - out.len(), &mut out)?;
-        }
-        if out.len() < max && self.cursor == self.conversations.len() && !self.params.no_oversample
-        {
-            self.oversample(max - out.len(), &mut out)?;
-        }
-        Ok(out)
-    }
-
-    /// Tokenizes about as many conversations as are still wanted (most pass the filters)
-    /// and keeps the valid ones, up to `want`.
-    fn scan(
-        &mut self,
-        tok: &impl Tokenizer,
-        want: usize,
-        out: &mut Vec<RequestSpec>,
-    ) -> Result<(), PluginError> {
-        let want = want.min(self.num_requests - self.samples.len());
-        let end = (self.cursor + want.clamp(16, MAX_BATCH)).min(self.conversations.len());
-        let batch = &self.conversations[self.cursor..end];
-        // With a fixed output length the completion's length is never used.
-        let fixed = self.params.output_len;
-        let mut texts = Vec::with_capacity(batch.len() * 2);
-        for c in batch {
-            texts.push(c.prompt.clone());
-            if fixed.is_none() {
-                texts.push(c.completion.clone());
-            }
-        }
-        let counts = tok.token_counts(&texts)?;
-        let per = if fixed.is_none() { 2 } else { 1 };
-        let mut taken = 0;
-        for (c, n) in batch.iter().zip(counts.chunks(per)) {
-            if taken == want {
-                break;
-            }
-            // Looked at: whether it is kept or not, the next call starts after it.
-            self.cursor += 1;
-            let prompt_len = n[0];
-            let output_len = fixed.map_or_else(|| n[1], |o| o as usize);
-            if !is_valid_sequence(prompt_len, output_len, fixed.is_some()) {
-                continue;
-            }
-            // Valid sequences are short (at most 2048 tokens), so the lengths fit.
-            let mut spec =
-                RequestSpec::text(c.prompt.clone(), prompt_len as u32, output_len as u32);
-            spec.multimodal.extend(c.media.clone());
-            self.samples.push(spec.clone());
-            out.push(spec);
-            taken += 1;
-        }
-        Ok(())
-    }
-
-    /// vLLM's `maybe_oversample_requests`: `random.choice` among the valid requests until
-    /// there are `num_requests`.
-    fn oversample(&mut self, want: usize, out: &mut Vec<RequestSpec>) -> Result<(), PluginError> {
-        let missing = self.num_requests - self.samples.len();
-        if missing == 0 {
-            return Ok(());
-        }
-        if self.samples.is_empty() {
-            return Err(PluginError::InvalidInput(format!(
+        let fixed = self.output_len;
+        let make = |convs: &[Conversation], want: usize, out: &mut Vec<RequestSpec>| {
+            scan(tok, fixed, convs, want, out)
+        };
+        self.picker.next_batch(max, make, || {
+            PluginError::InvalidInput(format!(
                 "sharegpt: {}: no conversation passes vLLM's filters (at least 2 turns, \
                  prompt of 4 to 1024 tokens, output of at least 4 tokens unless output-len is \
                  set, at most 2048 tokens in all), so there is nothing to sample",
                 self.name
-            )));
-        }
-        let seed = self.seed;
-        let (rng, made) = self
-            .oversample
-            .get_or_insert_with(|| (Random::new(i128::from(seed)), 0));
-        while *made < missing && out.len() < want {
-            let pick = rng.choice(&self.samples).expect("samples is not empty");
-            out.push(pick.clone());
-            *made += 1;
-        }
-        Ok(())
+            ))
+        })
     }
+}
+
+/// Tokenizes about as many of `convs` as are still wanted (most pass the filters) and
+/// keeps the valid ones, up to `want`; returns how many it looked at. With a fixed output
+/// length (`fixed`) the completion's length is never used, so it is not tokenized.
+fn scan(
+    tok: &impl TokenCounter,
+    fixed: Option<u32>,
+    convs: &[Conversation],
+    want: usize,
+    out: &mut Vec<RequestSpec>,
+) -> Result<usize, PluginError> {
+    let batch = &convs[..want.clamp(16, MAX_BATCH).min(convs.len())];
+    let mut texts = Vec::with_capacity(batch.len() * 2);
+    for c in batch {
+        texts.push(c.prompt.clone());
+        if fixed.is_none() {
+            texts.push(c.completion.clone());
+        }
+    }
+    let counts = tok.token_counts(&texts)?;
+    let per = if fixed.is_none() { 2 } else { 1 };
+    let (mut looked_at, mut taken) = (0, 0);
+    for (c, n) in batch.iter().zip(counts.chunks(per)) {
+        if taken == want {
+            break;
+        }
+        // Looked at: whether it is kept or not, the next call starts after it.
+        looked_at += 1;
+        let prompt_len = n[0];
+        let output_len = fixed.map_or_else(|| n[1], |o| o as usize);
+        if !is_valid_sequence(prompt_len, output_len, fixed.is_some()) {
+            continue;
+        }
+        // Valid sequences are short (at most 2048 tokens), so the lengths fit.
+        let mut spec = RequestSpec::text(c.prompt.clone(), prompt_len as u32, output_len as u32);
+        spec.multimodal.extend(c.media.clone());
+        out.push(spec);
+        taken += 1;
+    }
+    Ok(looked_at)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use bench_sdk::Prompt;
+    use bench_sdk::rng::Random;
 
     /// Counts whitespace-separated words; records how many texts it was asked for.
     struct Words(std::cell::Cell<usize>);
 
-    impl Tokenizer for Words {
+    impl TokenCounter for Words {
         fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
             self.0.set(self.0.get() + texts.len());
             Ok(texts.iter().map(|t| t.split_whitespace().count()).collect())
@@ -473,8 +420,10 @@ mod tests {
         let convs = vec![conv(5, 1, "a"), conv(5, 900, "b")];
         let p = Params {
             output_len: Some(2),
-            disable_shuffle: true,
-            ..Params::default()
+            flags: SampleFlags {
+                disable_shuffle: true,
+                ..SampleFlags::default()
+            },
         };
         let tok = Words(Default::default());
         let got = sample(&tok, convs, 0, 2, &p).unwrap();
@@ -493,7 +442,10 @@ mod tests {
     fn oversamples_with_a_fresh_python_rng() {
         let convs = vec![conv(5, 5, "a"), conv(5, 5, "b"), conv(5, 5, "c")];
         let p = Params {
-            disable_shuffle: true,
+            flags: SampleFlags {
+                disable_shuffle: true,
+                ..SampleFlags::default()
+            },
             ..Params::default()
         };
         let got = sample(&Words(Default::default()), convs, 9, 7, &p).unwrap();
@@ -507,8 +459,10 @@ mod tests {
         assert_eq!(got[3..], extra[..]);
 
         let p = Params {
-            no_oversample: true,
-            disable_shuffle: true,
+            flags: SampleFlags {
+                disable_shuffle: true,
+                no_oversample: true,
+            },
             ..Params::default()
         };
         let convs = vec![conv(5, 5, "a")];

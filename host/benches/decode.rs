@@ -1,0 +1,135 @@
+//! What the plugin boundary costs: the OpenAI completions decoder of `bench-sdk`, run
+//! natively and inside the first-party `openai` wasm plugin through the host runtime
+//! (decoder creation, copying the frames in, events out, span checks: everything the
+//! host pays per response). Prints the CPU time per chunk of each and their ratio.
+//!
+//!     cargo bench -p bench --bench decode
+//!
+//! CPU time is the calling thread's (CLOCK_THREAD_CPUTIME_ID), so other load on the
+//! machine does not inflate it.
+
+use std::time::Duration;
+
+use bench::runtime::{ClientConfig, HostContext, PluginRef, ResponseHead, Runtime, RuntimeConfig};
+use bench_sdk::Decoder;
+use bench_sdk::openai::{ChoiceFields, OpenAiClient};
+
+/// Chunks per response, as in the issue's measurements (128 tokens plus the usage chunk).
+const TOKENS: usize = 128;
+
+/// A vLLM-style streamed completions response: one payload per frame, laid end to end.
+fn response() -> (Vec<u8>, Vec<u32>) {
+    let words = [" the", " of", " and", " to", " in", " a", " is", " that"];
+    let mut buffer = Vec::new();
+    let mut ends = Vec::new();
+    for i in 0..TOKENS {
+        let finish = if i + 1 == TOKENS {
+            r#""length""#
+        } else {
+            "null"
+        };
+        buffer.extend_from_slice(
+            format!(
+                r#"{{"id":"cmpl-5c1b6a6e0d8a4c5f","object":"text_completion","created":1763800000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{{"index":0,"text":"{}","logprobs":null,"finish_reason":{finish},"stop_reason":null}}],"usage":null}}"#,
+                words[i % words.len()]
+            )
+            .as_bytes(),
+        );
+        ends.push(buffer.len() as u32);
+    }
+    buffer.extend_from_slice(br#"{"id":"cmpl-5c1b6a6e0d8a4c5f","object":"text_completion","created":1763800000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[],"usage":{"prompt_tokens":128,"total_tokens":256,"completion_tokens":128}}"#);
+    ends.push(buffer.len() as u32);
+    (buffer, ends)
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU nanoseconds per chunk of `decode_one`, over enough responses to run ~1 s.
+fn per_chunk(mut decode_one: impl FnMut() -> usize) -> f64 {
+    for _ in 0..50 {
+        decode_one();
+    }
+    let mut responses = 0u64;
+    let start = thread_cpu();
+    while thread_cpu() - start < Duration::from_secs(1) {
+        for _ in 0..20 {
+            assert!(decode_one() > TOKENS, "every chunk must decode to an event");
+        }
+        responses += 20;
+    }
+    (thread_cpu() - start).as_nanos() as f64 / (responses as f64 * (TOKENS + 1) as f64)
+}
+
+fn config() -> ClientConfig {
+    ClientConfig {
+        model: "m".into(),
+        ignore_eos: false,
+        extra_body: None,
+        options: vec![],
+    }
+}
+
+fn main() {
+    let (buffer, ends) = response();
+
+    let sdk_config = bench_sdk::ClientConfig {
+        model: "m".into(),
+        ignore_eos: false,
+        extra_body: None,
+        options: vec![],
+    };
+    let (client, _) = OpenAiClient::open("openai", sdk_config).expect("client");
+    let mut native = client.decoder(ChoiceFields {
+        holder: None,
+        content: "text",
+        reasoning: &[],
+    });
+    let mut events = Vec::new();
+    let native_ns = per_chunk(|| {
+        events.clear();
+        native
+            .feed(&buffer, &ends, &mut events)
+            .expect("native decode");
+        events.len()
+    });
+
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let mut plugin = runtime
+        .load_backend(&PluginRef::Builtin("openai".into()), HostContext::default())
+        .expect("the embedded openai plugin");
+    plugin.open(config()).expect("open");
+    let head = ResponseHead {
+        status: 200,
+        headers: vec![],
+    };
+    let wasm_ns = per_chunk(|| {
+        plugin
+            .decode(&head, &buffer, &ends)
+            .expect("wasm decode")
+            .len()
+    });
+
+    let row = |name: &str, ns: f64| {
+        println!(
+            "| {name:<34} | {ns:>8.0} | {:>12.0} |",
+            1e9 / (ns * (TOKENS + 1) as f64)
+        )
+    };
+    println!(
+        "OpenAI completions decoder, {TOKENS}-token streams ({} bytes per response)",
+        buffer.len()
+    );
+    println!("| path                               | ns/chunk | responses/s per core |");
+    println!("|------------------------------------|---------:|-------------:|");
+    row("native (bench-sdk, same code)", native_ns);
+    row("wasm plugin through the host runtime", wasm_ns);
+    println!("wasm / native: {:.2}x", wasm_ns / native_ns);
+}
