@@ -119,7 +119,7 @@ fn main() {
 
     let row = |name: &str, ns: f64| {
         println!(
-            "| {name:<34} | {ns:>8.0} | {:>12.0} |",
+            "| {name:<36} | {ns:>8.0} | {:>20.0} |",
             1e9 / (ns * (TOKENS + 1) as f64)
         )
     };
@@ -127,8 +127,8 @@ fn main() {
         "OpenAI completions decoder, {TOKENS}-token streams ({} bytes per response)",
         buffer.len()
     );
-    println!("| path                               | ns/chunk | responses/s per core |");
-    println!("|------------------------------------|---------:|-------------:|");
+    println!("| path                                 | ns/chunk | responses/s per core |");
+    println!("|--------------------------------------|---------:|---------------------:|");
     row("native (bench-sdk, same code)", native_ns);
     row("wasm plugin through the host runtime", wasm_ns);
     println!("wasm / native: {:.2}x", wasm_ns / native_ns);
