@@ -4,7 +4,9 @@
 //! host pays per response). Prints the CPU time per chunk of each and their ratio.
 //!
 //!     cargo bench -p bench --bench decode
+//!     BENCH_DECODE_PLUGIN=path/to/openai.wasm cargo bench -p bench --bench decode
 //!
+//! The second form measures another build of the plugin (other flags, another SDK).
 //! CPU time is the calling thread's (CLOCK_THREAD_CPUTIME_ID), so other load on the
 //! machine does not inflate it.
 
@@ -102,9 +104,13 @@ fn main() {
     });
 
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let plugin_ref = match std::env::var_os("BENCH_DECODE_PLUGIN") {
+        Some(path) => PluginRef::File(path.into()),
+        None => PluginRef::Builtin("openai".into()),
+    };
     let mut plugin = runtime
-        .load_backend(&PluginRef::Builtin("openai".into()), HostContext::default())
-        .expect("the embedded openai plugin");
+        .load_backend(&plugin_ref, HostContext::default())
+        .expect("the openai plugin");
     plugin.open(config()).expect("open");
     let head = ResponseHead {
         status: 200,
