@@ -198,7 +198,7 @@ mod tests {
         RawResponse {
             index: 0,
             status: Some(200),
-            headers: vec![],
+            headers: Default::default(),
             frames: f,
             frame_times: offsets_ms
                 .iter()

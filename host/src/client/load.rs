@@ -194,7 +194,7 @@ fn cancelled(index: usize, start: Instant, grace: Duration) -> RawResponse {
     RawResponse {
         index,
         status: None,
-        headers: Vec::new(),
+        headers: Default::default(),
         frames: Frames::default(),
         frame_times: Vec::new(),
         start,

@@ -39,7 +39,9 @@ pub struct RawResponse {
     pub index: usize,
     /// HTTP status and headers, when a response head arrived.
     pub status: Option<u16>,
-    pub headers: Vec<(String, String)>,
+    /// Kept as received (a move, no copies on the receive path); the decode worker turns
+    /// them into strings for the backend plugin.
+    pub headers: HeaderMap,
     /// Frame payloads laid end to end, as the decoder receives them.
     pub frames: Frames,
     /// Arrival time of each frame (the read that completed it).
@@ -95,7 +97,7 @@ impl HttpClient {
         let mut out = RawResponse {
             index: req.index,
             status: None,
-            headers: Vec::new(),
+            headers: HeaderMap::new(),
             frames: Frames::default(),
             frame_times: Vec::new(),
             start,
@@ -117,16 +119,7 @@ impl HttpClient {
         };
         let status = response.status();
         out.status = Some(status.as_u16());
-        out.headers = response
-            .headers()
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
+        out.headers = std::mem::take(response.headers_mut());
         if !status.is_success() {
             let mut body = Vec::new();
             while let Ok(Some(chunk)) = response.chunk().await {
