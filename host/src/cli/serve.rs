@@ -15,7 +15,7 @@ use crate::client::framing::FramingKind;
 use crate::client::load;
 use crate::client::stop::StopSignal;
 use crate::client::worker::{self, DecodeWorker};
-use crate::client::{HttpClient, PreparedRequest};
+use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
 use crate::report::save::Interruption;
 use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime, RuntimeConfig};
 use crate::schedule::{self, RampUp, RampUpStrategy, ScheduleConfig};
@@ -195,6 +195,12 @@ pub struct ServeArgs {
     /// Give up on a request after this many seconds (default: 6 hours, as vLLM).
     #[arg(long, default_value_t = 6.0 * 3600.0, allow_negative_numbers = true)]
     pub request_timeout: f64,
+
+    /// The HTTP client that sends the requests: `auto` is bench's own HTTP/1.1 client for
+    /// http:// URLs (each socket read timestamped before any parsing, no task hop per
+    /// chunk) and reqwest for https://.
+    #[arg(long, value_enum, default_value_t = HttpClientKind::Auto)]
+    pub http_client: HttpClientKind,
 
     /// On Ctrl-C or SIGTERM: no new requests are sent, requests in flight get this many
     /// seconds to finish (then they are cancelled and counted as failed), and the results
@@ -626,7 +632,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         seed: args.dataset.seed,
     })?;
 
-    let client = HttpClient::new(&api_url, framing, Some(plan.request_timeout))?;
+    let client = HttpClient::new(
+        &api_url,
+        framing,
+        Some(plan.request_timeout),
+        args.http_client,
+    )
+    .context("--http-client")?;
     rt.block_on(ready_and_warm_up(
         &client,
         &prepared[0],
@@ -880,6 +892,7 @@ async fn first_model(base_url: &str, headers: &[(String, String)]) -> Result<Str
         &format!("{base_url}/v1/models"),
         FramingKind::Raw,
         Some(Duration::from_secs(30)),
+        HttpClientKind::Reqwest,
     )?;
     let mut map = reqwest::header::HeaderMap::new();
     for (k, v) in headers {

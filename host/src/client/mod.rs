@@ -9,10 +9,12 @@
 pub mod decode;
 pub mod failure;
 pub mod framing;
+pub mod h1;
 pub mod load;
 pub mod stop;
 pub mod worker;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -39,9 +41,9 @@ pub struct RawResponse {
     pub index: usize,
     /// HTTP status and headers, when a response head arrived.
     pub status: Option<u16>,
-    /// Kept as received (a move, no copies on the receive path); the decode worker turns
-    /// them into strings for the backend plugin.
-    pub headers: HeaderMap,
+    /// Kept as received (no parsing on the receive path); the decode worker turns them
+    /// into strings for the backend plugin.
+    pub headers: ResponseHeaders,
     /// Frame payloads laid end to end, as the decoder receives them.
     pub frames: Frames,
     /// Arrival time of each frame (the read that completed it).
@@ -54,9 +56,70 @@ pub struct RawResponse {
     pub error: Option<String>,
 }
 
+/// Response headers as the transport delivered them.
+#[derive(Debug)]
+pub enum ResponseHeaders {
+    /// From reqwest, already parsed.
+    Map(HeaderMap),
+    /// The raw response head from the HTTP/1.1 client ([`h1`]), status line included.
+    Raw(Bytes),
+}
+
+impl Default for ResponseHeaders {
+    fn default() -> Self {
+        ResponseHeaders::Map(HeaderMap::new())
+    }
+}
+
+impl ResponseHeaders {
+    /// Name and value pairs, names lower-cased, values read as UTF-8 (lossily).
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let pair = |k: &str, v: &[u8]| {
+            (
+                k.to_ascii_lowercase(),
+                String::from_utf8_lossy(v).into_owned(),
+            )
+        };
+        match self {
+            ResponseHeaders::Map(map) => map
+                .iter()
+                .map(|(k, v)| pair(k.as_str(), v.as_bytes()))
+                .collect(),
+            ResponseHeaders::Raw(head) => {
+                let mut headers = [httparse::EMPTY_HEADER; 128];
+                let mut resp = httparse::Response::new(&mut headers);
+                // The head was parsed once already when it arrived.
+                match resp.parse(head) {
+                    Ok(httparse::Status::Complete(_)) => {
+                        resp.headers.iter().map(|h| pair(h.name, h.value)).collect()
+                    }
+                    _ => Vec::new(),
+                }
+            }
+        }
+    }
+}
+
+/// Which HTTP client carries the requests of a run.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpClientKind {
+    /// bench's own HTTP/1.1 client for `http://` URLs, reqwest for `https://`.
+    #[default]
+    Auto,
+    /// bench's own HTTP/1.1 client (plain `http://` only): one task per request owns its
+    /// connection, and every socket read is timestamped before any parsing.
+    H1,
+    /// reqwest (hyper): https, HTTP/2 when the server offers it, proxies from the
+    /// environment are not used.
+    Reqwest,
+}
+
 /// A configured HTTP client shared by all requests of a run.
 #[derive(Clone)]
 pub struct HttpClient {
+    /// Streams the requests of a plain-HTTP run; `None` when reqwest does.
+    h1: Option<Arc<h1::H1Client>>,
     client: reqwest::Client,
     url: reqwest::Url,
     framing: FramingKind,
@@ -68,9 +131,15 @@ pub struct HttpClient {
 const ERROR_BODY_LIMIT: usize = 512;
 
 impl HttpClient {
-    /// A client whose connection pool never limits concurrency: hyper opens a new
-    /// connection whenever none is idle, and every idle one is kept for reuse.
-    pub fn new(url: &str, framing: FramingKind, timeout: Option<Duration>) -> anyhow::Result<Self> {
+    /// A client for POST requests to `url`. reqwest's connection pool never limits
+    /// concurrency either: hyper opens a new connection whenever none is idle, and every
+    /// idle one is kept for reuse.
+    pub fn new(
+        url: &str,
+        framing: FramingKind,
+        timeout: Option<Duration>,
+        kind: HttpClientKind,
+    ) -> anyhow::Result<Self> {
         let url =
             reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("invalid URL {url:?}: {e}"))?;
         let mut builder = reqwest::Client::builder()
@@ -82,12 +151,29 @@ impl HttpClient {
             builder = builder.timeout(t);
         }
         let client = builder.build()?;
+        let plain = url.scheme() == "http";
+        let h1 = match kind {
+            HttpClientKind::Auto if plain => true,
+            HttpClientKind::Auto | HttpClientKind::Reqwest => false,
+            HttpClientKind::H1 if plain => true,
+            HttpClientKind::H1 => anyhow::bail!(
+                "--http-client h1 speaks plain HTTP only, not {}://; use --http-client reqwest (or auto)",
+                url.scheme()
+            ),
+        };
+        let h1 = h1.then(|| Arc::new(h1::H1Client::new(&url, &reqwest::Method::POST, framing)));
         Ok(HttpClient {
+            h1,
             client,
             url,
             framing,
             timeout,
         })
+    }
+
+    /// Which client carries the requests (for the report).
+    pub fn transport(&self) -> &'static str {
+        if self.h1.is_some() { "h1" } else { "reqwest" }
     }
 
     /// Sends one request and records every read. Never fails: errors are recorded in the
@@ -97,12 +183,31 @@ impl HttpClient {
         let mut out = RawResponse {
             index: req.index,
             status: None,
-            headers: HeaderMap::new(),
+            headers: ResponseHeaders::default(),
             frames: Frames::default(),
             frame_times: Vec::new(),
             start,
             error: None,
         };
+        let Some(h1) = &self.h1 else {
+            self.send_reqwest(req, &mut out).await;
+            return out;
+        };
+        let mut progress = h1::Progress::default();
+        let exchange = h1.send(req, &mut out, &mut progress);
+        match self.timeout {
+            Some(t) => {
+                if tokio::time::timeout(t, exchange).await.is_err() {
+                    out.error = Some(self.timeout_error(t, progress.body_bytes));
+                }
+            }
+            None => exchange.await,
+        }
+        out
+    }
+
+    /// [`Self::send`] through reqwest.
+    async fn send_reqwest(&self, req: &PreparedRequest, out: &mut RawResponse) {
         let sent = self
             .client
             .request(req.method.clone(), self.url.clone())
@@ -114,12 +219,12 @@ impl HttpClient {
             Ok(r) => r,
             Err(e) => {
                 out.error = Some(self.failure(&e, None));
-                return out;
+                return;
             }
         };
         let status = response.status();
         out.status = Some(status.as_u16());
-        out.headers = std::mem::take(response.headers_mut());
+        out.headers = ResponseHeaders::Map(std::mem::take(response.headers_mut()));
         if !status.is_success() {
             let mut body = Vec::new();
             while let Ok(Some(chunk)) = response.chunk().await {
@@ -133,7 +238,7 @@ impl HttpClient {
                 if text.trim().is_empty() { "" } else { ": " },
                 text.trim()
             )));
-            return out;
+            return;
         }
         let mut framer = Framer::new(self.framing);
         let mut received = 0usize;
@@ -153,14 +258,25 @@ impl HttpClient {
                     // The unfinished last frame is dropped: it is a piece of an event, not
                     // an event, and would read as malformed and hide the real cause.
                     out.error = Some(self.failure(&e, Some(received)));
-                    return out;
+                    return;
                 }
             }
         }
         let now = Instant::now();
         let n = framer.finish(&mut out.frames);
         out.frame_times.extend(std::iter::repeat_n(now, n));
-        out
+    }
+
+    /// The record error of a request that outlived `--request-timeout`.
+    fn timeout_error(&self, t: Duration, body_bytes: Option<usize>) -> String {
+        FailureKind::Timeout.error(format_args!(
+            "no complete response within the request timeout of {} s ({})",
+            t.as_secs_f64(),
+            match body_bytes {
+                None => "no response head".to_string(),
+                Some(n) => format!("{n} body bytes received"),
+            }
+        ))
     }
 
     /// The record error for a transport failure; `body_bytes` is how much of the body had
@@ -170,14 +286,7 @@ impl HttpClient {
         let chain = error_chain(e);
         match kind {
             FailureKind::Timeout => match self.timeout {
-                Some(t) => kind.error(format_args!(
-                    "no complete response within the request timeout of {} s ({})",
-                    t.as_secs_f64(),
-                    match body_bytes {
-                        None => "no response head".to_string(),
-                        Some(n) => format!("{n} body bytes received"),
-                    }
-                )),
+                Some(t) => self.timeout_error(t, body_bytes),
                 None => kind.error(chain),
             },
             FailureKind::StreamCut => kind.error(format_args!(

@@ -193,16 +193,7 @@ pub fn decode_response(
     }
     let head = ResponseHead {
         status: raw.status.unwrap_or(0),
-        headers: raw
-            .headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
+        headers: raw.headers.pairs(),
     };
     backend
         .decode(&head, &raw.frames.buffer, &raw.frames.ends)

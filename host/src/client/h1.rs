@@ -1,0 +1,672 @@
+//! bench's own HTTP/1.1 client for the request hot path (plain `http://`).
+//!
+//! Why not hyper (through reqwest) here: hyper's client runs each connection as its own
+//! task and hands every body chunk to the response through a channel, so each streamed
+//! token costs two task wake-ups, a `Bytes` and a channel hop before bench sees it. In the
+//! ceiling workload (128-token streams from a zero-delay server) that was most of the
+//! client's core. Here the request's own task owns the socket: one `read` returns
+//! whatever the kernel holds (often dozens of chunks), its arrival time is taken at once,
+//! and the chunked encoding and the SSE/NDJSON framing are undone in place. Nothing
+//! between the socket and the timestamp can queue.
+//!
+//! What it speaks: HTTP/1.1 requests with a `Content-Length` body; responses framed by
+//! chunked encoding, `Content-Length`, or the end of the connection; keep-alive with a
+//! pool of idle connections (one per request in flight at most, so the pool never limits
+//! concurrency). https, HTTP/2 and proxies go through reqwest instead (see
+//! [`super::HttpClient`]).
+
+use std::io;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::failure::FailureKind;
+use super::framing::{Framer, FramingKind};
+use super::{ERROR_BODY_LIMIT, PreparedRequest, RawResponse, ResponseHeaders};
+
+/// Read buffer per connection: large enough that one read takes what a fast server has
+/// queued for one stream.
+const READ_BUFFER: usize = 64 * 1024;
+/// Compact the read buffer when less than this is free at its end.
+const MIN_READ: usize = 8 * 1024;
+/// The most response headers accepted.
+const MAX_HEADERS: usize = 96;
+/// The longest chunk-size or trailer line accepted.
+const MAX_LINE: usize = 4096;
+/// After the stream's end marker (`[DONE]`), how long the rest of the body (the chunked
+/// terminator) may take before the connection is dropped instead of reused.
+const DRAIN_LIMIT: Duration = Duration::from_millis(100);
+
+/// An HTTP/1.1 client for one `http://` URL.
+pub struct H1Client {
+    /// `host:port` to connect to (resolved per new connection).
+    authority: String,
+    /// `POST /path HTTP/1.1\r\nhost: ...\r\n`, shared by every request.
+    head_prefix: Vec<u8>,
+    /// The `host` header line alone, for requests whose headers set their own host.
+    host_line: Vec<u8>,
+    framing: FramingKind,
+    idle: Mutex<Vec<Conn>>,
+}
+
+/// One open connection with its read buffer (kept across requests).
+struct Conn {
+    stream: TcpStream,
+    buf: Box<[u8]>,
+    /// Unconsumed bytes are `buf[pos..len]`.
+    pos: usize,
+    len: usize,
+    /// The request being written, reused.
+    out: Vec<u8>,
+}
+
+impl Conn {
+    fn new(stream: TcpStream) -> Self {
+        Conn {
+            stream,
+            buf: vec![0; READ_BUFFER].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn data(&self) -> &[u8] {
+        &self.buf[self.pos..self.len]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+        if self.pos == self.len {
+            self.pos = 0;
+            self.len = 0;
+        }
+    }
+
+    /// Reads once more into the buffer; `Ok(0)` is the end of the connection.
+    async fn fill(&mut self) -> io::Result<usize> {
+        if self.buf.len() - self.len < MIN_READ && self.pos > 0 {
+            self.buf.copy_within(self.pos..self.len, 0);
+            self.len -= self.pos;
+            self.pos = 0;
+        }
+        if self.len == self.buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a response head larger than {} KiB", READ_BUFFER / 1024),
+            ));
+        }
+        let n = self.stream.read(&mut self.buf[self.len..]).await?;
+        self.len += n;
+        Ok(n)
+    }
+
+    /// Whether an idle connection can take a request: the server has neither closed it
+    /// nor sent anything unasked.
+    fn is_reusable(&self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+/// How the response body ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    Chunked,
+    Length(u64),
+    UntilClose,
+    Empty,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailer,
+}
+
+/// Undoes the body's transfer framing incrementally, across reads.
+#[derive(Debug)]
+struct Body {
+    kind: BodyKind,
+    chunk: ChunkState,
+}
+
+/// What the next bytes of a body are.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Payload at `input[start..end]`.
+    Data(usize, usize),
+    /// Consumed what it could; more bytes are needed.
+    More,
+    /// The body is complete.
+    End,
+    /// The framing is broken.
+    Invalid(&'static str),
+}
+
+impl Body {
+    fn new(kind: BodyKind) -> Self {
+        Body {
+            kind,
+            chunk: ChunkState::Size,
+        }
+    }
+
+    /// The next step over `input`, and how many bytes of it were consumed.
+    fn next(&mut self, input: &[u8]) -> (usize, Step) {
+        match self.kind {
+            BodyKind::Empty | BodyKind::Length(0) => (0, Step::End),
+            BodyKind::Length(rem) => {
+                if input.is_empty() {
+                    return (0, Step::More);
+                }
+                let n = rem.min(input.len() as u64) as usize;
+                self.kind = BodyKind::Length(rem - n as u64);
+                (n, Step::Data(0, n))
+            }
+            BodyKind::UntilClose => {
+                if input.is_empty() {
+                    (0, Step::More)
+                } else {
+                    (input.len(), Step::Data(0, input.len()))
+                }
+            }
+            BodyKind::Chunked => self.next_chunked(input),
+        }
+    }
+
+    fn next_chunked(&mut self, input: &[u8]) -> (usize, Step) {
+        let mut used = 0;
+        loop {
+            let rest = &input[used..];
+            match self.chunk {
+                ChunkState::Size => {
+                    let Some(nl) = memchr::memchr(b'\n', rest) else {
+                        return if rest.len() > MAX_LINE {
+                            (used, Step::Invalid("a chunk-size line that never ends"))
+                        } else {
+                            (used, Step::More)
+                        };
+                    };
+                    let Some(size) = chunk_size(&rest[..nl]) else {
+                        return (used, Step::Invalid("an invalid chunk-size line"));
+                    };
+                    used += nl + 1;
+                    self.chunk = if size == 0 {
+                        ChunkState::Trailer
+                    } else {
+                        ChunkState::Data(size)
+                    };
+                }
+                ChunkState::Data(rem) => {
+                    if rest.is_empty() {
+                        return (used, Step::More);
+                    }
+                    let n = rem.min(rest.len() as u64) as usize;
+                    self.chunk = if n as u64 == rem {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(rem - n as u64)
+                    };
+                    return (used + n, Step::Data(used, used + n));
+                }
+                ChunkState::DataEnd => match rest {
+                    [b'\r', b'\n', ..] => {
+                        used += 2;
+                        self.chunk = ChunkState::Size;
+                    }
+                    [b'\n', ..] => {
+                        used += 1;
+                        self.chunk = ChunkState::Size;
+                    }
+                    [] | [b'\r'] => return (used, Step::More),
+                    _ => return (used, Step::Invalid("a chunk longer than its size")),
+                },
+                ChunkState::Trailer => {
+                    let Some(nl) = memchr::memchr(b'\n', rest) else {
+                        return if rest.len() > MAX_LINE {
+                            (used, Step::Invalid("a trailer line that never ends"))
+                        } else {
+                            (used, Step::More)
+                        };
+                    };
+                    let line = &rest[..nl];
+                    used += nl + 1;
+                    if line.is_empty() || line == b"\r" {
+                        return (used, Step::End);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The size of a chunk-size line (`1a;ext=1\r`), or `None` when it is not one.
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let end = line
+        .iter()
+        .position(|&b| b == b';' || b == b' ' || b == b'\t')
+        .unwrap_or(line.len());
+    let digits = &line[..end];
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |acc, &b| {
+        let d = (b as char).to_digit(16)?;
+        Some(acc * 16 + u64::from(d))
+    })
+}
+
+/// The parts of a response head the client acts on.
+struct Head {
+    status: u16,
+    len: usize,
+    body: BodyKind,
+    keep_alive: bool,
+}
+
+/// Parses a complete response head at the start of `data`; `Ok(None)` when incomplete.
+fn parse_head(data: &[u8], method_is_head: bool) -> Result<Option<Head>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(data) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("the response head is not valid HTTP/1.x: {e}")),
+    };
+    let status = resp.code.unwrap_or(0);
+    let mut chunked = false;
+    let mut length = None;
+    let mut close = resp.version == Some(0);
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = h
+                .value
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "invalid content-length {:?}",
+                        String::from_utf8_lossy(h.value)
+                    )
+                })?;
+            if length.is_some_and(|l| l != n) {
+                return Err("conflicting content-length headers".into());
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") && resp.version == Some(0) {
+                    close = false;
+                }
+            }
+        }
+    }
+    let body = if method_is_head || status == 204 || status == 304 || (100..200).contains(&status) {
+        BodyKind::Empty
+    } else if chunked {
+        BodyKind::Chunked
+    } else if let Some(n) = length {
+        BodyKind::Length(n)
+    } else {
+        BodyKind::UntilClose
+    };
+    Ok(Some(Head {
+        status,
+        len,
+        body,
+        keep_alive: !close && body != BodyKind::UntilClose,
+    }))
+}
+
+/// Why an exchange failed, before it is written into the record.
+struct Failure {
+    kind: FailureKind,
+    message: String,
+}
+
+fn fail(kind: FailureKind, message: impl Into<String>) -> Failure {
+    Failure {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// How far a request got; read after a timeout to say what had arrived.
+#[derive(Default)]
+pub struct Progress {
+    /// Body bytes received, once the response head arrived.
+    pub body_bytes: Option<usize>,
+}
+
+impl H1Client {
+    /// A client for `url`, which must be `http://`.
+    pub fn new(url: &reqwest::Url, method: &reqwest::Method, framing: FramingKind) -> Self {
+        let host = url.host_str().unwrap_or("localhost");
+        let port = url.port_or_known_default().unwrap_or(80);
+        // IPv6 literals keep their brackets in both places.
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        let authority = format!("{host}:{port}");
+        let host_header = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.clone(),
+        };
+        let mut target = url.path().to_string();
+        if let Some(q) = url.query() {
+            target.push('?');
+            target.push_str(q);
+        }
+        let host_line = format!("host: {host_header}\r\n").into_bytes();
+        let mut head_prefix = format!("{method} {target} HTTP/1.1\r\n").into_bytes();
+        head_prefix.extend_from_slice(&host_line);
+        H1Client {
+            authority,
+            head_prefix,
+            host_line,
+            framing,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sends one request and fills `out` with what came back. Errors are written into
+    /// `out.error`, never returned, so the run keeps every result.
+    pub async fn send(
+        &self,
+        req: &PreparedRequest,
+        out: &mut RawResponse,
+        progress: &mut Progress,
+    ) {
+        if let Err(f) = self.exchange(req, out, progress).await {
+            out.error = Some(f.kind.error(f.message));
+        }
+    }
+
+    async fn exchange(
+        &self,
+        req: &PreparedRequest,
+        out: &mut RawResponse,
+        progress: &mut Progress,
+    ) -> Result<(), Failure> {
+        let (mut conn, head) = self.request(req).await?;
+        let status = head.status;
+        out.status = Some(status);
+        out.headers = ResponseHeaders::Raw(Bytes::copy_from_slice(&conn.data()[..head.len]));
+        conn.consume(head.len);
+        let mut body = Body::new(head.body);
+        progress.body_bytes = Some(0);
+        if !(200..300).contains(&status) {
+            let mut kept = Vec::new();
+            let ended = self
+                .read_body(&mut conn, &mut body, progress, |bytes, _| {
+                    let room = ERROR_BODY_LIMIT.saturating_sub(kept.len());
+                    kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                    false
+                })
+                .await;
+            if ended.is_ok() && head.keep_alive {
+                self.put_back(conn);
+            }
+            let text = String::from_utf8_lossy(&kept);
+            let reason = reqwest::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("");
+            return Err(fail(
+                FailureKind::Http(status),
+                format!(
+                    "{reason}{}{}",
+                    if text.trim().is_empty() { "" } else { ": " },
+                    text.trim()
+                ),
+            ));
+        }
+        let mut framer = Framer::new(self.framing);
+        let mut last_read = Instant::now();
+        let frames = &mut out.frames;
+        let times = &mut out.frame_times;
+        let ended = self
+            .read_body(&mut conn, &mut body, progress, |bytes, at| {
+                last_read = at;
+                let n = framer.push(bytes, frames);
+                times.extend(std::iter::repeat_n(at, n));
+                framer.done()
+            })
+            .await;
+        match ended {
+            Ok(BodyEnd::Complete) => {
+                let n = framer.finish(frames);
+                times.extend(std::iter::repeat_n(last_read, n));
+                if head.keep_alive {
+                    self.put_back(conn);
+                }
+                Ok(())
+            }
+            // The stream said it is done; the transfer framing's own end did not follow
+            // in time, so the connection is not reused.
+            Ok(BodyEnd::Abandoned) => Ok(()),
+            Err(f) => Err(f),
+        }
+    }
+
+    /// Connects (or reuses an idle connection), writes the request and reads the response
+    /// head, skipping `1xx` heads. A reused connection whose write fails is replaced by a
+    /// new one once: the server closed it while it was idle, so the request never reached
+    /// it. Once written, a request is never sent again (as hyper): a connection closed
+    /// before the response head is a `reset`, whatever the server did with it.
+    async fn request(&self, req: &PreparedRequest) -> Result<(Conn, Head), Failure> {
+        let method_is_head = req.method == reqwest::Method::HEAD;
+        let mut fresh_only = false;
+        loop {
+            let (mut conn, reused) = self.checkout(fresh_only).await?;
+            self.write_request(&mut conn, req);
+            if let Err(e) = conn.stream.write_all(&conn.out).await {
+                if reused {
+                    fresh_only = true;
+                    continue;
+                }
+                return Err(fail(
+                    FailureKind::Reset,
+                    format!("the connection was closed before a response head arrived: {e}"),
+                ));
+            }
+            loop {
+                match parse_head(conn.data(), method_is_head) {
+                    Ok(Some(head)) if (100..200).contains(&head.status) => {
+                        conn.consume(head.len);
+                        continue;
+                    }
+                    Ok(Some(head)) => return Ok((conn, head)),
+                    Ok(None) => {}
+                    Err(why) => return Err(fail(FailureKind::Transport, why)),
+                }
+                match conn.fill().await {
+                    Ok(0) => {
+                        return Err(fail(
+                            FailureKind::Reset,
+                            "the connection was closed before a response head arrived",
+                        ));
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                        return Err(fail(FailureKind::Transport, e.to_string()));
+                    }
+                    Err(e) => {
+                        return Err(fail(
+                            FailureKind::Reset,
+                            format!(
+                                "the connection was closed before a response head arrived: {e}"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the body to its end, handing each payload piece and the arrival time of the
+    /// read that brought it to `sink`. `sink` returns true once the stream is logically
+    /// complete (`[DONE]`); the rest of the body is then read only as long as
+    /// [`DRAIN_LIMIT`] allows.
+    async fn read_body(
+        &self,
+        conn: &mut Conn,
+        body: &mut Body,
+        progress: &mut Progress,
+        mut sink: impl FnMut(&[u8], Instant) -> bool,
+    ) -> Result<BodyEnd, Failure> {
+        let mut at = Instant::now();
+        let mut done = false;
+        loop {
+            let (used, step) = body.next(conn.data());
+            match step {
+                Step::Data(start, end) => {
+                    done |= sink(&conn.data()[start..end], at);
+                    conn.consume(used);
+                }
+                Step::End => {
+                    conn.consume(used);
+                    // Bytes past the end of a response are not ours to keep.
+                    return Ok(if conn.data().is_empty() {
+                        BodyEnd::Complete
+                    } else {
+                        BodyEnd::Abandoned
+                    });
+                }
+                Step::Invalid(why) => {
+                    return Err(fail(
+                        FailureKind::StreamCut,
+                        format!(
+                            "the response body broke off after {} bytes: {why}",
+                            progress.body_bytes.unwrap_or(0)
+                        ),
+                    ));
+                }
+                Step::More => {
+                    conn.consume(used);
+                    let read = if done {
+                        match tokio::time::timeout(DRAIN_LIMIT, conn.fill()).await {
+                            Ok(r) => r,
+                            Err(_) => return Ok(BodyEnd::Abandoned),
+                        }
+                    } else {
+                        conn.fill().await
+                    };
+                    at = Instant::now();
+                    match read {
+                        Ok(0) if body.kind == BodyKind::UntilClose => {
+                            return Ok(BodyEnd::Abandoned);
+                        }
+                        Ok(0) if done => return Ok(BodyEnd::Abandoned),
+                        Ok(0) => {
+                            return Err(fail(
+                                FailureKind::StreamCut,
+                                format!(
+                                    "the response body broke off after {} bytes: the connection was closed",
+                                    progress.body_bytes.unwrap_or(0)
+                                ),
+                            ));
+                        }
+                        Ok(n) => {
+                            if let Some(b) = &mut progress.body_bytes {
+                                *b += n;
+                            }
+                        }
+                        Err(_) if done => return Ok(BodyEnd::Abandoned),
+                        Err(e) => {
+                            return Err(fail(
+                                FailureKind::StreamCut,
+                                format!(
+                                    "the response body broke off after {} bytes: {e}",
+                                    progress.body_bytes.unwrap_or(0)
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the request into the connection's output buffer.
+    fn write_request(&self, conn: &mut Conn, req: &PreparedRequest) {
+        let out = &mut conn.out;
+        out.clear();
+        let own_host = req.headers.contains_key(reqwest::header::HOST);
+        if own_host {
+            let prefix_len = self.head_prefix.len() - self.host_line.len();
+            out.extend_from_slice(&self.head_prefix[..prefix_len]);
+        } else {
+            out.extend_from_slice(&self.head_prefix);
+        }
+        for (name, value) in &req.headers {
+            if name == reqwest::header::CONTENT_LENGTH || name == reqwest::header::TRANSFER_ENCODING
+            {
+                continue;
+            }
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(req.body.len()).as_bytes());
+        out.extend_from_slice(b"\r\n\r\n");
+        out.extend_from_slice(&req.body);
+    }
+
+    /// An idle connection that is still open, or a new one.
+    async fn checkout(&self, fresh_only: bool) -> Result<(Conn, bool), Failure> {
+        if !fresh_only {
+            loop {
+                let conn = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                match conn {
+                    Some(c) if c.is_reusable() => return Ok((c, true)),
+                    Some(_) => continue,
+                    None => break,
+                }
+            }
+        }
+        let stream = TcpStream::connect(&self.authority)
+            .await
+            .map_err(|e| fail(FailureKind::Connect, format!("{}: {e}", self.authority)))?;
+        // Requests go out whole at once; Nagle would hold back the next one.
+        let _ = stream.set_nodelay(true);
+        Ok((Conn::new(stream), false))
+    }
+
+    fn put_back(&self, conn: Conn) {
+        self.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(conn);
+    }
+}
+
+/// How a body read ended without an error.
+#[derive(Debug, PartialEq, Eq)]
+enum BodyEnd {
+    /// At the transfer framing's end: the connection can take another request.
+    Complete,
+    /// The stream was complete but the connection is not fit for reuse.
+    Abandoned,
+}
+
+#[cfg(test)]
+mod tests;

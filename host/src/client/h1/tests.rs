@@ -1,0 +1,438 @@
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::client::{HttpClient, HttpClientKind};
+use crate::mock::{self, Faults, MockConfig};
+
+/// Feeds `pieces` one read at a time, the way [`H1Client::read_body`] does; returns the
+/// payload and whether the body ended, or the framing error.
+fn decode(kind: BodyKind, pieces: &[&[u8]]) -> Result<(Vec<u8>, bool), &'static str> {
+    let mut body = Body::new(kind);
+    let (mut pending, mut payload) = (Vec::new(), Vec::new());
+    for piece in pieces {
+        pending.extend_from_slice(piece);
+        loop {
+            let (used, step) = body.next(&pending);
+            match step {
+                Step::Data(s, e) => payload.extend_from_slice(&pending[s..e]),
+                Step::More => {}
+                Step::End => {
+                    pending.drain(..used);
+                    assert!(pending.is_empty(), "bytes left after the end");
+                    return Ok((payload, true));
+                }
+                Step::Invalid(why) => return Err(why),
+            }
+            pending.drain(..used);
+            if step == Step::More {
+                break;
+            }
+        }
+    }
+    Ok((payload, false))
+}
+
+fn chunked(payloads: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, p) in payloads.iter().enumerate() {
+        // Upper and lower case hex, and an extension on every other chunk.
+        let size = if i % 2 == 0 {
+            format!("{:x}", p.len())
+        } else {
+            format!("{:X};name=value", p.len())
+        };
+        out.extend_from_slice(size.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(p);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\nx-trailer: 1\r\n\r\n");
+    out
+}
+
+#[test]
+fn chunked_bodies_decode_the_same_however_the_reads_split_them() {
+    let payloads: [&[u8]; 4] = [
+        b"data: {\"a\":1}\n\n",
+        b"data: \xc3\xa9t\xc3\xa9\n\n",
+        &[b'x'; 300],
+        b"data: [DONE]\n\n",
+    ];
+    let wire = chunked(&payloads);
+    let want = payloads.concat();
+    for i in 0..=wire.len() {
+        for j in i..=wire.len() {
+            let got = decode(BodyKind::Chunked, &[&wire[..i], &wire[i..j], &wire[j..]]);
+            assert_eq!(got, Ok((want.clone(), true)), "split at {i} and {j}");
+        }
+    }
+    // Without its terminator the body has not ended.
+    let cut = &wire[..wire.len() - 2];
+    assert_eq!(decode(BodyKind::Chunked, &[cut]), Ok((want, false)));
+}
+
+#[test]
+fn broken_chunked_framing_is_refused() {
+    assert_eq!(
+        decode(BodyKind::Chunked, &[b"zz\r\nab\r\n"]),
+        Err("an invalid chunk-size line")
+    );
+    assert_eq!(
+        decode(BodyKind::Chunked, &[b"2\r\nabc\r\n"]),
+        Err("a chunk longer than its size")
+    );
+    assert_eq!(
+        decode(BodyKind::Chunked, &[&[b'1'; MAX_LINE + 1]]),
+        Err("a chunk-size line that never ends")
+    );
+    assert_eq!(chunk_size(b"ffffffffffffffff"), None, "too many digits");
+    assert_eq!(chunk_size(b"1a ; x\r"), Some(26));
+    assert_eq!(chunk_size(b"\r"), None);
+}
+
+#[test]
+fn length_and_close_delimited_bodies() {
+    assert_eq!(
+        decode(BodyKind::Length(5), &[b"ab", b"cde"]),
+        Ok((b"abcde".to_vec(), true))
+    );
+    assert_eq!(
+        decode(BodyKind::Length(5), &[b"ab"]),
+        Ok((b"ab".to_vec(), false))
+    );
+    assert_eq!(decode(BodyKind::Empty, &[b""]), Ok((Vec::new(), true)));
+    // Ends only when the connection does.
+    assert_eq!(
+        decode(BodyKind::UntilClose, &[b"ab", b"c"]),
+        Ok((b"abc".to_vec(), false))
+    );
+}
+
+#[test]
+fn response_heads_say_how_the_body_ends_and_whether_to_reuse() {
+    let head = |text: &str| parse_head(text.as_bytes(), false).unwrap().unwrap();
+    let h = head("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\nrest");
+    assert_eq!(
+        (h.status, h.body, h.keep_alive),
+        (200, BodyKind::Chunked, true)
+    );
+    assert_eq!(h.len, 66);
+    let h = head("HTTP/1.1 200 OK\r\ncontent-length: 12\r\nconnection: Close\r\n\r\n");
+    assert_eq!((h.body, h.keep_alive), (BodyKind::Length(12), false));
+    let h = head("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n");
+    assert!(!h.keep_alive, "HTTP/1.0 closes by default");
+    let h = head("HTTP/1.0 200 OK\r\nContent-Length: 1\r\nConnection: keep-alive\r\n\r\n");
+    assert!(h.keep_alive);
+    let h = head("HTTP/1.1 200 OK\r\n\r\n");
+    assert_eq!((h.body, h.keep_alive), (BodyKind::UntilClose, false));
+    let h = head("HTTP/1.1 204 No Content\r\n\r\n");
+    assert_eq!((h.body, h.keep_alive), (BodyKind::Empty, true));
+    assert!(
+        parse_head(b"HTTP/1.1 200 OK\r\nContent-", false)
+            .unwrap()
+            .is_none()
+    );
+    assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n", false).is_err());
+    assert!(
+        parse_head(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            false
+        )
+        .is_err()
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(200)
+    ))]
+    /// Any payloads, chunked any way and read in any pieces, come out whole and in order.
+    #[test]
+    fn fuzz_chunked_decoding(
+        payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 1..200), 0..12),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+    ) {
+        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        let wire = chunked(&refs);
+        let mut at: Vec<usize> = cuts.iter().map(|c| c.index(wire.len() + 1)).collect();
+        at.sort_unstable();
+        let mut pieces = Vec::new();
+        let mut last = 0;
+        for &c in &at {
+            pieces.push(&wire[last..c]);
+            last = c;
+        }
+        pieces.push(&wire[last..]);
+        prop_assert_eq!(decode(BodyKind::Chunked, &pieces), Ok((payloads.concat(), true)));
+    }
+}
+
+fn request(body: &str) -> PreparedRequest {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("content-type", "application/json".parse().unwrap());
+    PreparedRequest {
+        index: 0,
+        request_id: "r".into(),
+        method: reqwest::Method::POST,
+        headers,
+        body: Bytes::from(body.to_owned()),
+        prompt_len: 1,
+        expected_output_len: 1,
+    }
+}
+
+const STREAM: &str =
+    r#"{"model":"mock","prompt":"hi","max_tokens":6,"stream":true,"ignore_eos":true}"#;
+const WHOLE: &str = r#"{"model":"mock","prompt":"hi","max_tokens":6,"stream":false}"#;
+
+fn client(url: &str, framing: FramingKind, kind: HttpClientKind) -> HttpClient {
+    HttpClient::new(url, framing, Some(Duration::from_millis(800)), kind).unwrap()
+}
+
+/// What a response amounts to, for comparing the two clients: status, frame payloads,
+/// and the failure kind.
+fn summary(r: &RawResponse) -> (Option<u16>, Vec<String>, Option<String>) {
+    let frames = r
+        .frames
+        .iter()
+        .map(|f| {
+            // Ids and timestamps differ per request; the text and the shape do not.
+            serde_json::from_slice::<serde_json::Value>(f)
+                .map(|v| v["choices"].to_string())
+                .unwrap_or_else(|_| {
+                    let text = String::from_utf8_lossy(f);
+                    text.split("\"choices\":")
+                        .last()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+        })
+        .collect();
+    let kind = r
+        .error
+        .as_ref()
+        .map(|e| e.split(':').next().unwrap().to_owned());
+    assert_eq!(r.frames.len(), r.frame_times.len());
+    (r.status, frames, kind)
+}
+
+/// Each fault mode of the mock server, streamed and not: bench's HTTP/1.1 client sees
+/// exactly what reqwest sees, and fails with the same kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_clients_agree_on_every_kind_of_response() {
+    let modes: Vec<(&str, Faults, Option<&str>)> = vec![
+        ("clean", Faults::default(), None),
+        (
+            "http error",
+            Faults {
+                http_error_rate: 1.0,
+                http_error_status: 503,
+                ..Faults::default()
+            },
+            Some("http-503"),
+        ),
+        (
+            "reset",
+            Faults {
+                reset_rate: 1.0,
+                ..Faults::default()
+            },
+            Some("reset"),
+        ),
+        (
+            "cut",
+            Faults {
+                cut_rate: 1.0,
+                ..Faults::default()
+            },
+            Some("stream-cut"),
+        ),
+        (
+            "malformed",
+            Faults {
+                malformed_rate: 1.0,
+                ..Faults::default()
+            },
+            None,
+        ),
+        (
+            "stall",
+            Faults {
+                stall_rate: 1.0,
+                ..Faults::default()
+            },
+            Some("timeout"),
+        ),
+        (
+            "no [DONE]",
+            Faults {
+                no_done_rate: 1.0,
+                ..Faults::default()
+            },
+            None,
+        ),
+        (
+            "dribble",
+            Faults {
+                dribble_rate: 1.0,
+                ..Faults::default()
+            },
+            None,
+        ),
+    ];
+    for (name, faults, want_kind) in modes {
+        let server = mock::spawn(MockConfig {
+            faults,
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        for (body, framing, path) in [
+            (STREAM, FramingKind::Sse, "/v1/completions"),
+            (WHOLE, FramingKind::Raw, "/v1/completions"),
+        ] {
+            let url = format!("{}{path}", server.base_url());
+            let req = request(body);
+            let ours = client(&url, framing, HttpClientKind::H1).send(&req).await;
+            let theirs = client(&url, framing, HttpClientKind::Reqwest)
+                .send(&req)
+                .await;
+            let (ours, theirs) = (summary(&ours), summary(&theirs));
+            assert_eq!(ours, theirs, "{name}, {framing:?}");
+            assert_eq!(ours.2.as_deref(), want_kind, "{name}, {framing:?}");
+            if want_kind.is_none() {
+                assert_eq!(ours.0, Some(200));
+                let min = if framing == FramingKind::Sse { 6 } else { 1 };
+                assert!(ours.1.len() >= min, "{name}, {framing:?}: {:?}", ours.1);
+            }
+        }
+    }
+    // Nobody listening.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1/completions");
+    let r = client(&url, FramingKind::Sse, HttpClientKind::H1)
+        .send(&request(STREAM))
+        .await;
+    let error = r.error.unwrap();
+    assert!(
+        error.starts_with("connect: ") && error.contains("refused"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_reused_and_never_cap_concurrency() {
+    let server = mock::spawn(MockConfig {
+        itl: Duration::from_millis(2),
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let url = format!("{}/v1/completions", server.base_url());
+    let c = client(&url, FramingKind::Sse, HttpClientKind::H1);
+    let req = request(STREAM);
+    for _ in 0..10 {
+        assert!(c.send(&req).await.error.is_none());
+    }
+    let idle = |c: &HttpClient| c.h1.as_ref().unwrap().idle.lock().unwrap().len();
+    assert_eq!(idle(&c), 1, "ten requests in turn share one connection");
+    let all = futures_util::future::join_all((0..12).map(|_| c.send(&req))).await;
+    assert!(all.iter().all(|r| r.error.is_none() && r.frames.len() == 6));
+    assert_eq!(idle(&c), 12, "twelve at once open twelve connections");
+}
+
+/// A one-connection-at-a-time server on a thread: `serve(stream)` answers each
+/// connection. Returns the URL and the number of connections accepted so far.
+fn raw_server(
+    serve: impl Fn(std::net::TcpStream) + Send + 'static,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1/completions", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            serve(stream.unwrap());
+        }
+    });
+    (url, accepted)
+}
+
+/// Reads one request (head and Content-Length body) off the stream.
+fn read_request(s: &mut std::net::TcpStream) {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8(got).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    s.read_exact(&mut vec![0; len]).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_server_closed_while_idle_is_not_used() {
+    let (url, accepted) = raw_server(|mut s| {
+        read_request(&mut s);
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .unwrap();
+        // Keep-alive was promised; close anyway, as servers do after their idle timeout.
+    });
+    let c = client(&url, FramingKind::Raw, HttpClientKind::H1);
+    let first = c.send(&request("{}")).await;
+    assert_eq!(summary(&first), (Some(200), vec!["ok".into()], None));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = c.send(&request("{}")).await;
+    assert_eq!(summary(&second), (Some(200), vec!["ok".into()], None));
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_read_is_timestamped_when_it_arrives() {
+    let (url, _) = raw_server(|mut s| {
+        read_request(&mut s);
+        s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        s.write_all(b"a\r\ndata: one\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        s.write_all(b"a\r\ndata: two\n\r\n").unwrap();
+        // The event's blank line, in a read of its own 100 ms later.
+        std::thread::sleep(Duration::from_millis(100));
+        s.write_all(b"1\r\n\n\r\n").unwrap();
+        // [DONE], then the connection stays open without the chunked terminator: the
+        // response is complete and the connection is dropped after a short wait.
+        s.write_all(b"f\r\ndata: [DONE]\n\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    let c = client(&url, FramingKind::Sse, HttpClientKind::H1);
+    let started = Instant::now();
+    let r = c.send(&request("{}")).await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let frames: Vec<&[u8]> = r.frames.iter().collect();
+    assert_eq!(frames, [b"one\ntwo".as_slice()]);
+    // The frame was completed by the read of the blank line, 250 ms in.
+    let at = r.frame_times[0] - r.start;
+    assert!(at >= Duration::from_millis(250), "{at:?}");
+    assert!(at < Duration::from_millis(400), "{at:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "waited for the terminator"
+    );
+    let idle = c.h1.as_ref().unwrap().idle.lock().unwrap().len();
+    assert_eq!(idle, 0, "a connection whose body never ended is not reused");
+}
