@@ -1,57 +1,112 @@
 #!/usr/bin/env bash
-# bench's own ceiling and timing error against the built-in mock server.
+# bench's own limits against the built-in mock server: ceiling, timing error, rate
+# accuracy and memory.
 #
 #   bash scripts/perf.sh            # release build (about 8 minutes on 2 cores the first time)
 #   PROFILE=dev bash scripts/perf.sh
+#   ROWS="ceiling-64 rate-5000" bash scripts/perf.sh   # only some rows
 #
-# Ceiling: zero-delay server, 128-token streams, random dataset with 128-token prompts,
-# request rate inf, concurrency 64 and 512. Timing error: a server with TTFT 50 ms and
-# ITL 10 ms, 64-token streams; the error is bench's mean minus the server's own recorded
-# mean (GET /mock/timing: when each chunk actually left, from the request's arrival).
-# With two or more cores the server is pinned to core 1 and bench to core 0.
+# All rows use the random dataset with 128-token prompts, `ignore_eos`, and the first-party
+# `openai` wasm backend decoding every chunk. With two or more cores the server is pinned
+# to core 1 and bench to core 0.
+#   ceiling-N: zero-delay server, 128-token streams, request rate inf, concurrency N.
+#   timing-N:  server TTFT 50 ms / ITL 10 ms, 64-token streams, concurrency N; "err" is
+#              bench's mean minus the server's own recorded mean (GET /mock/timing: when
+#              each chunk actually left, from the request's arrival); "p99 err <=" is
+#              bench's p99 minus the server's minimum, an upper bound of the p99 of the
+#              per-request (per-gap) error, since every server value is >= its minimum.
+#   rate-R:    zero-delay server, 16-token streams, Poisson arrivals at R req/s, no
+#              concurrency cap; achieved send rate and schedule lag (intended vs actual send).
+#   memory-*:  peak RSS of bench (GNU time) for 100,000 requests with --save-detailed, and
+#              for 10,000 concurrent streams.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=${PROFILE:-release}
 cargo build --profile "$profile" -p bench
 dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
-bench=target/$dir/bench
+bench=$PWD/target/$dir/bench
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 port=${PORT:-18123}
 pin_server="" pin_client=""
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server="taskset -c 1" pin_client="taskset -c 0"
 fi
+rows=${ROWS:-ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
+want() { [[ " $rows " == *" $1 "* ]]; }
 
-run() { # label concurrency prompts ttft_ms itl_ms output_len
+# label conc(or "none") prompts ttft_ms itl_ms output_len [extra bench flags...]
+run() {
   local label=$1 conc=$2 n=$3 ttft=$4 itl=$5 out=$6
+  shift 6
+  local conc_flag=()
+  [ "$conc" != none ] && conc_flag=(--max-concurrency "$conc")
   $pin_server "$bench" mock-server --port "$port" --ttft-ms "$ttft" --itl-ms "$itl" >/dev/null 2>&1 &
   local server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.05; done
-  $pin_client "$bench" --backend openai --model mock --tokenizer tests/data/tokenizers/gpt2 \
-    --base-url "http://127.0.0.1:$port" --random-input-len 128 --random-output-len "$out" \
-    --num-prompts "$n" --max-concurrency "$conc" --disable-tqdm \
-    --save-result --result-dir "$tmp" --result-filename "$label.json" >"$tmp/$label.log" 2>&1 \
-    || { cat "$tmp/$label.log"; kill $server; exit 1; }
+  /usr/bin/time -f %M -o "$tmp/$label.rss" $pin_client "$bench" --backend openai --model mock \
+    --tokenizer tests/data/tokenizers/gpt2 --base-url "http://127.0.0.1:$port" \
+    --random-input-len 128 --random-output-len "$out" --num-prompts "$n" "${conc_flag[@]}" \
+    --disable-tqdm --save-result --result-dir "$tmp" --result-filename "$label.json" "$@" \
+    >"$tmp/$label.log" 2>&1 || { cat "$tmp/$label.log"; kill $server; exit 1; }
   curl -sf "http://127.0.0.1:$port/mock/timing" >"$tmp/$label.server.json"
   kill $server; wait $server 2>/dev/null || true
-  python3 - "$tmp/$label.json" "$label" "$conc" "$ttft" "$itl" "$tmp/$label.server.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1])); label, conc = sys.argv[2], int(sys.argv[3])
-# The truth is what the server did (its own send times), not only what it was asked.
-s = json.load(open(sys.argv[6]))
-ttft, itl = (s["mean_ttft_ms"], s["mean_itl_ms"]) if float(sys.argv[4]) > 0 else (0, 0)
-err = lambda v, t: f"{v - t:+.2f}" if t > 0 else "-"
-print(f"| {label:<11} | {conc:>5} | {r['completed']:>6} | {r['request_throughput']:>9.0f} | {r['output_throughput']:>11.0f} "
-      f"| {r['mean_ttft_ms']:>8.2f} | {err(r['mean_ttft_ms'], ttft):>7} | {r['mean_itl_ms']:>7.2f} | {err(r['mean_itl_ms'], itl):>7} "
-      f"| {r.get('schedule_lag_ms_p99', float('nan')):>8.3f} |")
-PY
 }
 
-echo "| scenario    | conc. |   reqs |     req/s | output tok/s | TTFT ms | TTFT err | ITL ms | ITL err | lag p99 ms |"
-echo "|-------------|------:|-------:|----------:|-------------:|--------:|---------:|-------:|--------:|-----------:|"
-run ceiling-64 64 ${N_CEILING:-20000} 0 0 128
-run ceiling-512 512 ${N_CEILING:-20000} 0 0 128
-run timing-64 64 ${N_TIMING:-640} 50 10 64
-run timing-256 256 ${N_TIMING_256:-2560} 50 10 64
-rm -rf "$tmp"
+echo "| scenario    | conc. |   reqs |  req/s | output tok/s | client CPU % | decode % | TTFT ms | TTFT err | p99 err <= | ITL ms | ITL err | p99 err <= |"
+echo "|-------------|------:|-------:|-------:|-------------:|-------------:|---------:|--------:|---------:|-----------:|-------:|--------:|-----------:|"
+speed_row() { # label conc ttft
+  python3 - "$tmp/$1.json" "$1" "$2" "$3" "$tmp/$1.server.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); label, conc = sys.argv[2], sys.argv[3]
+s = json.load(open(sys.argv[5]))
+timed = float(sys.argv[4]) > 0
+err = lambda v, t: f"{v - t:+.2f}" if timed else "-"
+busy = 100 * r["client_cpu_seconds"] / r["duration"]
+print(f"| {label:<11} | {conc:>5} | {r['completed']:>6} | {r['request_throughput']:>6.0f} | {r['output_throughput']:>12.0f} "
+      f"| {busy:>12.0f} | {100 * r['decode_cpu_share']:>8.0f} "
+      f"| {r['mean_ttft_ms']:>7.2f} | {err(r['mean_ttft_ms'], s['mean_ttft_ms']):>8} | {err(r['p99_ttft_ms'], s['min_ttft_ms']):>10} "
+      f"| {r['mean_itl_ms']:>6.2f} | {err(r['mean_itl_ms'], s['mean_itl_ms']):>7} | {err(r['p99_itl_ms'], s['min_itl_ms']):>10} |")
+PY
+}
+for c in 64 512; do
+  want "ceiling-$c" && { run "ceiling-$c" "$c" "${N_CEILING:-20000}" 0 0 128; speed_row "ceiling-$c" "$c" 0; }
+done
+for c in 64 256 1024; do
+  want "timing-$c" && { run "timing-$c" "$c" $((c * ${ROUNDS:-10})) 50 10 64; speed_row "timing-$c" "$c" 50; }
+done
+
+echo
+echo "| scenario  | target req/s | reqs | achieved send rate | error % | lag mean ms | lag p99 ms | lag max ms |"
+echo "|-----------|-------------:|-----:|-------------------:|--------:|------------:|-----------:|-----------:|"
+for rate in 1000 5000; do
+  want "rate-$rate" || continue
+  run "rate-$rate" none $((rate * ${RATE_SECONDS:-10})) 0 0 16 --request-rate "$rate" --seed 1
+  python3 - "$tmp/rate-$rate.json" "$rate" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); target = float(sys.argv[2])
+rate = r["achieved_send_rate"]
+print(f"| rate-{int(target):<4} | {target:>12.0f} | {r['completed'] + r['failed']:>4} | {rate:>18.1f} | {100 * (rate - target) / target:>+7.2f} "
+      f"| {r['schedule_lag_ms_mean']:>11.3f} | {r['schedule_lag_ms_p99']:>10.3f} | {r['schedule_lag_ms_max']:>10.3f} |")
+PY
+done
+
+echo
+echo "| scenario          | requests | concurrency | completed | peak RSS MiB |"
+echo "|-------------------|---------:|------------:|----------:|-------------:|"
+mem_row() { # label n conc
+  python3 - "$tmp/$1.json" "$1" "$2" "$3" "$tmp/$1.rss" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); rss_kib = int(open(sys.argv[5]).read().split()[-1])
+print(f"| {sys.argv[2]:<17} | {int(sys.argv[3]):>8} | {sys.argv[4]:>11} | {r['completed']:>9} | {rss_kib / 1024:>12.0f} |")
+PY
+}
+if want memory-100k; then
+  run memory-100k 512 100000 0 0 128 --save-detailed
+  mem_row memory-100k 100000 512
+fi
+if want memory-10k-streams; then
+  run memory-10k-streams 10000 10000 0 10 128
+  mem_row memory-10k-streams 10000 10000
+fi

@@ -87,4 +87,17 @@ fn measured_ttft_and_itl_match_the_servers_delays_at_concurrency_32() {
     // 15 gaps per request, pooled.
     let itls = r["itls"].as_array().unwrap();
     assert!(itls.iter().all(|l| l.as_array().unwrap().len() == 15));
+    // The client's own diagnostics are in every result: which HTTP client ran, how late
+    // requests went out (sends at time 0 with a cap of 32: the lag excludes the wait for a
+    // slot), and what the run cost the client's CPU.
+    assert_eq!(r["http_client"], "h1");
+    let lag = r["schedule_lag_ms_p99"].as_f64().unwrap();
+    assert!((0.0..50.0).contains(&lag), "schedule lag p99 {lag} ms");
+    let cpu = r["client_cpu_seconds"].as_f64().unwrap();
+    assert!(
+        cpu > 0.0 && cpu < r["duration"].as_f64().unwrap() * 2.0,
+        "{cpu}"
+    );
+    let share = r["decode_cpu_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0, "{share}");
 }

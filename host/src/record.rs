@@ -32,7 +32,10 @@ pub struct RequestRecord {
     /// seconds since the benchmark started. `start_time - dispatch_time` is vLLM's
     /// `client_queue_time`.
     pub dispatch_time: f64,
-    /// Scheduled send time, seconds since the benchmark started. Schedule lag is
-    /// `dispatch_time - intended_start_time`.
+    /// Scheduled send time, seconds since the benchmark started.
     pub intended_start_time: f64,
+    /// Seconds spent waiting for a `--max-concurrency` slot. Schedule lag, the delay the
+    /// client itself added to a send, is `start_time - intended_start_time -
+    /// concurrency_wait`: the dispatcher's lateness plus the hop to the request's task.
+    pub concurrency_wait: f64,
 }

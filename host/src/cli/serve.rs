@@ -678,6 +678,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         None => println!("Maximum request concurrency: None"),
     }
     let worker = DecodeWorker::spawn_with_stop(backend, stop.clone())?;
+    let transport = client.transport();
     let started_at = chrono::Local::now();
     let output = rt.block_on(load::run(
         client,
@@ -693,12 +694,14 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     ))?;
 
     let counter = |text: &str| tokenizer.count_tokens(text);
-    let computed = metrics::calculate(
+    let mut computed = metrics::calculate(
         &output.records,
         output.duration,
         Some(&counter),
         &plan.metrics,
     )?;
+    computed.client.cpu = Some(output.cpu);
+    computed.client.http_client = Some(transport);
     for w in &computed.warnings {
         eprintln!("WARNING: {w}");
     }
@@ -929,6 +932,7 @@ async fn ready_and_warm_up(
             expected_output_len: first.expected_output_len,
             intended_start_time: 0.0,
             dispatch: raw.start,
+            concurrency_wait: Duration::ZERO,
         };
         let events = worker::decode_response(backend, raw);
         let rec = crate::client::decode::build_record(&meta, raw, events, t0);

@@ -15,7 +15,7 @@
 //!
 //! Times come from the reads recorded by the client, never from this code's clock.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::record::RequestRecord;
 use crate::runtime::{Event, EventKind, TextSpan};
@@ -34,6 +34,8 @@ pub struct RequestMeta {
     pub intended_start_time: f64,
     /// When the scheduler released the request.
     pub dispatch: Instant,
+    /// How long it then waited for a `--max-concurrency` slot.
+    pub concurrency_wait: Duration,
 }
 
 /// vLLM's message for a 200 response that never carried output (kind `no-output`).
@@ -72,6 +74,7 @@ pub fn build_record(
         start_time: secs(raw.start),
         dispatch_time: secs(meta.dispatch),
         intended_start_time: meta.intended_start_time,
+        concurrency_wait: meta.concurrency_wait.as_secs_f64(),
         ..Default::default()
     };
     if let Some(e) = &raw.error
@@ -231,6 +234,7 @@ mod tests {
             expected_output_len: 3,
             intended_start_time: 0.5,
             dispatch: t0 + Duration::from_millis(501),
+            concurrency_wait: Duration::ZERO,
         }
     }
 

@@ -6,6 +6,7 @@
 //! them. No plugin code runs here; decoding happens later on the decode worker
 //! ([`decode`]), so a slow plugin can delay the report, never a timestamp.
 
+pub mod cpu;
 pub mod decode;
 pub mod failure;
 pub mod framing;

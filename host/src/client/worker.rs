@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -42,7 +42,7 @@ pub(crate) struct Job {
 /// The thread that owns a backend plugin instance and decodes responses as they arrive.
 pub struct DecodeWorker {
     tx: mpsc::Sender<Job>,
-    handle: JoinHandle<Vec<RequestRecord>>,
+    handle: JoinHandle<(Vec<RequestRecord>, Duration)>,
 }
 
 impl DecodeWorker {
@@ -54,12 +54,15 @@ impl DecodeWorker {
             .name("bench-decode".into())
             .spawn(move || {
                 let mut decoding = Decoding::new(backend, stop);
-                rx.into_iter()
+                let start = super::cpu::thread();
+                let records = rx
+                    .into_iter()
                     .map(|job| {
                         let events = decoding.decode(&job.raw);
                         build_record(&job.meta, &job.raw, events, job.t0)
                     })
-                    .collect()
+                    .collect();
+                (records, super::cpu::thread() - start)
             })
             .context("starting the decode thread")?;
         Ok(DecodeWorker { tx, handle })
@@ -70,15 +73,16 @@ impl DecodeWorker {
     }
 
     /// Waits until every response sent so far is decoded; records come back in
-    /// workload order.
-    pub fn finish(self) -> Result<Vec<RequestRecord>> {
+    /// workload order, with the CPU time the decoding took (the plugin's work and the
+    /// building of records).
+    pub fn finish(self) -> Result<(Vec<RequestRecord>, Duration)> {
         drop(self.tx);
-        let mut records = self
+        let (mut records, cpu) = self
             .handle
             .join()
             .map_err(|_| anyhow::anyhow!("the decode thread panicked"))?;
         records.sort_by_key(|r| r.index);
-        Ok(records)
+        Ok((records, cpu))
     }
 }
 

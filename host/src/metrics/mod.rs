@@ -143,9 +143,9 @@ pub struct PerRequest {
     pub errors: Vec<String>,
 }
 
-/// Schedule lag in milliseconds over all sent requests: how late the scheduler released
-/// each request (`dispatch_time - intended_start_time`), which excludes the wait for a
-/// concurrency slot (that is the client queue time).
+/// Schedule lag in milliseconds over all sent requests: how much later than scheduled the
+/// client actually sent each request, not counting the wait for a `--max-concurrency`
+/// slot (`start_time - intended_start_time - concurrency_wait`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LagSummary {
     pub mean: f64,
@@ -178,6 +178,20 @@ pub struct ClientStats {
     pub achieved_send_rate: f64,
     /// Present when a tokenizer was available.
     pub token_counts: Option<TokenCountCheck>,
+    /// The client's own CPU use during the run; set by the caller that measured it.
+    pub cpu: Option<ClientCpu>,
+    /// Which HTTP client sent the requests (`h1` or `reqwest`); set by the caller.
+    pub http_client: Option<&'static str>,
+}
+
+/// The client's CPU time during the run, from the first release to the last record
+/// decoded: what the load generator cost, and how much of it was the backend plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ClientCpu {
+    /// All threads of the process.
+    pub total_s: f64,
+    /// The decode thread (plugin calls and record building).
+    pub decode_s: f64,
 }
 
 /// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result, and
@@ -432,7 +446,7 @@ fn client_stats(
 ) -> ClientStats {
     let lags: Vec<f64> = ordered
         .iter()
-        .map(|r| r.dispatch_time - r.intended_start_time)
+        .map(|r| r.start_time - r.intended_start_time - r.concurrency_wait)
         .collect();
     let last_send = stats::max(&ordered.iter().map(|r| r.start_time).collect::<Vec<_>>());
     ClientStats {
@@ -450,6 +464,8 @@ fn client_stats(
             _ => f64::INFINITY,
         },
         token_counts,
+        cpu: None,
+        http_client: None,
     }
 }
 

@@ -43,6 +43,7 @@ pub(crate) fn fixture() -> Vec<RequestRecord> {
             start_time: 0.2,
             dispatch_time: 0.1,
             intended_start_time: 0.05,
+            concurrency_wait: 0.1,
             ..rec(1, 50, Some(1), "hi there")
         },
         RequestRecord {
@@ -60,6 +61,7 @@ pub(crate) fn fixture() -> Vec<RequestRecord> {
             start_time: 1.5,
             dispatch_time: 1.25,
             intended_start_time: 1.0,
+            concurrency_wait: 0.25,
             ..rec(3, 30, None, "a b c")
         },
     ]
@@ -250,7 +252,7 @@ fn client_diagnostics() {
     let m = fixture_metrics();
     let c = &m.client;
     assert_eq!(c.sent, 4);
-    // Lags (dispatch - intended) of all four requests [0, 0.05, 0, 0.25]: mean 0.075;
+    // Lags (start - intended - concurrency wait) of all four requests [0, 0.05, 0, 0.25]: mean 0.075;
     // median (0 + 0.05)/2; p99 index 3*0.99 = 2.97 over [0 0 .05 .25] -> 0.05 + 0.2*0.97
     // = 0.244; max 0.25.
     close(c.schedule_lag_ms.mean, 75.0);

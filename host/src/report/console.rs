@@ -169,6 +169,22 @@ fn client_block(out: &mut String, m: &Metrics) {
     line_f(out, "Median schedule lag (ms):", c.schedule_lag_ms.median);
     line_f(out, "P99 schedule lag (ms):", c.schedule_lag_ms.p99);
     line_f(out, "Max schedule lag (ms):", c.schedule_lag_ms.max);
+    if let Some(client) = c.http_client {
+        line(out, "HTTP client:", client);
+    }
+    if let Some(cpu) = c.cpu {
+        line_f(out, "Client CPU time (s):", cpu.total_s);
+        line_f(
+            out,
+            "Client CPU busy (% of one core):",
+            100.0 * cpu.total_s / m.duration_s,
+        );
+        line_f(
+            out,
+            "Decode share of client CPU (%):",
+            100.0 * cpu.decode_s / cpu.total_s,
+        );
+    }
     if let Some(check) = c.token_counts.filter(|check| check.requests_with_usage > 0) {
         line(out, "Output tokens (server usage):", check.server_tokens);
         line(

@@ -173,6 +173,14 @@ pub fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
     );
     r.insert("schedule_lag_ms_p99".into(), float(c.schedule_lag_ms.p99));
     r.insert("schedule_lag_ms_max".into(), float(c.schedule_lag_ms.max));
+    if let Some(client) = c.http_client {
+        r.insert("http_client".into(), json!(client));
+    }
+    if let Some(cpu) = c.cpu {
+        r.insert("client_cpu_seconds".into(), float(cpu.total_s));
+        r.insert("decode_cpu_seconds".into(), float(cpu.decode_s));
+        r.insert("decode_cpu_share".into(), float(cpu.decode_s / cpu.total_s));
+    }
     if let Some(check) = &c.token_counts {
         r.insert(
             "requests_with_server_usage".into(),

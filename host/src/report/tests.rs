@@ -466,3 +466,39 @@ fn nothing_is_saved_without_a_save_flag() {
     assert_eq!(save(&full_metrics(), &run(), &options).unwrap(), None);
     assert!(!dir.path().join("never").exists());
 }
+
+#[test]
+fn client_cpu_and_http_client_are_reported_when_measured() {
+    let mut m = full_metrics();
+    let quiet = console(&m, &run());
+    assert!(!quiet.contains("CPU") && !quiet.contains("HTTP client"));
+    let v = result_json(&m, &run(), false);
+    assert!(v.get("client_cpu_seconds").is_none() && v.get("http_client").is_none());
+
+    m.client.http_client = Some("h1");
+    m.client.cpu = Some(crate::metrics::ClientCpu {
+        total_s: 4.0,
+        decode_s: 1.0,
+    });
+    let text = console(&m, &run());
+    let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
+    assert!(text.contains(&line("HTTP client:", "h1")), "{text}");
+    assert!(
+        text.contains(&line("Client CPU time (s):", "4.00")),
+        "{text}"
+    );
+    // 4 s of CPU over the fixture's 10 s run.
+    assert!(
+        text.contains(&line("Client CPU busy (% of one core):", "40.00")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&line("Decode share of client CPU (%):", "25.00")),
+        "{text}"
+    );
+    let v = result_json(&m, &run(), false);
+    assert_eq!(v["http_client"], json!("h1"));
+    assert_eq!(v["client_cpu_seconds"], json!(4.0));
+    assert_eq!(v["decode_cpu_seconds"], json!(1.0));
+    assert_eq!(v["decode_cpu_share"], json!(0.25));
+}

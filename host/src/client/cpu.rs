@@ -1,0 +1,54 @@
+//! CPU time of the client itself, so a result can say how busy the load generator was
+//! and what share of that went to the backend plugin's decoding.
+
+use std::time::Duration;
+
+fn clock(id: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; both clock ids exist on every Linux.
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time used by the calling thread so far.
+pub fn thread() -> Duration {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time used by the whole process (all threads) so far.
+pub fn process() -> Duration {
+    clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_work_shows_in_thread_and_process_time_but_sleep_does_not() {
+        let (t0, p0) = (thread(), process());
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            thread() - t0 < Duration::from_millis(20),
+            "sleeping is not CPU"
+        );
+        // Busy until the thread clock shows 40 ms (however loaded the machine is); a clock
+        // that never moves fails on the wall-clock limit.
+        let spin = std::time::Instant::now();
+        while thread() - t0 < Duration::from_millis(40) {
+            assert!(
+                spin.elapsed() < Duration::from_secs(20),
+                "thread time stuck"
+            );
+            std::hint::spin_loop();
+        }
+        let (t, p) = (thread() - t0, process() - p0);
+        assert!(p >= t, "the process includes the thread: {p:?} < {t:?}");
+    }
+}
