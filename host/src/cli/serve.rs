@@ -202,6 +202,13 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = HttpClientKind::Auto)]
     pub http_client: HttpClientKind,
 
+    /// Connections to open before the clock starts (default: --max-concurrency, or none
+    /// without it). vLLM opens them during the run, so its first requests' TTFT includes
+    /// TCP handshakes made all at once, which is not what the server does; 0 restores that.
+    /// bench's own HTTP/1.1 client only.
+    #[arg(long, value_name = "N")]
+    pub preconnect: Option<usize>,
+
     /// On Ctrl-C or SIGTERM: no new requests are sent, requests in flight get this many
     /// seconds to finish (then they are cancelled and counted as failed), and the results
     /// so far are reported and saved, marked as interrupted. A second Ctrl-C exits at once.
@@ -649,6 +656,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     // Raised by Ctrl-C/SIGTERM, and by the decode worker when the backend plugin cannot
     // go on; the load generator then stops releasing requests. Installed before the run is
     // announced, so a Ctrl-C after the announcement is always handled.
+    let preconnect = args
+        .preconnect
+        .or(args.max_concurrency)
+        .unwrap_or(0)
+        .min(prepared.len());
+    rt.block_on(client.preconnect(preconnect))
+        .context("--preconnect")?;
     let stop = Arc::new(StopSignal::new());
     let signalled = rt.block_on(interrupt::watch(stop.clone(), plan.shutdown_grace))?;
     println!("Starting main benchmark run...");

@@ -172,6 +172,17 @@ impl HttpClient {
         })
     }
 
+    /// Opens `n` connections ahead of the run (bench's HTTP/1.1 client only; reqwest
+    /// opens its own on demand).
+    pub async fn preconnect(&self, n: usize) -> anyhow::Result<()> {
+        if let Some(h1) = &self.h1 {
+            h1.preconnect(n)
+                .await
+                .map_err(|e| anyhow::anyhow!("opening {n} connections to {}: {e}", self.url))?;
+        }
+        Ok(())
+    }
+
     /// Which client carries the requests (for the report).
     pub fn transport(&self) -> &'static str {
         if self.h1.is_some() { "h1" } else { "reqwest" }

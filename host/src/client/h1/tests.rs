@@ -347,6 +347,16 @@ async fn connections_are_reused_and_never_cap_concurrency() {
     let all = futures_util::future::join_all((0..12).map(|_| c.send(&req))).await;
     assert!(all.iter().all(|r| r.error.is_none() && r.frames.len() == 6));
     assert_eq!(idle(&c), 12, "twelve at once open twelve connections");
+
+    // Opened ahead, connections are what the run uses: no new ones.
+    let c = client(&url, FramingKind::Sse, HttpClientKind::H1);
+    c.preconnect(8).await.unwrap();
+    assert_eq!(idle(&c), 8);
+    let all = futures_util::future::join_all((0..8).map(|_| c.send(&req))).await;
+    assert!(all.iter().all(|r| r.error.is_none()));
+    assert_eq!(idle(&c), 8);
+    c.preconnect(8).await.unwrap();
+    assert_eq!(idle(&c), 8, "tops up to n, never beyond");
 }
 
 /// A one-connection-at-a-time server on a thread: `serve(stream)` answers each
