@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# bench and vLLM's own benchmark client (`vllm bench serve`), side by side: the same
+# workload against the same built-in mock server, in one run, printing the ratios.
+#
+#   bash scripts/vs-vllm.sh                              # release build of bench, then both
+#   BENCH_BIN=target/release/bench bash scripts/vs-vllm.sh   # skip the build
+#
+# vLLM is installed from PyPI into a virtualenv (VLLM_VENV, default target/vllm-venv) the
+# first time only; it is several GB (torch and CUDA wheels) but runs fine as a client on a
+# CPU-only machine. Both clients use the same local tokenizer and nothing is downloaded at
+# run time (HF_HUB_OFFLINE=1).
+#
+# M1, client ceiling: zero-delay server, random dataset, 128-token prompts, 128-token
+#   streams, ignore_eos, request rate inf, concurrency 64.
+# M2, timing error: a server with TTFT 50 ms and ITL 10 ms, 64-token streams, concurrency
+#   256; the error is the client's mean minus the server's own recorded mean
+#   (GET /mock/timing), with a fresh server per run so the two cover the same requests.
+# With two or more cores the server is pinned to core 1 and the client to core 0, as in
+# scripts/perf.sh. vLLM's client is slower, so it gets fewer M1 prompts by default; each
+# run still lasts seconds. Prompt counts: N_M1_VLLM, N_M1_BENCH, N_M2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# 0.33.0 needs certifi>=2026.10.19, which the index reachable here does not have yet.
+vllm_version=${VLLM_VERSION:-0.32.0}
+venv=${VLLM_VENV:-target/vllm-venv}
+port=${PORT:-18131}
+n_m1_vllm=${N_M1_VLLM:-4000}
+n_m1_bench=${N_M1_BENCH:-20000}
+n_m2=${N_M2:-2560}
+tokenizer=tests/data/tokenizers/gpt2
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+die() { echo "vs-vllm.sh: $*" >&2; exit 1; }
+
+command -v python3 >/dev/null || die "python3 not found; install Python 3.10+ with its venv module"
+command -v curl >/dev/null || die "curl not found (used to reach the mock server)"
+
+# Install only when the venv lacks this exact version: the download is several GB.
+installed=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null || true)
+if [ "$installed" != "$vllm_version" ]; then
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -c 'import venv, ensurepip' 2>/dev/null \
+      || die "python3 has no venv/ensurepip module (Debian/Ubuntu: apt-get install python3-venv)"
+    python3 -m venv "$venv" || die "could not create the virtualenv $venv"
+  fi
+  echo "installing vllm==$vllm_version into $venv (several GB)..." >&2
+  "$venv/bin/pip" install --quiet "vllm==$vllm_version" || die "pip install vllm==$vllm_version failed"
+fi
+vllm=$venv/bin/vllm
+
+if [ -n "${BENCH_BIN:-}" ]; then
+  bench=$BENCH_BIN
+else
+  cargo build --release -p bench
+  bench=target/release/bench
+fi
+[ -x "$bench" ] || die "bench binary $bench not found"
+
+pin_server="" pin_client="" pinning="unpinned"
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  pin_server="taskset -c 1" pin_client="taskset -c 0" pinning="server on core 1, client on core 0"
+fi
+
+tmp=$(mktemp -d)
+server_pid="" client_pid=""
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+# Clients run in the background and are waited for, so that Ctrl-C or a TERM reaches the
+# traps at once rather than after a run of a minute.
+cleanup() {
+  if [ -n "$client_pid" ]; then kill "$client_pid" 2>/dev/null || true; wait "$client_pid" 2>/dev/null || true; fi
+  stop_server
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_server() { # ttft_ms itl_ms
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 \
+    && die "something already answers on port $port; set PORT to a free one"
+  $pin_server "$bench" mock-server --port "$port" --ttft-ms "$1" --itl-ms "$2" >"$tmp/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  cat "$tmp/server.log" >&2
+  die "the mock server did not come up on port $port"
+}
+
+run() { # workload client prompts concurrency ttft_ms itl_ms output_len
+  local workload=$1 client=$2 n=$3 conc=$4 ttft=$5 itl=$6 out=$7
+  local label="$workload.$client" cmd
+  case $client in
+    vllm) cmd=("$vllm" bench serve) ;;
+    bench) cmd=("$bench" serve) ;;
+  esac
+  start_server "$ttft" "$itl"
+  # The same flags for both clients: bench takes vLLM's.
+  $pin_client "${cmd[@]}" --backend openai --base-url "http://127.0.0.1:$port" \
+    --endpoint /v1/completions --model mock --tokenizer "$tokenizer" \
+    --dataset-name random --random-input-len 128 --random-output-len "$out" --ignore-eos \
+    --num-prompts "$n" --max-concurrency "$conc" --request-rate inf --seed 0 --disable-tqdm \
+    --save-result --result-dir "$tmp" --result-filename "$label.json" >"$tmp/$label.log" 2>&1 &
+  client_pid=$!
+  wait "$client_pid" || { tail -40 "$tmp/$label.log" >&2; die "$client failed on $workload"; }
+  client_pid=""
+  curl -sf "http://127.0.0.1:$port/mock/timing" >"$tmp/$label.server.json" \
+    || die "could not read /mock/timing after $label"
+  stop_server
+  echo "$label $ttft" >>"$tmp/runs"
+}
+
+echo "running M1 and M2 with vLLM $vllm_version and $bench ($pinning)..." >&2
+run M1 vllm "$n_m1_vllm" 64 0 0 128
+run M1 bench "$n_m1_bench" 64 0 0 128
+run M2 vllm "$n_m2" 256 50 10 64
+run M2 bench "$n_m2" 256 50 10 64
+
+python3 - "$tmp" "$vllm_version" "$pinning" <<'PY'
+import json, sys
+tmp, version, pinning = sys.argv[1:4]
+rows = {}
+for line in open(f"{tmp}/runs"):
+    label, ttft = line.split()
+    r = json.load(open(f"{tmp}/{label}.json"))
+    s = json.load(open(f"{tmp}/{label}.server.json"))
+    if r["failed"] or r["completed"] != s["first_tokens"]:
+        sys.exit(f"{label}: {r['failed']} failed, {r['completed']} completed, "
+                 f"server streamed {s['first_tokens']}")
+    # The truth is what the server did (its own send times); with a zero-delay server
+    # there is no delay to get wrong, so no error is shown (as in scripts/perf.sh).
+    delayed = float(ttft) > 0
+    rows[label] = dict(r=r, s=s, ttft_err=r["mean_ttft_ms"] - s["mean_ttft_ms"] if delayed else None,
+                       itl_err=r["mean_itl_ms"] - s["mean_itl_ms"] if delayed else None)
+
+err = lambda v: "-" if v is None else f"{v:+.2f}"
+print(f"vLLM {version} (`vllm bench serve`) vs bench, mock server and client pinned: {pinning}\n")
+print("| workload | client | prompts | req/s | output tok/s | mean TTFT ms | server TTFT ms | TTFT err ms | mean ITL ms | ITL err ms |")
+print("|----------|--------|--------:|------:|-------------:|-------------:|---------------:|------------:|------------:|-----------:|")
+for label, x in rows.items():
+    workload, client = label.split(".")
+    r, s = x["r"], x["s"]
+    print(f"| {workload} | {'vLLM' if client == 'vllm' else 'bench'} | {r['completed']} "
+          f"| {r['request_throughput']:.0f} | {r['output_throughput']:.0f} | {r['mean_ttft_ms']:.2f} "
+          f"| {s['mean_ttft_ms']:.2f} | {err(x['ttft_err'])} | {r['mean_itl_ms']:.3f} | {err(x['itl_err'])} |")
+
+v1, b1, v2, b2 = (rows[k] for k in ("M1.vllm", "M1.bench", "M2.vllm", "M2.bench"))
+print("\n| workload | metric | vLLM | bench | bench / vLLM |")
+print("|----------|--------|-----:|------:|-------------:|")
+for name, key in (("req/s", "request_throughput"), ("output tok/s", "output_throughput"), ("mean TTFT ms", "mean_ttft_ms")):
+    v, b = v1["r"][key], b1["r"][key]
+    print(f"| M1 | {name} | {v:.2f} | {b:.2f} | {b / v:.2f}x |")
+for name, key in (("abs. TTFT err ms", "ttft_err"), ("abs. ITL err ms", "itl_err")):
+    v, b = abs(v2[key]), abs(b2[key])
+    print(f"| M2 | {name} | {v:.3f} | {b:.3f} | {b / v:.3f}x |" if v else f"| M2 | {name} | {v:.3f} | {b:.3f} | - |")
+PY
