@@ -36,6 +36,8 @@ const MIN_READ: usize = 8 * 1024;
 const MAX_HEADERS: usize = 96;
 /// The longest chunk-size or trailer line accepted.
 const MAX_LINE: usize = 4096;
+/// Handshakes in flight at once while preconnecting (below the usual listen backlog).
+const PRECONNECT_AT_ONCE: usize = 64;
 /// After the stream's end marker (`[DONE]`), how long the rest of the body (the chunked
 /// terminator) may take before the connection is dropped instead of reused.
 const DRAIN_LIMIT: Duration = Duration::from_millis(100);
@@ -652,13 +654,16 @@ impl H1Client {
     }
 
     /// Opens connections until `n` are idle, before the clock starts, so that the first
-    /// requests of a run do not measure TCP handshakes made all at once.
+    /// requests of a run do not measure TCP handshakes made all at once. At most
+    /// [`PRECONNECT_AT_ONCE`] handshakes are in flight: thousands at once can overflow the
+    /// server's accept queue, and connections the client believes open are later reset.
     pub async fn preconnect(&self, n: usize) -> std::io::Result<()> {
+        use futures_util::StreamExt as _;
         let have = self.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
-        let opened =
-            futures_util::future::join_all((have..n).map(|_| TcpStream::connect(&self.authority)))
-                .await;
-        for stream in opened {
+        let mut opened = futures_util::stream::iter(have..n)
+            .map(|_| TcpStream::connect(&self.authority))
+            .buffer_unordered(PRECONNECT_AT_ONCE);
+        while let Some(stream) = opened.next().await {
             let stream = stream?;
             let _ = stream.set_nodelay(true);
             self.put_back(Conn::new(stream));
