@@ -1,7 +1,10 @@
 //! What the plugin boundary costs: the OpenAI completions decoder of `bench-sdk`, run
 //! natively and inside the first-party `openai` wasm plugin through the host runtime
 //! (decoder creation, copying the frames in, events out, span checks: everything the
-//! host pays per response). Prints the CPU time per chunk of each and their ratio.
+//! host pays per response). Prints the CPU time per chunk of each and their ratio, for a
+//! plain vLLM stream, whose chunks repeat the same bytes around the text (the decoder then
+//! scans only the text), and for one with `--logprobs 1`, whose chunks differ throughout
+//! (every chunk read in full).
 //!
 //!     cargo bench -p bench --bench decode
 //!     BENCH_DECODE_PLUGIN=path/to/openai.wasm cargo bench -p bench --bench decode
@@ -19,21 +22,40 @@ use bench_sdk::openai::{ChoiceFields, OpenAiClient};
 /// Chunks per response, as in the issue's measurements (128 tokens plus the usage chunk).
 const TOKENS: usize = 128;
 
-/// A vLLM-style streamed completions response: one payload per frame, laid end to end.
-fn response() -> (Vec<u8>, Vec<u32>) {
+/// A response's frame payloads laid end to end, and where each ends.
+struct Response {
+    buffer: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+/// A vLLM-style streamed completions response: `TOKENS` chunks, then the usage chunk.
+/// `logprobs` gives each chunk the `logprobs` object vLLM sends for `--logprobs 1`, so
+/// the bytes around the text differ from chunk to chunk.
+fn response(logprobs: bool) -> Response {
     let words = [" the", " of", " and", " to", " in", " a", " is", " that"];
     let mut buffer = Vec::new();
     let mut ends = Vec::new();
+    let mut offset = 0;
     for i in 0..TOKENS {
+        let word = words[i % words.len()];
         let finish = if i + 1 == TOKENS {
             r#""length""#
         } else {
             "null"
         };
+        let logprobs = if logprobs {
+            // Python's repr of a float: up to 17 significant digits.
+            let logprob = -0.1 * (i % 7) as f64 - 0.000_123_456_789_012_345_6 * i as f64;
+            format!(
+                r#"{{"text_offset":[{offset}],"token_logprobs":[{logprob:?}],"tokens":["{word}"],"top_logprobs":[{{"{word}":{logprob:?}}}]}}"#
+            )
+        } else {
+            "null".to_owned()
+        };
+        offset += word.len();
         buffer.extend_from_slice(
             format!(
-                r#"{{"id":"cmpl-5c1b6a6e0d8a4c5f","object":"text_completion","created":1763800000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{{"index":0,"text":"{}","logprobs":null,"finish_reason":{finish},"stop_reason":null}}],"usage":null}}"#,
-                words[i % words.len()]
+                r#"{{"id":"cmpl-5c1b6a6e0d8a4c5f","object":"text_completion","created":1763800000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{{"index":0,"text":"{word}","logprobs":{logprobs},"finish_reason":{finish},"stop_reason":null}}],"usage":null}}"#
             )
             .as_bytes(),
         );
@@ -41,7 +63,7 @@ fn response() -> (Vec<u8>, Vec<u32>) {
     }
     buffer.extend_from_slice(br#"{"id":"cmpl-5c1b6a6e0d8a4c5f","object":"text_completion","created":1763800000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[],"usage":{"prompt_tokens":128,"total_tokens":256,"completion_tokens":128}}"#);
     ends.push(buffer.len() as u32);
-    (buffer, ends)
+    Response { buffer, ends }
 }
 
 fn thread_cpu() -> Duration {
@@ -80,7 +102,16 @@ fn config() -> ClientConfig {
 }
 
 fn main() {
-    let (buffer, ends) = response();
+    let streams = [
+        (
+            "vLLM stream: the same bytes around every chunk's text",
+            response(false),
+        ),
+        (
+            "vLLM stream with --logprobs 1: every chunk differs outside its text",
+            response(true),
+        ),
+    ];
 
     let sdk_config = bench_sdk::ClientConfig {
         model: "m".into(),
@@ -89,19 +120,11 @@ fn main() {
         options: vec![],
     };
     let (client, _) = OpenAiClient::open("openai", sdk_config).expect("client");
-    let mut native = client.decoder(ChoiceFields {
+    let fields = ChoiceFields {
         holder: None,
         content: "text",
         reasoning: &[],
-    });
-    let mut events = Vec::new();
-    let native_ns = per_chunk(|| {
-        events.clear();
-        native
-            .feed(&buffer, &ends, &mut events)
-            .expect("native decode");
-        events.len()
-    });
+    };
 
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let plugin_ref = match std::env::var_os("BENCH_DECODE_PLUGIN") {
@@ -116,12 +139,6 @@ fn main() {
         status: 200,
         headers: vec![],
     };
-    let wasm_ns = per_chunk(|| {
-        plugin
-            .decode(&head, &buffer, &ends)
-            .expect("wasm decode")
-            .len()
-    });
 
     let row = |name: &str, ns: f64| {
         println!(
@@ -129,13 +146,31 @@ fn main() {
             1e9 / (ns * (TOKENS + 1) as f64)
         )
     };
-    println!(
-        "OpenAI completions decoder, {TOKENS}-token streams ({} bytes per response)",
-        buffer.len()
-    );
-    println!("| path                                 | ns/chunk | responses/s per core |");
-    println!("|--------------------------------------|---------:|---------------------:|");
-    row("native (bench-sdk, same code)", native_ns);
-    row("wasm plugin through the host runtime", wasm_ns);
-    println!("wasm / native: {:.2}x", wasm_ns / native_ns);
+    println!("OpenAI completions decoder, {TOKENS}-token responses");
+    for (what, Response { buffer, ends }) in &streams {
+        // Like the host: a decoder per response, fed the whole response, then finished.
+        let mut events = Vec::new();
+        let native_ns = per_chunk(|| {
+            events.clear();
+            let mut decoder = client.decoder(fields);
+            decoder
+                .feed(buffer, ends, &mut events)
+                .expect("native decode");
+            decoder.finish(&mut events).expect("native finish");
+            events.len()
+        });
+        let wasm_ns = per_chunk(|| {
+            plugin
+                .decode(&head, buffer, ends)
+                .expect("wasm decode")
+                .len()
+        });
+        println!();
+        println!("{what} ({} bytes per response)", buffer.len());
+        println!("| path                                 | ns/chunk | responses/s per core |");
+        println!("|--------------------------------------|---------:|---------------------:|");
+        row("native (bench-sdk, same code)", native_ns);
+        row("wasm plugin through the host runtime", wasm_ns);
+        println!("wasm / native: {:.2}x", wasm_ns / native_ns);
+    }
 }

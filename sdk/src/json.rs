@@ -222,9 +222,109 @@ impl<'a> Cursor<'a> {
 
     /// Skips the next value, validating it.
     pub fn skip(&mut self) -> Result<()> {
+        let start = self.pos;
+        if self.skip_valid() {
+            return Ok(());
+        }
+        // Read it again for the error and where it is.
+        self.pos = start;
+        self.skip_checked()
+    }
+
+    /// Skips the next value when it is valid, in one loop: skipping is most of reading a
+    /// frame, and the readers' recursion costs a call per member and level (each with a
+    /// stack and an interruption check in wasm). `false` (the cursor anywhere) when the
+    /// value is not valid JSON, for [`Cursor::skip_checked`] to say why.
+    fn skip_valid(&mut self) -> bool {
+        // The containers open inside the value, innermost last: a set bit is an object.
+        let mut objects = [0u64; (MAX_DEPTH as usize).div_ceil(64)];
+        let mut open = 0usize;
+        loop {
+            // At a value.
+            self.skip_ws();
+            let Some(&b) = self.buf.get(self.pos) else {
+                return false;
+            };
+            let scalar = match b {
+                b'{' | b'[' => {
+                    if self.depth as usize + open >= MAX_DEPTH as usize {
+                        return false;
+                    }
+                    let object = b == b'{';
+                    let (word, bit) = (open / 64, open % 64);
+                    objects[word] = (objects[word] & !(1 << bit)) | (u64::from(object) << bit);
+                    open += 1;
+                    self.pos += 1;
+                    self.skip_ws();
+                    let close = if object { b'}' } else { b']' };
+                    if self.buf.get(self.pos) != Some(&close) {
+                        if object && !self.skip_key() {
+                            return false;
+                        }
+                        continue;
+                    }
+                    self.pos += 1;
+                    open -= 1;
+                    Ok(())
+                }
+                b'"' => self.scan_string().map(drop),
+                b'-' | b'0'..=b'9' => self.scan_number().map(drop),
+                b't' => self.literal(b"true"),
+                b'f' => self.literal(b"false"),
+                b'n' => self.literal(b"null"),
+                b'N' => self.literal(b"NaN"),
+                b'I' => self.literal(b"Infinity"),
+                _ => return false,
+            };
+            if scalar.is_err() {
+                return false;
+            }
+            // After a value: close containers until one goes on with another member.
+            loop {
+                let Some(inner) = open.checked_sub(1) else {
+                    return true;
+                };
+                let object = (objects[inner / 64] >> (inner % 64)) & 1 == 1;
+                self.skip_ws();
+                match self.buf.get(self.pos) {
+                    Some(b',') => {
+                        self.pos += 1;
+                        if object && !self.skip_key() {
+                            return false;
+                        }
+                        break;
+                    }
+                    Some(b'}') if object => {}
+                    Some(b']') if !object => {}
+                    _ => return false,
+                }
+                self.pos += 1;
+                open = inner;
+            }
+        }
+    }
+
+    /// Reads a member's `"key":` (whitespace allowed around each), for
+    /// [`Cursor::skip_valid`].
+    #[inline(always)]
+    fn skip_key(&mut self) -> bool {
+        self.skip_ws();
+        if self.buf.get(self.pos) != Some(&b'"') || self.scan_string().is_err() {
+            return false;
+        }
+        self.skip_ws();
+        if self.buf.get(self.pos) != Some(&b':') {
+            return false;
+        }
+        self.pos += 1;
+        true
+    }
+
+    /// [`Cursor::skip`] by the readers' own rules, which say why a value is not valid.
+    fn skip_checked(&mut self) -> Result<()> {
         match self.peek_value()? {
-            b'{' => self.object(|_, _| Ok(())).map(drop),
-            b'[' => self.array(|_, _| Ok(())).map(drop),
+            b'{' => self.object(|_, v| v.skip_checked()).map(drop),
+            b'[' => self.array(|_, v| v.skip_checked()).map(drop),
             b'"' => self.scan_string().map(drop),
             b'-' | b'0'..=b'9' => self.scan_number().map(drop),
             b't' => self.literal(b"true"),
@@ -441,17 +541,43 @@ impl<'a> Cursor<'a> {
         Ok((self.pos, integer))
     }
 
+    /// Moves past ASCII digits, eight at a time: numbers are much of a frame's bytes
+    /// (ids, timestamps, log probabilities with 17 digits).
     fn digits(&mut self) {
+        while let Some(word) = self.buf.get(self.pos..self.pos + 8) {
+            let others = non_digits(u64::from_le_bytes(word.try_into().expect("eight bytes")));
+            if others != 0 {
+                self.pos += (others.trailing_zeros() / 8) as usize;
+                return;
+            }
+            self.pos += 8;
+        }
         while self.buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
             self.pos += 1;
         }
     }
 
-    /// Scans a string literal at the cursor (on its opening quote).
+    /// Scans a string literal at the cursor (on its opening quote). Inline for the common
+    /// literal without escapes, which ends at the first special byte; a call otherwise.
+    #[inline(always)]
     fn scan_string(&mut self) -> Result<Str> {
-        let buf = self.buf;
         let start = self.pos + 1;
-        let mut pos = start;
+        let end = next_special_byte(self.buf, start);
+        if self.buf.get(end) == Some(&b'"') {
+            self.pos = end + 1;
+            return Ok(Str {
+                start,
+                end,
+                escaped: false,
+            });
+        }
+        self.scan_string_from(start, end)
+    }
+
+    /// Scans the rest of a string literal whose inside starts at `start`, from `pos`.
+    #[inline(never)]
+    fn scan_string_from(&mut self, start: usize, mut pos: usize) -> Result<Str> {
+        let buf = self.buf;
         let mut escaped = false;
         loop {
             pos = next_special_byte(buf, pos);
@@ -497,15 +623,35 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The index of the first byte at or after `pos` that is `"`, `\` or a control character
-/// (below 0x20), or `buf.len()`. Eight bytes at a time: most of a frame's bytes are inside
-/// plain strings.
+/// The string literal whose opening quote is `buf[open]`, when it is a valid one.
+#[inline(always)]
+pub(crate) fn string_at(buf: &[u8], open: usize) -> Option<Str> {
+    if buf.get(open) != Some(&b'"') {
+        return None;
+    }
+    let mut cur = Cursor {
+        buf,
+        pos: open,
+        depth: 0,
+    };
+    cur.scan_string().ok()
+}
+
+/// The index of the first byte at or after `pos` that is `"`, `\\` or a control character
+/// (below 0x20), or `buf.len()`. Sixteen bytes at a time, then eight, then one: most of a
+/// frame's bytes are inside plain strings.
 #[inline(always)]
 fn next_special_byte(buf: &[u8], mut pos: usize) -> usize {
-    while let Some(word) = buf.get(pos..pos + 8) {
+    while let Some(block) = buf.get(pos..pos + 16) {
+        let first = first_special(block.try_into().expect("sixteen bytes"));
+        if first < 16 {
+            return pos + first;
+        }
+        pos += 16;
+    }
+    if let Some(word) = buf.get(pos..pos + 8) {
         let mask = special_bytes(u64::from_le_bytes(word.try_into().expect("eight bytes")));
         if mask != 0 {
-            // The lowest flagged byte is exact (only bytes above a real match can be false hits).
             return pos + (mask.trailing_zeros() / 8) as usize;
         }
         pos += 8;
@@ -519,6 +665,33 @@ fn next_special_byte(buf: &[u8], mut pos: usize) -> usize {
     pos
 }
 
+/// The index in `block` of its first `"`, `\\` or control byte, or 16 when it has none.
+/// (SWAR on two words: a wasm SIMD compare and bitmask is no faster on the short strings
+/// of frames, and code with the `simd128` feature is not inlined into code without it.)
+#[inline(always)]
+fn first_special(block: &[u8; 16]) -> usize {
+    let word = |at: usize| u64::from_le_bytes(block[at..at + 8].try_into().expect("eight bytes"));
+    // The lowest flagged byte is exact (only bytes above a real match can be false hits).
+    match (special_bytes(word(0)), special_bytes(word(8))) {
+        (0, 0) => 16,
+        (0, high) => 8 + (high.trailing_zeros() / 8) as usize,
+        (low, _) => (low.trailing_zeros() / 8) as usize,
+    }
+}
+
+/// The high bit of each byte of `w` (little-endian) that is not an ASCII digit (SWAR,
+/// exact for every byte: no sum carries into the next byte).
+#[inline(always)]
+fn non_digits(w: u64) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let low7 = w & !HIGH;
+    // High bit set: the low seven bits are at least '0' (0x30), at least ':' (0x3a).
+    let from_zero = low7 + ONES * (0x80 - 0x30);
+    let past_nine = low7 + ONES * (0x80 - 0x3a);
+    (w | past_nine | !from_zero) & HIGH
+}
+
 /// The high bit of each byte of `w` (little-endian) that may be `"`, `\` or below 0x20 (SWAR):
 /// zero exactly when there is none, and the lowest set bit marks the first one.
 #[inline(always)]
@@ -530,6 +703,88 @@ fn special_bytes(w: u64) -> u64 {
     let backslash = has_zero(w ^ (ONES * u64::from(b'\\')));
     let control = w.wrapping_sub(ONES * 0x20) & !w;
     (quote | backslash | control) & HIGH
+}
+
+/// Whether `a` and `b` are the same bytes, 64 then 16 at a time: a slice comparison is
+/// a `memcmp` call, which in wasm is a loop over single bytes (with an interruption check
+/// per byte).
+#[cfg_attr(target_arch = "wasm32", target_feature(enable = "simd128"))]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n <= 16 {
+        return short_eq(a, b);
+    }
+    let block = |s: &[u8]| -> [u8; 16] { s.try_into().expect("sixteen bytes") };
+    // The last 16 bytes, which overlap the blocks before them unless the length is a
+    // multiple of 16.
+    if !same_block(&block(&a[n - 16..]), &block(&b[n - 16..])) {
+        return false;
+    }
+    let (mut a64, mut b64) = (a.chunks_exact(64), b.chunks_exact(64));
+    if !(&mut a64).zip(&mut b64).all(|(x, y)| same_blocks4(x, y)) {
+        return false;
+    }
+    a64.remainder()
+        .chunks_exact(16)
+        .zip(b64.remainder().chunks_exact(16))
+        .all(|(x, y)| same_block(&block(x), &block(y)))
+}
+
+/// Whether the 64 bytes of `a` and `b` are the same.
+#[cfg(not(target_arch = "wasm32"))]
+#[inline(always)]
+fn same_blocks4(a: &[u8], b: &[u8]) -> bool {
+    a.chunks_exact(16)
+        .zip(b.chunks_exact(16))
+        .fold(true, |same, (x, y)| {
+            same & same_block(
+                x.try_into().expect("sixteen bytes"),
+                y.try_into().expect("sixteen bytes"),
+            )
+        })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+#[inline(always)]
+fn same_block(a: &[u8; 16], b: &[u8; 16]) -> bool {
+    u128::from_le_bytes(*a) == u128::from_le_bytes(*b)
+}
+
+/// [`same_blocks4`] with wasm's 128-bit SIMD: four vector compares and one test, where
+/// 64-bit words take eight compares and branches.
+#[cfg(target_arch = "wasm32")]
+#[target_feature(enable = "simd128")]
+#[inline]
+fn same_blocks4(a: &[u8], b: &[u8]) -> bool {
+    use core::arch::wasm32::{v128_any_true, v128_or, v128_xor};
+    let differ = |at: usize| {
+        let block = |s: &[u8]| -> [u8; 16] { s[at..at + 16].try_into().expect("sixteen bytes") };
+        v128_xor(v128_block(&block(a)), v128_block(&block(b)))
+    };
+    !v128_any_true(v128_or(
+        v128_or(differ(0), differ(16)),
+        v128_or(differ(32), differ(48)),
+    ))
+}
+
+#[cfg(target_arch = "wasm32")]
+#[target_feature(enable = "simd128")]
+#[inline]
+fn same_block(a: &[u8; 16], b: &[u8; 16]) -> bool {
+    use core::arch::wasm32::{v128_any_true, v128_xor};
+    !v128_any_true(v128_xor(v128_block(a), v128_block(b)))
+}
+
+/// Sixteen bytes as a vector (one unaligned `v128.load`).
+#[cfg(target_arch = "wasm32")]
+#[target_feature(enable = "simd128")]
+#[inline]
+fn v128_block(block: &[u8; 16]) -> core::arch::wasm32::v128 {
+    let word = |at: usize| u64::from_le_bytes(block[at..at + 8].try_into().expect("eight bytes"));
+    core::arch::wasm32::u64x2(word(0), word(8))
 }
 
 /// Decodes the inside of a JSON string literal (as a [`Str`] spans it). Escapes are
@@ -934,6 +1189,87 @@ mod tests {
                 assert!(!short_eq(a, &b), "length {n}, byte {i}");
             }
             assert!(!short_eq(a, &text[..n.saturating_sub(1)]) || n == 0);
+        }
+    }
+
+    #[test]
+    fn same_bytes_compares_every_length_and_position() {
+        let text: Vec<u8> = (0..80u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=text.len() {
+            let a = &text[..n];
+            // An equal copy elsewhere in memory.
+            let copy = a.to_vec();
+            assert!(same_bytes(a, &copy));
+            for i in 0..n {
+                let mut b = a.to_vec();
+                b[i] ^= 0x80;
+                assert!(!same_bytes(a, &b), "length {n}, byte {i}");
+            }
+            assert!(n == 0 || !same_bytes(a, &text[..n - 1]));
+        }
+    }
+
+    #[test]
+    fn string_at_reads_the_literal_at_a_quote() {
+        let buf = br#"{"a":"plain","b":"esc\"aped","c":"bad\x","d":"#;
+        let at = |needle: &str| {
+            buf.windows(needle.len())
+                .position(|w| w == needle.as_bytes())
+                .unwrap()
+        };
+        let plain = string_at(buf, at(r#""plain""#)).unwrap();
+        assert_eq!((plain.raw(buf), plain.escaped), (&b"plain"[..], false));
+        let escaped = string_at(buf, at(r#""esc"#)).unwrap();
+        assert_eq!(
+            (escaped.raw(buf), escaped.escaped),
+            (&br#"esc\"aped"#[..], true)
+        );
+        // Not on a quote, an invalid escape, an unterminated literal.
+        assert_eq!(string_at(buf, 0), None);
+        assert_eq!(string_at(buf, at(r#""bad"#)), None);
+        assert_eq!(string_at(buf, buf.len() - 1), None);
+        assert_eq!(string_at(buf, buf.len()), None);
+    }
+
+    #[test]
+    fn skipping_reads_deep_mixed_nesting_in_one_loop() {
+        // 300 levels, objects and arrays in turn: past the first word of the loop's stack.
+        let depth = 300;
+        let mut text = String::new();
+        for level in 0..depth {
+            text.push_str(if level % 2 == 0 { r#"{"k": "# } else { "[1, " });
+        }
+        text.push_str("null");
+        for level in (0..depth).rev() {
+            text.push(if level % 2 == 0 { '}' } else { ']' });
+        }
+        let mut cur = Cursor::new(text.as_bytes());
+        assert!(cur.skip_valid());
+        assert_eq!(cur.pos(), text.len());
+        // A closing bracket of the other kind, at any level, is refused.
+        for level in [0, 63, 64, 65, depth - 1] {
+            let at = text.len() - 1 - level;
+            let mut bad = text.clone().into_bytes();
+            bad[at] = if bad[at] == b'}' { b']' } else { b'}' };
+            assert!(!Cursor::new(&bad).skip_valid(), "level {level}");
+            assert!(Cursor::new(&bad).skip().is_err(), "level {level}");
+        }
+    }
+
+    #[test]
+    fn swar_flags_exactly_the_bytes_that_are_not_digits() {
+        for byte in 0..=255u8 {
+            for at in 0..8 {
+                let mut word = *b"01234567";
+                word[at] = byte;
+                let flags = non_digits(u64::from_le_bytes(word));
+                let expected = if byte.is_ascii_digit() {
+                    0
+                } else {
+                    0x80 << (8 * at)
+                };
+                assert_eq!(flags, expected, "{byte:#x} at {at}");
+            }
         }
     }
 
@@ -1411,6 +1747,73 @@ mod tests {
 
         proptest! {
             #![proptest_config(cases(1024))]
+
+            #[test]
+            fn fuzz_next_special_byte_finds_the_first_one(
+                bytes in prop::collection::vec(
+                    prop_oneof![8 => b' '..=b'~', 1 => Just(b'"'), 1 => Just(b'\\'), 1 => 0..0x20u8, 1 => 0x80..=0xffu8],
+                    0..80,
+                ),
+                from in any::<usize>(),
+            ) {
+                let from = from % (bytes.len() + 1);
+                let naive = bytes[from..]
+                    .iter()
+                    .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                    .map_or(bytes.len(), |p| from + p);
+                prop_assert_eq!(next_special_byte(&bytes, from), naive);
+            }
+
+            #[test]
+            fn fuzz_same_bytes_is_equality(
+                a in prop::collection::vec(any::<u8>(), 0..100),
+                change in prop::option::of((any::<usize>(), any::<u8>())),
+                cut in prop::option::weighted(0.1, any::<usize>()),
+            ) {
+                let mut b = a.clone();
+                if let Some((at, byte)) = change && !b.is_empty() {
+                    let at = at % b.len();
+                    b[at] = byte;
+                }
+                if let Some(cut) = cut {
+                    b.truncate(cut % (b.len() + 1));
+                }
+                prop_assert_eq!(same_bytes(&a, &b), a == b);
+            }
+
+            #[test]
+            fn fuzz_string_at_reads_as_the_cursor_reads(text in soup(), open in any::<usize>()) {
+                let buf = text.as_bytes();
+                let open = open % (buf.len() + 1);
+                let mut cur = Cursor::new(&buf[open..]);
+                let expected = match buf.get(open) {
+                    Some(b'"') => cur.string().ok().flatten().map(|s| Str {
+                        start: open + s.start,
+                        end: open + s.end,
+                        escaped: s.escaped,
+                    }),
+                    _ => None,
+                };
+                prop_assert_eq!(string_at(buf, open), expected);
+            }
+
+            #[test]
+            fn fuzz_skipping_in_one_loop_agrees_with_the_readers(
+                text in prop_oneof![soup(), json_text(true)],
+                depth in prop_oneof![Just(0u32), Just(MAX_DEPTH - 2), Just(MAX_DEPTH)],
+            ) {
+                // Near the depth limit too: the loop must refuse what the readers refuse.
+                let bytes = text.as_bytes();
+                let mut checked = Cursor::new(bytes);
+                checked.depth = depth;
+                let expected = checked.skip_checked().map(|()| checked.pos());
+                let mut fast = Cursor::new(bytes);
+                fast.depth = depth;
+                prop_assert_eq!(fast.skip_valid().then(|| fast.pos()), expected.ok());
+                let mut cur = Cursor::new(bytes);
+                cur.depth = depth;
+                prop_assert_eq!(cur.skip().map(|()| cur.pos()), expected);
+            }
 
             #[test]
             fn fuzz_arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {

@@ -148,6 +148,7 @@ impl OpenAiClient {
         OpenAiDecoder {
             fields,
             streaming: self.stream,
+            shape: None,
         }
     }
 }
@@ -198,14 +199,41 @@ pub struct ChoiceFields {
 ///
 /// Shapes that crash vLLM's client but carry no output (a choice without `delta`, a
 /// non-string content) are read as a chunk without text instead.
+///
+/// A stream repeats the same bytes around the text chunk after chunk (the id, model,
+/// index, `"finish_reason":null`, ...), so the decoder remembers the last frame it read
+/// in full that had text ([`Shape`]) and reads a frame that differs from it only inside
+/// that text's string literal by scanning the literal alone. Any other frame is read in
+/// full.
 #[derive(Debug, Clone)]
 pub struct OpenAiDecoder {
     fields: ChoiceFields,
     streaming: bool,
+    shape: Option<Shape>,
+}
+
+/// A frame read in full, kept to read later frames of the same shape.
+///
+/// Why bytes identical outside the literal give an identical reading: the scanner reads
+/// left to right and decides only on bytes it has reached, so up to the literal's opening
+/// quote both frames are read alike. Any valid literal is then read as one string whose
+/// span is all the decoder keeps of it (a reasoning text is also tested for being empty,
+/// so a reasoning literal must stay non-empty), and the rest, the same bytes read in the
+/// same state, is read alike too, its spans moved by the change in the literal's length.
+#[derive(Debug, Clone)]
+struct Shape {
+    /// The frame.
+    bytes: Vec<u8>,
+    /// The literal that may differ: the chunk's content, or its reasoning when `reasoning`.
+    text: Str,
+    reasoning: bool,
+    /// Its reading (never an error: a frame that reports one is not kept).
+    choice: Choice,
+    usage: Option<Usage>,
 }
 
 /// What one frame says, as spans of the frame.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct Frame {
     /// `Some` when `choices` is a non-empty array.
     choice: Option<Choice>,
@@ -213,7 +241,7 @@ struct Frame {
     error: Option<ServerError>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default, Clone, Copy)]
 struct Choice {
     content: Option<Str>,
     /// The non-empty reasoning text and the index of its key in `ChoiceFields::reasoning`.
@@ -221,6 +249,7 @@ struct Choice {
     finish: Option<Str>,
 }
 
+#[derive(Clone, Copy)]
 enum ServerError {
     /// The error's `message` (or the error itself when it is a string).
     Message(Str),
@@ -230,6 +259,21 @@ enum ServerError {
 
 impl Decoder for OpenAiDecoder {
     fn feed(
+        &mut self,
+        buffer: &[u8],
+        frame_ends: &[u32],
+        out: &mut Vec<Event>,
+    ) -> Result<(), PluginError> {
+        self.feed_frames(buffer, frame_ends, out)
+    }
+}
+
+impl OpenAiDecoder {
+    /// [`Decoder::feed`]. With wasm's SIMD, so that the shape check's comparisons (see
+    /// `json::same_bytes`) are inlined here: the plugins are built without it, and code
+    /// with a target feature is inlined only into code with it.
+    #[cfg_attr(target_arch = "wasm32", target_feature(enable = "simd128"))]
+    fn feed_frames(
         &mut self,
         buffer: &[u8],
         frame_ends: &[u32],
@@ -249,13 +293,33 @@ impl Decoder for OpenAiDecoder {
         }
         Ok(())
     }
-}
 
-impl OpenAiDecoder {
-    fn frame(&self, buffer: &[u8], start: usize, end: usize, frame: u32, out: &mut Vec<Event>) {
+    #[inline]
+    fn frame(&mut self, buffer: &[u8], start: usize, end: usize, frame: u32, out: &mut Vec<Event>) {
         let bytes = &buffer[start..end];
-        let parsed = match self.scan(bytes) {
-            Ok(parsed) => parsed,
+        if let Some(parsed) = self.same_shape(bytes) {
+            self.emit(bytes, start, frame, parsed, out);
+        } else if let Some(parsed) = self.read_in_full(buffer, start, end, frame, out) {
+            self.keep_shape(bytes, &parsed);
+        }
+    }
+
+    /// Reads the frame `buffer[start..end]` without the shape check: adds its events to
+    /// `out` and returns its reading, or `None` when it is not valid JSON.
+    fn read_in_full(
+        &self,
+        buffer: &[u8],
+        start: usize,
+        end: usize,
+        frame: u32,
+        out: &mut Vec<Event>,
+    ) -> Option<Frame> {
+        let bytes = &buffer[start..end];
+        match self.scan(bytes) {
+            Ok(parsed) => {
+                self.emit(bytes, start, frame, parsed, out);
+                Some(parsed)
+            }
             Err(e) => {
                 let message = format!(
                     "invalid JSON in a response frame: {e}; the frame starts {}",
@@ -265,9 +329,14 @@ impl OpenAiDecoder {
                     frame,
                     kind: EventKind::Error(message),
                 });
-                return;
+                None
             }
-        };
+        }
+    }
+
+    /// The events of a frame (`bytes`, at `start` in the buffer) read as `parsed`.
+    #[inline(always)]
+    fn emit(&self, bytes: &[u8], start: usize, frame: u32, parsed: Frame, out: &mut Vec<Event>) {
         let span = |s: Str| TextSpan {
             start: (start + s.start) as u32,
             len: s.len() as u32,
@@ -313,6 +382,87 @@ impl OpenAiDecoder {
         }
     }
 
+    /// The reading of `bytes` when they are the kept [`Shape`]'s frame with another valid
+    /// literal in place of its text; `None` when they are not.
+    #[inline]
+    fn same_shape(&self, bytes: &[u8]) -> Option<Frame> {
+        let shape = self.shape.as_ref()?;
+        let old = shape.text;
+        // Through the opening quote, and from the closing quote on.
+        let head = &shape.bytes[..old.start];
+        let tail = &shape.bytes[old.end..];
+        let close = bytes.len().checked_sub(tail.len())?;
+        if close < head.len()
+            || !json::same_bytes(&bytes[close..], tail)
+            || !json::same_bytes(&bytes[..head.len()], head)
+        {
+            return None;
+        }
+        // A valid literal from the opening quote that ends at the closing one.
+        let text = json::string_at(bytes, head.len() - 1)?;
+        if text.end != close || (shape.reasoning && text.is_empty()) {
+            return None;
+        }
+        // Spans after the literal move with its closing quote.
+        let moved = |s: Str| {
+            if s.start > old.end {
+                Str {
+                    start: s.start - old.end + text.end,
+                    end: s.end - old.end + text.end,
+                    escaped: s.escaped,
+                }
+            } else {
+                s
+            }
+        };
+        let mut choice = shape.choice;
+        if shape.reasoning {
+            choice.content = choice.content.map(moved);
+            choice.reasoning = choice.reasoning.map(|(rank, _)| (rank, text));
+        } else {
+            choice.content = Some(text);
+            choice.reasoning = choice.reasoning.map(|(rank, s)| (rank, moved(s)));
+        }
+        choice.finish = choice.finish.map(moved);
+        Some(Frame {
+            choice: Some(choice),
+            usage: shape.usage,
+            error: None,
+        })
+    }
+
+    /// Keeps `bytes`, read in full as `parsed`, as the [`Shape`] to compare later frames
+    /// with, when it carries text and no error.
+    fn keep_shape(&mut self, bytes: &[u8], parsed: &Frame) {
+        let (Some(choice), None) = (parsed.choice, &parsed.error) else {
+            return;
+        };
+        // The text that changes from chunk to chunk: non-empty content, else reasoning
+        // (non-empty when present), else the empty content.
+        let (text, reasoning) = match (choice.content, choice.reasoning) {
+            (Some(content), _) if !content.is_empty() => (content, false),
+            (_, Some((_, reasoning))) => (reasoning, true),
+            (Some(content), None) => (content, false),
+            (None, None) => return,
+        };
+        let shape = self.shape.get_or_insert_with(|| Shape {
+            bytes: Vec::new(),
+            text,
+            reasoning,
+            choice,
+            usage: parsed.usage,
+        });
+        shape.bytes.clear();
+        shape.bytes.extend_from_slice(bytes);
+        shape.text = text;
+        shape.reasoning = reasoning;
+        shape.choice = choice;
+        shape.usage = parsed.usage;
+    }
+
+    /// Reads a frame in full. Kept out of line: inlined into the frame loop, it makes the
+    /// loop's shape check slower in wasm (more registers spilled).
+    #[inline(never)]
     fn scan(&self, bytes: &[u8]) -> json::Result<Frame> {
         let mut frame = Frame::default();
         let mut cur = Cursor::new(bytes);
@@ -1183,6 +1333,55 @@ mod tests {
             (value, raw, true)
         }
 
+        /// Stands for the text in a frame until the frame is cut around it.
+        const MARK: &str = "@@text@@";
+
+        /// `frame` (a frame of [`frame()`]) with [`MARK`] as the string at the text key
+        /// `key` of its first choice, which is made an object (with its holder) if needed.
+        fn with_mark(fields: &ChoiceFields, mut frame: Value, key: &str) -> Value {
+            let object = |v: &mut Value| {
+                if !v.is_object() {
+                    *v = Value::Object(Map::new());
+                }
+            };
+            object(&mut frame);
+            let choices = &mut frame["choices"];
+            if choices.as_array().is_none_or(Vec::is_empty) {
+                *choices = json!([{}]);
+            }
+            let mut holder = &mut choices[0];
+            object(holder);
+            if let Some(name) = fields.holder {
+                holder = &mut holder[name];
+                object(holder);
+            }
+            holder[key] = Value::from(MARK);
+            frame
+        }
+
+        /// The inside of a string literal as a server might send it, valid or not: plain
+        /// text, escapes (some broken), quotes and backslashes that end the literal early
+        /// or escape its closing quote, control bytes, UTF-8 and bytes that are not.
+        fn literal_inside() -> impl Strategy<Value = Vec<u8>> {
+            let piece = prop_oneof![
+                6 => "[a-z .,]{1,4}".prop_map(String::into_bytes),
+                1 => Just(b"\"".to_vec()),
+                1 => Just(b"\\".to_vec()),
+                1 => Just(b"\\\"".to_vec()),
+                1 => Just(b"\\\\".to_vec()),
+                1 => Just(b"\\n".to_vec()),
+                1 => Just(b"\\u00e9".to_vec()),
+                1 => Just(b"\\ud83d\\ude00".to_vec()),
+                1 => Just(b"\\u12".to_vec()),
+                1 => Just(b"\\x".to_vec()),
+                1 => Just(b"\x01\t".to_vec()),
+                1 => Just("é😀".as_bytes().to_vec()),
+                1 => Just(b"\xff".to_vec()),
+                1 => Just(b"\",\"k\":\"".to_vec()),
+            ];
+            prop::collection::vec(piece, 0..6).prop_map(|pieces| pieces.concat())
+        }
+
         proptest! {
             #![proptest_config(cases(1024))]
 
@@ -1264,6 +1463,64 @@ mod tests {
                         );
                     }
                 }
+            }
+
+            /// The shape check: a stream of frames that differ only inside the text's
+            /// literal (now and then elsewhere too), fed in two calls, reads exactly as
+            /// each frame read in full on its own.
+            #[test]
+            fn fuzz_frames_of_one_shape_read_as_frames_read_in_full(
+                fields in prop::sample::select(&[COMPLETIONS, CHAT_STREAM, CHAT_WHOLE][..]),
+                streaming in any::<bool>(),
+                base in frame(),
+                key in 0..3usize,
+                insides in prop::collection::vec(
+                    (literal_inside(), prop::option::weighted(0.1, (any::<usize>(), any::<u8>()))),
+                    1..10,
+                ),
+                split in any::<usize>(),
+            ) {
+                // The content, or one of the reasoning keys when the fields have them.
+                let key = match key {
+                    0 => fields.content,
+                    k => fields.reasoning.get(k - 1).copied().unwrap_or(fields.content),
+                };
+                let text = serde_json::to_vec(&with_mark(&fields, base, key)).unwrap();
+                let at = text.windows(MARK.len()).position(|w| w == MARK.as_bytes()).unwrap();
+                let (head, tail) = (&text[..at], &text[at + MARK.len()..]);
+                let frames: Vec<Vec<u8>> = insides
+                    .into_iter()
+                    .map(|(inside, damage)| {
+                        let mut frame = [head, &inside, tail].concat();
+                        // A changed byte anywhere: the frame no longer has the shape.
+                        if let Some((at, byte)) = damage {
+                            let at = at % frame.len();
+                            frame[at] = byte;
+                        }
+                        frame
+                    })
+                    .collect();
+                let stream = if streaming { "true" } else { "false" };
+                let (client, _) = open(&[("stream", stream)], None).unwrap();
+                let mut decoder = client.decoder(fields);
+                let split = split % (frames.len() + 1);
+                let mut got = Vec::new();
+                let mut want = Vec::new();
+                for part in [&frames[..split], &frames[split..]] {
+                    let (buffer, ends) = lay_out(part);
+                    let mut events = Vec::new();
+                    decoder.feed(&buffer, &ends, &mut events).unwrap();
+                    got.extend(events.iter().map(|e| format!("{e:?}")));
+                    let mut events = Vec::new();
+                    let mut start = 0;
+                    for (i, &end) in ends.iter().enumerate() {
+                        let alone = client.decoder(fields);
+                        alone.read_in_full(&buffer, start, end as usize, i as u32, &mut events);
+                        start = end as usize;
+                    }
+                    want.extend(events.iter().map(|e| format!("{e:?}")));
+                }
+                prop_assert_eq!(got, want);
             }
         }
     }

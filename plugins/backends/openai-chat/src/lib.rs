@@ -351,6 +351,60 @@ mod tests {
     }
 
     #[test]
+    fn decodes_a_stream_whose_chunks_repeat_their_shape() {
+        // Chunk after chunk the same bytes around the text: the decoder reads most of
+        // them by their text alone, and must read them as it reads each one in full.
+        let frame = |delta: &str, finish: &str| {
+            format!(
+                r#"{{"id":"chatcmpl-9d","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{finish}}}]}}"#
+            )
+        };
+        let frames = [
+            frame(r#"{"role":"assistant","content":""}"#, "null"),
+            frame(r#"{"reasoning_content":"Let"}"#, "null"),
+            frame(r#"{"reasoning_content":" me"}"#, "null"),
+            // An empty reasoning text is no reasoning.
+            frame(r#"{"reasoning_content":""}"#, "null"),
+            frame(r#"{"reasoning_content":" think \"hard\""}"#, "null"),
+            frame(r#"{"content":"The"}"#, "null"),
+            frame(r#"{"content":" answer\\"}"#, "null"),
+            frame(r#"{"content":"\",\"content\":\"x"}"#, "null"),
+            frame(r#"{"content":"!"}"#, r#""stop""#),
+            r#"{"id":"chatcmpl-9d","object":"chat.completion.chunk","created":1718000002,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":17,"total_tokens":26,"completion_tokens":9}}"#.to_owned(),
+        ];
+        let frames: Vec<&str> = frames.iter().map(String::as_str).collect();
+        let backend = client(false, None, &[]);
+        let events = render_response(&backend, &frames);
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content="" reasoning=none"#,
+                r#"1: chunk content=none reasoning="Let""#,
+                r#"2: chunk content=none reasoning=" me""#,
+                "3: chunk content=none reasoning=none",
+                r#"4: chunk content=none reasoning=" think \"hard\"""#,
+                r#"5: chunk content="The" reasoning=none"#,
+                r#"6: chunk content=" answer\\" reasoning=none"#,
+                r#"7: chunk content="\",\"content\":\"x" reasoning=none"#,
+                r#"8: chunk content="!" reasoning=none"#,
+                "8: finish stop",
+                "9: usage prompt=17 completion=9",
+            ]
+        );
+        // Each frame read alone, by a fresh decoder, reads the same.
+        let alone: Vec<String> = frames
+            .iter()
+            .enumerate()
+            .flat_map(|(i, frame)| {
+                render_response(&backend, &[frame])
+                    .into_iter()
+                    .map(move |line| format!("{i}{}", line.strip_prefix('0').unwrap()))
+            })
+            .collect();
+        assert_eq!(alone, events);
+    }
+
+    #[test]
     fn decodes_llama_cpp_and_openai_streams() {
         let backend = client(false, None, &[]);
         let events = render_response(
