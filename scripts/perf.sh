@@ -12,9 +12,15 @@
 #   ceiling-N: zero-delay server, 128-token streams, request rate inf, concurrency N.
 #   timing-N:  server TTFT 50 ms / ITL 10 ms, 64-token streams, concurrency N; "err" is
 #              bench's mean minus the server's own recorded mean (GET /mock/timing: when
-#              each chunk actually left, from the request's arrival); "p99 err <=" is
-#              bench's p99 minus the server's minimum, an upper bound of the p99 of the
-#              per-request (per-gap) error, since every server value is >= its minimum.
+#              each chunk actually left, from the request's arrival); "p99 err" is exact:
+#              bench runs with --save-detailed and --request-id-prefix perf-, the server
+#              keeps what it did per request id (GET /mock/requests), and each request's
+#              TTFT and each of its gaps is paired with the server's (bench's request i is
+#              perf-<i>; when an id has two entries, the ready check's and the run's, the
+#              later one is the run's); the column is the p99 of |bench - server| over
+#              requests (TTFT) or gaps (ITL). "unpaired" counts successful requests the
+#              server has no entry for, and requests whose number of gaps differs from the
+#              server's (their gaps are left out, not paired); both should be 0.
 #   rate-R:    zero-delay server, 16-token streams, Poisson arrivals at R req/s, no
 #              concurrency cap; achieved send rate and schedule lag (intended vs actual send).
 #   memory-*:  peak RSS of bench (GNU time) for 100,000 requests with --save-detailed, and
@@ -51,30 +57,61 @@ run() {
     --disable-tqdm --save-result --result-dir "$tmp" --result-filename "$label.json" "$@" \
     >"$tmp/$label.log" 2>&1 || { cat "$tmp/$label.log"; kill $server; exit 1; }
   curl -sf "http://127.0.0.1:$port/mock/timing" >"$tmp/$label.server.json"
+  if [[ $label == timing-* ]]; then
+    curl -sf "http://127.0.0.1:$port/mock/requests" >"$tmp/$label.requests.json"
+  fi
   kill $server; wait $server 2>/dev/null || true
 }
 
-echo "| scenario    | conc. |   reqs |  req/s | output tok/s | client CPU % | decode % | TTFT ms | TTFT err | p99 err <= | ITL ms | ITL err | p99 err <= |"
-echo "|-------------|------:|-------:|-------:|-------------:|-------------:|---------:|--------:|---------:|-----------:|-------:|--------:|-----------:|"
+echo "| scenario    | conc. |   reqs |  req/s | output tok/s | client CPU % | decode % | TTFT ms | TTFT err | p99 err | ITL ms | ITL err | p99 err | unpaired |"
+echo "|-------------|------:|-------:|-------:|-------------:|-------------:|---------:|--------:|---------:|--------:|-------:|--------:|--------:|---------:|"
 speed_row() { # label conc ttft
-  python3 - "$tmp/$1.json" "$1" "$2" "$3" "$tmp/$1.server.json" <<'PY'
+  python3 - "$tmp/$1.json" "$1" "$2" "$3" "$tmp/$1.server.json" "$tmp/$1.requests.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); label, conc = sys.argv[2], sys.argv[3]
 s = json.load(open(sys.argv[5]))
 timed = float(sys.argv[4]) > 0
 err = lambda v, t: f"{v - t:+.2f}" if timed else "-"
 busy = 100 * r["client_cpu_seconds"] / r["duration"]
+
+def p99(values):  # numpy's default (linear) percentile, as bench and vLLM use
+    if not values:
+        return float("nan")
+    v = sorted(values); k = (len(v) - 1) * 0.99; i = int(k)
+    return v[-1] if i >= len(v) - 1 else v[i] + (v[i + 1] - v[i]) * (k - i)
+
+ttft_p99 = itl_p99 = unpaired = "-"
+if timed:
+    truth = {e["id"]: e for e in json.load(open(sys.argv[6]))}  # later entries win
+    ttft_err, itl_err, no_entry, other_len = [], [], 0, 0
+    for i, (ttft, gaps, error) in enumerate(zip(r["ttfts"], r["itls"], r["errors"])):
+        if error:
+            continue
+        e = truth.get(f"perf-{i}")
+        if e is None:
+            no_entry += 1
+            continue
+        ttft_err.append(abs(ttft * 1e3 - e["ttft_ms"]))
+        if len(gaps) != len(e["itl_ms"]):
+            other_len += 1
+            continue
+        itl_err.extend(abs(g * 1e3 - t) for g, t in zip(gaps, e["itl_ms"]))
+    ttft_p99, itl_p99 = f"{p99(ttft_err):.2f}", f"{p99(itl_err):.2f}"
+    unpaired = f"{no_entry} none, {other_len} len" if no_entry or other_len else "0"
 print(f"| {label:<11} | {conc:>5} | {r['completed']:>6} | {r['request_throughput']:>6.0f} | {r['output_throughput']:>12.0f} "
       f"| {busy:>12.0f} | {100 * r['decode_cpu_share']:>8.0f} "
-      f"| {r['mean_ttft_ms']:>7.2f} | {err(r['mean_ttft_ms'], s['mean_ttft_ms']):>8} | {err(r['p99_ttft_ms'], s['min_ttft_ms']):>10} "
-      f"| {r['mean_itl_ms']:>6.2f} | {err(r['mean_itl_ms'], s['mean_itl_ms']):>7} | {err(r['p99_itl_ms'], s['min_itl_ms']):>10} |")
+      f"| {r['mean_ttft_ms']:>7.2f} | {err(r['mean_ttft_ms'], s['mean_ttft_ms']):>8} | {ttft_p99:>7} "
+      f"| {r['mean_itl_ms']:>6.2f} | {err(r['mean_itl_ms'], s['mean_itl_ms']):>7} | {itl_p99:>7} | {unpaired:>8} |")
 PY
 }
 for c in 64 512; do
   want "ceiling-$c" && { run "ceiling-$c" "$c" "${N_CEILING:-20000}" 0 0 128; speed_row "ceiling-$c" "$c" 0; }
 done
 for c in 64 256 1024; do
-  want "timing-$c" && { run "timing-$c" "$c" $((c * ${ROUNDS:-10})) 50 10 64; speed_row "timing-$c" "$c" 50; }
+  want "timing-$c" && {
+    run "timing-$c" "$c" $((c * ${ROUNDS:-10})) 50 10 64 --save-detailed --request-id-prefix perf-
+    speed_row "timing-$c" "$c" 50
+  }
 done
 
 echo

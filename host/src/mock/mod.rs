@@ -10,7 +10,11 @@
 //! the same way (see [`Faults`]).
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
-//! JSON), `GET /v1/models`, `GET /health`. What it does with a request:
+//! JSON), `GET /v1/models`, `GET /health`, and the server's own record of what it did:
+//! `GET /mock/timing` (aggregates over every stream) and `GET /mock/requests` (per streamed
+//! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...]}]`, in the
+//! order the streams finished, within the bound of [`timing::MAX_KEPT_REQUESTS`]). What it
+//! does with a request:
 //! - Output: token `i` is `response::WORDS[i % 32]`, each one token for GPT-2, Qwen and
 //!   Llama-3 tokenizers, so a tokenizer count of the text equals `usage.completion_tokens`.
 //! - Length: always exactly `max_tokens` (completions) or `max_completion_tokens`, else
@@ -204,6 +208,14 @@ impl MockServer {
         self.timing.snapshot()
     }
 
+    /// What the server actually did per streamed request that carried an `x-request-id`,
+    /// in the order the streams finished (see [`timing::RequestTiming`]). An id sent twice
+    /// (bench's ready check reuses request 0's) has two entries; the later one is the
+    /// later request's.
+    pub fn requests(&self) -> Vec<timing::RequestTiming> {
+        self.timing.requests()
+    }
+
     /// `http://ip:port`, without a path: endpoints are `{base_url}/v1/completions` etc.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
@@ -306,6 +318,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/mock/timing", get(timing_report))
+        .route("/mock/requests", get(requests_report))
         .with_state(shared)
 }
 
@@ -334,6 +347,12 @@ async fn chat_completions(
 
 async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> Response {
     let arrival = Instant::now();
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| id.len() <= timing::MAX_ID_BYTES)
+        .map(str::to_owned);
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
         Ok(body) => body,
         Err(err) => {
@@ -400,6 +419,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
             response::Timing {
                 recorder: shared.timing.clone(),
                 arrival,
+                request_id,
             },
         );
         // Delivery faults act after half of the token chunks.
@@ -473,6 +493,13 @@ async fn health() -> StatusCode {
 /// The server's own timing so far, for clients in another process (scripts/perf.sh).
 async fn timing_report(State(shared): State<Arc<Shared>>) -> axum::Json<timing::TimingSnapshot> {
     axum::Json(shared.timing.snapshot())
+}
+
+/// The server's per-request timing, for clients in another process (scripts/perf.sh).
+async fn requests_report(
+    State(shared): State<Arc<Shared>>,
+) -> axum::Json<Vec<timing::RequestTiming>> {
+    axum::Json(shared.timing.requests())
 }
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.

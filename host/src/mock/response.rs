@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::timing::TimingRecorder;
+use super::timing::{PendingRequest, TimingRecorder};
 
 /// The output vocabulary, cycled in order: output token `i` is `WORDS[i % WORDS.len()]`.
 ///
@@ -243,7 +243,11 @@ impl Reply<'_> {
             malformed: (*content == Content::Malformed).then_some(half),
             first_token_at,
             itl,
-            timing,
+            request: timing
+                .request_id
+                .map(|id| PendingRequest::new(id, count.saturating_sub(1) as usize)),
+            recorder: timing.recorder,
+            arrival: timing.arrival,
             previous: None,
             timer: None,
             armed: false,
@@ -252,10 +256,12 @@ impl Reply<'_> {
     }
 }
 
-/// Where a stream records its real send times, and when its request arrived.
+/// Where a stream records its real send times, when its request arrived, and the
+/// request's `x-request-id` when it is to be recorded per request.
 pub(super) struct Timing {
     pub recorder: Arc<TimingRecorder>,
     pub arrival: Instant,
+    pub request_id: Option<String>,
 }
 
 /// The body of a streaming response: one frame per token chunk, each held back until its
@@ -275,7 +281,11 @@ pub(super) struct TokenStream {
     malformed: Option<u32>,
     first_token_at: Instant,
     itl: Duration,
-    timing: Timing,
+    recorder: Arc<TimingRecorder>,
+    arrival: Instant,
+    /// This stream's own per-request record, handed to `recorder` once the last token
+    /// chunk leaves (or when the stream is dropped before that).
+    request: Option<PendingRequest>,
     /// When the previous token chunk was released.
     previous: Option<Instant>,
     /// Made on the first wait only, then reset: a zero-delay stream never touches the timer.
@@ -286,6 +296,12 @@ pub(super) struct TokenStream {
 }
 
 impl TokenStream {
+    fn finish_request(&mut self) {
+        if let Some(request) = self.request.take() {
+            self.recorder.finish(request);
+        }
+    }
+
     fn chunk(&mut self, i: u32) -> Bytes {
         let shape = self.shape;
         let open = if i == 0 { shape.first_open } else { shape.open };
@@ -334,12 +350,36 @@ impl Stream for TokenStream {
         }
         let now = Instant::now();
         match this.previous {
-            None => this.timing.recorder.first_token(now - this.timing.arrival),
-            Some(previous) => this.timing.recorder.gap(now - previous),
+            None => {
+                let ttft = now - this.arrival;
+                this.recorder.first_token(ttft);
+                if let Some(request) = &mut this.request {
+                    request.first_token(ttft);
+                }
+            }
+            Some(previous) => {
+                let gap = now - previous;
+                this.recorder.gap(gap);
+                if let Some(request) = &mut this.request {
+                    request.gap(gap);
+                }
+            }
         }
         this.previous = Some(now);
         let chunk = this.chunk(this.next);
         this.next += 1;
+        if this.next == this.count {
+            // Before the trailer leaves, so the entry is kept before the client can see
+            // the end of the stream (and, say, send the same id again).
+            this.finish_request();
+        }
         Poll::Ready(Some(Ok(chunk)))
+    }
+}
+
+impl Drop for TokenStream {
+    /// A stream that ended early (client gone, delivery fault) still leaves its entry.
+    fn drop(&mut self) {
+        self.finish_request();
     }
 }

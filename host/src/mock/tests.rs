@@ -491,6 +491,123 @@ async fn tokens_leave_at_ttft_plus_i_itl_and_non_streaming_at_the_last_token() {
     );
 }
 
+async fn post_with_id(server: &MockServer, path: &str, id: &str, body: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}{path}", server.base_url()))
+        .header("content-type", "application/json")
+        .header("x-request-id", id)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("send the request")
+}
+
+#[tokio::test]
+async fn each_streamed_request_with_an_id_is_recorded_with_its_ttft_and_every_gap() {
+    let (ttft, itl) = (Duration::from_millis(40), Duration::from_millis(15));
+    let server = start(MockConfig {
+        ttft,
+        itl,
+        ..MockConfig::default()
+    })
+    .await;
+    let stream = |n: u32| {
+        json!({"prompt": "x", "max_tokens": n, "stream": true,
+               "stream_options": {"include_usage": true}})
+        .to_string()
+    };
+    let response = post_with_id(&server, "/v1/completions", "run-0", &stream(5)).await;
+    assert_eq!(sse_events(response, Instant::now()).await.len(), 7);
+    // Exactly the points in time the aggregates use.
+    let (first, t) = (&server.requests()[0], server.timing());
+    assert!(
+        (first.ttft_ms - t.mean_ttft_ms).abs() < 1e-6,
+        "{first:?} {t:?}"
+    );
+    let mean_gap = first.itl_ms.iter().sum::<f64>() / 4.0;
+    assert!((mean_gap - t.mean_itl_ms).abs() < 1e-6, "{first:?} {t:?}");
+    let chat = json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3,
+                      "stream": true});
+    let response = post_with_id(&server, "/v1/chat/completions", "run-1", &chat.to_string()).await;
+    assert_eq!(sse_events(response, Instant::now()).await.len(), 4);
+    // Without an id: counted in the aggregates only. Not streamed: not recorded at all.
+    let response = post(&server, "/v1/completions", &stream(2)).await;
+    assert_eq!(sse_events(response, Instant::now()).await.len(), 4);
+    let plain = json!({"prompt": "x", "max_tokens": 2}).to_string();
+    let response = post_with_id(&server, "/v1/completions", "run-2", &plain).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    response.bytes().await.expect("read the body");
+
+    let requests = server.requests();
+    let ids: Vec<&str> = requests.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["run-0", "run-1"]);
+    // Slack only above: the server's timer never fires early, only late on a busy machine.
+    let slack = 150.0;
+    let (ttft_ms, itl_ms) = (ttft.as_secs_f64() * 1e3, itl.as_secs_f64() * 1e3);
+    for (r, tokens) in requests.iter().zip([5, 3]) {
+        assert_eq!(r.itl_ms.len(), tokens - 1, "{r:?}");
+        assert!(r.ttft_ms >= ttft_ms && r.ttft_ms < ttft_ms + slack, "{r:?}");
+        // Absolute deadlines: the last chunk leaves no earlier than ttft + (n - 1) * itl.
+        let last = r.ttft_ms + r.itl_ms.iter().sum::<f64>();
+        let due = ttft_ms + itl_ms * (tokens - 1) as f64;
+        assert!(last >= due && last < due + slack, "{r:?}");
+        assert!(
+            r.itl_ms.iter().all(|&g| g > 0.0 && g < itl_ms + slack),
+            "{r:?}"
+        );
+    }
+    // The aggregates also count the stream without an id.
+    let t = server.timing();
+    assert_eq!((t.first_tokens, t.gaps, t.requests_kept), (3, 4 + 2 + 1, 2));
+
+    // Other processes read the same list as JSON.
+    let response = reqwest::get(format!("{}/mock/requests", server.base_url()))
+        .await
+        .expect("GET /mock/requests");
+    let body: Value = serde_json::from_slice(&response.bytes().await.expect("read the body"))
+        .expect("a JSON body");
+    let body = body.as_array().expect("a list");
+    assert_eq!(body.len(), requests.len());
+    // serde_json's float parsing may differ from the printed value in the last bit.
+    let close = |v: &Value, x: f64| (v.as_f64().expect("a number") - x).abs() < 1e-9;
+    for (got, r) in body.iter().zip(&requests) {
+        assert_eq!(got["id"], r.id.as_str());
+        assert!(close(&got["ttft_ms"], r.ttft_ms), "{got} {r:?}");
+        let gaps = got["itl_ms"].as_array().expect("a list of gaps");
+        assert_eq!(gaps.len(), r.itl_ms.len());
+        assert!(
+            gaps.iter().zip(&r.itl_ms).all(|(g, &x)| close(g, x)),
+            "{got} {r:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_stream_cut_short_leaves_the_gaps_it_sent() {
+    let server = faulty(Faults {
+        cut_rate: 1.0,
+        ..Faults::default()
+    })
+    .await;
+    let response = post_with_id(&server, "/v1/completions", "cut-0", STREAM_6).await;
+    let (bytes, err, _) = read_body(response).await;
+    assert!(err.is_some(), "the body must fail");
+    assert_eq!(payloads(&bytes).len(), 3);
+    // The entry is kept when the server drops the stream, which may follow the client's
+    // error by a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let requests = loop {
+        let requests = server.requests();
+        if !requests.is_empty() || Instant::now() > deadline {
+            break requests;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].id, "cut-0");
+    assert_eq!(requests[0].itl_ms.len(), 2, "3 chunks sent, 2 gaps");
+}
+
 #[tokio::test]
 async fn output_text_tokenizes_to_the_reported_token_count() {
     let server = start(MockConfig::default()).await;

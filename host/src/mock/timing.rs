@@ -3,17 +3,39 @@
 //! chunks, measured when each chunk is handed to the connection. Tests and the benchmark
 //! compare the client's measurements with these, so timer lateness on a busy machine is
 //! not mistaken for client error.
+//!
+//! Two views of the same points in time: running aggregates over every stream (a few
+//! relaxed atomics per chunk), and one [`RequestTiming`] per stream whose request carried
+//! an `x-request-id` header, so a client can pair each of its requests (and each gap) with
+//! the server's and report exact error percentiles. A stream collects its own gaps in a
+//! vector sized once up front and hands the finished entry over under one lock, so the
+//! per-chunk path takes no lock and allocates nothing.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
 
-/// Running sums and extremes, updated with relaxed atomics (a few per chunk, no lock).
+/// At most this many per-request entries are kept; the oldest go first.
 ///
-/// The minimum bounds a client's per-request error without storing every request: for
-/// each request, client − server ≤ client − (the server's minimum), so the client's p99
-/// minus the server's minimum is an upper bound of the p99 error.
+/// Together with [`MAX_KEPT_GAPS`] and [`MAX_ID_BYTES`] this bounds the list at about
+/// 100,000 x (256 + 80) bytes + 4 Mi x 8 bytes, under 70 MiB. The largest intended use
+/// (10,000 requests of 64 tokens, 630,000 gaps) is well inside both limits; a server that
+/// serves more keeps the newest requests, which are the latest benchmark run's.
+pub const MAX_KEPT_REQUESTS: usize = 100_000;
+
+/// At most this many gaps are kept over all per-request entries (8 bytes each).
+pub const MAX_KEPT_GAPS: usize = 4 * 1024 * 1024;
+
+/// Longer `x-request-id` values are not recorded per request (the aggregates still count
+/// the stream): bench's ids (`<prefix><index>`) are far shorter, and this keeps a client
+/// with huge ids from growing the list beyond its bound.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Running sums and extremes, updated with relaxed atomics (a few per chunk, no lock),
+/// plus the finished per-request entries.
 #[derive(Debug)]
 pub struct TimingRecorder {
     first_tokens: AtomicU64,
@@ -24,6 +46,18 @@ pub struct TimingRecorder {
     gap_ns: AtomicU64,
     gap_min_ns: AtomicU64,
     gap_max_ns: AtomicU64,
+    requests: Mutex<KeptRequests>,
+}
+
+/// The per-request entries, oldest first, within [`MAX_KEPT_REQUESTS`] and
+/// [`MAX_KEPT_GAPS`].
+#[derive(Debug, Default)]
+struct KeptRequests {
+    list: VecDeque<RequestTiming>,
+    /// Gaps over all entries in `list`.
+    gaps: usize,
+    /// Entries dropped to stay within the bounds.
+    evicted: u64,
 }
 
 impl Default for TimingRecorder {
@@ -37,8 +71,55 @@ impl Default for TimingRecorder {
             gap_ns: AtomicU64::new(0),
             gap_min_ns: AtomicU64::new(u64::MAX),
             gap_max_ns: AtomicU64::new(0),
+            requests: Mutex::new(KeptRequests::default()),
         }
     }
+}
+
+/// What the server did for one streamed request, in ms.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestTiming {
+    /// The request's `x-request-id` header (bench sends `<request-id-prefix><index>`).
+    pub id: String,
+    /// Arrival to the first token chunk.
+    pub ttft_ms: f64,
+    /// Each gap between successive token chunks: `tokens - 1` of them for a stream that
+    /// ran to its end, fewer for one that ended early (client gone, delivery fault).
+    pub itl_ms: Vec<f64>,
+}
+
+/// A stream's own record of its request while it runs; becomes a [`RequestTiming`].
+#[derive(Debug)]
+pub(super) struct PendingRequest {
+    entry: RequestTiming,
+    first_token_sent: bool,
+}
+
+impl PendingRequest {
+    /// Room for `gaps` gaps is reserved now, so that recording a chunk never allocates.
+    pub fn new(id: String, gaps: usize) -> Self {
+        PendingRequest {
+            entry: RequestTiming {
+                id,
+                ttft_ms: 0.0,
+                itl_ms: Vec::with_capacity(gaps),
+            },
+            first_token_sent: false,
+        }
+    }
+
+    pub fn first_token(&mut self, since_arrival: Duration) {
+        self.entry.ttft_ms = ms(since_arrival);
+        self.first_token_sent = true;
+    }
+
+    pub fn gap(&mut self, since_previous: Duration) {
+        self.entry.itl_ms.push(ms(since_previous));
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 impl TimingRecorder {
@@ -56,6 +137,38 @@ impl TimingRecorder {
         self.gap_ns.fetch_add(ns, Ordering::Relaxed);
         self.gap_min_ns.fetch_min(ns, Ordering::Relaxed);
         self.gap_max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// Keeps a finished stream's entry (one lock); a stream that never sent a token has
+    /// no TTFT and leaves none.
+    pub(super) fn finish(&self, request: PendingRequest) {
+        if !request.first_token_sent {
+            return;
+        }
+        let mut entry = request.entry;
+        // A stream that ended early reserved more than it used.
+        entry.itl_ms.shrink_to_fit();
+        let mut kept = self.kept();
+        kept.gaps += entry.itl_ms.len();
+        kept.list.push_back(entry);
+        while kept.list.len() > MAX_KEPT_REQUESTS || kept.gaps > MAX_KEPT_GAPS {
+            let Some(old) = kept.list.pop_front() else {
+                break;
+            };
+            kept.gaps -= old.itl_ms.len();
+            kept.evicted += 1;
+        }
+    }
+
+    /// The kept per-request entries, in the order their streams finished.
+    pub fn requests(&self) -> Vec<RequestTiming> {
+        self.kept().list.iter().cloned().collect()
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, KeptRequests> {
+        // The list stays consistent even if a holder panicked: every update is a push or
+        // pop with its counter.
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn snapshot(&self) -> TimingSnapshot {
@@ -76,6 +189,10 @@ impl TimingRecorder {
                 v.load(Ordering::Relaxed) as f64 / 1e6
             }
         };
+        let (requests_kept, requests_evicted) = {
+            let kept = self.kept();
+            (kept.list.len() as u64, kept.evicted)
+        };
         TimingSnapshot {
             first_tokens: n,
             mean_ttft_ms: mean(self.ttft_ns.load(Ordering::Relaxed), n),
@@ -85,6 +202,8 @@ impl TimingRecorder {
             mean_itl_ms: mean(self.gap_ns.load(Ordering::Relaxed), g),
             min_itl_ms: extreme(&self.gap_min_ns, g),
             max_itl_ms: extreme(&self.gap_max_ns, g),
+            requests_kept,
+            requests_evicted,
         }
     }
 }
@@ -103,6 +222,10 @@ pub struct TimingSnapshot {
     pub mean_itl_ms: f64,
     pub min_itl_ms: f64,
     pub max_itl_ms: f64,
+    /// Per-request entries held (`GET /mock/requests`).
+    pub requests_kept: u64,
+    /// Per-request entries dropped, oldest first, to stay within the memory bound.
+    pub requests_evicted: u64,
 }
 
 #[cfg(test)]
@@ -124,5 +247,54 @@ mod tests {
         assert_eq!((s.min_ttft_ms, s.max_ttft_ms), (50.0, 52.0));
         assert_eq!((s.min_itl_ms, s.max_itl_ms), (9.5, 10.5));
         assert!((s.mean_itl_ms - 10.0).abs() < 1e-9);
+    }
+
+    fn finished(r: &TimingRecorder, id: &str, gaps: usize) {
+        let mut p = PendingRequest::new(id.to_owned(), gaps);
+        p.first_token(Duration::from_micros(50_250));
+        for i in 0..gaps {
+            p.gap(Duration::from_micros(10_000 + i as u64));
+        }
+        r.finish(p);
+    }
+
+    #[test]
+    fn finished_streams_are_kept_in_ms_and_silent_ones_are_not() {
+        let r = TimingRecorder::default();
+        finished(&r, "a-0", 2);
+        // Never sent a token: no TTFT to report.
+        r.finish(PendingRequest::new("a-1".to_owned(), 3));
+        assert_eq!(
+            r.requests(),
+            vec![RequestTiming {
+                id: "a-0".to_owned(),
+                ttft_ms: 50.25,
+                itl_ms: vec![10.0, 10.001],
+            }]
+        );
+        assert_eq!(r.snapshot().requests_kept, 1);
+    }
+
+    #[test]
+    fn the_oldest_entries_go_beyond_the_bounds() {
+        let r = TimingRecorder::default();
+        // Three entries of a third of the gap budget each, plus one: the first must go.
+        let third = MAX_KEPT_GAPS / 3;
+        for id in ["x", "y", "z"] {
+            finished(&r, id, third + 1);
+        }
+        let ids: Vec<String> = r.requests().into_iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["y", "z"]);
+        let s = r.snapshot();
+        assert_eq!((s.requests_kept, s.requests_evicted), (2, 1));
+
+        let r = TimingRecorder::default();
+        for i in 0..MAX_KEPT_REQUESTS + 2 {
+            finished(&r, &i.to_string(), 0);
+        }
+        let kept = r.requests();
+        assert_eq!(kept.len(), MAX_KEPT_REQUESTS);
+        assert_eq!(kept[0].id, "2");
+        assert_eq!(r.snapshot().requests_evicted, 2);
     }
 }
