@@ -187,7 +187,7 @@ fn a_plugin_for_another_api_version_is_refused_at_load() {
         "{err}"
     );
     assert!(err.contains("bench:plugin@9.0.0"), "{err}");
-    assert!(err.contains("bench:plugin@0.1.0"), "{err}");
+    assert!(err.contains("bench:plugin@0.2.0"), "{err}");
 }
 
 #[test]
@@ -496,7 +496,8 @@ fn a_gigabyte_text_for_the_tokenizer_is_refused_and_the_host_stays_healthy() {
         status: 200,
         headers: Vec::new(),
     };
-    assert_eq!(backend.decode(&head, b"abc", &[3]).unwrap().len(), 2);
+    let decoded = backend.decode(&head, b"abc", &[3]).unwrap();
+    assert_eq!((decoded.chunks.frames.len(), decoded.events.len()), (1, 1));
 }
 
 #[test]
@@ -659,27 +660,26 @@ fn backend_builds_requests_and_decodes_on_another_thread() {
         status: 200,
         headers: Vec::new(),
     };
-    let events = std::thread::spawn(move || fork.decode(&head, b"abcdefgh", &[3, 8]).unwrap())
+    let decoded = std::thread::spawn(move || fork.decode(&head, b"abcdefgh", &[3, 8]).unwrap())
         .join()
         .unwrap();
-    assert_eq!(events.len(), 3);
-    let spans: Vec<(u32, u32, u32)> = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Chunk(c) => c.content.as_ref().map(|s| (e.frame, s.start, s.len)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(spans, [(0, 0, 3), (1, 3, 5)]);
-    assert!(matches!(&events[2].kind, EventKind::Usage(u) if u.completion_tokens == Some(2)));
+    assert_eq!(decoded.chunks.frames, [0, 1]);
+    assert_eq!(decoded.chunks.spans, [0, 3, 0, 0, 3, 5, 0, 0]);
+    assert_eq!(decoded.chunks.escaped, [0, 0]);
+    assert_eq!(decoded.events.len(), 1);
+    assert!(
+        matches!(&decoded.events[0].kind, EventKind::Usage(u) if u.completion_tokens == Some(2))
+    );
 
     // Decoders are per response: a second decode starts from zero again.
     let head = ResponseHead {
         status: 200,
         headers: Vec::new(),
     };
-    let events = backend.decode(&head, b"xy", &[2]).unwrap();
-    assert!(matches!(&events[1].kind, EventKind::Usage(u) if u.completion_tokens == Some(1)));
+    let decoded = backend.decode(&head, b"xy", &[2]).unwrap();
+    assert!(
+        matches!(&decoded.events[0].kind, EventKind::Usage(u) if u.completion_tokens == Some(1))
+    );
 
     // A plugin error from the decoder names the call.
     let bad = ResponseHead {
@@ -688,7 +688,7 @@ fn backend_builds_requests_and_decodes_on_another_thread() {
     };
     let err = format!("{:#}", backend.decode(&bad, b"", &[]).unwrap_err());
     assert!(
-        err.contains("decoder: invalid input: HTTP status 500"),
+        err.contains("decode: invalid input: HTTP status 500"),
         "{err}"
     );
 }
@@ -739,11 +739,10 @@ fn a_decoder_trap_kills_only_its_instance_and_a_fork_goes_on() {
     let good = chat_frame(" fine");
     let bad = chat_frame(" BOOM");
     let decode_ok = |backend: &mut bench::runtime::BackendPlugin| {
-        let events = backend.decode(&head, &good, &[good.len() as u32]).unwrap();
-        assert!(
-            matches!(&events[0].kind, EventKind::Chunk(c) if c.content.is_some()),
-            "{events:?}"
-        );
+        let decoded = backend.decode(&head, &good, &[good.len() as u32]).unwrap();
+        let spans = &decoded.chunks.spans;
+        assert_eq!(spans.len(), 4, "{decoded:?}");
+        assert_eq!(&good[spans[0] as usize..][..spans[1] as usize], b" fine");
     };
     decode_ok(&mut backend);
     assert!(!backend.faulted());
@@ -756,7 +755,7 @@ fn a_decoder_trap_kills_only_its_instance_and_a_fork_goes_on() {
     );
     assert!(
         err.contains(&format!(
-            "plugin '{}': call 'feed' trapped",
+            "plugin '{}': call 'decode' trapped",
             plugin.display()
         )),
         "{err}"
@@ -863,7 +862,7 @@ fn cli_a_decoder_trap_fails_that_request_only_and_the_run_goes_on() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     let plugin = path_of(&fixture("hostile-decoder"));
     assert!(
-        errors[0].starts_with(&format!("decode: plugin '{plugin}': call 'feed' trapped")),
+        errors[0].starts_with(&format!("decode: plugin '{plugin}': call 'decode' trapped")),
         "{errors:?}"
     );
     assert!(
@@ -885,7 +884,7 @@ fn cli_a_decoder_that_keeps_trapping_stops_the_run_and_keeps_its_results() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(&format!(
-            "backend plugin '{plugin}' faulted on 5 responses in a row (last: call 'feed' trapped"
+            "backend plugin '{plugin}' faulted on 5 responses in a row (last: call 'decode' trapped"
         )),
         "{log}"
     );
@@ -914,7 +913,7 @@ fn cli_a_decoder_that_keeps_trapping_stops_the_run_and_keeps_its_results() {
     let errors = errors_of(&result);
     let traps = errors
         .iter()
-        .filter(|e| e.starts_with(&format!("decode: plugin '{plugin}': call 'feed' trapped")))
+        .filter(|e| e.starts_with(&format!("decode: plugin '{plugin}': call 'decode' trapped")))
         .count();
     assert_eq!(traps, 11, "{errors:?}");
 }
@@ -981,7 +980,7 @@ fn cli_inspect_describes_a_plugin_file() {
     let (ok, stdout, stderr, _) = bench(&["plugin", "inspect", &plugin], &[]);
     assert!(ok, "{stderr}");
     assert!(
-        stdout.starts_with("sandbox-probe 0.1.0 (dataset plugin, API bench:plugin@0.1.0)"),
+        stdout.starts_with("sandbox-probe 0.1.0 (dataset plugin, API bench:plugin@0.2.0)"),
         "{stdout}"
     );
     assert!(stdout.contains("  vocab [default: false]"), "{stdout}");

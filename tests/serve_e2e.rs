@@ -144,7 +144,10 @@ fn plugin_list_shows_every_first_party_plugin() {
             .lines()
             .find(|l| l.split_whitespace().next() == Some(name))
             .unwrap_or_else(|| panic!("{name} missing:\n{s}"));
-        assert!(line.contains(kind) && line.contains("0.1.0"), "{line}");
+        assert!(
+            line.contains(kind) && line.contains("0.1.0") && line.contains("0.2.0"),
+            "{line}"
+        );
     }
 }
 

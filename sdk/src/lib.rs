@@ -13,7 +13,7 @@
 //! Build it with `cargo build --target wasm32-wasip2 --release` and pass the `.wasm` to
 //! `bench --plugin` (datasets) or `bench --backend` (backends).
 //!
-//! The bindings are generated from `wit/` (package `bench:plugin@0.1.0`); the helpers here
+//! The bindings are generated from `wit/` (package `bench:plugin@0.2.0`); the helpers here
 //! (options, the JSON scanner, numpy's and Python's random generators) are shared by every
 //! first-party plugin so that none of them carries its own copy.
 
@@ -48,17 +48,17 @@ pub mod backend_bindings {
         export_macro_name: "__export_backend_world",
         default_bindings_module: "bench_sdk::backend_bindings",
         with: {
-            "bench:plugin/types@0.1.0": crate::dataset_bindings::bench::plugin::types,
-            "bench:plugin/tokenizer@0.1.0": crate::dataset_bindings::bench::plugin::tokenizer,
-            "bench:plugin/seed@0.1.0": crate::dataset_bindings::bench::plugin::seed,
-            "bench:plugin/log@0.1.0": crate::dataset_bindings::bench::plugin::log,
+            "bench:plugin/types@0.2.0": crate::dataset_bindings::bench::plugin::types,
+            "bench:plugin/tokenizer@0.2.0": crate::dataset_bindings::bench::plugin::tokenizer,
+            "bench:plugin/seed@0.2.0": crate::dataset_bindings::bench::plugin::seed,
+            "bench:plugin/log@0.2.0": crate::dataset_bindings::bench::plugin::log,
         },
     });
 }
 
-pub use backend::{Backend, Decoder};
+pub use backend::{Backend, Chunk, Decoder, Event, EventKind, TextSpan};
 pub use backend_bindings::exports::bench::plugin::backend::{
-    Chunk, ClientConfig, Event, EventKind, Framing, HttpRequest, ResponseHead, TextSpan, Usage,
+    ClientConfig, Framing, HttpRequest, ResponseHead, Usage,
 };
 pub use dataset::Dataset;
 pub use dataset_bindings::bench::plugin::types::{
@@ -68,7 +68,7 @@ pub use dataset_bindings::exports::bench::plugin::dataset::DatasetConfig;
 pub use options::OptionReader;
 
 /// The WIT package version this SDK builds plugins for.
-pub const API_VERSION: &str = "0.1.0";
+pub const API_VERSION: &str = "0.2.0";
 
 impl RequestSpec {
     /// A text prompt with the given lengths and nothing else set.

@@ -668,7 +668,7 @@ pub fn render_response<B: Backend>(backend: &B, frames: &[&str]) -> Vec<String> 
         status: 200,
         headers: Vec::new(),
     };
-    render_frames(&mut backend.decoder(head).unwrap(), frames)
+    render_frames(&mut backend.decoder(&head).unwrap(), frames)
 }
 
 /// A plugin's own decoders (streamed and whole) over damaged frames, for the plugin's
@@ -689,7 +689,7 @@ pub fn fuzz_damaged_frames<B: Backend>(seeds: &[&[u8]], mut open: impl FnMut(&st
     for case in 0..cases {
         let stream = if case % 2 == 0 { "true" } else { "false" };
         let mut decoder = open(stream)
-            .decoder(ResponseHead {
+            .decoder(&ResponseHead {
                 status: 200,
                 headers: Vec::new(),
             })

@@ -219,7 +219,7 @@ mod tests {
         let summary = PluginSummary {
             name: "./x.wasm".into(),
             kind: PluginKind::Dataset,
-            api_version: "0.1.0".into(),
+            api_version: "0.2.0".into(),
             info: PluginInfo {
                 name: "x".into(),
                 version: "1.2.3".into(),
@@ -235,7 +235,7 @@ mod tests {
         let text = render_summary(&summary);
         assert!(
             text.starts_with(
-                "x 1.2.3 (dataset plugin, API bench:plugin@0.1.0)\nloaded from: ./x.wasm\n"
+                "x 1.2.3 (dataset plugin, API bench:plugin@0.2.0)\nloaded from: ./x.wasm\n"
             ),
             "{text}"
         );

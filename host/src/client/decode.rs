@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use crate::record::RequestRecord;
-use crate::runtime::{Event, EventKind, TextSpan};
+use crate::runtime::{Chunks, Decoded, EventKind};
 
 use super::RawResponse;
 use super::failure::FailureKind;
@@ -57,12 +57,12 @@ fn event_error_kind(message: &str) -> FailureKind {
     }
 }
 
-/// Builds the record of one request from its response and the decoder's events
+/// Builds the record of one request from its response and what the decoder read from it
 /// (`Err` when the decoder failed: the request fails with that message).
 pub fn build_record(
     meta: &RequestMeta,
     raw: &RawResponse,
-    events: Result<Vec<Event>, String>,
+    decoded: Result<Decoded, String>,
     t0: Instant,
 ) -> RequestRecord {
     let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
@@ -83,52 +83,74 @@ pub fn build_record(
         rec.error = Some(e.clone());
         return rec;
     }
-    let events = match events {
-        Ok(ev) => ev,
+    let decoded = match decoded {
+        Ok(decoded) => decoded,
         Err(e) => {
             rec.error = Some(FailureKind::Decode.error(e));
             return rec;
         }
     };
+    let frame_time = |frame: u32| {
+        raw.frame_times.get(frame as usize).copied().ok_or_else(|| {
+            FailureKind::Decode.error(format_args!(
+                "output names frame {frame} of {}",
+                raw.frame_times.len()
+            ))
+        })
+    };
+    let Chunks {
+        frames,
+        spans,
+        escaped,
+    } = &decoded.chunks;
     let mut first: Option<Instant> = None;
     let mut last = raw.start;
-    let mut in_band_error: Option<String> = None;
-    for ev in &events {
-        let Some(&at) = raw.frame_times.get(ev.frame as usize) else {
-            rec.error = Some(FailureKind::Decode.error(format_args!(
-                "event names frame {} of {}",
-                ev.frame,
-                raw.frame_times.len()
-            )));
-            return rec;
-        };
-        match &ev.kind {
-            EventKind::Chunk(chunk) => {
-                if first.is_none() {
-                    first = Some(at);
-                    rec.ttft = at.saturating_duration_since(raw.start).as_secs_f64();
-                } else {
-                    rec.itl
-                        .push(at.saturating_duration_since(last).as_secs_f64());
-                }
-                last = at;
-                let texts = [&chunk.content, &chunk.reasoning].map(|span| match span {
-                    Some(span) => span_text(&raw.frames.buffer, span).map(Some),
-                    None => Ok(None),
-                });
-                match texts {
-                    [Ok(content), Ok(reasoning)] => {
-                        rec.generated_text
-                            .push_str(content.as_deref().unwrap_or(""));
-                        rec.reasoning_text
-                            .push_str(reasoning.as_deref().unwrap_or(""));
-                    }
-                    [Err(e), _] | [_, Err(e)] => {
-                        rec.error = Some(FailureKind::Decode.error(e));
-                        return rec;
-                    }
-                }
+    rec.itl.reserve(frames.len().saturating_sub(1));
+    let buffer = &raw.frames.buffer;
+    for ((&frame, span), &flags) in frames.iter().zip(spans.chunks_exact(4)).zip(escaped) {
+        let at = match frame_time(frame) {
+            Ok(at) => at,
+            Err(e) => {
+                rec.error = Some(e);
+                return rec;
             }
+        };
+        if first.is_none() {
+            first = Some(at);
+            rec.ttft = at.saturating_duration_since(raw.start).as_secs_f64();
+        } else {
+            rec.itl
+                .push(at.saturating_duration_since(last).as_secs_f64());
+        }
+        last = at;
+        let appended = append_text(
+            &mut rec.generated_text,
+            buffer,
+            span[0],
+            span[1],
+            flags & 1 != 0,
+        )
+        .and_then(|()| {
+            append_text(
+                &mut rec.reasoning_text,
+                buffer,
+                span[2],
+                span[3],
+                flags & 2 != 0,
+            )
+        });
+        if let Err(e) = appended {
+            rec.error = Some(FailureKind::Decode.error(e));
+            return rec;
+        }
+    }
+    let mut in_band_error: Option<String> = None;
+    for ev in &decoded.events {
+        if let Err(e) = frame_time(ev.frame) {
+            rec.error = Some(e);
+            return rec;
+        }
+        match &ev.kind {
             EventKind::Usage(u) => {
                 if let Some(c) = u.completion_tokens {
                     rec.output_tokens = Some(c);
@@ -157,31 +179,40 @@ pub fn build_record(
     rec
 }
 
-/// The text a span points at, decoding JSON escapes when the plugin says there are some.
-pub fn span_text(buffer: &[u8], span: &TextSpan) -> Result<String, String> {
-    let start = span.start as usize;
-    let end = start
-        .checked_add(span.len as usize)
-        .filter(|&e| e <= buffer.len())
+/// Appends the text of `buffer[start..start + len]` to `out`, decoding JSON escapes when
+/// the plugin says there are some. Valid UTF-8 without escapes, the common case, is
+/// copied without an intermediate string.
+pub fn append_text(
+    out: &mut String,
+    buffer: &[u8],
+    start: u32,
+    len: u32,
+    escaped: bool,
+) -> Result<(), String> {
+    if len == 0 {
+        return Ok(());
+    }
+    let bytes = (start as usize)
+        .checked_add(len as usize)
+        .and_then(|end| buffer.get(start as usize..end))
         .ok_or_else(|| {
             format!(
-                "text span {}+{} is outside the {}-byte buffer",
-                span.start,
-                span.len,
+                "text span {start}+{len} is outside the {}-byte buffer",
                 buffer.len()
             )
         })?;
-    let bytes = &buffer[start..end];
-    if span.escaped {
+    if escaped {
         let mut quoted = Vec::with_capacity(bytes.len() + 2);
         quoted.push(b'"');
         quoted.extend_from_slice(bytes);
         quoted.push(b'"');
-        serde_json::from_slice::<String>(&quoted)
-            .map_err(|e| format!("bad JSON string escape in output text: {e}"))
+        let text = serde_json::from_slice::<String>(&quoted)
+            .map_err(|e| format!("bad JSON string escape in output text: {e}"))?;
+        out.push_str(&text);
     } else {
-        Ok(String::from_utf8_lossy(bytes).into_owned())
+        out.push_str(&String::from_utf8_lossy(bytes));
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -190,7 +221,7 @@ mod tests {
 
     use super::*;
     use crate::client::framing::Frames;
-    use crate::runtime::{Chunk, Usage};
+    use crate::runtime::{Event, Usage};
 
     fn raw_with(frames: &[&str], offsets_ms: &[u64], start: Instant) -> RawResponse {
         let mut f = Frames::default();
@@ -212,17 +243,22 @@ mod tests {
         }
     }
 
-    fn chunk(frame: u32, start: u32, len: u32, escaped: bool) -> Event {
+    /// Chunks with content `(frame, start, len, escaped)` and no reasoning, then `events`.
+    fn decoded(chunks: &[(u32, u32, u32, bool)], events: Vec<Event>) -> Decoded {
+        Decoded {
+            chunks: Chunks {
+                frames: chunks.iter().map(|c| c.0).collect(),
+                spans: chunks.iter().flat_map(|c| [c.1, c.2, 0, 0]).collect(),
+                escaped: chunks.iter().map(|c| u8::from(c.3)).collect(),
+            },
+            events,
+        }
+    }
+
+    fn error_at(frame: u32, message: &str) -> Event {
         Event {
             frame,
-            kind: EventKind::Chunk(Chunk {
-                content: Some(TextSpan {
-                    start,
-                    len,
-                    escaped,
-                }),
-                reasoning: None,
-            }),
+            kind: EventKind::Error(message.into()),
         }
     }
 
@@ -244,24 +280,16 @@ mod tests {
         let start = t0 + Duration::from_millis(502);
         // frames: "ab", "c\\n" (escaped newline), "" (empty chunk still a timing point), usage
         let raw = raw_with(&["ab", "c\\n", "", "u"], &[50, 60, 75, 75], start);
-        let events = vec![
-            chunk(0, 0, 2, false),
-            chunk(1, 2, 3, true),
-            Event {
-                frame: 2,
-                kind: EventKind::Chunk(Chunk {
-                    content: None,
-                    reasoning: None,
-                }),
-            },
-            Event {
+        let events = decoded(
+            &[(0, 0, 2, false), (1, 2, 3, true), (2, 0, 0, false)],
+            vec![Event {
                 frame: 3,
                 kind: EventKind::Usage(Usage {
                     prompt_tokens: Some(12),
                     completion_tokens: Some(3),
                 }),
-            },
-        ];
+            }],
+        );
         let rec = build_record(&meta(t0), &raw, Ok(events), t0);
         assert!(rec.success, "{:?}", rec.error);
         assert_eq!(rec.generated_text, "abc\n");
@@ -281,13 +309,16 @@ mod tests {
     fn no_output_frame_fails_like_vllm() {
         let t0 = Instant::now();
         let raw = raw_with(&["u"], &[5], t0);
-        let ev = vec![Event {
-            frame: 0,
-            kind: EventKind::Usage(Usage {
-                prompt_tokens: None,
-                completion_tokens: Some(0),
-            }),
-        }];
+        let ev = decoded(
+            &[],
+            vec![Event {
+                frame: 0,
+                kind: EventKind::Usage(Usage {
+                    prompt_tokens: None,
+                    completion_tokens: Some(0),
+                }),
+            }],
+        );
         let rec = build_record(&meta(t0), &raw, Ok(ev), t0);
         assert!(!rec.success);
         assert_eq!(rec.error, Some(format!("no-output: {NO_CHUNK_ERROR}")));
@@ -297,20 +328,18 @@ mod tests {
     fn errors_fail_the_request_with_their_kind_and_cause() {
         let t0 = Instant::now();
         let raw = raw_with(&["x", "y"], &[5, 6], t0);
-        let error_at = |frame: u32, message: &str| Event {
-            frame,
-            kind: EventKind::Error(message.into()),
-        };
-        let inband = vec![chunk(0, 0, 1, false), error_at(1, "overloaded")];
+        let inband = decoded(&[(0, 0, 1, false)], vec![error_at(1, "overloaded")]);
         let rec = build_record(&meta(t0), &raw, Ok(inband), t0);
         assert_eq!(rec.error.as_deref(), Some("server-error: overloaded"));
         // The SDK's wording for a frame that is not JSON makes it a malformed chunk; the
         // first error event decides.
-        let malformed = vec![
-            chunk(0, 0, 1, false),
-            error_at(1, "invalid JSON in a response frame: unterminated string"),
-            error_at(1, "later"),
-        ];
+        let malformed = decoded(
+            &[(0, 0, 1, false)],
+            vec![
+                error_at(1, "invalid JSON in a response frame: unterminated string"),
+                error_at(1, "later"),
+            ],
+        );
         let rec = build_record(&meta(t0), &raw, Ok(malformed), t0);
         assert_eq!(
             rec.error.as_deref(),
@@ -318,27 +347,48 @@ mod tests {
         );
         let rec = build_record(&meta(t0), &raw, Err("trap in feed".into()), t0);
         assert_eq!(rec.error.as_deref(), Some("decode: trap in feed"));
-        let rec = build_record(&meta(t0), &raw, Ok(vec![chunk(0, 0, 9, false)]), t0);
+        let rec = build_record(
+            &meta(t0),
+            &raw,
+            Ok(decoded(&[(0, 0, 9, false)], vec![])),
+            t0,
+        );
         assert!(
             rec.error
                 .unwrap()
                 .starts_with("decode: text span 0+9 is outside")
         );
-        let rec = build_record(&meta(t0), &raw, Ok(vec![chunk(4, 0, 1, false)]), t0);
+        let rec = build_record(
+            &meta(t0),
+            &raw,
+            Ok(decoded(&[(4, 0, 1, false)], vec![])),
+            t0,
+        );
         assert_eq!(
             rec.error.as_deref(),
-            Some("decode: event names frame 4 of 2")
+            Some("decode: output names frame 4 of 2")
+        );
+        let late = decoded(&[(0, 0, 1, false)], vec![error_at(2, "x")]);
+        let rec = build_record(&meta(t0), &raw, Ok(late), t0);
+        assert_eq!(
+            rec.error.as_deref(),
+            Some("decode: output names frame 2 of 2")
         );
 
         // A transport error after some frames keeps the text that arrived, and fails.
         let mut cut = raw_with(&["x"], &[5], t0);
         cut.error = Some("stream-cut: connection reset".into());
-        let rec = build_record(&meta(t0), &cut, Ok(vec![chunk(0, 0, 1, false)]), t0);
+        let rec = build_record(
+            &meta(t0),
+            &cut,
+            Ok(decoded(&[(0, 0, 1, false)], vec![])),
+            t0,
+        );
         assert!(!rec.success);
         assert_eq!(rec.generated_text, "x");
         assert_eq!(rec.error.as_deref(), Some("stream-cut: connection reset"));
         // ... unless the server had already said what went wrong.
-        let said = vec![chunk(0, 0, 1, false), error_at(0, "engine died")];
+        let said = decoded(&[(0, 0, 1, false)], vec![error_at(0, "engine died")]);
         let rec = build_record(&meta(t0), &cut, Ok(said), t0);
         assert_eq!(rec.error.as_deref(), Some("server-error: engine died"));
         // Without any frame, the transport error stands alone and nothing is decoded.
@@ -351,11 +401,33 @@ mod tests {
     #[test]
     fn escaped_spans_decode_unicode() {
         let buf = br#"caf\u00e9 \ud83d\ude00 \"q\""#;
-        let span = TextSpan {
-            start: 0,
-            len: buf.len() as u32,
-            escaped: true,
+        let mut out = String::from(">");
+        append_text(&mut out, buf, 0, buf.len() as u32, true).unwrap();
+        assert_eq!(out, ">café 😀 \"q\"");
+        // Invalid UTF-8 is replaced, as Python's lossy decoding would.
+        append_text(&mut out, b"a\xffb", 0, 3, false).unwrap();
+        assert_eq!(out, ">café 😀 \"q\"a\u{fffd}b");
+        let err = append_text(&mut out, br"\x", 0, 2, true).unwrap_err();
+        assert!(err.starts_with("bad JSON string escape"), "{err}");
+    }
+
+    #[test]
+    fn reasoning_spans_and_their_escape_flag_go_to_the_reasoning_text() {
+        let t0 = Instant::now();
+        let raw = raw_with(&["think\\n", "said"], &[5, 6], t0);
+        let out = Decoded {
+            chunks: Chunks {
+                frames: vec![0, 1],
+                // Chunk 0: reasoning only (escaped); chunk 1: content only.
+                spans: vec![0, 0, 0, 7, 7, 4, 0, 0],
+                escaped: vec![0b10, 0b00],
+            },
+            events: vec![],
         };
-        assert_eq!(span_text(buf, &span).unwrap(), "café 😀 \"q\"");
+        let rec = build_record(&meta(t0), &raw, Ok(out), t0);
+        assert!(rec.success, "{:?}", rec.error);
+        assert_eq!(rec.reasoning_text, "think\n");
+        assert_eq!(rec.generated_text, "said");
+        assert_eq!(rec.itl.len(), 1);
     }
 }

@@ -73,29 +73,32 @@ impl Default for ResponseHeaders {
 }
 
 impl ResponseHeaders {
-    /// Name and value pairs, names lower-cased, values read as UTF-8 (lossily).
-    pub fn pairs(&self) -> Vec<(String, String)> {
-        let pair = |k: &str, v: &[u8]| {
-            (
-                k.to_ascii_lowercase(),
-                String::from_utf8_lossy(v).into_owned(),
-            )
-        };
+    /// The header lines (`name: value`, each ending in a line break) without the status
+    /// line and the blank line after them: the `headers` of the backend contract's
+    /// `response-head`, handed to the plugin as one list of bytes.
+    pub fn lines(&self) -> Vec<u8> {
         match self {
-            ResponseHeaders::Map(map) => map
-                .iter()
-                .map(|(k, v)| pair(k.as_str(), v.as_bytes()))
-                .collect(),
-            ResponseHeaders::Raw(head) => {
-                let mut headers = [httparse::EMPTY_HEADER; 128];
-                let mut resp = httparse::Response::new(&mut headers);
-                // The head was parsed once already when it arrived.
-                match resp.parse(head) {
-                    Ok(httparse::Status::Complete(_)) => {
-                        resp.headers.iter().map(|h| pair(h.name, h.value)).collect()
-                    }
-                    _ => Vec::new(),
+            ResponseHeaders::Map(map) => {
+                let mut out = Vec::with_capacity(map.len() * 32);
+                for (name, value) in map {
+                    out.extend_from_slice(name.as_str().as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(value.as_bytes());
+                    out.extend_from_slice(b"\r\n");
                 }
+                out
+            }
+            ResponseHeaders::Raw(head) => {
+                let after_status = head
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(head.len(), |i| i + 1);
+                let lines = &head[after_status..];
+                let lines = lines
+                    .strip_suffix(b"\r\n")
+                    .or_else(|| lines.strip_suffix(b"\n"))
+                    .unwrap_or(lines);
+                lines.to_vec()
             }
         }
     }

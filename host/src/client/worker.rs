@@ -18,7 +18,7 @@ use super::RawResponse;
 use super::decode::{RequestMeta, build_record};
 use super::stop::StopSignal;
 use crate::record::RequestRecord;
-use crate::runtime::{BackendPlugin, Event, ResponseHead};
+use crate::runtime::{BackendPlugin, Chunks, Decoded, ResponseHead};
 
 /// Consecutive decode faults after which the worker gives up on the plugin. A bug that a
 /// rare response shape triggers costs only the requests it hits, and such responses are
@@ -104,10 +104,10 @@ impl Decoding {
     }
 
     /// Decodes one response; after a fault, replaces the instance or gives up.
-    fn decode(&mut self, raw: &RawResponse) -> std::result::Result<Vec<Event>, String> {
+    fn decode(&mut self, raw: &RawResponse) -> std::result::Result<Decoded, String> {
         if raw.frames.ends.is_empty() {
             // Nothing for the plugin to read: the record fails (or not) on its own.
-            return Ok(Vec::new());
+            return Ok(nothing_decoded());
         }
         let plugin = match &mut self.backend {
             Ok(plugin) => plugin,
@@ -187,17 +187,26 @@ impl FaultBudget {
     }
 }
 
+/// What a response without frames decodes to: no chunks, no events.
+fn nothing_decoded() -> Decoded {
+    Decoded {
+        chunks: Chunks {
+            frames: Vec::new(),
+            spans: Vec::new(),
+            escaped: Vec::new(),
+        },
+        events: Vec::new(),
+    }
+}
+
 /// Runs the backend decoder over a response that delivered frames.
-pub fn decode_response(
-    backend: &mut BackendPlugin,
-    raw: &RawResponse,
-) -> Result<Vec<Event>, String> {
+pub fn decode_response(backend: &mut BackendPlugin, raw: &RawResponse) -> Result<Decoded, String> {
     if raw.frames.ends.is_empty() {
-        return Ok(Vec::new());
+        return Ok(nothing_decoded());
     }
     let head = ResponseHead {
         status: raw.status.unwrap_or(0),
-        headers: raw.headers.pairs(),
+        headers: raw.headers.lines(),
     };
     backend
         .decode(&head, &raw.frames.buffer, &raw.frames.ends)

@@ -8,8 +8,8 @@ use wasmtime::component::ResourceAny;
 
 use super::bindings::backend::BackendPlugin as Bindings;
 use super::{
-    ClientConfig, Event, EventKind, Framing, HostContext, HttpRequest, Loaded, PluginInfo,
-    RequestSpec, ResponseHead, Sandbox, TextSpan, TypedPre,
+    Chunks, ClientConfig, Decoded, Framing, HostContext, HttpRequest, Loaded, PluginInfo,
+    RequestSpec, ResponseHead, Sandbox, TypedPre,
 };
 
 /// An instantiated backend plugin in its own sandbox.
@@ -115,64 +115,68 @@ impl BackendPlugin {
         })
     }
 
-    /// Decodes one whole response: a decoder for `head`, one `feed` with every frame
-    /// (payloads end to end in `buffer`, `frame_ends[i]` the end of frame i), then
-    /// `finish`. Returns the events of both calls in order, checked to point inside
-    /// `buffer`.
+    /// Decodes one whole response (payloads end to end in `buffer`, `frame_ends[i]` the
+    /// end of frame i) in one call, and checks that what comes back points inside
+    /// `buffer` at frames that exist.
     pub fn decode(
         &mut self,
         head: &ResponseHead,
         buffer: &[u8],
         frame_ends: &[u32],
-    ) -> Result<Vec<Event>> {
+    ) -> Result<Decoded> {
         let handle = self.client()?;
-        let guest = self.bindings.bench_plugin_backend();
-        let decoder = self.sandbox.call("decoder", |store| {
-            guest.client().call_decoder(store, handle, head)
+        let client = self.bindings.bench_plugin_backend().client();
+        let decoded = self.sandbox.call("decode", |store| {
+            client.call_decode(store, handle, head, buffer, frame_ends)
         })?;
-        let decoding = guest.decoder();
-        let result = self
-            .sandbox
-            .call("feed", |store| {
-                decoding.call_feed(store, decoder, buffer, frame_ends)
-            })
-            .and_then(|mut events| {
-                let finished = self
-                    .sandbox
-                    .call("finish", |store| decoding.call_finish(store, decoder))?;
-                events.extend(finished);
-                Ok(events)
-            });
-        // Always release the decoder, unless the store is dead anyway after a fault.
-        let dropped = self
-            .sandbox
-            .call_infallible("drop decoder", |store| decoder.resource_drop(store));
-        let events = result?;
-        dropped?;
-        check_events(&events, buffer.len(), frame_ends.len())
+        check_decoded(&decoded, buffer.len(), frame_ends.len())
             .map_err(|e| anyhow!("plugin '{}': {e}", self.name()))?;
-        Ok(events)
+        Ok(decoded)
     }
 }
 
-/// Rejects events that point outside the buffer or at a frame that does not exist, so
-/// the host can slice with them without a bounds panic.
-fn check_events(events: &[Event], buffer_len: usize, frames: usize) -> Result<()> {
-    let span_ok = |span: &Option<TextSpan>| match span {
-        Some(s) => (s.start as usize)
-            .checked_add(s.len as usize)
-            .is_some_and(|end| end <= buffer_len),
-        None => true,
-    };
-    for (i, event) in events.iter().enumerate() {
-        if event.frame as usize >= frames.max(1) {
-            bail!("event {i} refers to frame {} of {frames}", event.frame);
-        }
-        if let EventKind::Chunk(chunk) = &event.kind
-            && !(span_ok(&chunk.content) && span_ok(&chunk.reasoning))
-        {
-            bail!("event {i} has a text span outside the {buffer_len}-byte buffer");
-        }
+/// Rejects output that points outside the buffer or at a frame that does not exist, or
+/// whose chunk lists disagree in length, so the host can slice with it without a bounds
+/// panic.
+fn check_decoded(decoded: &Decoded, buffer_len: usize, frames: usize) -> Result<()> {
+    let Chunks {
+        frames: chunk_frames,
+        spans,
+        escaped,
+    } = &decoded.chunks;
+    let chunks = chunk_frames.len();
+    if spans.len() != 4 * chunks || escaped.len() != chunks {
+        bail!(
+            "{chunks} chunks need {} span numbers and {chunks} escape flags, got {} and {}",
+            4 * chunks,
+            spans.len(),
+            escaped.len()
+        );
+    }
+    let frame_ok = |frame: u32| (frame as usize) < frames.max(1);
+    if let Some((i, frame)) = chunk_frames
+        .iter()
+        .enumerate()
+        .find(|(_, f)| !frame_ok(**f))
+    {
+        bail!("chunk {i} refers to frame {frame} of {frames}");
+    }
+    if let Some(i) = spans
+        .chunks_exact(2)
+        .position(|s| (s[0] as usize).saturating_add(s[1] as usize) > buffer_len)
+    {
+        bail!(
+            "chunk {} has a text span outside the {buffer_len}-byte buffer",
+            i / 2
+        );
+    }
+    if let Some((i, event)) = decoded
+        .events
+        .iter()
+        .enumerate()
+        .find(|(_, e)| !frame_ok(e.frame))
+    {
+        bail!("event {i} refers to frame {} of {frames}", event.frame);
     }
     Ok(())
 }
@@ -180,37 +184,59 @@ fn check_events(events: &[Event], buffer_len: usize, frames: usize) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::Chunk;
+    use crate::runtime::{Event, EventKind};
 
-    fn chunk(frame: u32, start: u32, len: u32) -> Event {
-        Event {
-            frame,
-            kind: EventKind::Chunk(Chunk {
-                content: Some(TextSpan {
-                    start,
-                    len,
-                    escaped: false,
-                }),
-                reasoning: None,
-            }),
+    /// One chunk with content `start..start+len` in `frame`.
+    fn one_chunk(frame: u32, start: u32, len: u32) -> Decoded {
+        Decoded {
+            chunks: Chunks {
+                frames: vec![frame],
+                spans: vec![start, len, 0, 0],
+                escaped: vec![0],
+            },
+            events: vec![],
         }
     }
 
     #[test]
-    fn events_must_stay_inside_the_buffer() {
-        check_events(&[chunk(0, 0, 4), chunk(1, 4, 6)], 10, 2).unwrap();
-        let err = check_events(&[chunk(0, 8, 3)], 10, 1)
+    fn output_must_stay_inside_the_buffer() {
+        check_decoded(&one_chunk(1, 4, 6), 10, 2).unwrap();
+        let err = check_decoded(&one_chunk(0, 8, 3), 10, 1)
             .unwrap_err()
             .to_string();
         assert!(err.contains("outside"), "{err}");
-        let err = check_events(&[chunk(0, u32::MAX, 2)], 10, 1)
+        let err = check_decoded(&one_chunk(0, u32::MAX, 2), 10, 1)
             .unwrap_err()
             .to_string();
         assert!(err.contains("outside"), "{err}");
-        let err = check_events(&[chunk(2, 0, 1)], 10, 2)
+        let mut reasoning_out = one_chunk(0, 0, 1);
+        reasoning_out.chunks.spans[2..].copy_from_slice(&[9, 2]);
+        let err = check_decoded(&reasoning_out, 10, 1)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("frame 2 of 2"), "{err}");
+        assert!(err.contains("chunk 0 has a text span outside"), "{err}");
+    }
+
+    #[test]
+    fn frames_must_exist_and_lists_must_agree() {
+        let err = check_decoded(&one_chunk(2, 0, 1), 10, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("chunk 0 refers to frame 2 of 2"), "{err}");
+        let mut event_out = one_chunk(0, 0, 1);
+        event_out.events.push(Event {
+            frame: 5,
+            kind: EventKind::Finish("stop".into()),
+        });
+        let err = check_decoded(&event_out, 10, 2).unwrap_err().to_string();
+        assert!(err.contains("event 0 refers to frame 5 of 2"), "{err}");
+        let mut short = one_chunk(0, 0, 1);
+        short.chunks.spans.pop();
+        let err = check_decoded(&short, 10, 1).unwrap_err().to_string();
+        assert!(err.contains("1 chunks need 4 span numbers"), "{err}");
+        let mut flags = one_chunk(0, 0, 1);
+        flags.chunks.escaped.clear();
+        assert!(check_decoded(&flags, 10, 1).is_err());
     }
 
     #[test]

@@ -27,7 +27,7 @@ use wasmtime::{Engine, Store};
 
 pub use backend::BackendPlugin;
 pub use bindings::backend::exports::bench::plugin::backend::{
-    Chunk, ClientConfig, Event, EventKind, Framing, HttpRequest, ResponseHead, TextSpan, Usage,
+    Chunks, ClientConfig, Decoded, Event, EventKind, Framing, HttpRequest, ResponseHead, Usage,
 };
 pub use bindings::dataset::bench::plugin::types::{
     ChatMessage, ContentPart, OptionInfo, PluginError, PluginInfo, Prompt, RequestSpec,
@@ -40,7 +40,7 @@ pub use host::derive_seed;
 use host::StoreState;
 
 /// The WIT package version (`bench:plugin@X`) this host supports.
-pub const API_VERSION: &str = "0.1.0";
+pub const API_VERSION: &str = "0.2.0";
 
 /// The WIT package name plugins are built against.
 const PACKAGE: &str = "bench:plugin";
@@ -373,7 +373,7 @@ fn plugin_kind(engine: &Engine, component: &Component, name: &str) -> Result<Plu
     }
 }
 
-/// `("dataset", "0.1.0")` for `"bench:plugin/dataset@0.1.0"`; `None` for other packages.
+/// `("dataset", "0.2.0")` for `"bench:plugin/dataset@0.2.0"`; `None` for other packages.
 fn bench_interface(item: &str) -> Option<(&str, &str)> {
     let rest = item.strip_prefix(PACKAGE)?.strip_prefix('/')?;
     Some(rest.split_once('@').unwrap_or((rest, "unversioned")))
@@ -561,8 +561,8 @@ mod tests {
     #[test]
     fn bench_interfaces_are_recognised_with_their_version() {
         assert_eq!(
-            bench_interface("bench:plugin/dataset@0.1.0"),
-            Some(("dataset", "0.1.0"))
+            bench_interface("bench:plugin/dataset@0.2.0"),
+            Some(("dataset", "0.2.0"))
         );
         assert_eq!(
             bench_interface("bench:plugin/backend@9.0.0"),

@@ -78,7 +78,7 @@ impl Backend for ChatCompletions {
         self.client.request(body, &spec)
     }
 
-    fn decoder(&self, _head: ResponseHead) -> Result<OpenAiDecoder, PluginError> {
+    fn decoder(&self, _head: &ResponseHead) -> Result<OpenAiDecoder, PluginError> {
         Ok(self.client.decoder(if self.client.stream() {
             STREAM_FIELDS
         } else {

@@ -90,7 +90,7 @@ impl Backend for Completions {
         self.client.request(body, &spec)
     }
 
-    fn decoder(&self, _head: ResponseHead) -> Result<OpenAiDecoder, PluginError> {
+    fn decoder(&self, _head: &ResponseHead) -> Result<OpenAiDecoder, PluginError> {
         Ok(self.client.decoder(FIELDS))
     }
 }
