@@ -30,6 +30,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use super::arrival::LastArrival;
+
 /// Checks a fault rate flag: a share from 0.0 to 1.0.
 pub(super) fn parse_rate(text: &str) -> Result<f64, String> {
     let rate: f64 = text.parse().map_err(|e| format!("{e}"))?;
@@ -250,7 +252,13 @@ impl Listener for FaultListener {
                     if let Err(err) = stream.set_nodelay(true) {
                         tracing::warn!("mock server: cannot set TCP_NODELAY: {err}");
                     }
-                    let conn = Conn(Arc::new(AtomicBool::new(false)));
+                    #[cfg(target_os = "linux")]
+                    if let Err(err) =
+                        super::arrival::enable(std::os::fd::AsRawFd::as_raw_fd(&stream))
+                    {
+                        tracing::warn!("mock server: no kernel receive timestamps: {err}");
+                    }
+                    let conn = Conn(Arc::default());
                     return (ConnIo { stream, conn }, addr);
                 }
                 // A connection that died in the accept queue concerns that client only.
@@ -278,19 +286,33 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// A handler's hold on its connection (axum's `ConnectInfo`): it can have it reset.
+/// A handler's hold on its connection (axum's `ConnectInfo`): it can have it reset, and
+/// learn when its request arrived.
 #[derive(Debug, Clone)]
-pub(super) struct Conn(Arc<AtomicBool>);
+pub(super) struct Conn(Arc<ConnState>);
+
+#[derive(Debug, Default)]
+pub(super) struct ConnState {
+    reset: AtomicBool,
+    /// When the kernel received the data of the connection's latest read.
+    arrival: LastArrival,
+}
 
 impl Conn {
     /// Makes the connection fail its next write and close with a TCP RST: the response
     /// the handler returns is never sent.
     pub(super) fn reset(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.reset.store(true, Ordering::SeqCst);
     }
 
     fn is_reset(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.reset.load(Ordering::SeqCst)
+    }
+
+    /// When the request being handled arrived (see [`super::arrival`]); `None` where the
+    /// kernel gives no receive timestamps.
+    pub(super) fn arrival(&self) -> Option<std::time::Instant> {
+        self.0.arrival.get()
     }
 }
 
@@ -324,6 +346,37 @@ impl ConnIo {
 }
 
 impl AsyncRead for ConnIo {
+    /// Reads with `recvmsg`, keeping the kernel's receive time of the data.
+    #[cfg(target_os = "linux")]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        use std::os::fd::AsRawFd;
+        let this = self.get_mut();
+        loop {
+            ready!(this.stream.poll_read_ready(cx))?;
+            let fd = this.stream.as_raw_fd();
+            let unfilled = buf.initialize_unfilled();
+            match this.stream.try_io(tokio::io::Interest::READABLE, || {
+                super::arrival::recv(fd, unfilled)
+            }) {
+                Ok((n, received)) => {
+                    buf.advance(n);
+                    if let Some(at) = received {
+                        this.conn.0.arrival.set(at);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                // Readiness was stale: wait for the next wake-up.
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -31,8 +31,12 @@
 //! - The request's `model` is not checked; answers name the served model. `n`, `logprobs`,
 //!   `echo` and sampling parameters are ignored (one choice, `logprobs: null`).
 //!
-//! "Arrival" is when the handler starts, before the request body is read.
+//! "Arrival" is when the kernel received the request's bytes (`SO_TIMESTAMPING`, see
+//! `arrival.rs`), so that a request that waited in the socket while the server's core was
+//! busy still gets its first token `ttft` after it arrived, and the recorded TTFT includes
+//! that wait; where the kernel gives no timestamp, it is when the handler starts.
 
+mod arrival;
 mod faults;
 mod request;
 mod response;
@@ -346,7 +350,8 @@ async fn chat_completions(
 }
 
 async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> Response {
-    let arrival = Instant::now();
+    // When the request reached the socket, not when this handler got to it.
+    let arrival = conn.arrival().map_or_else(Instant::now, Instant::from_std);
     let request_id = request
         .headers()
         .get("x-request-id")
