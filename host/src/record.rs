@@ -2,7 +2,7 @@
 //! metrics and reports. Times are seconds (f64), as in vLLM's `RequestFuncOutput`.
 
 /// The outcome of one benchmark request.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RequestRecord {
     /// Position in the workload (0-based), also the order of `--save-detailed` lists.
     pub index: usize,

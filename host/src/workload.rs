@@ -39,7 +39,10 @@ pub fn prepare(
             .with_context(|| format!("building request {index} ({request_id})"))?;
         let method = reqwest::Method::from_bytes(http.method.as_bytes())
             .with_context(|| format!("request {index}: invalid HTTP method {:?}", http.method))?;
-        let mut headers = HeaderMap::new();
+        // Sized for these headers: a default map has room for six, and 100,000 requests
+        // held for the whole run would carry about 30 MB of empty slots.
+        let count = usize::from(host.api_key.is_some()) + http.headers.len() + host.extra.len();
+        let mut headers = HeaderMap::with_capacity(count);
         if let Some(key) = &host.api_key {
             insert(&mut headers, "authorization", &format!("Bearer {key}"))?;
         }

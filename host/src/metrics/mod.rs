@@ -126,21 +126,64 @@ impl Default for MetricsConfig {
 
 /// Per-request lists, in workload order, for the result JSON (`--save-detailed` keeps all
 /// of them; without it vLLM still keeps `latencies` and `queue_times`).
+///
+/// The lists are read from the records when the result is written rather than copied:
+/// on a long run the generated texts and ITLs are most of the client's memory, and a
+/// copy would double it.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct PerRequest {
-    /// Each record's `index` (ascending), to find a request's entry in the other lists.
-    pub indices: Vec<usize>,
-    pub input_lens: Vec<u64>,
+pub struct PerRequest<'a> {
+    /// Every record, in workload (`index`) order.
+    pub records: Vec<&'a RequestRecord>,
     /// Output tokens as counted for the metrics; 0 for a failed request.
     pub output_lens: Vec<u64>,
-    pub ttfts: Vec<f64>,
-    pub itls: Vec<Vec<f64>>,
-    pub latencies: Vec<f64>,
-    pub start_times: Vec<f64>,
-    pub queue_times: Vec<f64>,
-    pub generated_texts: Vec<String>,
-    /// The error message, `""` for a successful request (vLLM's default).
-    pub errors: Vec<String>,
+}
+
+impl<'a> PerRequest<'a> {
+    /// The record of the request at `index` in the workload, if it was sent.
+    pub fn by_index(&self, index: usize) -> Option<&'a RequestRecord> {
+        let position = self
+            .records
+            .binary_search_by_key(&index, |r| r.index)
+            .ok()?;
+        Some(self.records[position])
+    }
+
+    /// Prompt lengths in tokens, failed requests included.
+    pub fn input_lens(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.records.iter().map(|r| u64::from(r.prompt_len))
+    }
+
+    pub fn ttfts(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
+        self.records.iter().map(|r| r.ttft)
+    }
+
+    pub fn itls(&self) -> impl ExactSizeIterator<Item = &'a [f64]> + '_ {
+        self.records.iter().map(|r| r.itl.as_slice())
+    }
+
+    pub fn latencies(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
+        self.records.iter().map(|r| r.latency)
+    }
+
+    pub fn start_times(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
+        self.records.iter().map(|r| r.start_time)
+    }
+
+    /// Client queue times, failed requests included.
+    pub fn queue_times(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
+        self.records.iter().map(|r| client_queue_time(r))
+    }
+
+    pub fn generated_texts(&self) -> impl ExactSizeIterator<Item = &'a str> + '_ {
+        self.records.iter().map(|r| r.generated_text.as_str())
+    }
+
+    /// The error messages, `""` for a successful request (vLLM's default).
+    pub fn errors(&self) -> impl ExactSizeIterator<Item = &'a str> + '_ {
+        self.records
+            .iter()
+            .map(|r| r.error.as_deref().unwrap_or_default())
+    }
 }
 
 /// Schedule lag in milliseconds over all sent requests: how much later than scheduled the
@@ -194,10 +237,11 @@ pub struct ClientCpu {
     pub decode_s: f64,
 }
 
-/// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result, and
-/// our client diagnostics. Latency statistics are in milliseconds.
+/// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result (which
+/// borrow the records), and our client diagnostics. Latency statistics are in
+/// milliseconds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Metrics {
+pub struct Metrics<'a> {
     /// Benchmark duration in seconds (first send to last response).
     pub duration_s: f64,
     pub completed: usize,
@@ -225,7 +269,7 @@ pub struct Metrics {
     /// tokenizer, the console then omits token counts, throughputs and TTFT/TPOT/ITL.
     pub has_tokenizer: bool,
     pub config: MetricsConfig,
-    pub per_request: PerRequest,
+    pub per_request: PerRequest<'a>,
     /// Error messages of the failed requests, in workload order.
     pub failure_messages: Vec<String>,
     /// Failed requests per error kind ([`failure_kind`]), most frequent first, ties in
@@ -280,17 +324,17 @@ fn client_queue_time(record: &RequestRecord) -> f64 {
 /// the check against servers that did); without it such requests count as 1 token, as in
 /// vLLM without a tokenizer. Records may come in any order; they are processed in
 /// workload (`index`) order, which fixes the order of pooled ITLs and per-request lists.
-pub fn calculate(
-    records: &[RequestRecord],
+pub fn calculate<'a>(
+    records: &'a [RequestRecord],
     duration_s: f64,
     count_tokens: Option<TokenCounter<'_>>,
     config: &MetricsConfig,
-) -> Result<Metrics> {
+) -> Result<Metrics<'a>> {
     ensure!(
         duration_s.is_finite() && duration_s > 0.0,
         "benchmark duration must be a positive number of seconds, got {duration_s}"
     );
-    let mut ordered: Vec<&RequestRecord> = records.iter().collect();
+    let mut ordered: Vec<&'a RequestRecord> = records.iter().collect();
     ordered.sort_by_key(|r| r.index);
 
     let mut output_lens = Vec::with_capacity(ordered.len());
@@ -385,22 +429,6 @@ pub fn calculate(
     let total_output: u64 = output_lens.iter().sum();
     let percentiles = &config.percentiles;
 
-    let per_request = PerRequest {
-        indices: ordered.iter().map(|r| r.index).collect(),
-        input_lens: ordered.iter().map(|r| u64::from(r.prompt_len)).collect(),
-        output_lens,
-        ttfts: ordered.iter().map(|r| r.ttft).collect(),
-        itls: ordered.iter().map(|r| r.itl.clone()).collect(),
-        latencies: ordered.iter().map(|r| r.latency).collect(),
-        start_times: ordered.iter().map(|r| r.start_time).collect(),
-        queue_times: ordered.iter().map(|r| client_queue_time(r)).collect(),
-        generated_texts: ordered.iter().map(|r| r.generated_text.clone()).collect(),
-        errors: ordered
-            .iter()
-            .map(|r| r.error.clone().unwrap_or_default())
-            .collect(),
-    };
-
     Ok(Metrics {
         duration_s,
         completed,
@@ -411,17 +439,16 @@ pub fn calculate(
         request_goodput: good_completed as f64 / duration_s,
         output_throughput: total_output as f64 / duration_s,
         total_token_throughput: (total_input + total_output) as f64 / duration_s,
-        ttft: Summary::of_seconds(&ttfts, percentiles),
-        tpot: Summary::of_seconds(&tpots, percentiles),
-        itl: Summary::of_seconds(&itls, percentiles),
-        e2el: Summary::of_seconds(&e2els, percentiles),
-        client_queue_time: Summary::of_seconds(&queue_times, percentiles),
-        e2el_including_client_queue: Summary::of_seconds(&e2els_with_queue, percentiles),
+        ttft: Summary::of_seconds(ttfts, percentiles),
+        tpot: Summary::of_seconds(tpots, percentiles),
+        itl: Summary::of_seconds(itls, percentiles),
+        e2el: Summary::of_seconds(e2els, percentiles),
+        client_queue_time: Summary::of_seconds(queue_times, percentiles),
+        e2el_including_client_queue: Summary::of_seconds(e2els_with_queue, percentiles),
         max_output_tokens_per_s,
         max_concurrent_requests,
         has_tokenizer: count_tokens.is_some(),
         config: config.clone(),
-        per_request,
         failure_messages: ordered
             .iter()
             .filter(|r| !r.success)
@@ -435,6 +462,10 @@ pub fn calculate(
         ),
         client: client_stats(&ordered, completed, duration_s, count_tokens.map(|_| check)),
         warnings,
+        per_request: PerRequest {
+            records: ordered,
+            output_lens,
+        },
     })
 }
 
@@ -469,7 +500,7 @@ fn client_stats(
     }
 }
 
-impl Metrics {
+impl Metrics<'_> {
     /// The summary of one percentile metric.
     pub fn summary(&self, metric: PercentileMetric) -> &Summary {
         match metric {

@@ -22,15 +22,22 @@ impl Summary {
     /// Summarises values given in seconds, reporting milliseconds.
     ///
     /// Like vLLM's `np.mean(x or 0) * 1000`: an empty list summarises the scalar 0, so
-    /// every statistic is 0 rather than NaN.
-    pub fn of_seconds(values: &[f64], percentiles: &[f64]) -> Summary {
+    /// every statistic is 0 rather than NaN. The values are taken by value and sorted in
+    /// place once, after the mean and standard deviation (which depend on numpy's
+    /// summation order), for the median and every percentile: the ITLs of a long run are
+    /// millions of values, and a sorted copy per statistic would double the memory.
+    pub fn of_seconds(mut values: Vec<f64>, percentiles: &[f64]) -> Summary {
+        let mean = mean(&values);
+        let std = std_about(&values, mean);
+        // Unstable sorting needs no buffer; values equal under `total_cmp` are identical bits.
+        values.sort_unstable_by(f64::total_cmp);
         Summary {
-            mean: mean(values) * 1000.0,
-            median: median(values) * 1000.0,
-            std: std(values) * 1000.0,
+            mean: mean * 1000.0,
+            median: median_of_sorted(&values) * 1000.0,
+            std: std * 1000.0,
             percentiles: percentiles
                 .iter()
-                .map(|&p| (p, percentile(values, p) * 1000.0))
+                .map(|&p| (p, percentile_of_sorted(&values, p) * 1000.0))
                 .collect(),
         }
     }
@@ -40,29 +47,34 @@ impl Summary {
 /// blocks of up to 128 with eight interleaved accumulators combined as a tree, larger
 /// ones split in two at a multiple of 8. `np.add.reduce` adds that to its identity 0.0.
 pub fn pairwise_sum(values: &[f64]) -> f64 {
+    pairwise_sum_of(values, |v| v)
+}
+
+/// [`pairwise_sum`] of `f(value)` for each value, in the same order, without building the
+/// mapped list (`np.std` sums the squared deviations this way).
+fn pairwise_sum_of(values: &[f64], f: impl Fn(f64) -> f64 + Copy) -> f64 {
     /// numpy's `PW_BLOCKSIZE`.
     const BLOCK: usize = 128;
     let n = values.len();
     if n < 8 {
-        values.iter().fold(0.0, |acc, v| acc + v)
+        values.iter().fold(0.0, |acc, &v| acc + f(v))
     } else if n <= BLOCK {
-        let mut r = [0.0f64; 8];
-        r.copy_from_slice(&values[..8]);
+        let mut r: [f64; 8] = std::array::from_fn(|i| f(values[i]));
         let whole = n - n % 8;
         for chunk in values[8..whole].chunks_exact(8) {
-            for (acc, v) in r.iter_mut().zip(chunk) {
-                *acc += v;
+            for (acc, &v) in r.iter_mut().zip(chunk) {
+                *acc += f(v);
             }
         }
         let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for v in &values[whole..] {
-            res += v;
+        for &v in &values[whole..] {
+            res += f(v);
         }
         res
     } else {
         let mut half = n / 2;
         half -= half % 8;
-        pairwise_sum(&values[..half]) + pairwise_sum(&values[half..])
+        pairwise_sum_of(&values[..half], f) + pairwise_sum_of(&values[half..], f)
     }
 }
 
@@ -77,29 +89,33 @@ pub fn mean(values: &[f64]) -> f64 {
 /// `np.std(values or 0)`: the population standard deviation, computed as numpy's `_var`
 /// does (squared deviations from the pairwise mean, summed pairwise, divided by n).
 pub fn std(values: &[f64]) -> f64 {
+    std_about(values, mean(values))
+}
+
+/// [`std`] given the values' [`mean`].
+fn std_about(values: &[f64], mean: f64) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
-    let m = mean(values);
-    let squared: Vec<f64> = values
-        .iter()
-        .map(|v| {
-            let d = v - m;
-            d * d
-        })
-        .collect();
-    ((0.0 + pairwise_sum(&squared)) / values.len() as f64).sqrt()
+    let squared_deviation = |v: f64| {
+        let d = v - mean;
+        d * d
+    };
+    ((0.0 + pairwise_sum_of(values, squared_deviation)) / values.len() as f64).sqrt()
 }
 
 /// `np.median(values or 0)`: the middle value, or for an even count `np.mean` of the two
 /// middle values (which is `(a + b) / 2`).
 pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let sorted = sorted(values);
+    median_of_sorted(&sorted(values))
+}
+
+/// [`median`] of values sorted ascending.
+fn median_of_sorted(sorted: &[f64]) -> f64 {
     let n = sorted.len();
-    if n % 2 == 1 {
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
         sorted[n / 2]
     } else {
         mean(&sorted[n / 2 - 1..=n / 2])
@@ -113,11 +129,15 @@ pub fn median(values: &[f64]) -> f64 {
 /// neighbours from whichever side is nearer (`_lerp` computes `b - (b - a) * (1 - t)`
 /// when `t >= 0.5`), which can differ from the one-sided formula in the last bit.
 pub fn percentile(values: &[f64], p: f64) -> f64 {
-    if values.is_empty() {
+    percentile_of_sorted(&sorted(values), p)
+}
+
+/// [`percentile`] of values sorted ascending.
+fn percentile_of_sorted(sorted: &[f64], p: f64) -> f64 {
+    let n = sorted.len();
+    if n == 0 {
         return 0.0;
     }
-    let sorted = sorted(values);
-    let n = sorted.len();
     let q = p / 100.0;
     let virtual_index = (n - 1) as f64 * q;
     if virtual_index >= (n - 1) as f64 {
@@ -142,7 +162,7 @@ pub fn max(values: &[f64]) -> f64 {
 
 fn sorted(values: &[f64]) -> Vec<f64> {
     let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
+    v.sort_unstable_by(f64::total_cmp);
     v
 }
 
@@ -152,7 +172,7 @@ mod tests {
 
     #[test]
     fn empty_lists_summarise_as_zero_like_np_mean_of_0() {
-        let s = Summary::of_seconds(&[], &[50.0, 99.0]);
+        let s = Summary::of_seconds(Vec::new(), &[50.0, 99.0]);
         assert_eq!(s.mean, 0.0);
         assert_eq!(s.median, 0.0);
         assert_eq!(s.std, 0.0);
@@ -246,6 +266,27 @@ mod tests {
         ];
         let want = NUMPY_REFERENCE.map(f64::from_bits);
         assert_eq!(got, want);
+    }
+
+    /// `Summary::of_seconds`, which sorts its own list once and sums squared deviations
+    /// without a list of them, gives the very bits of the single statistics above.
+    #[test]
+    fn summary_matches_the_single_statistics_bit_for_bit() {
+        let x: Vec<f64> = (0..1000u64)
+            .map(|i| ((i * 7919) % 1000) as f64 / 7.0 + i as f64 * 1e-3)
+            .collect();
+        let s = Summary::of_seconds(x.clone(), &[99.0, 99.9, 37.5]);
+        let want = NUMPY_REFERENCE.map(|bits| f64::from_bits(bits) * 1000.0);
+        assert_eq!([s.mean, s.std, s.median], [want[0], want[1], want[2]]);
+        assert_eq!(
+            s.percentiles,
+            vec![(99.0, want[3]), (99.9, want[4]), (37.5, want[5])]
+        );
+        // An even count takes the median between the two middle values.
+        assert_eq!(
+            Summary::of_seconds(x[..10].to_vec(), &[]).median,
+            median(&x[..10]) * 1000.0
+        );
     }
 
     const NUMPY_REFERENCE: [u64; 6] = [

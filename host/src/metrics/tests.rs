@@ -80,8 +80,12 @@ pub(crate) fn config() -> MetricsConfig {
     }
 }
 
-pub(crate) fn fixture_metrics() -> Metrics {
-    calculate(&fixture(), 10.0, Some(&words), &config()).unwrap()
+/// [`fixture`], kept for the whole test run: metrics borrow their records.
+pub(crate) static FIXTURE: std::sync::LazyLock<Vec<RequestRecord>> =
+    std::sync::LazyLock::new(fixture);
+
+pub(crate) fn fixture_metrics() -> Metrics<'static> {
+    calculate(&FIXTURE, 10.0, Some(&words), &config()).unwrap()
 }
 
 #[track_caller]
@@ -180,23 +184,31 @@ fn per_request_lists_are_in_workload_order_even_when_records_are_not() {
     let m = calculate(&shuffled, 10.0, Some(&words), &config()).unwrap();
     assert_eq!(m, fixture_metrics());
     let p = &m.per_request;
-    assert_eq!(p.input_lens, vec![100, 50, 80, 30]);
-    assert_eq!(p.ttfts, vec![0.1, 0.2, 0.0, 0.4]);
+    let indices: Vec<usize> = p.records.iter().map(|r| r.index).collect();
+    assert_eq!(indices, vec![0, 1, 2, 3]);
+    assert_eq!(p.input_lens().collect::<Vec<_>>(), vec![100, 50, 80, 30]);
+    assert_eq!(p.ttfts().collect::<Vec<_>>(), vec![0.1, 0.2, 0.0, 0.4]);
+    let itls: Vec<&[f64]> = p.itls().collect();
+    assert_eq!(itls, [&[0.02, 0.03, 0.05, 0.1][..], &[], &[], &[0.2, 0.1]]);
+    assert_eq!(p.latencies().collect::<Vec<_>>(), vec![0.3, 0.2, 0.0, 0.7]);
     assert_eq!(
-        p.itls,
-        vec![vec![0.02, 0.03, 0.05, 0.1], vec![], vec![], vec![0.2, 0.1]]
+        p.start_times().collect::<Vec<_>>(),
+        vec![0.0, 0.2, 1.0, 1.5]
     );
-    assert_eq!(p.latencies, vec![0.3, 0.2, 0.0, 0.7]);
-    assert_eq!(p.start_times, vec![0.0, 0.2, 1.0, 1.5]);
     // start - dispatch for every request, failed ones included.
-    close(p.queue_times[1], 0.1);
-    close(p.queue_times[3], 0.25);
-    assert_eq!((p.queue_times[0], p.queue_times[2]), (0.0, 0.0));
-    assert_eq!(p.generated_texts[0], "one two three four five");
+    let queue_times: Vec<f64> = p.queue_times().collect();
+    close(queue_times[1], 0.1);
+    close(queue_times[3], 0.25);
+    assert_eq!((queue_times[0], queue_times[2]), (0.0, 0.0));
+    let texts: Vec<&str> = p.generated_texts().collect();
+    assert_eq!(texts, ["one two three four five", "hi there", "", "a b c"]);
     assert_eq!(
-        p.errors,
+        p.errors().collect::<Vec<_>>(),
         vec!["", "", "http-500: Internal Server Error", ""]
     );
+    // Looked up by workload index: request 3 was sent at 1.5 s; request 9 never was.
+    assert_eq!(p.by_index(3).map(|r| r.start_time), Some(1.5));
+    assert!(p.by_index(9).is_none());
     assert_eq!(m.failure_messages, vec!["http-500: Internal Server Error"]);
     assert_eq!(m.failures_by_kind, vec![("http-500".to_string(), 1)]);
 }
@@ -306,7 +318,7 @@ fn goodput_with_each_slo() {
 
 #[test]
 fn without_tokenizer_missing_usage_counts_one_token() {
-    let m = calculate(&fixture(), 10.0, None, &config()).unwrap();
+    let m = calculate(&FIXTURE, 10.0, None, &config()).unwrap();
     assert!(!m.has_tokenizer);
     // Request 3 now counts 1 token: [5, 1, 0, 1].
     assert_eq!(m.per_request.output_lens, vec![5, 1, 0, 1]);

@@ -3,14 +3,17 @@
 //! sections), followed by our client diagnostics under new keys; and the PyTorch OSS
 //! benchmark records vLLM writes beside it (`.pytorch.json`).
 //!
-//! Key order is kept when serde_json's `preserve_order` feature is on (otherwise maps
-//! sort their keys; every key and value is the same either way).
+//! Both are written straight to their file ([`ResultDoc`] and [`PyTorchRecords`] are
+//! `Serialize`): the per-request lists are read from the records as they are written, so
+//! a run of 100,000 requests with `--save-detailed` never holds its result as a JSON tree
+//! or as one string (either would take several times the records' own memory).
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::console::{percentile_word, reported_sections};
 use super::{RunInfo, rps_change_timestamp, strategy_name};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, PerRequest};
 
 /// Per-request lists that vLLM drops unless `--save-detailed` (it keeps `latencies` and
 /// `queue_times` regardless).
@@ -54,37 +57,157 @@ pub fn float(x: f64) -> Value {
     }
 }
 
-fn floats(xs: &[f64]) -> Value {
-    Value::Array(xs.iter().copied().map(float).collect())
+/// [`float`] for the per-request lists, written without building a [`Value`].
+struct Float(f64);
+
+impl Serialize for Float {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_infinite() {
+            s.serialize_str("inf")
+        } else if self.0.is_nan() {
+            s.serialize_unit()
+        } else {
+            s.serialize_f64(self.0)
+        }
+    }
+}
+
+/// One request's ITLs.
+struct Floats<'a>(&'a [f64]);
+
+impl Serialize for Floats<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|&x| Float(x)))
+    }
+}
+
+/// A per-request list of the result, by its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum List {
+    InputLens,
+    OutputLens,
+    Ttfts,
+    Itls,
+    Latencies,
+    StartTimes,
+    QueueTimes,
+    GeneratedTexts,
+    Errors,
+}
+
+/// A value of the result: a small JSON value, or a per-request list read from the
+/// records when it is written.
+#[derive(Debug, Clone)]
+enum Field<'m> {
+    Value(Value),
+    List(&'m PerRequest<'m>, List),
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (p, list) = match self {
+            Field::Value(value) => return value.serialize(s),
+            Field::List(p, list) => (p, list),
+        };
+        match list {
+            List::InputLens => s.collect_seq(p.input_lens()),
+            List::OutputLens => s.collect_seq(&p.output_lens),
+            List::Ttfts => s.collect_seq(p.ttfts().map(Float)),
+            List::Itls => s.collect_seq(p.itls().map(Floats)),
+            List::Latencies => s.collect_seq(p.latencies().map(Float)),
+            List::StartTimes => s.collect_seq(p.start_times().map(Float)),
+            List::QueueTimes => s.collect_seq(p.queue_times().map(Float)),
+            List::GeneratedTexts => s.collect_seq(p.generated_texts()),
+            List::Errors => s.collect_seq(p.errors()),
+        }
+    }
+}
+
+/// The result object: its keys in order with their values, the per-request lists
+/// borrowed from the metrics. Keys behave as in the Python dict vLLM builds: inserting an
+/// existing key replaces its value where it stands, removing one keeps the others' order.
+/// Serialises as a JSON object.
+#[derive(Debug, Clone, Default)]
+pub struct ResultDoc<'m> {
+    fields: Vec<(String, Field<'m>)>,
+}
+
+impl<'m> ResultDoc<'m> {
+    /// Sets `key` to `value` (in place when the key exists, else at the end).
+    pub fn insert(&mut self, key: impl Into<String>, value: Value) {
+        self.insert_field(key.into(), Field::Value(value));
+    }
+
+    fn insert_field(&mut self, key: String, field: Field<'m>) {
+        match self.fields.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, slot)) => *slot = field,
+            None => self.fields.push((key, field)),
+        }
+    }
+
+    /// Removes `key`, keeping the order of the others (Python's `del`).
+    fn remove(&mut self, key: &str) {
+        self.fields.retain(|(k, _)| k != key);
+    }
+
+    /// The value of `key`, unless absent or a per-request list.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.iter().find_map(|(k, field)| match field {
+            Field::Value(value) if k == key => Some(value),
+            _ => None,
+        })
+    }
+
+    /// The keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.fields.iter().map(|(k, _)| k.as_str())
+    }
+
+    /// Writes the object without the keys `skip` accepts.
+    fn serialize_without<S: Serializer>(
+        &self,
+        s: S,
+        skip: impl Fn(&str) -> bool,
+    ) -> Result<S::Ok, S::Error> {
+        let kept = self.fields.iter().filter(|(k, _)| !skip(k));
+        let mut map = s.serialize_map(Some(kept.clone().count()))?;
+        for (key, field) in kept {
+            map.serialize_entry(key, field)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for ResultDoc<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize_without(s, |_| false)
+    }
 }
 
 /// The result object vLLM saves, plus our client diagnostics. Without `detailed` the
 /// per-request lists in [`DETAILED_KEYS`] are removed, as vLLM does without
 /// `--save-detailed`.
-pub fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
-    let mut r = Map::new();
+pub fn result_doc<'m>(m: &'m Metrics<'_>, run: &RunInfo, detailed: bool) -> ResultDoc<'m> {
+    let mut r = ResultDoc::default();
     // Run settings (vLLM's `main`).
-    r.insert("date".into(), json!(run.date_string()));
-    r.insert("endpoint_type".into(), json!(run.backend));
-    r.insert("backend".into(), json!(run.backend));
-    r.insert("label".into(), json!(run.label));
-    r.insert("model_id".into(), json!(run.model_id));
-    r.insert("tokenizer_id".into(), json!(run.tokenizer_id));
-    r.insert("num_prompts".into(), json!(run.num_prompts));
+    r.insert("date", json!(run.date_string()));
+    r.insert("endpoint_type", json!(run.backend));
+    r.insert("backend", json!(run.backend));
+    r.insert("label", json!(run.label));
+    r.insert("model_id", json!(run.model_id));
+    r.insert("tokenizer_id", json!(run.tokenizer_id));
+    r.insert("num_prompts", json!(run.num_prompts));
     for (key, value) in &run.metadata {
         r.insert(key.clone(), json!(value));
     }
-    r.insert("request_rate".into(), float(run.request_rate));
-    r.insert("burstiness".into(), float(run.burstiness));
-    r.insert("max_concurrency".into(), json!(run.max_concurrency));
+    r.insert("request_rate", float(run.request_rate));
+    r.insert("burstiness", float(run.burstiness));
+    r.insert("max_concurrency", json!(run.max_concurrency));
     if let Some(ramp) = &run.ramp_up {
         // vLLM's ramp-up rates are integer flags.
-        r.insert(
-            "ramp_up_strategy".into(),
-            json!(strategy_name(ramp.strategy)),
-        );
-        r.insert("ramp_up_start_rps".into(), json!(ramp.start_rps as u64));
-        r.insert("ramp_up_end_rps".into(), json!(ramp.end_rps as u64));
+        r.insert("ramp_up_strategy", json!(strategy_name(ramp.strategy)));
+        r.insert("ramp_up_start_rps", json!(ramp.start_rps as u64));
+        r.insert("ramp_up_end_rps", json!(ramp.end_rps as u64));
     }
 
     // `benchmark()`'s result; its keys win over metadata of the same name.
@@ -94,35 +217,43 @@ pub fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
     } else {
         float(m.request_goodput)
     };
+    let list = |list: List| Field::List(p, list);
+    let value = Field::Value;
     let results = [
-        ("duration", float(m.duration_s)),
-        ("completed", json!(m.completed)),
-        ("failed", json!(m.failed)),
-        ("total_input_tokens", json!(m.total_input)),
-        ("total_output_tokens", json!(m.total_output)),
-        ("request_throughput", float(m.request_throughput)),
-        ("request_goodput", goodput),
-        ("output_throughput", float(m.output_throughput)),
-        ("total_token_throughput", float(m.total_token_throughput)),
-        ("input_lens", json!(p.input_lens)),
-        ("output_lens", json!(p.output_lens)),
-        ("ttfts", floats(&p.ttfts)),
+        ("duration", value(float(m.duration_s))),
+        ("completed", value(json!(m.completed))),
+        ("failed", value(json!(m.failed))),
+        ("total_input_tokens", value(json!(m.total_input))),
+        ("total_output_tokens", value(json!(m.total_output))),
+        ("request_throughput", value(float(m.request_throughput))),
+        ("request_goodput", value(goodput)),
+        ("output_throughput", value(float(m.output_throughput))),
         (
-            "itls",
-            Value::Array(p.itls.iter().map(|gaps| floats(gaps)).collect()),
+            "total_token_throughput",
+            value(float(m.total_token_throughput)),
         ),
-        ("latencies", floats(&p.latencies)),
-        ("start_times", floats(&p.start_times)),
-        ("queue_times", floats(&p.queue_times)),
-        ("generated_texts", json!(p.generated_texts)),
-        ("errors", json!(p.errors)),
-        ("max_output_tokens_per_s", float(m.max_output_tokens_per_s)),
-        ("max_concurrent_requests", json!(m.max_concurrent_requests)),
+        ("input_lens", list(List::InputLens)),
+        ("output_lens", list(List::OutputLens)),
+        ("ttfts", list(List::Ttfts)),
+        ("itls", list(List::Itls)),
+        ("latencies", list(List::Latencies)),
+        ("start_times", list(List::StartTimes)),
+        ("queue_times", list(List::QueueTimes)),
+        ("generated_texts", list(List::GeneratedTexts)),
+        ("errors", list(List::Errors)),
+        (
+            "max_output_tokens_per_s",
+            value(float(m.max_output_tokens_per_s)),
+        ),
+        (
+            "max_concurrent_requests",
+            value(json!(m.max_concurrent_requests)),
+        ),
         // Inverse real-time factor of audio benchmarks; no audio input here.
-        ("rtfx", float(0.0)),
+        ("rtfx", value(float(0.0))),
     ];
-    for (key, value) in results {
-        r.insert(key.into(), value);
+    for (key, field) in results {
+        r.insert_field(key.into(), field);
     }
     if !run.rps_change_events.is_empty() {
         let events = run
@@ -133,12 +264,12 @@ pub fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
                 // dispatched: its actual send time, else its scheduled one.
                 let at = e
                     .request
-                    .and_then(|i| p.indices.binary_search(&i).ok())
-                    .map_or(e.offset, |position| p.start_times[position]);
+                    .and_then(|i| p.by_index(i))
+                    .map_or(e.offset, |record| record.start_time);
                 json!({"rps": e.rps, "timestamp": rps_change_timestamp(run.started_at, at)})
             })
             .collect();
-        r.insert("rps_change_events".into(), Value::Array(events));
+        r.insert("rps_change_events", Value::Array(events));
     }
     for (metric, _, _) in reported_sections(m, run) {
         let name = metric.name();
@@ -153,49 +284,40 @@ pub fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
 
     // Client diagnostics (not in vLLM).
     let c = &m.client;
-    r.insert("requests_sent".into(), json!(c.sent));
+    r.insert("requests_sent", json!(c.sent));
     // Failed requests per error kind (`{}` when none failed), most frequent first.
     let by_kind: Map<String, Value> = m
         .failures_by_kind
         .iter()
         .map(|(kind, n)| (kind.clone(), json!(n)))
         .collect();
-    r.insert("failures_by_kind".into(), Value::Object(by_kind));
-    r.insert(
-        "achieved_request_rate".into(),
-        float(c.achieved_request_rate),
-    );
-    r.insert("achieved_send_rate".into(), float(c.achieved_send_rate));
-    r.insert("schedule_lag_ms_mean".into(), float(c.schedule_lag_ms.mean));
-    r.insert(
-        "schedule_lag_ms_median".into(),
-        float(c.schedule_lag_ms.median),
-    );
-    r.insert("schedule_lag_ms_p99".into(), float(c.schedule_lag_ms.p99));
-    r.insert("schedule_lag_ms_max".into(), float(c.schedule_lag_ms.max));
+    r.insert("failures_by_kind", Value::Object(by_kind));
+    r.insert("achieved_request_rate", float(c.achieved_request_rate));
+    r.insert("achieved_send_rate", float(c.achieved_send_rate));
+    r.insert("schedule_lag_ms_mean", float(c.schedule_lag_ms.mean));
+    r.insert("schedule_lag_ms_median", float(c.schedule_lag_ms.median));
+    r.insert("schedule_lag_ms_p99", float(c.schedule_lag_ms.p99));
+    r.insert("schedule_lag_ms_max", float(c.schedule_lag_ms.max));
     if let Some(client) = c.http_client {
-        r.insert("http_client".into(), json!(client));
+        r.insert("http_client", json!(client));
     }
     if let Some(cpu) = c.cpu {
-        r.insert("client_cpu_seconds".into(), float(cpu.total_s));
-        r.insert("decode_cpu_seconds".into(), float(cpu.decode_s));
-        r.insert("decode_cpu_share".into(), float(cpu.decode_s / cpu.total_s));
+        r.insert("client_cpu_seconds", float(cpu.total_s));
+        r.insert("decode_cpu_seconds", float(cpu.decode_s));
+        r.insert("decode_cpu_share", float(cpu.decode_s / cpu.total_s));
     }
     if let Some(check) = &c.token_counts {
         r.insert(
-            "requests_with_server_usage".into(),
+            "requests_with_server_usage",
             json!(check.requests_with_usage),
         );
+        r.insert("output_tokens_server_usage", json!(check.server_tokens));
         r.insert(
-            "output_tokens_server_usage".into(),
-            json!(check.server_tokens),
-        );
-        r.insert(
-            "output_tokens_tokenizer_count".into(),
+            "output_tokens_tokenizer_count",
             json!(check.tokenizer_tokens),
         );
         r.insert(
-            "output_token_count_mismatches".into(),
+            "output_token_count_mismatches",
             json!(check.mismatched_requests),
         );
     }
@@ -205,44 +327,100 @@ pub fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
             r.remove(key);
         }
     }
-    Value::Object(r)
+    r
 }
 
 /// vLLM's PyTorch OSS benchmark records for a saved result: one record per TTFT, TPOT and
-/// ITL statistic present in `result`, each carrying the run's `args` and every other
-/// result key except the large raw lists.
-pub fn pytorch_records(result: &Value, run: &RunInfo) -> Vec<Value> {
-    let Some(result) = result.as_object() else {
-        return Vec::new();
-    };
-    let extra_info: Map<String, Value> = result
-        .iter()
-        .filter(|(k, _)| !PYTORCH_METRICS.contains(&k.as_str()))
-        .filter(|(k, _)| !PYTORCH_IGNORED.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+/// ITL statistic present in the result, each carrying the run's `args` and every other
+/// result key except the large raw lists (`extra_info`). Serialises as a JSON array.
+pub struct PyTorchRecords<'d> {
+    result: &'d ResultDoc<'d>,
+    args: Map<String, Value>,
+}
+
+/// The records for `result` (see [`PyTorchRecords`]).
+pub fn pytorch_records<'d>(result: &'d ResultDoc<'d>, run: &RunInfo) -> PyTorchRecords<'d> {
     let mut args = run.args.clone();
     // vLLM records the tensor-parallel size from `--metadata` when the args lack one.
     let tp_missing = args.get("tensor_parallel_size").is_none_or(python_falsy);
-    if tp_missing && let Some(tp) = extra_info.get("tensor_parallel_size") {
+    if tp_missing && let Some(tp) = result.get("tensor_parallel_size") {
         args.insert("tensor_parallel_size".into(), tp.clone());
     }
-    let model = args.get("model").cloned().unwrap_or(Value::Null);
-    PYTORCH_METRICS
-        .iter()
-        .filter_map(|name| result.get(*name).map(|value| (name, value)))
-        .map(|(name, value)| {
-            json!({
-                "benchmark": {"name": "vLLM benchmark", "extra_info": {"args": args}},
-                "model": {"name": model},
-                "metric": {
-                    "name": name,
-                    "benchmark_values": [value],
-                    "extra_info": extra_info,
-                },
-            })
+    PyTorchRecords { result, args }
+}
+
+impl PyTorchRecords<'_> {
+    /// The exported statistics present in the result, in vLLM's order, with their values.
+    fn metrics(&self) -> impl Iterator<Item = (&'static str, &Value)> {
+        PYTORCH_METRICS
+            .iter()
+            .filter_map(|&name| self.result.get(name).map(|value| (name, value)))
+    }
+
+    /// No statistic to export (vLLM then writes no file).
+    pub fn is_empty(&self) -> bool {
+        self.metrics().next().is_none()
+    }
+}
+
+impl Serialize for PyTorchRecords<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let model = self.args.get("model").unwrap_or(&Value::Null);
+        s.collect_seq(self.metrics().map(|(name, value)| PyTorchRecord {
+            benchmark: Benchmark {
+                name: "vLLM benchmark",
+                extra_info: BenchmarkInfo { args: &self.args },
+            },
+            model: Model { name: model },
+            metric: Metric {
+                name,
+                benchmark_values: [value],
+                extra_info: ExtraInfo(self.result),
+            },
+        }))
+    }
+}
+
+/// One record, its keys in vLLM's order.
+#[derive(serde::Serialize)]
+struct PyTorchRecord<'a> {
+    benchmark: Benchmark<'a>,
+    model: Model<'a>,
+    metric: Metric<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct Benchmark<'a> {
+    name: &'static str,
+    extra_info: BenchmarkInfo<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct BenchmarkInfo<'a> {
+    args: &'a Map<String, Value>,
+}
+
+#[derive(serde::Serialize)]
+struct Model<'a> {
+    name: &'a Value,
+}
+
+#[derive(serde::Serialize)]
+struct Metric<'a> {
+    name: &'static str,
+    benchmark_values: [&'a Value; 1],
+    extra_info: ExtraInfo<'a>,
+}
+
+/// The result without the exported statistics and the large raw lists.
+struct ExtraInfo<'a>(&'a ResultDoc<'a>);
+
+impl Serialize for ExtraInfo<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize_without(s, |key| {
+            PYTORCH_METRICS.contains(&key) || PYTORCH_IGNORED.contains(&key)
         })
-        .collect()
+    }
 }
 
 /// Python truthiness of a JSON value (`not tp` in vLLM).

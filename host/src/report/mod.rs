@@ -10,7 +10,7 @@ use chrono::{DateTime, Local, NaiveDateTime, Timelike};
 use serde_json::{Map, Value};
 
 pub use console::console;
-pub use json::{pytorch_records, result_json};
+pub use json::{PyTorchRecords, ResultDoc, pytorch_records, result_doc};
 pub use save::{SaveOptions, pytorch_format_requested, result_path, save};
 
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};

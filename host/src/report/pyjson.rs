@@ -53,11 +53,9 @@ pub fn float_repr(x: f64) -> String {
     format!("{sign}{text}")
 }
 
-/// `json.dumps(value)` with Python's defaults, as bytes.
-pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    value.serialize(&mut Serializer::with_formatter(&mut out, PythonFormatter))?;
-    Ok(out)
+/// `json.dump(value, writer)` with Python's defaults.
+pub fn to_writer<W: Write, T: Serialize + ?Sized>(writer: W, value: &T) -> serde_json::Result<()> {
+    value.serialize(&mut Serializer::with_formatter(writer, PythonFormatter))
 }
 
 /// Formats JSON as Python's `json.dump` does by default.
@@ -157,6 +155,8 @@ mod tests {
         //   "f": "caf\u00e9 \U0001F600 \x7f \"q\" \\ \n\t\x01", "g": {}})
         // (serde_json's map is ordered by key here, the same order as written.)
         let want = r#"{"a": 1, "b": [1.0, 2.5, 1e-05, []], "c": {"d": null, "e": true}, "f": "caf\u00e9 \ud83d\ude00 \u007f \"q\" \\ \n\t\u0001", "g": {}}"#;
-        assert_eq!(String::from_utf8(to_vec(&value).unwrap()).unwrap(), want);
+        let mut out = Vec::new();
+        to_writer(&mut out, &value).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 }

@@ -9,15 +9,15 @@
 //! that holds earlier runs.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::json::{pytorch_records, result_json};
+use super::json::{ResultDoc, pytorch_records, result_doc};
 use super::pyjson::{self, float_repr};
 use super::{RunInfo, strategy_name};
 use crate::metrics::Metrics;
@@ -96,7 +96,8 @@ pub fn result_path(run: &RunInfo, options: &SaveOptions) -> Option<PathBuf> {
 /// preceded by a newline when the file is not empty, as vLLM does.
 ///
 /// Every file is replaced atomically ([`write_atomically`]): a crash or a kill while
-/// saving leaves the previous file (for an append, every earlier result) intact.
+/// saving leaves the previous file (for an append, every earlier result) intact. The JSON
+/// is serialised straight into the file, never held whole in memory.
 pub fn save(metrics: &Metrics, run: &RunInfo, options: &SaveOptions) -> Result<Option<PathBuf>> {
     let Some(path) = result_path(run, options) else {
         return Ok(None);
@@ -105,15 +106,17 @@ pub fn save(metrics: &Metrics, run: &RunInfo, options: &SaveOptions) -> Result<O
         fs::create_dir_all(dir)
             .with_context(|| format!("creating the result directory {}", dir.display()))?;
     }
-    let mut result = result_json(metrics, run, options.save_detailed);
-    if let (Some(interruption), Value::Object(map)) = (&options.interrupted, &mut result) {
-        interruption.mark(map);
+    let mut result = result_doc(metrics, run, options.save_detailed);
+    if let Some(interruption) = &options.interrupted {
+        interruption.mark(&mut result);
     }
-    let bytes = pyjson::to_vec(&result).context("serialising the result JSON")?;
+    let write_result = |out: &mut BufWriter<File>| {
+        pyjson::to_writer(out, &result).context("serialising the result JSON")
+    };
     if options.append_result {
-        append_atomically(&path, &bytes)
+        append_atomically_with(&path, write_result)
     } else {
-        write_atomically(&path, &[&bytes])
+        write_atomically_with(&path, write_result)
     }
     .with_context(|| format!("writing the result to {}", path.display()))?;
 
@@ -121,36 +124,60 @@ pub fn save(metrics: &Metrics, run: &RunInfo, options: &SaveOptions) -> Result<O
         let records = pytorch_records(&result, run);
         if !records.is_empty() {
             let pt_path = pytorch_path(&path);
-            let bytes = pyjson::to_vec(&records).context("serialising the PyTorch records")?;
-            write_atomically(&pt_path, &[&bytes])
-                .with_context(|| format!("writing {}", pt_path.display()))?;
+            write_atomically_with(&pt_path, |out| {
+                pyjson::to_writer(out, &records).context("serialising the PyTorch records")
+            })
+            .with_context(|| format!("writing {}", pt_path.display()))?;
         }
     }
     Ok(Some(path))
 }
 
-/// Appends `doc` to the file at `path` the way vLLM does (a newline first when the file
-/// is not empty), but never in place: the old content and the new document are written
-/// together to a new file that then replaces the old one. An append that dies half-way
-/// therefore cannot leave a truncated document after the earlier results.
+/// Appends a document to the file at `path` the way vLLM does (a newline first when the
+/// file is not empty), but never in place: the old content is copied, and the document
+/// that `write` writes after it, into a new file that then replaces the old one. An
+/// append that dies half-way therefore cannot leave a truncated document after the
+/// earlier results.
 ///
 /// Concurrent appends from several `bench` processes are serialised with an advisory
 /// lock on the directory, so that neither loses the other's result.
-pub fn append_atomically(path: &Path, doc: &[u8]) -> Result<()> {
+pub fn append_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
+) -> Result<()> {
     let dir = parent_dir(path);
     let _lock = DirLock::exclusive(dir);
-    let existing = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+    let mut existing = match File::open(path) {
+        Ok(file) => Some(file),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
-            return Err(e).with_context(|| format!("reading {} to append to it", path.display()));
+            return Err(e).with_context(|| format!("opening {} to append to it", path.display()));
         }
     };
-    let separator: &[u8] = if existing.is_empty() { b"" } else { b"\n" };
-    write_atomically(path, &[&existing, separator, doc])
+    write_atomically_with(path, |out| {
+        if let Some(old) = &mut existing {
+            let copied = std::io::copy(old, out)
+                .with_context(|| format!("copying {} to append to it", path.display()))?;
+            if copied > 0 {
+                out.write_all(b"\n")?;
+            }
+        }
+        write(out)
+    })
 }
 
-/// Replaces the file at `path` with `parts` laid end to end, so that any reader, and the
+/// Replaces the file at `path` with `parts` laid end to end (see
+/// [`write_atomically_with`]).
+pub fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
+    write_atomically_with(path, |out| {
+        for part in parts {
+            out.write_all(part)?;
+        }
+        Ok(())
+    })
+}
+
+/// Replaces the file at `path` with what `write` writes, so that any reader, and the
 /// disk after a crash or a SIGKILL, sees either the old file or the whole new one.
 ///
 /// The bytes go to a temporary file in the same directory (a rename is only atomic
@@ -159,7 +186,10 @@ pub fn append_atomically(path: &Path, doc: &[u8]) -> Result<()> {
 /// replaced file's permissions are kept, and a symbolic link is followed so the file it
 /// points to is replaced, not the link. A failed write removes its temporary file; a
 /// killed one can leave it behind (named `.NAME.PID-N.tmp`), never a damaged `path`.
-pub fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
+pub fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
+) -> Result<()> {
     let path = match fs::canonicalize(path) {
         Ok(real) if path.is_symlink() => real,
         _ => path.to_path_buf(),
@@ -175,7 +205,7 @@ pub fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let written = (|| -> Result<()> {
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
@@ -184,10 +214,12 @@ pub fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
             file.set_permissions(old.permissions())
                 .with_context(|| format!("copying the permissions of {}", path.display()))?;
         }
-        for part in parts {
-            file.write_all(part)
-                .with_context(|| format!("writing {}", tmp.display()))?;
-        }
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        write(&mut out).with_context(|| format!("writing {}", tmp.display()))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("writing {}", tmp.display()))?;
         file.sync_all()
             .with_context(|| format!("flushing {} to disk", tmp.display()))?;
         fs::rename(&tmp, &path)
@@ -255,11 +287,11 @@ pub struct Interruption {
 impl Interruption {
     /// Adds `interrupted`, `interrupt_reason`, `requests_not_sent` and
     /// `requests_cancelled` after vLLM's keys (a full run has none of them).
-    fn mark(&self, result: &mut Map<String, Value>) {
-        result.insert("interrupted".into(), Value::Bool(true));
-        result.insert("interrupt_reason".into(), Value::from(self.reason.clone()));
-        result.insert("requests_not_sent".into(), Value::from(self.not_sent));
-        result.insert("requests_cancelled".into(), Value::from(self.cancelled));
+    pub fn mark(&self, result: &mut ResultDoc) {
+        result.insert("interrupted", Value::Bool(true));
+        result.insert("interrupt_reason", Value::from(self.reason.clone()));
+        result.insert("requests_not_sent", Value::from(self.not_sent));
+        result.insert("requests_cancelled", Value::from(self.cancelled));
     }
 }
 
@@ -271,6 +303,11 @@ fn pytorch_path(result: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Appends a document given as bytes.
+    fn append_atomically(path: &Path, doc: &[u8]) -> Result<()> {
+        append_atomically_with(path, |out| Ok(out.write_all(doc)?))
+    }
 
     /// Files in `dir` other than `keep`: leftovers of a write.
     fn others(dir: &Path, keep: &[&str]) -> Vec<String> {
@@ -394,15 +431,15 @@ mod tests {
 
     #[test]
     fn an_interrupted_result_says_so() {
-        let mut map = Map::new();
-        map.insert("completed".into(), Value::from(3));
+        let mut result = ResultDoc::default();
+        result.insert("completed", Value::from(3));
         Interruption {
             reason: "SIGINT received".into(),
             not_sent: 7,
             cancelled: 2,
         }
-        .mark(&mut map);
-        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+        .mark(&mut result);
+        let keys: Vec<&str> = result.keys().collect();
         assert_eq!(
             keys,
             [
@@ -413,7 +450,7 @@ mod tests {
                 "requests_cancelled"
             ]
         );
-        assert_eq!(map["interrupted"], Value::Bool(true));
-        assert_eq!(map["requests_not_sent"], Value::from(7));
+        assert_eq!(result.get("interrupted"), Some(&Value::Bool(true)));
+        assert_eq!(result.get("requests_not_sent"), Some(&Value::from(7)));
     }
 }

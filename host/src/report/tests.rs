@@ -4,16 +4,16 @@ use chrono::{Local, TimeZone};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::metrics::tests::{fixture, words};
+use crate::metrics::tests::{FIXTURE, words};
 use crate::metrics::{Goodput, Metrics, MetricsConfig, PercentileMetric, calculate};
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
 
-fn metrics_with(config: MetricsConfig) -> Metrics {
-    calculate(&fixture(), 10.0, Some(&words), &config).unwrap()
+fn metrics_with(config: MetricsConfig) -> Metrics<'static> {
+    calculate(&FIXTURE, 10.0, Some(&words), &config).unwrap()
 }
 
 /// p50 and p99 of every metric, a TTFT SLO of 250 ms (two of three requests meet it).
-fn full_metrics() -> Metrics {
+fn full_metrics() -> Metrics<'static> {
     metrics_with(MetricsConfig {
         percentiles: vec![50.0, 99.0],
         percentile_metrics: PercentileMetric::ALL.to_vec(),
@@ -44,6 +44,18 @@ fn run() -> RunInfo {
         metadata: vec![("tensor_parallel_size".into(), "2".into())],
         args,
     }
+}
+
+/// The result as a JSON tree, for looking values up.
+fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
+    serde_json::to_value(result_doc(m, run, detailed)).unwrap()
+}
+
+/// `json.dump` of a value, as bytes.
+fn python_bytes<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    pyjson::to_writer(&mut out, value).unwrap();
+    out
 }
 
 #[test]
@@ -144,7 +156,7 @@ fn console_follows_vllms_conditions() {
         percentile_metrics: PercentileMetric::ALL.to_vec(),
         ..MetricsConfig::default()
     };
-    let m = calculate(&fixture(), 10.0, None, &config).unwrap();
+    let m = calculate(&FIXTURE, 10.0, None, &config).unwrap();
     let text = console(&m, &r);
     for absent in [
         "Total generated tokens:",
@@ -395,7 +407,7 @@ fn save_writes_appends_and_adds_pytorch_records() {
     // Python json.dump formatting: ", " and ": " separators, floats as repr.
     assert!(text.contains("\"date\": \"20250304-050607\", "), "{text}");
     assert!(text.contains("\"p99_ttft_ms\": 396.0"), "{text}");
-    let want = pyjson::to_vec(&result_json(&m, &run(), false)).unwrap();
+    let want = python_bytes(&result_doc(&m, &run(), false));
     assert_eq!(text.as_bytes(), want);
 
     // Appending adds a newline and a second document.
@@ -501,4 +513,169 @@ fn client_cpu_and_http_client_are_reported_when_measured() {
     assert_eq!(v["client_cpu_seconds"], json!(4.0));
     assert_eq!(v["decode_cpu_seconds"], json!(1.0));
     assert_eq!(v["decode_cpu_share"], json!(0.25));
+}
+
+/// A run that takes every branch of the result: metadata (one key, `completed`, that the
+/// benchmark's own key overrides in place, as in vLLM's dict merge), a ramp-up with rate
+/// changes, a finite rate with a concurrency cap (the queue-inclusive section), the
+/// client's CPU and HTTP client, and an interruption.
+fn golden_run() -> (Metrics<'static>, RunInfo, SaveOptions) {
+    let mut m = full_metrics();
+    m.client.http_client = Some("h1");
+    m.client.cpu = Some(crate::metrics::ClientCpu {
+        total_s: 4.0,
+        decode_s: 1.0,
+    });
+    let r = RunInfo {
+        label: Some("mine".into()),
+        request_rate: 8.0,
+        ramp_up: Some(RampUp {
+            strategy: RampUpStrategy::Linear,
+            start_rps: 1.0,
+            end_rps: 5.0,
+        }),
+        rps_change_events: vec![
+            RpsChange {
+                rps: 1,
+                request: None,
+                offset: 0.0,
+            },
+            RpsChange {
+                rps: 2,
+                request: Some(3),
+                offset: 1.0,
+            },
+            RpsChange {
+                rps: 3,
+                request: Some(9),
+                offset: 2.0,
+            },
+        ],
+        metadata: vec![
+            ("tensor_parallel_size".into(), "2".into()),
+            ("completed".into(), "overridden".into()),
+        ],
+        ..run()
+    };
+    let options = SaveOptions {
+        save_result: true,
+        result_filename: Some("result.json".into()),
+        pytorch_format: true,
+        interrupted: Some(save::Interruption {
+            reason: "SIGINT received".into(),
+            not_sent: 7,
+            cancelled: 2,
+        }),
+        ..SaveOptions::default()
+    };
+    (m, r, options)
+}
+
+/// The streamed result is byte for byte the file the JSON-tree writer it replaced
+/// produced for [`golden_run`] (`testdata/result-detailed.json` was written by that
+/// writer). Without `--save-detailed` the golden is that file with vLLM's seven lists
+/// deleted by Python (`del`, which keeps the other keys' order;
+/// `testdata/result-summary.json`).
+#[test]
+fn saved_result_matches_the_golden_files() {
+    let (m, r, options) = golden_run();
+    for (detailed, golden) in [
+        (true, include_str!("testdata/result-detailed.json")),
+        (false, include_str!("testdata/result-summary.json")),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SaveOptions {
+            save_detailed: detailed,
+            result_dir: Some(dir.path().to_path_buf()),
+            ..options.clone()
+        };
+        let path = save(&m, &r, &options).unwrap().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, golden, "detailed: {detailed}");
+        // The PyTorch records are vLLM's, built from the result as vLLM builds them. (The
+        // result is taken as a tree, not parsed from the golden text: serde_json's parser
+        // may round a float's last bit differently.)
+        let records = std::fs::read(dir.path().join("result.pytorch.json")).unwrap();
+        let mut doc = result_doc(&m, &r, detailed);
+        options.interrupted.as_ref().unwrap().mark(&mut doc);
+        let Value::Object(result) = serde_json::to_value(&doc).unwrap() else {
+            unreachable!("the result is an object")
+        };
+        assert_eq!(python_bytes(&result), golden.as_bytes());
+        let want = python_bytes(&vllm_pytorch_records(&result, &r.args));
+        assert_eq!(
+            String::from_utf8(records).unwrap(),
+            String::from_utf8(want).unwrap(),
+            "detailed: {detailed}"
+        );
+    }
+}
+
+/// vLLM's `save_to_pytorch_benchmark_format` and `convert_to_pytorch_benchmark_format`
+/// over a parsed result, written plainly as a reference for the streamed records.
+fn vllm_pytorch_records(
+    result: &serde_json::Map<String, Value>,
+    args: &serde_json::Map<String, Value>,
+) -> Vec<Value> {
+    const METRICS: [&str; 12] = [
+        "median_ttft_ms",
+        "mean_ttft_ms",
+        "std_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "median_tpot_ms",
+        "std_tpot_ms",
+        "p99_tpot_ms",
+        "median_itl_ms",
+        "mean_itl_ms",
+        "std_itl_ms",
+        "p99_itl_ms",
+    ];
+    const IGNORED: [&str; 4] = ["ttfts", "itls", "generated_texts", "errors"];
+    let extra_info: serde_json::Map<String, Value> = result
+        .iter()
+        .filter(|(k, _)| !METRICS.contains(&k.as_str()) && !IGNORED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut args = args.clone();
+    let mut records = Vec::new();
+    for name in METRICS {
+        let Some(value) = result.get(name) else {
+            continue;
+        };
+        if args.get("tensor_parallel_size").is_none()
+            && let Some(tp) = extra_info.get("tensor_parallel_size")
+        {
+            args.insert("tensor_parallel_size".into(), tp.clone());
+        }
+        records.push(json!({
+            "benchmark": {"name": "vLLM benchmark", "extra_info": {"args": args}},
+            "model": {"name": args["model"]},
+            "metric": {"name": name, "benchmark_values": [value], "extra_info": extra_info},
+        }));
+    }
+    records
+}
+
+/// Appending streams the earlier results into the new file unchanged, byte for byte,
+/// whatever they hold (here a document that is not even ours), then a newline and the
+/// new result.
+#[test]
+fn append_keeps_earlier_results_byte_for_byte() {
+    let (m, r, options) = golden_run();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("result.json");
+    let earlier = "{\"run\": 0, \"text\": \"caf\u{e9}\"}\n\n{\"x\": 1e-05}";
+    std::fs::write(&path, earlier).unwrap();
+    let append = SaveOptions {
+        save_result: false,
+        append_result: true,
+        save_detailed: true,
+        result_dir: Some(dir.path().to_path_buf()),
+        ..options
+    };
+    save(&m, &r, &append).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let golden = include_str!("testdata/result-detailed.json");
+    assert_eq!(text, format!("{earlier}\n{golden}"));
 }
