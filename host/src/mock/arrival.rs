@@ -21,8 +21,10 @@ use std::time::{Duration, Instant};
 pub(super) struct LastArrival(Mutex<Option<Instant>>);
 
 impl LastArrival {
-    pub(super) fn set(&self, at: Instant) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    /// Records the latest read; `None` when the kernel did not stamp it, so that a later
+    /// request never inherits an earlier one's arrival.
+    pub(super) fn set(&self, at: Option<Instant>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = at;
     }
 
     /// The latest receive time, when the kernel gave one.
@@ -155,12 +157,13 @@ mod tests {
         let last = LastArrival::default();
         assert_eq!(last.get(), None);
         let at = Instant::now();
-        last.set(at);
-        let got = last.get().unwrap();
-        assert!(
-            got <= at && at - got < Duration::from_micros(1),
-            "{:?}",
-            at - got
-        );
+        last.set(Some(at));
+        assert_eq!(last.get(), Some(at));
+        let later = at + Duration::from_millis(3);
+        last.set(Some(later));
+        assert_eq!(last.get(), Some(later));
+        // An unstamped read forgets the earlier stamp.
+        last.set(None);
+        assert_eq!(last.get(), None);
     }
 }

@@ -364,8 +364,8 @@ impl AsyncRead for ConnIo {
             }) {
                 Ok((n, received)) => {
                     buf.advance(n);
-                    if let Some(at) = received {
-                        this.conn.0.arrival.set(at);
+                    if n > 0 {
+                        this.conn.0.arrival.set(received);
                     }
                     return Poll::Ready(Ok(()));
                 }
