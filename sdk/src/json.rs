@@ -1175,38 +1175,33 @@ mod tests {
         );
     }
 
-    #[test]
-    fn short_eq_compares_every_length() {
-        let text = b"abcdefghijklmnopqrstuvwxyz";
+    /// `eq` tells every equal slice from every slice with one byte changed, and from its
+    /// own prefix, at every length up to `max`.
+    fn check_comparator(eq: fn(&[u8], &[u8]) -> bool, max: u8) {
+        let text: Vec<u8> = (0..max).map(|i| b'a' + i % 26).collect();
         for n in 0..=text.len() {
             let a = &text[..n];
             // An equal copy elsewhere in memory.
-            let copy = a.to_vec();
-            assert!(short_eq(a, &copy));
+            assert!(eq(a, &a.to_vec()));
             for i in 0..n {
-                let mut b = a.to_vec();
-                b[i] ^= 1;
-                assert!(!short_eq(a, &b), "length {n}, byte {i}");
+                for flip in [1, 0x80] {
+                    let mut b = a.to_vec();
+                    b[i] ^= flip;
+                    assert!(!eq(a, &b), "length {n}, byte {i}");
+                }
             }
-            assert!(!short_eq(a, &text[..n.saturating_sub(1)]) || n == 0);
+            assert!(n == 0 || !eq(a, &text[..n - 1]));
         }
     }
 
     #[test]
+    fn short_eq_compares_every_length() {
+        check_comparator(short_eq, 26);
+    }
+
+    #[test]
     fn same_bytes_compares_every_length_and_position() {
-        let text: Vec<u8> = (0..80u8).map(|i| b'a' + i % 26).collect();
-        for n in 0..=text.len() {
-            let a = &text[..n];
-            // An equal copy elsewhere in memory.
-            let copy = a.to_vec();
-            assert!(same_bytes(a, &copy));
-            for i in 0..n {
-                let mut b = a.to_vec();
-                b[i] ^= 0x80;
-                assert!(!same_bytes(a, &b), "length {n}, byte {i}");
-            }
-            assert!(n == 0 || !same_bytes(a, &text[..n - 1]));
-        }
+        check_comparator(same_bytes, 80);
     }
 
     #[test]

@@ -276,34 +276,45 @@ fn result_json_has_every_vllm_key() {
     assert!(summary["latencies"].is_array() && summary["queue_times"].is_array());
 }
 
+/// A linear ramp-up from 1 to 5 requests/s.
+fn linear_ramp_up() -> RampUp {
+    RampUp {
+        strategy: RampUpStrategy::Linear,
+        start_rps: 1.0,
+        end_rps: 5.0,
+    }
+}
+
+/// Rate changes at the start, at request 3 and at request 9.
+fn rps_changes() -> Vec<RpsChange> {
+    vec![
+        RpsChange {
+            rps: 1,
+            request: None,
+            offset: 0.0,
+        },
+        // Request 3 was due at 1.0 s but sent at 1.5 s (in the fixtures using this): the
+        // send time counts.
+        RpsChange {
+            rps: 2,
+            request: Some(3),
+            offset: 1.0,
+        },
+        // A request without a record falls back to its scheduled time.
+        RpsChange {
+            rps: 3,
+            request: Some(9),
+            offset: 2.0,
+        },
+    ]
+}
+
 #[test]
 fn result_json_values_have_vllms_types() {
     let r = RunInfo {
         request_rate: f64::INFINITY,
-        ramp_up: Some(RampUp {
-            strategy: RampUpStrategy::Linear,
-            start_rps: 1.0,
-            end_rps: 5.0,
-        }),
-        rps_change_events: vec![
-            RpsChange {
-                rps: 1,
-                request: None,
-                offset: 0.0,
-            },
-            // Request 3 was due at 1.0 s but sent at 1.5 s: the send time counts.
-            RpsChange {
-                rps: 2,
-                request: Some(3),
-                offset: 1.0,
-            },
-            // A request without a record falls back to its scheduled time.
-            RpsChange {
-                rps: 3,
-                request: Some(9),
-                offset: 2.0,
-            },
-        ],
+        ramp_up: Some(linear_ramp_up()),
+        rps_change_events: rps_changes(),
         ..run()
     };
     let v = result_json(&full_metrics(), &r, true);
@@ -529,28 +540,8 @@ fn golden_run() -> (Metrics<'static>, RunInfo, SaveOptions) {
     let r = RunInfo {
         label: Some("mine".into()),
         request_rate: 8.0,
-        ramp_up: Some(RampUp {
-            strategy: RampUpStrategy::Linear,
-            start_rps: 1.0,
-            end_rps: 5.0,
-        }),
-        rps_change_events: vec![
-            RpsChange {
-                rps: 1,
-                request: None,
-                offset: 0.0,
-            },
-            RpsChange {
-                rps: 2,
-                request: Some(3),
-                offset: 1.0,
-            },
-            RpsChange {
-                rps: 3,
-                request: Some(9),
-                offset: 2.0,
-            },
-        ],
+        ramp_up: Some(linear_ramp_up()),
+        rps_change_events: rps_changes(),
         metadata: vec![
             ("tensor_parallel_size".into(), "2".into()),
             ("completed".into(), "overridden".into()),
