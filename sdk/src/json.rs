@@ -1182,7 +1182,8 @@ mod tests {
         for n in 0..=text.len() {
             let a = &text[..n];
             // An equal copy elsewhere in memory.
-            assert!(eq(a, &a.to_vec()));
+            let copy = a.to_vec();
+            assert!(eq(a, &copy));
             for i in 0..n {
                 for flip in [1, 0x80] {
                     let mut b = a.to_vec();
