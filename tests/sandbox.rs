@@ -22,52 +22,7 @@ use bench::tokenizer::Tokenizer;
 
 mod common;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Builds the fixture workspace once per test process and returns its output directory.
-fn fixtures() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let repo = repo();
-        let target_dir = repo.join("target/wasm-fixtures");
-        let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-        cargo
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(repo.join("tests/fixtures/plugins/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target_dir);
-        for var in [
-            "RUSTFLAGS",
-            "CARGO_ENCODED_RUSTFLAGS",
-            "CARGO_BUILD_TARGET",
-            "CARGO_TARGET_DIR",
-        ] {
-            cargo.env_remove(var);
-        }
-        let status = cargo
-            .status()
-            .expect("running cargo for the fixture plugins");
-        assert!(status.success(), "building tests/fixtures/plugins failed");
-        target_dir.join("wasm32-wasip2/release")
-    })
-}
-
-fn fixture(name: &str) -> PluginRef {
-    let path = fixtures().join(format!("{}.wasm", name.replace('-', "_")));
-    assert!(path.is_file(), "{} was not built", path.display());
-    PluginRef::File(path)
-}
+use common::fixtures::{fixture, repo};
 
 /// A runtime with a private compile cache and the given limits.
 fn runtime(cache: &Path, budget: Duration, memory_mib: u64) -> Runtime {

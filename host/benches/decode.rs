@@ -6,6 +6,12 @@
 //! scans only the text), and for one with `--logprobs 1`, whose chunks differ throughout
 //! (every chunk read in full).
 //!
+//! A third row is the floor of any wasm decoder: the fixture plugin `echo-backend`
+//! (tests/fixtures/plugins, built on the first run) through the same call, which reports
+//! every frame as a chunk without reading a byte of it. What it costs is the boundary
+//! (copying the response into the sandbox, the call, lifting and checking the result)
+//! plus the least a decoder does per chunk, compiled by Cranelift.
+//!
 //!     cargo bench -p bench --bench decode
 //!     BENCH_DECODE_PLUGIN=path/to/openai.wasm cargo bench -p bench --bench decode
 //!
@@ -18,6 +24,9 @@ use std::time::Duration;
 use bench::runtime::{ClientConfig, HostContext, PluginRef, ResponseHead, Runtime, RuntimeConfig};
 use bench_sdk::Decoder;
 use bench_sdk::openai::{ChoiceFields, OpenAiClient};
+
+#[path = "../../tests/common/fixtures.rs"]
+mod fixtures;
 
 /// Chunks per response, as in the measurements (128 tokens plus the usage chunk).
 const TOKENS: usize = 128;
@@ -135,6 +144,10 @@ fn main() {
         .load_backend(&plugin_ref, HostContext::default())
         .expect("the openai plugin");
     plugin.open(config()).expect("open");
+    let mut floor = runtime
+        .load_backend(&fixtures::fixture("echo-backend"), HostContext::default())
+        .expect("the echo-backend fixture");
+    floor.open(config()).expect("open echo-backend");
     // The head vLLM's server (uvicorn) sends with a stream.
     let head = ResponseHead {
         status: 200,
@@ -167,12 +180,21 @@ fn main() {
             let decoded = plugin.decode(&head, buffer, ends).expect("wasm decode");
             decoded.chunks.frames.len() + decoded.events.len()
         });
+        let floor_ns = per_chunk(|| {
+            let decoded = floor.decode(&head, buffer, ends).expect("echo decode");
+            decoded.chunks.frames.len() + decoded.events.len()
+        });
         println!();
         println!("{what} ({} bytes per response)", buffer.len());
         println!("| path                                 | ns/chunk | responses/s per core |");
         println!("|--------------------------------------|---------:|---------------------:|");
         row("native (bench-sdk, same code)", native_ns);
         row("wasm plugin through the host runtime", wasm_ns);
+        row("wasm floor: echo-backend, reads none", floor_ns);
         println!("wasm / native: {:.2}x", wasm_ns / native_ns);
+        println!(
+            "floor / native: {:.2}x (what any wasm decoder pays before reading a byte)",
+            floor_ns / native_ns
+        );
     }
 }

@@ -6,12 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+pub mod fixtures;
+
+pub use fixtures::repo;
 
 pub fn data(rel: &str) -> PathBuf {
     repo().join("tests/data").join(rel)
