@@ -448,23 +448,7 @@ fn save_writes_appends_and_adds_pytorch_records() {
         .iter()
         .map(|r| r["metric"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        names,
-        vec![
-            "median_ttft_ms",
-            "mean_ttft_ms",
-            "std_ttft_ms",
-            "p99_ttft_ms",
-            "mean_tpot_ms",
-            "median_tpot_ms",
-            "std_tpot_ms",
-            "p99_tpot_ms",
-            "median_itl_ms",
-            "mean_itl_ms",
-            "std_itl_ms",
-            "p99_itl_ms",
-        ]
-    );
+    assert_eq!(names, VLLM_PYTORCH_METRICS);
     let first = &records[0];
     assert_eq!(first["benchmark"]["name"], json!("vLLM benchmark"));
     assert_eq!(first["model"]["name"], json!("meta-llama/Llama-3.1-8B"));
@@ -602,35 +586,41 @@ fn saved_result_matches_the_golden_files() {
     }
 }
 
+/// The statistics vLLM exports as PyTorch benchmark records, in its order. Written out
+/// here, not taken from `report::json`, because it is the reference the streamed records
+/// are checked against.
+const VLLM_PYTORCH_METRICS: [&str; 12] = [
+    "median_ttft_ms",
+    "mean_ttft_ms",
+    "std_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "std_tpot_ms",
+    "p99_tpot_ms",
+    "median_itl_ms",
+    "mean_itl_ms",
+    "std_itl_ms",
+    "p99_itl_ms",
+];
+
 /// vLLM's `save_to_pytorch_benchmark_format` and `convert_to_pytorch_benchmark_format`
 /// over a parsed result, written plainly as a reference for the streamed records.
 fn vllm_pytorch_records(
     result: &serde_json::Map<String, Value>,
     args: &serde_json::Map<String, Value>,
 ) -> Vec<Value> {
-    const METRICS: [&str; 12] = [
-        "median_ttft_ms",
-        "mean_ttft_ms",
-        "std_ttft_ms",
-        "p99_ttft_ms",
-        "mean_tpot_ms",
-        "median_tpot_ms",
-        "std_tpot_ms",
-        "p99_tpot_ms",
-        "median_itl_ms",
-        "mean_itl_ms",
-        "std_itl_ms",
-        "p99_itl_ms",
-    ];
     const IGNORED: [&str; 4] = ["ttfts", "itls", "generated_texts", "errors"];
     let extra_info: serde_json::Map<String, Value> = result
         .iter()
-        .filter(|(k, _)| !METRICS.contains(&k.as_str()) && !IGNORED.contains(&k.as_str()))
+        .filter(|(k, _)| {
+            !VLLM_PYTORCH_METRICS.contains(&k.as_str()) && !IGNORED.contains(&k.as_str())
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut args = args.clone();
     let mut records = Vec::new();
-    for name in METRICS {
+    for name in VLLM_PYTORCH_METRICS {
         let Some(value) = result.get(name) else {
             continue;
         };
