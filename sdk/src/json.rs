@@ -267,6 +267,8 @@ impl<'a> Cursor<'a> {
                     open -= 1;
                     Ok(())
                 }
+                // The same arms as `skip_checked`'s, on purpose: a shared helper, even
+                // inlined, made this loop ~5% slower natively and in wasm (decode bench).
                 b'"' => self.scan_string().map(drop),
                 b'-' | b'0'..=b'9' => self.scan_number().map(drop),
                 b't' => self.literal(b"true"),
