@@ -2,11 +2,10 @@
 //! release mode and embeds them: `OUT_DIR/builtin_plugins.rs` lists each one's name, kind
 //! and bytes (`include_bytes!`), for `host/src/runtime/embedded.rs`.
 //!
-//! If the plugins fail to build, bench is still built (so one broken plugin crate does not
-//! stop work on the host) with no plugins embedded: cargo prints the errors as warnings and
-//! the binary says why when a built-in plugin is asked for. `BENCH_REQUIRE_PLUGINS=1` (for
-//! CI and releases) makes that failure an error; `BENCH_SKIP_PLUGIN_BUILD=1` skips the
-//! plugin build altogether.
+//! A failed plugin build fails bench's build with the compiler's errors: a binary without
+//! its plugins would only fail later, at a user's first command. `BENCH_SKIP_PLUGIN_BUILD=1`
+//! (for work on the host alone) skips the plugin build and embeds none; the binary then
+//! says why when a built-in plugin is asked for.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -111,19 +110,7 @@ fn main() {
                 }
                 None
             }
-            Err(errors) if env_flag("BENCH_REQUIRE_PLUGINS") => {
-                panic!("building the first-party plugins failed:\n{errors}")
-            }
-            Err(errors) => {
-                for line in errors.lines() {
-                    println!("cargo:warning={line}");
-                }
-                println!(
-                    "cargo:warning=building the first-party plugins failed: bench embeds none \
-                     (set BENCH_REQUIRE_PLUGINS=1 to make this an error)"
-                );
-                Some("building the first-party plugins failed when bench was built".to_owned())
-            }
+            Err(errors) => panic!("building the first-party plugins failed:\n{errors}"),
         }
     };
     if let Some(note) = &note
@@ -223,8 +210,17 @@ fn build_plugins(plugins: &Path, target_dir: &Path) -> Result<(), String> {
         .filter(|line| line.starts_with("error") || line.trim_start().starts_with("-->"))
         .take(20)
         .collect();
+    let hint = if stderr.contains("can't find crate for `std`")
+        || stderr.contains("target may not be installed")
+    {
+        "\nThe wasm32-wasip2 target is not installed for this toolchain. Run \
+         `bash scripts/toolchain.sh` (or `rustup target add wasm32-wasip2`) and build again; \
+         `BENCH_SKIP_PLUGIN_BUILD=1` builds bench without its plugins."
+    } else {
+        ""
+    };
     Err(format!(
-        "cargo build of plugins/ failed ({}):\n{}",
+        "cargo build of plugins/ failed ({}):\n{}{hint}",
         output.status,
         errors.join("\n")
     ))

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The pinned toolchain and the wasm32-wasip2 target the plugins are built for.
+bash scripts/toolchain.sh
 cargo build
 bench=target/debug/bench
 port=${PORT:-18000}
