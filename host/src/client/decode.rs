@@ -240,6 +240,7 @@ mod tests {
                 .collect(),
             start,
             error: None,
+            retried: false,
         }
     }
 

@@ -216,6 +216,7 @@ fn cancelled(index: usize, start: Instant, grace: Duration) -> RawResponse {
             "{INTERRUPTED_KIND}: still running {:.1} s after the benchmark was stopped; cancelled",
             grace.as_secs_f64()
         )),
+        retried: false,
     }
 }
 

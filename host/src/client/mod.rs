@@ -55,6 +55,11 @@ pub struct RawResponse {
     /// request fail whatever the frames say. After a transport error mid-body, `frames`
     /// holds the complete frames that arrived before it.
     pub error: Option<String>,
+    /// Whether the request was sent a second time on a fresh connection because the
+    /// connection it was first sent on was closed before any byte of the response
+    /// arrived (a kept-alive connection the server had already given up). Counted in the
+    /// client diagnostics.
+    pub retried: bool,
 }
 
 /// Response headers as the transport delivered them.
@@ -203,6 +208,7 @@ impl HttpClient {
             frame_times: Vec::new(),
             start,
             error: None,
+            retried: false,
         };
         let Some(h1) = &self.h1 else {
             self.send_reqwest(req, &mut out).await;
