@@ -73,7 +73,22 @@ fn third_party_dataset_plugin_builds_and_runs() {
         .map(|v| v.as_u64().unwrap())
         .collect();
     lens.sort();
-    // The server's usage.prompt_tokens wins over the dataset's count (as in vLLM); the mock
+    // vLLM's rule: the server's usage.prompt_tokens replaces the dataset's count; the mock
     // counts whitespace-separated words: 3, 4 and 6 for the three lines.
     assert_eq!(lens, vec![3, 4, 6], "{r}");
+    assert_eq!(r["total_input_tokens"], 13);
+    assert_eq!(r["input_tokens_server_usage"], 13, "{r}");
+    assert_eq!(r["requests_with_server_prompt_usage"], 3);
+    // The dataset's own counts (the plugin's `encode-batch` with the run's tokenizer) are
+    // reported beside them.
+    let tokenizer = bench::tokenizer::Tokenizer::load(&gpt2()).unwrap();
+    let dataset: u64 = [
+        "Tell me a story.",
+        "What is the capital of France?",
+        "Count to ten.",
+    ]
+    .iter()
+    .map(|line| tokenizer.encode(line, true).unwrap().len() as u64)
+    .sum();
+    assert_eq!(r["input_tokens_dataset_count"], dataset, "{r}");
 }

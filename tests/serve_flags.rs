@@ -180,3 +180,70 @@ fn linear_ramp_up_records_rate_changes() {
     assert_eq!(rps, (50..=60).collect::<Vec<_>>(), "{r}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Traffic ramp-up strategy: linear."));
 }
+
+/// `total_input_tokens` follows vLLM by default (the server's `usage.prompt_tokens`, which
+/// the mock counts as whitespace-separated words) and the dataset with `--input-tokens
+/// dataset` (random prompts of exactly 64 tokens); both totals are reported either way.
+#[test]
+fn input_tokens_come_from_usage_like_vllm_or_from_the_dataset() {
+    let m = mock(Default::default());
+    let run = |source: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = bench(&[
+            "--backend",
+            "openai-chat",
+            "--model",
+            "mock",
+            "--tokenizer",
+            &gpt2(),
+            "--base-url",
+            &m.url,
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            "10",
+            "--input-tokens",
+            source,
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            dir.path().to_str().unwrap(),
+            "--disable-tqdm",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+        (result_json(dir.path()), text(&out))
+    };
+    let (usage, console) = run("usage");
+    let (dataset, _) = run("dataset");
+    let server = usage["input_tokens_server_usage"].as_u64().unwrap();
+    assert_eq!(usage["completed"], 10, "{usage}");
+    assert_eq!(usage["input_tokens_source"], "usage");
+    assert_eq!(usage["total_input_tokens"].as_u64().unwrap(), server);
+    assert_eq!(usage["input_tokens_dataset_count"], 640);
+    // Decoded and re-encoded text: the mock's word count is not the tokenizer's.
+    assert_ne!(server, 640, "{usage}");
+    assert!(
+        console.contains("Input tokens (server usage):"),
+        "{console}"
+    );
+    assert!(
+        console.contains("Input tokens (dataset count):"),
+        "{console}"
+    );
+
+    assert_eq!(dataset["input_tokens_source"], "dataset");
+    assert_eq!(dataset["total_input_tokens"], 640, "{dataset}");
+    assert!(
+        dataset["input_lens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v == 64)
+    );
+    assert_eq!(
+        dataset["input_tokens_server_usage"].as_u64().unwrap(),
+        server
+    );
+}

@@ -10,9 +10,15 @@ pub struct RequestRecord {
     pub success: bool,
     /// `kind: message` for a failed request (for example `http-500: Internal Server Error`).
     pub error: Option<String>,
-    /// Prompt length in tokens: the dataset's count, replaced by the server's
-    /// `usage.prompt_tokens` when it sends one (as vLLM's request functions do).
+    /// Prompt length in tokens as the dataset measured it with the run's tokenizer (the
+    /// `prompt_len` of vLLM's `SampleRequest`). Kept as sampled; which count the metrics
+    /// use is `metrics::InputTokenSource`'s choice.
     pub prompt_len: u32,
+    /// The server's `usage.prompt_tokens`, when its response carried one. vLLM's request
+    /// functions (0.32: `endpoint_request_func.py`) put it in place of the dataset's count,
+    /// and `calculate_metrics` sums that; the server counts with its own tokenizer and chat
+    /// template, so the two differ for the same traffic.
+    pub server_prompt_tokens: Option<u32>,
     /// The `max_tokens` the request asked for.
     pub expected_output_len: u32,
     /// The server's `usage.completion_tokens`, when it sent one.
@@ -38,4 +44,7 @@ pub struct RequestRecord {
     /// client itself added to a send, is `start_time - intended_start_time -
     /// concurrency_wait`: the dispatcher's lateness plus the hop to the request's task.
     pub concurrency_wait: f64,
+    /// Whether the request was sent again on a fresh connection after the kept-alive
+    /// connection it was first sent on turned out closed (see `RawResponse::retried`).
+    pub retried: bool,
 }

@@ -99,6 +99,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "KEY:VALUE", num_args = 1..)]
     pub goodput: Vec<String>,
 
+    /// Which prompt length total_input_tokens and input_lens count: `usage` is vLLM's
+    /// rule (the server's usage.prompt_tokens when a response carries one, else the
+    /// dataset's prompt_len); `dataset` always the dataset's count. Both totals are in the
+    /// Client Diagnostics block and the result either way.
+    #[arg(long, value_enum, default_value_t)]
+    pub input_tokens: metrics::InputTokenSource,
+
     /// Save the results to a JSON file.
     #[arg(long)]
     pub save_result: bool,
@@ -367,6 +374,7 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
             percentiles,
             percentile_metrics,
             goodput,
+            input_tokens: args.input_tokens,
         },
         ramp_up,
         extra_body,

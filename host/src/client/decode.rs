@@ -4,7 +4,9 @@
 //! - every frame that carries output (a `chunk` event, even with empty text) is a timing
 //!   point; the first gives TTFT, the following ones give ITL gaps;
 //! - latency runs from the request start to the last such frame;
-//! - `usage` sets the output token count and replaces the prompt length;
+//! - `usage` sets the output token count and the server's prompt count, kept beside the
+//!   dataset's `prompt_len` (the metrics choose between them, see
+//!   `metrics::InputTokenSource`);
 //! - a response without any output frame fails with vLLM's message.
 //!
 //! A failed record's error is `kind: message` ([`FailureKind`]). When several things went
@@ -75,6 +77,7 @@ pub fn build_record(
         dispatch_time: secs(meta.dispatch),
         intended_start_time: meta.intended_start_time,
         concurrency_wait: meta.concurrency_wait.as_secs_f64(),
+        retried: raw.retried,
         ..Default::default()
     };
     if let Some(e) = &raw.error
@@ -156,7 +159,7 @@ pub fn build_record(
                     rec.output_tokens = Some(c);
                 }
                 if let Some(p) = u.prompt_tokens {
-                    rec.prompt_len = p;
+                    rec.server_prompt_tokens = Some(p);
                 }
             }
             EventKind::Finish(_) => {}
@@ -300,10 +303,29 @@ mod tests {
         // latency ends at the last output frame, not at the usage frame
         assert!((rec.latency - 0.075).abs() < 1e-9);
         assert_eq!(rec.output_tokens, Some(3));
-        assert_eq!(rec.prompt_len, 12);
+        // The server's prompt count is kept beside the dataset's, not over it.
+        assert_eq!(rec.prompt_len, 10);
+        assert_eq!(rec.server_prompt_tokens, Some(12));
+        assert!(!rec.retried);
         assert!((rec.start_time - 0.502).abs() < 1e-9);
         assert!((rec.dispatch_time - 0.501).abs() < 1e-9);
         assert_eq!(rec.intended_start_time, 0.5);
+    }
+
+    #[test]
+    fn a_resent_request_is_marked_in_its_record() {
+        let t0 = Instant::now();
+        let mut raw = raw_with(&["a"], &[5], t0);
+        raw.retried = true;
+        let rec = build_record(
+            &meta(t0),
+            &raw,
+            Ok(decoded(&[(0, 0, 1, false)], vec![])),
+            t0,
+        );
+        assert!(rec.success, "{:?}", rec.error);
+        assert!(rec.retried);
+        assert_eq!(rec.server_prompt_tokens, None);
     }
 
     #[test]

@@ -98,6 +98,31 @@ pub fn parse_percentiles(arg: &str) -> Result<Vec<f64>> {
         .collect()
 }
 
+/// Which prompt length of a request `total_input_tokens`, `total_token_throughput` and
+/// `input_lens` count (`--input-tokens`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputTokenSource {
+    /// vLLM's rule (0.32, `endpoint_request_func.py`): the server's `usage.prompt_tokens`
+    /// when the response carried one, else the dataset's `prompt_len`; `calculate_metrics`
+    /// then sums `outputs[i].prompt_len` over successful requests.
+    #[default]
+    Usage,
+    /// The dataset's `prompt_len` always, as counted with the run's tokenizer (the same
+    /// figure for every server, whatever its tokenizer or chat template).
+    Dataset,
+}
+
+impl InputTokenSource {
+    /// The prompt length of `record` under this rule.
+    pub fn prompt_len(self, record: &RequestRecord) -> u32 {
+        match self {
+            InputTokenSource::Usage => record.server_prompt_tokens.unwrap_or(record.prompt_len),
+            InputTokenSource::Dataset => record.prompt_len,
+        }
+    }
+}
+
 /// What `calculate` needs besides the records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricsConfig {
@@ -107,6 +132,8 @@ pub struct MetricsConfig {
     pub percentile_metrics: Vec<PercentileMetric>,
     /// `--goodput`.
     pub goodput: Goodput,
+    /// `--input-tokens`.
+    pub input_tokens: InputTokenSource,
 }
 
 impl Default for MetricsConfig {
@@ -120,6 +147,7 @@ impl Default for MetricsConfig {
                 PercentileMetric::Itl,
             ],
             goodput: Goodput::default(),
+            input_tokens: InputTokenSource::default(),
         }
     }
 }
@@ -136,6 +164,8 @@ pub struct PerRequest<'a> {
     pub records: Vec<&'a RequestRecord>,
     /// Output tokens as counted for the metrics; 0 for a failed request.
     pub output_lens: Vec<u64>,
+    /// Which prompt length `input_lens` reports.
+    pub input_tokens: InputTokenSource,
 }
 
 impl<'a> PerRequest<'a> {
@@ -148,9 +178,13 @@ impl<'a> PerRequest<'a> {
         Some(self.records[position])
     }
 
-    /// Prompt lengths in tokens, failed requests included.
+    /// Prompt lengths in tokens, failed requests included (vLLM's `input_lens`), under
+    /// the run's [`InputTokenSource`].
     pub fn input_lens(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
-        self.records.iter().map(|r| u64::from(r.prompt_len))
+        let source = self.input_tokens;
+        self.records
+            .iter()
+            .map(move |r| u64::from(source.prompt_len(r)))
     }
 
     pub fn ttfts(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
@@ -208,6 +242,20 @@ pub struct TokenCountCheck {
     pub mismatched_requests: usize,
 }
 
+/// The server's `usage.prompt_tokens` against the dataset's `prompt_len`, over successful
+/// requests that reported it: both counts are reported, whichever one the metrics use
+/// ([`InputTokenSource`]), because the server counts with its own tokenizer and chat
+/// template.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PromptTokenCheck {
+    pub requests_with_usage: usize,
+    pub server_tokens: u64,
+    /// The dataset's `prompt_len` summed over the same requests.
+    pub dataset_tokens: u64,
+    /// Requests whose two counts differ.
+    pub mismatched_requests: usize,
+}
+
 /// Client-side diagnostics (not in vLLM).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClientStats {
@@ -225,6 +273,11 @@ pub struct ClientStats {
     pub cpu: Option<ClientCpu>,
     /// Which HTTP client sent the requests (`h1` or `reqwest`); set by the caller.
     pub http_client: Option<&'static str>,
+    /// Requests sent a second time on a fresh connection because the kept-alive
+    /// connection they were first sent on had been closed by the server.
+    pub connection_retries: usize,
+    /// Present when at least one successful request reported `usage.prompt_tokens`.
+    pub prompt_tokens: Option<PromptTokenCheck>,
 }
 
 /// The client's CPU time during the run, from the first release to the last record
@@ -375,7 +428,7 @@ pub fn calculate<'a>(
             }
         };
         output_lens.push(output_len);
-        total_input += u64::from(record.prompt_len);
+        total_input += u64::from(config.input_tokens.prompt_len(record));
         // vLLM regards TPOT as 0 for goodput when there is at most one output token.
         let mut tpot = 0.0;
         if output_len > 1 {
@@ -465,6 +518,7 @@ pub fn calculate<'a>(
         per_request: PerRequest {
             records: ordered,
             output_lens,
+            input_tokens: config.input_tokens,
         },
     })
 }
@@ -497,7 +551,25 @@ fn client_stats(
         token_counts,
         cpu: None,
         http_client: None,
+        connection_retries: ordered.iter().filter(|r| r.retried).count(),
+        prompt_tokens: prompt_token_check(ordered),
     }
+}
+
+/// The server's prompt counts against the dataset's, over successful requests that
+/// reported one; `None` when none did.
+fn prompt_token_check(ordered: &[&RequestRecord]) -> Option<PromptTokenCheck> {
+    let mut check = PromptTokenCheck::default();
+    for record in ordered.iter().filter(|r| r.success) {
+        let Some(server) = record.server_prompt_tokens else {
+            continue;
+        };
+        check.requests_with_usage += 1;
+        check.server_tokens += u64::from(server);
+        check.dataset_tokens += u64::from(record.prompt_len);
+        check.mismatched_requests += usize::from(server != record.prompt_len);
+    }
+    (check.requests_with_usage > 0).then_some(check)
 }
 
 impl Metrics<'_> {

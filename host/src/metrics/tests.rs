@@ -77,6 +77,7 @@ pub(crate) fn config() -> MetricsConfig {
         percentiles: vec![50.0, 99.0],
         percentile_metrics: PercentileMetric::ALL.to_vec(),
         goodput: Goodput::default(),
+        input_tokens: InputTokenSource::Usage,
     }
 }
 
@@ -288,6 +289,54 @@ fn client_diagnostics() {
             .iter()
             .any(|w| w.starts_with("1 of 3 successful requests reported no"))
     );
+}
+
+#[test]
+fn input_tokens_follow_vllm_or_the_dataset_and_both_counts_are_reported() {
+    let mut records = fixture();
+    // Request 0's server counted 104 prompt tokens for the dataset's 100, request 3's
+    // agreed (30), failed request 2 reported one too, request 1 none.
+    records[0].server_prompt_tokens = Some(104);
+    records[2].server_prompt_tokens = Some(80);
+    records[3].server_prompt_tokens = Some(30);
+    records[1].retried = true;
+    records[2].retried = true;
+
+    // vLLM 0.32: a request's prompt_len becomes the server's usage.prompt_tokens when it
+    // sent one; total_input_tokens sums the successful requests' prompt_len and
+    // input_lens lists every request's.
+    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(m.total_input, 104 + 50 + 30);
+    assert_eq!(
+        m.per_request.input_lens().collect::<Vec<_>>(),
+        vec![104, 50, 80, 30]
+    );
+    close(m.total_token_throughput, (184.0 + 9.0) / 10.0);
+
+    // --input-tokens dataset: the dataset's counts whatever the server said.
+    let dataset = MetricsConfig {
+        input_tokens: InputTokenSource::Dataset,
+        ..config()
+    };
+    let d = calculate(&records, 10.0, Some(&words), &dataset).unwrap();
+    assert_eq!(d.total_input, 100 + 50 + 30);
+    assert_eq!(
+        d.per_request.input_lens().collect::<Vec<_>>(),
+        vec![100, 50, 80, 30]
+    );
+
+    // Either way both counts are reported, over successful requests with usage.
+    for m in [&m, &d] {
+        let check = m.client.prompt_tokens.unwrap();
+        assert_eq!(check.requests_with_usage, 2);
+        assert_eq!((check.server_tokens, check.dataset_tokens), (134, 130));
+        assert_eq!(check.mismatched_requests, 1);
+        assert_eq!(m.client.connection_retries, 2);
+    }
+    // Without any server count there is nothing to report.
+    let plain = fixture_metrics();
+    assert_eq!(plain.client.prompt_tokens, None);
+    assert_eq!(plain.client.connection_retries, 0);
 }
 
 #[test]

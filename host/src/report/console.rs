@@ -185,6 +185,13 @@ fn client_block(out: &mut String, m: &Metrics) {
             100.0 * cpu.decode_s / cpu.total_s,
         );
     }
+    if c.connection_retries > 0 {
+        line(out, "Resent on a fresh connection:", c.connection_retries);
+    }
+    if let Some(check) = c.prompt_tokens {
+        line(out, "Input tokens (server usage):", check.server_tokens);
+        line(out, "Input tokens (dataset count):", check.dataset_tokens);
+    }
     if let Some(check) = c.token_counts.filter(|check| check.requests_with_usage > 0) {
         line(out, "Output tokens (server usage):", check.server_tokens);
         line(

@@ -306,6 +306,20 @@ pub fn result_doc<'m>(m: &'m Metrics<'_>, run: &RunInfo, detailed: bool) -> Resu
         r.insert("decode_cpu_seconds", float(cpu.decode_s));
         r.insert("decode_cpu_share", float(cpu.decode_s / cpu.total_s));
     }
+    r.insert("connection_retries", json!(c.connection_retries));
+    r.insert("input_tokens_source", json!(m.config.input_tokens));
+    if let Some(check) = &c.prompt_tokens {
+        r.insert(
+            "requests_with_server_prompt_usage",
+            json!(check.requests_with_usage),
+        );
+        r.insert("input_tokens_server_usage", json!(check.server_tokens));
+        r.insert("input_tokens_dataset_count", json!(check.dataset_tokens));
+        r.insert(
+            "input_token_count_mismatches",
+            json!(check.mismatched_requests),
+        );
+    }
     if let Some(check) = &c.token_counts {
         r.insert(
             "requests_with_server_usage",

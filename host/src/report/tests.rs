@@ -21,6 +21,7 @@ fn full_metrics() -> Metrics<'static> {
             ttft_ms: Some(250.0),
             ..Goodput::default()
         },
+        ..MetricsConfig::default()
     })
 }
 
@@ -255,7 +256,9 @@ fn result_json_has_every_vllm_key() {
         vec![
             "achieved_request_rate",
             "achieved_send_rate",
+            "connection_retries",
             "failures_by_kind",
+            "input_tokens_source",
             "output_token_count_mismatches",
             "output_tokens_server_usage",
             "output_tokens_tokenizer_count",
