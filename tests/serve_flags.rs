@@ -184,8 +184,9 @@ fn linear_ramp_up_records_rate_changes() {
 /// `total_input_tokens` follows vLLM by default (the server's `usage.prompt_tokens`, which
 /// the mock counts as whitespace-separated words) and the dataset with `--input-tokens
 /// dataset` (random prompts of exactly 64 tokens); both totals are reported either way.
+/// `start_times` are on vLLM's clock.
 #[test]
-fn input_tokens_come_from_usage_like_vllm_or_from_the_dataset() {
+fn input_tokens_and_start_times_are_computed_as_vllm_computes_them() {
     let m = mock(Default::default());
     let run = |source: &str| {
         let dir = tempfile::tempdir().unwrap();
@@ -215,8 +216,18 @@ fn input_tokens_come_from_usage_like_vllm_or_from_the_dataset() {
         assert!(out.status.success(), "{}", text(&out));
         (result_json(dir.path()), text(&out))
     };
+    let before = bench::client::cpu::monotonic().as_secs_f64();
     let (usage, console) = run("usage");
+    let after = bench::client::cpu::monotonic().as_secs_f64();
     let (dataset, _) = run("dataset");
+    // vLLM's start_times are time.perf_counter() values: the monotonic clock at each send.
+    let starts = usage["start_times"].as_array().unwrap();
+    assert!(
+        starts
+            .iter()
+            .all(|t| (before..after).contains(&t.as_f64().unwrap())),
+        "{starts:?} not within [{before}, {after})"
+    );
     let server = usage["input_tokens_server_usage"].as_u64().unwrap();
     assert_eq!(usage["completed"], 10, "{usage}");
     assert_eq!(usage["input_tokens_source"], "usage");

@@ -724,6 +724,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     )?;
     computed.client.cpu = Some(output.cpu);
     computed.client.http_client = Some(transport);
+    computed.per_request.clock_origin_s = output.clock_origin_s;
     for w in &computed.warnings {
         eprintln!("WARNING: {w}");
     }

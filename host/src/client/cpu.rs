@@ -1,5 +1,6 @@
 //! CPU time of the client itself, so a result can say how busy the load generator was
-//! and what share of that went to the backend plugin's decoding.
+//! and what share of that went to the backend plugin's decoding; and the monotonic clock
+//! that vLLM's timestamps are read from.
 
 use std::time::Duration;
 
@@ -24,6 +25,12 @@ pub fn thread() -> Duration {
 /// CPU time used by the whole process (all threads) so far.
 pub fn process() -> Duration {
     clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The system's monotonic clock (`CLOCK_MONOTONIC`): what Python's `time.perf_counter()`
+/// reads on Linux, and so the clock of vLLM's `start_times`.
+pub fn monotonic() -> Duration {
+    clock(libc::CLOCK_MONOTONIC)
 }
 
 #[cfg(test)]

@@ -38,6 +38,10 @@ pub struct RunOutput {
     pub not_sent: usize,
     /// Requests cancelled at the end of the grace period (in `records`, failed).
     pub cancelled: usize,
+    /// The monotonic clock ([`super::cpu::monotonic`]) at the benchmark start, in seconds:
+    /// added to the records' start times it gives vLLM's `start_times` (`perf_counter()`
+    /// values).
+    pub clock_origin_s: f64,
     /// What the run cost the client's CPU.
     pub cpu: ClientCpu,
 }
@@ -111,6 +115,7 @@ pub async fn run(
     let dispatch_stop = stop.clone();
     let cpu_at_start = super::cpu::process();
     let t0 = Instant::now();
+    let clock_origin_s = super::cpu::monotonic().as_secs_f64();
     let dispatcher = std::thread::Builder::new()
         .name("bench-dispatch".into())
         .spawn(move || {
@@ -196,6 +201,7 @@ pub async fn run(
         stopped: stop.reason(),
         not_sent,
         cancelled,
+        clock_origin_s,
         cpu: ClientCpu {
             total_s: (super::cpu::process() - cpu_at_start).as_secs_f64(),
             decode_s: decode_cpu.as_secs_f64(),

@@ -166,6 +166,10 @@ pub struct PerRequest<'a> {
     pub output_lens: Vec<u64>,
     /// Which prompt length `input_lens` reports.
     pub input_tokens: InputTokenSource,
+    /// Added to the records' start times (seconds since the benchmark start) in
+    /// `start_times`: the monotonic clock at the benchmark start, so that the values are
+    /// vLLM's (`time.perf_counter()` when each request was sent); 0 until the caller sets it.
+    pub clock_origin_s: f64,
 }
 
 impl<'a> PerRequest<'a> {
@@ -199,8 +203,10 @@ impl<'a> PerRequest<'a> {
         self.records.iter().map(|r| r.latency)
     }
 
+    /// vLLM's `start_times`: when each request was sent, on the monotonic clock.
     pub fn start_times(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
-        self.records.iter().map(|r| r.start_time)
+        let origin = self.clock_origin_s;
+        self.records.iter().map(move |r| origin + r.start_time)
     }
 
     /// Client queue times, failed requests included.
@@ -519,6 +525,7 @@ pub fn calculate<'a>(
             records: ordered,
             output_lens,
             input_tokens: config.input_tokens,
+            clock_origin_s: 0.0,
         },
     })
 }

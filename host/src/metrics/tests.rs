@@ -196,6 +196,13 @@ fn per_request_lists_are_in_workload_order_even_when_records_are_not() {
         p.start_times().collect::<Vec<_>>(),
         vec![0.0, 0.2, 1.0, 1.5]
     );
+    // On the monotonic clock once the run's origin is set (vLLM's perf_counter values).
+    let mut on_clock = p.clone();
+    on_clock.clock_origin_s = 1000.0;
+    assert_eq!(
+        on_clock.start_times().collect::<Vec<_>>(),
+        vec![1000.0, 1000.2, 1001.0, 1001.5]
+    );
     // start - dispatch for every request, failed ones included.
     let queue_times: Vec<f64> = p.queue_times().collect();
     close(queue_times[1], 0.1);
