@@ -478,6 +478,47 @@ fn nothing_is_saved_without_a_save_flag() {
 }
 
 #[test]
+fn resent_requests_and_server_prompt_counts_are_reported_when_there_are_some() {
+    let mut m = full_metrics();
+    let quiet = console(&m, &run());
+    assert!(
+        !quiet.contains("Resent") && !quiet.contains("Input tokens ("),
+        "{quiet}"
+    );
+    let v = result_json(&m, &run(), false);
+    assert_eq!(v["connection_retries"], json!(0));
+    assert!(v.get("input_tokens_server_usage").is_none());
+
+    m.client.connection_retries = 2;
+    m.client.prompt_tokens = Some(crate::metrics::PromptTokenCheck {
+        requests_with_usage: 3,
+        server_tokens: 190,
+        dataset_tokens: 180,
+        mismatched_requests: 1,
+    });
+    let text = console(&m, &run());
+    let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
+    assert!(
+        text.contains(&line("Resent on a fresh connection:", "2")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&line("Input tokens (server usage):", "190")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&line("Input tokens (dataset count):", "180")),
+        "{text}"
+    );
+    let v = result_json(&m, &run(), false);
+    assert_eq!(v["connection_retries"], json!(2));
+    assert_eq!(v["input_tokens_server_usage"], json!(190));
+    assert_eq!(v["input_tokens_dataset_count"], json!(180));
+    assert_eq!(v["requests_with_server_prompt_usage"], json!(3));
+    assert_eq!(v["input_token_count_mismatches"], json!(1));
+}
+
+#[test]
 fn client_cpu_and_http_client_are_reported_when_measured() {
     let mut m = full_metrics();
     let quiet = console(&m, &run());
