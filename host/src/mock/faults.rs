@@ -10,6 +10,9 @@
 //!   error, which makes hyper close the connection without the body's terminating chunk
 //!   (a FIN, so the chunks sent before arrive); a stall stops it while the connection
 //!   stays open; a dribble hands hyper one byte at a time, each flushed as its own write.
+//! - Connections that close on their own ([`super::Closing`]): [`ConnIo`] hands its reads
+//!   and flushes to the connection's [`IoClosing`], which runs the idle timer and the
+//!   silent close (see `closing.rs`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -31,6 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::arrival::LastArrival;
+use super::closing::{CloseStats, ConnClosing, IoClosing, IoPolicy};
 
 /// Checks a fault rate flag: a share from 0.0 to 1.0.
 pub(super) fn parse_rate(text: &str) -> Result<f64, String> {
@@ -236,8 +240,12 @@ pub(super) fn check_rates(modes: &[(Fault, f64)]) -> Result<(), String> {
 }
 
 /// The listener of the mock server: plain TCP with `TCP_NODELAY`, each connection wrapped
-/// in a [`ConnIo`] that a handler can reset.
-pub(super) struct FaultListener(pub TcpListener);
+/// in a [`ConnIo`] that a handler can reset and that closes as [`super::Closing`] says.
+pub(super) struct FaultListener {
+    pub listener: TcpListener,
+    pub closing: IoPolicy,
+    pub stats: Arc<CloseStats>,
+}
 
 impl Listener for FaultListener {
     type Io = ConnIo;
@@ -245,8 +253,9 @@ impl Listener for FaultListener {
 
     async fn accept(&mut self) -> (ConnIo, SocketAddr) {
         loop {
-            match self.0.accept().await {
+            match self.listener.accept().await {
                 Ok((stream, addr)) => {
+                    self.stats.accepted();
                     // Without TCP_NODELAY, Nagle's algorithm would hold small SSE chunks
                     // back and distort exactly the timings the mock promises.
                     if let Err(err) = stream.set_nodelay(true) {
@@ -259,7 +268,16 @@ impl Listener for FaultListener {
                         tracing::warn!("mock server: no kernel receive timestamps: {err}");
                     }
                     let conn = Conn(Arc::default());
-                    return (ConnIo { stream, conn }, addr);
+                    conn.closing().accepted();
+                    let closing = IoClosing::new(self.closing, self.stats.clone());
+                    return (
+                        ConnIo {
+                            stream,
+                            conn,
+                            closing,
+                        },
+                        addr,
+                    );
                 }
                 // A connection that died in the accept queue concerns that client only.
                 Err(err) if is_connection_error(&err) => {}
@@ -273,7 +291,7 @@ impl Listener for FaultListener {
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
+        self.listener.local_addr()
     }
 }
 
@@ -296,6 +314,8 @@ pub(super) struct ConnState {
     reset: AtomicBool,
     /// When the kernel received the data of the connection's latest read.
     arrival: LastArrival,
+    /// When and how the connection closes on its own.
+    closing: ConnClosing,
 }
 
 impl Conn {
@@ -314,6 +334,11 @@ impl Conn {
     pub(super) fn arrival(&self) -> Option<std::time::Instant> {
         self.0.arrival.get()
     }
+
+    /// The connection's closing state (see [`super::closing`]).
+    pub(super) fn closing(&self) -> &ConnClosing {
+        &self.0.closing
+    }
 }
 
 impl Connected<IncomingStream<'_, FaultListener>> for Conn {
@@ -322,10 +347,12 @@ impl Connected<IncomingStream<'_, FaultListener>> for Conn {
     }
 }
 
-/// A TCP connection whose writes fail once its [`Conn`] asked for a reset.
+/// A TCP connection whose writes fail once its [`Conn`] asked for a reset, and that
+/// closes on its own when [`super::Closing`] says so.
 pub(super) struct ConnIo {
     stream: TcpStream,
     conn: Conn,
+    closing: IoClosing,
 }
 
 impl ConnIo {
@@ -346,44 +373,61 @@ impl ConnIo {
 }
 
 impl AsyncRead for ConnIo {
-    /// Reads with `recvmsg`, keeping the kernel's receive time of the data.
-    #[cfg(target_os = "linux")]
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        use std::os::fd::AsRawFd;
         let this = self.get_mut();
-        loop {
-            ready!(this.stream.poll_read_ready(cx))?;
-            let fd = this.stream.as_raw_fd();
-            let unfilled = buf.initialize_unfilled();
-            match this.stream.try_io(tokio::io::Interest::READABLE, || {
-                super::arrival::recv(fd, unfilled)
-            }) {
-                Ok((n, received)) => {
-                    buf.advance(n);
-                    if n > 0 {
-                        this.conn.0.arrival.set(received);
-                    }
-                    return Poll::Ready(Ok(()));
+        let conn = &this.conn;
+        this.closing.poll_read(
+            &conn.0.closing,
+            &mut this.stream,
+            cx,
+            buf,
+            |stream, cx, buf| read_stamped(stream, conn, cx, buf),
+        )
+    }
+}
+
+/// Reads with `recvmsg`, keeping the kernel's receive time of the data in `conn`.
+#[cfg(target_os = "linux")]
+fn read_stamped(
+    stream: &mut TcpStream,
+    conn: &Conn,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    use std::os::fd::AsRawFd;
+    loop {
+        ready!(stream.poll_read_ready(cx))?;
+        let fd = stream.as_raw_fd();
+        let unfilled = buf.initialize_unfilled();
+        match stream.try_io(tokio::io::Interest::READABLE, || {
+            super::arrival::recv(fd, unfilled)
+        }) {
+            Ok((n, received)) => {
+                buf.advance(n);
+                if n > 0 {
+                    conn.0.arrival.set(received);
                 }
-                // Readiness was stale: wait for the next wake-up.
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(err) => return Poll::Ready(Err(err)),
+                return Poll::Ready(Ok(()));
             }
+            // Readiness was stale: wait for the next wake-up.
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(err) => return Poll::Ready(Err(err)),
         }
     }
+}
 
-    #[cfg(not(target_os = "linux"))]
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
+#[cfg(not(target_os = "linux"))]
+fn read_stamped(
+    stream: &mut TcpStream,
+    _conn: &Conn,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    Pin::new(stream).poll_read(cx, buf)
 }
 
 impl AsyncWrite for ConnIo {
@@ -413,11 +457,17 @@ impl AsyncWrite for ConnIo {
         self.stream.is_write_vectored()
     }
 
+    /// Everything hyper had buffered has been written when it flushes, so this is where
+    /// a silent close after a response sends its FIN.
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if let Some(err) = self.reset_error() {
             return Poll::Ready(Err(err));
         }
-        Pin::new(&mut self.stream).poll_flush(cx)
+        ready!(Pin::new(&mut self.stream).poll_flush(cx))?;
+        let this = self.get_mut();
+        this.closing
+            .flushed(&this.conn.0.closing, &mut this.stream, cx);
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -30,6 +30,9 @@
 //!   the number of chunks with `choices` is the number of tokens.
 //! - The request's `model` is not checked; answers name the served model. `n`, `logprobs`,
 //!   `echo` and sampling parameters are ignored (one choice, `logprobs: null`).
+//! - Connections stay open as long as the client keeps them, unless [`Closing`] asks for
+//!   a real server's ways of ending them: a request limit, an idle timeout,
+//!   `Connection: close`, or llama.cpp's silent close after every streamed response.
 //!
 //! "Arrival" is when the kernel received the request's bytes (`SO_TIMESTAMPING`, see
 //! `arrival.rs`), so that a request that waited in the socket while the server's core was
@@ -37,6 +40,7 @@
 //! that wait; where the kernel gives no timestamp, it is when the handler starts.
 
 mod arrival;
+mod closing;
 mod faults;
 mod request;
 mod response;
@@ -62,6 +66,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use closing::{Closing, SilentClose};
 pub use faults::Faults;
 use faults::{Conn, Delivery, Fault, FaultListener, FaultPlan, FaultyBody};
 use request::Generation;
@@ -97,6 +102,8 @@ pub struct MockServerArgs {
     pub fail_rate: f64,
     #[command(flatten)]
     pub faults: Faults,
+    #[command(flatten)]
+    pub closing: Closing,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -116,6 +123,8 @@ pub struct MockConfig {
     pub fail_rate: f64,
     /// The other faults and their shares.
     pub faults: Faults,
+    /// How connections end (by default they stay open as long as the client keeps them).
+    pub closing: Closing,
 }
 
 impl Default for MockConfig {
@@ -129,6 +138,7 @@ impl Default for MockConfig {
             model: "mock".to_owned(),
             fail_rate: 0.0,
             faults: Faults::default(),
+            closing: Closing::default(),
         }
     }
 }
@@ -144,6 +154,7 @@ impl From<&MockServerArgs> for MockConfig {
             model: args.model.clone(),
             fail_rate: args.fail_rate,
             faults: args.faults.clone(),
+            closing: args.closing.clone(),
         }
     }
 }
@@ -195,6 +206,7 @@ struct Shared {
 pub struct MockServer {
     addr: SocketAddr,
     timing: Arc<timing::TimingRecorder>,
+    closes: Arc<closing::CloseStats>,
     /// Dropping the sender is the shutdown signal (for the server and stalled streams).
     stop: watch::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
@@ -218,6 +230,18 @@ impl MockServer {
     /// later request's.
     pub fn requests(&self) -> Vec<timing::RequestTiming> {
         self.timing.requests()
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.closes.connections()
+    }
+
+    /// Requests that arrived on a connection the server had already closed without notice
+    /// (an idle timeout, a silent close after a stream), read and never answered: each is
+    /// one the client had to send again.
+    pub fn dropped_requests(&self) -> u64 {
+        self.closes.dropped_requests()
     }
 
     /// `http://ip:port`, without a path: endpoints are `{base_url}/v1/completions` etc.
@@ -272,8 +296,21 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         timing: timing.clone(),
     });
     let mut stopped = stop.subscribe();
-    let app = router(shared).into_make_service_with_connect_info::<Conn>();
-    let serve = axum::serve(FaultListener(listener), app).with_graceful_shutdown(async move {
+    let closes = Arc::new(closing::CloseStats::default());
+    let listener = FaultListener {
+        listener,
+        closing: config.closing.io_policy(),
+        stats: closes.clone(),
+    };
+    let mut app = router(shared);
+    if config.closing.any() {
+        app = app.layer(axum::middleware::from_fn_with_state(
+            Arc::new(config.closing),
+            closing::close_connections,
+        ));
+    }
+    let app = app.into_make_service_with_connect_info::<Conn>();
+    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
         // Nothing is ever sent: the sender's drop means stop.
         let _ = stopped.changed().await;
     });
@@ -281,6 +318,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     Ok(MockServer {
         addr,
         timing,
+        closes,
         stop,
         task,
     })
@@ -302,6 +340,9 @@ pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
     );
     if args.faults != Faults::default() {
         println!("faults: {:?}", args.faults);
+    }
+    if args.closing != Closing::default() {
+        println!("closing: {:?}", args.closing);
     }
     tokio::signal::ctrl_c()
         .await

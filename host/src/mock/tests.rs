@@ -752,6 +752,7 @@ fn flags_map_onto_the_config() {
             model: "m".to_owned(),
             fail_rate: 0.1,
             faults: Faults::default(),
+            closing: Closing::default(),
         }
     );
 
@@ -799,7 +800,36 @@ fn flags_map_onto_the_config() {
         }
     );
 
+    let args = Cli::try_parse_from([
+        "mock",
+        "--keep-alive-requests",
+        "100",
+        "--idle-timeout-ms",
+        "5000",
+        "--connection-close",
+        "--close-after-stream",
+        "on-reuse",
+    ])
+    .expect("closing flags parse")
+    .args;
+    assert_eq!(
+        MockConfig::from(&args).closing,
+        Closing {
+            keep_alive_requests: Some(100),
+            idle_timeout_ms: Some(5000),
+            connection_close: true,
+            close_after_stream: Some(SilentClose::OnReuse),
+        }
+    );
+    let args = Cli::try_parse_from(["mock", "--close-after-stream", "at-once"])
+        .expect("at-once parses")
+        .args;
+    assert_eq!(args.closing.close_after_stream, Some(SilentClose::AtOnce));
+
     for bad in [
+        ["--keep-alive-requests", "0"],
+        ["--idle-timeout-ms", "0"],
+        ["--close-after-stream", "later"],
         ["--fail-rate", "1.01"],
         ["--fail-rate", "nan"],
         ["--fail-rate", "x"],
@@ -1084,4 +1114,240 @@ async fn a_stall_holds_the_stream_then_resumes_or_ends_at_shutdown() {
     let (bytes, err, _) = reader.await.unwrap();
     assert!(err.is_some(), "the stalled stream is cut");
     assert_eq!(payloads(&bytes).len(), 3);
+}
+
+/// A server that ends its connections as `closing` says.
+async fn closing(closing: Closing) -> MockServer {
+    start(MockConfig {
+        closing,
+        ..MockConfig::default()
+    })
+    .await
+}
+
+/// Writes a POST of `body` to /v1/completions on a raw connection.
+async fn send_raw(tcp: &mut tokio::net::TcpStream, body: &str) {
+    use tokio::io::AsyncWriteExt as _;
+    let request = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: mock\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+}
+
+/// Reads one response (chunked or with a Content-Length) off a raw connection: its head,
+/// lower-cased, and its body as sent.
+async fn read_raw(tcp: &mut tokio::net::TcpStream) -> (String, Vec<u8>) {
+    use tokio::io::AsyncReadExt as _;
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = tcp.read(&mut byte).await.expect("read the head");
+        assert_eq!(n, 1, "the connection closed inside a head: {got:?}");
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8(got).unwrap().to_ascii_lowercase();
+    let mut body = Vec::new();
+    if head.contains("transfer-encoding: chunked") {
+        while !body.ends_with(b"\r\n0\r\n\r\n") {
+            let n = tcp.read(&mut byte).await.expect("read the body");
+            assert_eq!(n, 1, "the connection closed inside a body");
+            body.push(byte[0]);
+        }
+    } else {
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .expect("a content-length")
+            .trim()
+            .parse()
+            .unwrap();
+        body.resize(len, 0);
+        tcp.read_exact(&mut body).await.expect("read the body");
+    }
+    (head, body)
+}
+
+/// Waits (up to 5 s) for the server to close the connection: the next read is its end.
+async fn read_end(tcp: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt as _;
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut rest))
+        .await
+        .expect("the server closes within 5 s")
+        .expect("a FIN, not an RST");
+    rest
+}
+
+const STREAM_2: &str = r#"{"prompt": "x", "max_tokens": 2, "stream": true}"#;
+const WHOLE_2: &str = r#"{"prompt": "x", "max_tokens": 2}"#;
+
+#[tokio::test]
+async fn connection_close_on_every_response_closes_after_it() {
+    let server = closing(Closing {
+        connection_close: true,
+        ..Closing::default()
+    })
+    .await;
+    for body in [STREAM_2, WHOLE_2] {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        send_raw(&mut tcp, body).await;
+        let (head, _) = read_raw(&mut tcp).await;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("connection: close\r\n"), "{head}");
+        assert!(read_end(&mut tcp).await.is_empty());
+    }
+    assert_eq!(server.connections(), 2);
+    assert_eq!(server.dropped_requests(), 0);
+}
+
+#[tokio::test]
+async fn a_request_limit_says_close_on_the_last_response_and_closes() {
+    let server = closing(Closing {
+        keep_alive_requests: Some(3),
+        ..Closing::default()
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    // Streamed or not, every response counts.
+    for (i, body) in [STREAM_2, WHOLE_2, STREAM_2].into_iter().enumerate() {
+        send_raw(&mut tcp, body).await;
+        let (head, _) = read_raw(&mut tcp).await;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert_eq!(
+            head.contains("connection: close"),
+            i == 2,
+            "response {i}: {head}"
+        );
+    }
+    assert!(read_end(&mut tcp).await.is_empty());
+    assert_eq!(server.connections(), 1);
+    assert_eq!(server.dropped_requests(), 0);
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_without_notice_and_a_busy_one_is_not() {
+    let server = closing(Closing {
+        idle_timeout_ms: Some(50),
+        ..Closing::default()
+    })
+    .await;
+    // Never used: closed.
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    assert!(read_end(&mut tcp).await.is_empty());
+    // A stream that outlasts the idle timeout is not cut: the timer runs only between
+    // requests. After it, the connection is idle and closes, with no header saying so.
+    let server = start(MockConfig {
+        itl: Duration::from_millis(40),
+        closing: Closing {
+            idle_timeout_ms: Some(50),
+            ..Closing::default()
+        },
+        ..MockConfig::default()
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    send_raw(
+        &mut tcp,
+        r#"{"prompt": "x", "max_tokens": 5, "stream": true}"#,
+    )
+    .await;
+    let (head, body) = read_raw(&mut tcp).await;
+    assert!(!head.contains("connection: close"), "{head}");
+    let events = payloads(&dechunk(&body));
+    assert_eq!(events.len(), 5 + 1, "{events:?}");
+    assert!(read_end(&mut tcp).await.is_empty());
+    assert_eq!(
+        server.dropped_requests(),
+        0,
+        "nothing arrived after the close"
+    );
+}
+
+/// The payload of a chunked body.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let nl = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a size line");
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..nl]).unwrap(), 16).unwrap();
+        body = &body[nl + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[..size]);
+        body = &body[size + 2..];
+    }
+}
+
+#[tokio::test]
+async fn a_silent_close_at_once_follows_every_stream_but_not_other_answers() {
+    let server = closing(Closing {
+        close_after_stream: Some(SilentClose::AtOnce),
+        ..Closing::default()
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    // Answers that are not streams keep the connection.
+    for _ in 0..2 {
+        send_raw(&mut tcp, WHOLE_2).await;
+        let (head, _) = read_raw(&mut tcp).await;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+    }
+    send_raw(&mut tcp, STREAM_2).await;
+    let (head, body) = read_raw(&mut tcp).await;
+    // Whole, and promising nothing: then the FIN.
+    assert!(!head.contains("connection: close"), "{head}");
+    assert_eq!(payloads(&dechunk(&body)).last().unwrap(), "[DONE]");
+    assert!(read_end(&mut tcp).await.is_empty());
+    assert_eq!(server.connections(), 1);
+    assert_eq!(server.dropped_requests(), 0);
+}
+
+#[tokio::test]
+async fn a_silent_close_on_reuse_drops_the_next_request_unanswered() {
+    let server = closing(Closing {
+        close_after_stream: Some(SilentClose::OnReuse),
+        ..Closing::default()
+    })
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    send_raw(&mut tcp, STREAM_2).await;
+    let (head, body) = read_raw(&mut tcp).await;
+    assert!(!head.contains("connection: close"), "{head}");
+    assert_eq!(payloads(&dechunk(&body)).len(), 3);
+    assert_eq!(server.dropped_requests(), 0);
+    // The connection looked reusable; the next request on it is read and never answered.
+    send_raw(&mut tcp, WHOLE_2).await;
+    assert!(read_end(&mut tcp).await.is_empty(), "no byte of an answer");
+    assert_eq!(server.dropped_requests(), 1);
+    assert_eq!(server.connections(), 1);
+    // Other connections are served as before.
+    let (status, body) = post_json(&server, "/v1/completions", json!({"prompt": "x"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_server_that_closes_connections_still_shuts_down() {
+    let server = closing(Closing {
+        close_after_stream: Some(SilentClose::AtOnce),
+        idle_timeout_ms: Some(60_000),
+        ..Closing::default()
+    })
+    .await;
+    // One connection closed by the server and still open at the client, one idle.
+    let mut closed = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    send_raw(&mut closed, STREAM_2).await;
+    read_raw(&mut closed).await;
+    let mut idle = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    send_raw(&mut idle, WHOLE_2).await;
+    read_raw(&mut idle).await;
+    tokio::time::timeout(Duration::from_secs(5), server.shutdown())
+        .await
+        .expect("shutdown does not wait for the clients to close")
+        .expect("clean shutdown");
+    assert!(read_end(&mut idle).await.is_empty());
 }
