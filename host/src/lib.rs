@@ -11,5 +11,6 @@ pub mod record;
 pub mod report;
 pub mod runtime;
 pub mod schedule;
+pub mod server_metrics;
 pub mod tokenizer;
 pub mod workload;

@@ -21,7 +21,7 @@ use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime, R
 use crate::schedule::{self, RampUp, RampUpStrategy, ScheduleConfig};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{self, HostHeaders};
-use crate::{metrics, report};
+use crate::{metrics, report, server_metrics};
 
 /// The flags of `bench serve`, vLLM's by name and meaning. Numeric flags accept a leading
 /// minus sign so that a negative value is refused by the flag's own parser, naming it.
@@ -671,6 +671,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .min(prepared.len());
     rt.block_on(client.preconnect(preconnect))
         .context("--preconnect")?;
+    // The server's own counters before the clock starts (after the warm-up, whose
+    // requests would otherwise count); compared with a second scrape after the run.
+    let metrics_before = rt.block_on(server_metrics::scrape(&plan.base_url));
     let stop = Arc::new(StopSignal::new());
     let signalled = rt.block_on(interrupt::watch(stop.clone(), plan.shutdown_grace))?;
     println!("Starting main benchmark run...");
@@ -725,6 +728,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     computed.client.cpu = Some(output.cpu);
     computed.client.http_client = Some(transport);
     computed.per_request.clock_origin_s = output.clock_origin_s;
+    computed.server_cache = server_cache(metrics_before, &plan.base_url, &rt);
     for w in &computed.warnings {
         eprintln!("WARNING: {w}");
     }
@@ -910,6 +914,36 @@ fn args_record(args: &ServeArgs) -> Result<serde_json::Map<String, serde_json::V
         map.insert("request_rate".into(), serde_json::json!("inf"));
     }
     Ok(map)
+}
+
+/// The server's prefix-cache counters over the run, from a scrape of its `/metrics`
+/// before the run and one now; a server without them gets a note on stderr, never an error.
+fn server_cache(
+    before: Result<server_metrics::Snapshot>,
+    base_url: &str,
+    rt: &tokio::runtime::Runtime,
+) -> Option<server_metrics::ServerCache> {
+    let scraped =
+        before.and_then(|before| Ok((before, rt.block_on(server_metrics::scrape(base_url))?)));
+    let cache = match scraped {
+        Ok((before, after)) => server_metrics::ServerCache::between(&before, &after),
+        Err(e) => {
+            eprintln!("note: no server metrics ({e:#})");
+            return None;
+        }
+    };
+    match cache {
+        Some(cache) if cache.cached_prompt_tokens > 0 => eprintln!(
+            "note: the server served {} of {} prompt tokens ({:.1}%) from its prefix cache \
+             during this run; its TTFTs reflect that cache",
+            cache.cached_prompt_tokens,
+            cache.queried_prompt_tokens,
+            100.0 * cache.hit_rate()
+        ),
+        Some(_) => {}
+        None => eprintln!("note: the server's /metrics has no prefix-cache counters bench knows"),
+    }
+    cache
 }
 
 /// The first model the server lists (vLLM does this when --model is not given).

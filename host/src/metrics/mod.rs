@@ -335,6 +335,9 @@ pub struct Metrics<'a> {
     /// name order.
     pub failures_by_kind: Vec<(String, usize)>,
     pub client: ClientStats,
+    /// The server's own prefix-cache counters over the run (its `/metrics`), when it
+    /// exposes them; set by the caller that scraped them.
+    pub server_cache: Option<crate::server_metrics::ServerCache>,
     /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
     pub warnings: Vec<String>,
 }
@@ -520,6 +523,7 @@ pub fn calculate<'a>(
                 .map(|r| r.error.as_deref().unwrap_or_default()),
         ),
         client: client_stats(&ordered, completed, duration_s, count_tokens.map(|_| check)),
+        server_cache: None,
         warnings,
         per_request: PerRequest {
             records: ordered,

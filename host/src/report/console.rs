@@ -30,7 +30,29 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     vllm_block(&mut out, metrics, run);
     failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
+    server_block(&mut out, metrics);
     out
+}
+
+/// The server's own prefix-cache counters over the run, when it exposes them.
+fn server_block(out: &mut String, m: &Metrics) {
+    let Some(cache) = m.server_cache else {
+        return;
+    };
+    header(out, " Server Metrics (/metrics) ", '=');
+    line(out, "Server counters:", cache.server);
+    line(
+        out,
+        "Prompt tokens looked up in the cache:",
+        cache.queried_prompt_tokens,
+    );
+    line(
+        out,
+        "Prompt tokens served from the cache:",
+        cache.cached_prompt_tokens,
+    );
+    line_f(out, "Prefix cache hit rate (%):", 100.0 * cache.hit_rate());
+    let _ = writeln!(out, "{}", "=".repeat(50));
 }
 
 /// `Failures by kind: http-500: 3, timeout: 1`, when any request failed.

@@ -320,6 +320,18 @@ pub fn result_doc<'m>(m: &'m Metrics<'_>, run: &RunInfo, detailed: bool) -> Resu
             json!(check.mismatched_requests),
         );
     }
+    if let Some(cache) = &m.server_cache {
+        r.insert("server_metrics_source", json!(cache.server));
+        r.insert(
+            "server_cached_prompt_tokens",
+            json!(cache.cached_prompt_tokens),
+        );
+        r.insert(
+            "server_queried_prompt_tokens",
+            json!(cache.queried_prompt_tokens),
+        );
+        r.insert("server_prefix_cache_hit_rate", float(cache.hit_rate()));
+    }
     if let Some(check) = &c.token_counts {
         r.insert(
             "requests_with_server_usage",

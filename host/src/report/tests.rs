@@ -519,6 +519,47 @@ fn resent_requests_and_server_prompt_counts_are_reported_when_there_are_some() {
 }
 
 #[test]
+fn the_servers_cache_counters_are_reported_when_it_has_them() {
+    let mut m = full_metrics();
+    let quiet = console(&m, &run());
+    assert!(!quiet.contains("Server Metrics"), "{quiet}");
+    assert!(
+        result_json(&m, &run(), false)
+            .get("server_cached_prompt_tokens")
+            .is_none()
+    );
+
+    m.server_cache = Some(crate::server_metrics::ServerCache {
+        server: "llama.cpp",
+        cached_prompt_tokens: 900,
+        queried_prompt_tokens: 1000,
+    });
+    let text = console(&m, &run());
+    let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
+    assert!(
+        text.contains("=========== Server Metrics (/metrics) ============\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&line("Server counters:", "llama.cpp")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&line("Prompt tokens served from the cache:", "900")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&line("Prefix cache hit rate (%):", "90.00")),
+        "{text}"
+    );
+    let v = result_json(&m, &run(), false);
+    assert_eq!(v["server_metrics_source"], json!("llama.cpp"));
+    assert_eq!(v["server_cached_prompt_tokens"], json!(900));
+    assert_eq!(v["server_queried_prompt_tokens"], json!(1000));
+    assert_eq!(v["server_prefix_cache_hit_rate"], json!(0.9));
+}
+
+#[test]
 fn client_cpu_and_http_client_are_reported_when_measured() {
     let mut m = full_metrics();
     let quiet = console(&m, &run());
