@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# bench and vLLM's own benchmark client (`vllm bench serve`), side by side: the same
-# workload against the same built-in mock server, in one run, printing the ratios.
+# bench and vLLM's own benchmark client (`vllm bench serve`), side by side.
 #
-#   bash scripts/vs-vllm.sh                              # release build of bench, then both
+#   bash scripts/vs-vllm.sh                              # throughput mode: release build, then both
 #   BENCH_BIN=target/release/bench bash scripts/vs-vllm.sh   # skip the build
+#   bash scripts/vs-vllm.sh parity                       # parity mode: every result key compared
+#   bash scripts/vs-vllm.sh parity --servers mock        # the mock only (no llama.cpp build)
+#   bash scripts/vs-vllm.sh parity --base-url http://127.0.0.1:8000 --model M   # your server
 #
 # vLLM is installed from PyPI into a virtualenv (VLLM_VENV, default target/vllm-venv) the
 # first time only; it is several GB (torch and CUDA wheels) but runs fine as a client on a
 # CPU-only machine. Both clients use the same local tokenizer and nothing is downloaded at
 # run time (HF_HUB_OFFLINE=1).
 #
+# Throughput mode: the same workload against the same built-in mock server, in one run,
+# printing the ratios.
 # M1, client ceiling: zero-delay server, random dataset, 128-token prompts, 128-token
 #   streams, ignore_eos, request rate inf, concurrency 64.
 # M2, timing error: a server with TTFT 50 ms and ITL 10 ms, 64-token streams, concurrency
@@ -18,8 +22,48 @@
 # With two or more cores the server is pinned to core 1 and the client to core 0, as in
 # scripts/perf.sh. vLLM's client is slower, so it gets fewer M1 prompts by default; each
 # run still lasts seconds. Prompt counts: N_M1_VLLM, N_M1_BENCH, N_M2.
+#
+# Parity mode: both clients with the same flags, seed, dataset and server, each with
+# --save-result --save-detailed, and scripts/parity.py prints every key the two result files
+# share with both values and a verdict (exact for counts and request sets, element by
+# element for lists; a stated tolerance for latencies and rates), then the keys only one
+# side has, then a key-by-case matrix. Cases: datasets `random` (64-token prompts) and
+# `sharegpt` (tests/data/datasets/sharegpt), both with 32 output tokens and --ignore-eos,
+# through --backend openai (/v1/completions) and openai-chat (/v1/chat/completions),
+# --max-concurrency 4, seed 0, tokenizer tests/data/tokenizers/gpt2, against
+#   mock:  `bench mock-server --ttft-ms 50 --itl-ms 10`, a fresh one per run (100 prompts);
+#          tolerance: latency statistics max(2 ms, 5%), rates 5%; the mock's own mean TTFT
+#          and ITL for each run (GET /mock/timing) are shown beside the clients';
+#   llama: llama.cpp's llama-server with SmolLM2-135M-Instruct (built and cached by
+#          scripts/real-server.sh), a fresh one per run (-c 8192 -np 4), 40 prompts,
+#          --temperature 0 for both clients; vLLM runs twice, and each timing key's
+#          tolerance is widened to twice the difference between its two runs (the server's
+#          own run-to-run variation);
+#   --base-url URL: your running server instead (not restarted between runs, so its state,
+#          e.g. a prefix cache, carries over; vLLM runs first, then bench, then vLLM again).
+# Options: --servers "mock llama", --datasets "random sharegpt", --backends "openai
+# openai-chat", --num-prompts N, --model M, --tokenizer T. Results and the printed tables
+# are kept in PARITY_OUT (default target/parity-results/<date>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+mode=throughput
+if [ "${1:-}" = parity ]; then mode=parity; shift; elif [ "${1:-}" = throughput ]; then shift; fi
+p_servers="mock llama" p_datasets="random sharegpt" p_backends="openai openai-chat"
+p_base_url="" p_model="" p_prompts="" p_tokenizer=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --servers) p_servers=$2; shift 2 ;;
+    --datasets) p_datasets=$2; shift 2 ;;
+    --backends) p_backends=$2; shift 2 ;;
+    --base-url) p_base_url=$2; p_servers=external; shift 2 ;;
+    --model) p_model=$2; shift 2 ;;
+    --num-prompts) p_prompts=$2; shift 2 ;;
+    --tokenizer) p_tokenizer=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+    *) echo "vs-vllm.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
 
 # 0.33.0 needs certifi>=2026.10.19, which the index reachable here does not have yet.
 vllm_version=${VLLM_VERSION:-0.32.0}
@@ -28,7 +72,7 @@ port=${PORT:-18131}
 n_m1_vllm=${N_M1_VLLM:-4000}
 n_m1_bench=${N_M1_BENCH:-20000}
 n_m2=${N_M2:-2560}
-tokenizer=tests/data/tokenizers/gpt2
+tokenizer=${p_tokenizer:-tests/data/tokenizers/gpt2}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 die() { echo "vs-vllm.sh: $*" >&2; exit 1; }
@@ -118,6 +162,124 @@ run() { # workload client prompts concurrency ttft_ms itl_ms output_len
   stop_server
   echo "$label $ttft" >>"$tmp/runs"
 }
+
+# ---------------------------------------------------------------------------------------
+# Parity mode.
+llama_bin="" llama_model=""
+start_llama() {
+  curl -s -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null \
+    && die "something already answers on port $port; set PORT to a free one"
+  "$llama_bin" -m "$llama_model" --alias smollm2-135m --host 127.0.0.1 --port "$port" \
+    -c 8192 -np 4 -t "${LLAMA_THREADS:-2}" >"$tmp/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 600); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null)" = 200 ] && return
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -20 "$tmp/server.log" >&2
+  die "llama-server did not come up on port $port"
+}
+
+# prun label client server dataset backend prompts: one client run; the result lands in
+# $out/label.json, the client's output in $out/label.log, the mock's timing in
+# $out/label.server.json. A client that fails leaves no result; the comparison says so.
+prun() {
+  local label=$1 client=$2 server=$3 dataset=$4 backend=$5 n=$6
+  local cmd url model endpoint pin=""
+  case $client in
+    vllm) cmd=("$vllm" bench serve) ;;
+    bench) cmd=("$bench" serve) ;;
+  esac
+  case $backend in
+    openai) endpoint=/v1/completions ;;
+    openai-chat) endpoint=/v1/chat/completions ;;
+  esac
+  local extra=()
+  case $dataset in
+    random) extra=(--dataset-name random --random-input-len 64 --random-output-len 32) ;;
+    sharegpt) extra=(--dataset-name sharegpt --dataset-path "$sharegpt" --sharegpt-output-len 32) ;;
+  esac
+  case $server in
+    mock) start_server 50 10; url=http://127.0.0.1:$port model=mock pin=$pin_client ;;
+    llama) start_llama; url=http://127.0.0.1:$port model=smollm2-135m; extra+=(--temperature 0) ;;
+    external) url=$p_base_url model=$p_model ;;
+  esac
+  local rc=0
+  $pin "${cmd[@]}" --backend "$backend" --base-url "$url" --endpoint "$endpoint" --model "$model" \
+    --tokenizer "$tokenizer" "${extra[@]}" --ignore-eos --num-prompts "$n" --max-concurrency 4 \
+    --request-rate inf --seed 0 --disable-tqdm --save-result --save-detailed \
+    --result-dir "$out" --result-filename "$label.json" >"$out/$label.log" 2>&1 &
+  client_pid=$!
+  wait "$client_pid" || rc=$?
+  client_pid=""
+  if [ "$rc" != 0 ]; then
+    echo "vs-vllm.sh: $client exited $rc on $label; its output: $out/$label.log" >&2
+    tail -5 "$out/$label.log" >&2
+  fi
+  if [ "$server" = mock ]; then
+    curl -sf "http://127.0.0.1:$port/mock/timing" >"$out/$label.server.json" || rm -f "$out/$label.server.json"
+  fi
+  [ "$server" = external ] || stop_server
+}
+
+parity() {
+  sharegpt=tests/data/datasets/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json
+  out=${PARITY_OUT:-target/parity-results/$(date +%Y%m%d-%H%M%S)}
+  mkdir -p "$out"
+  if [[ " $p_servers " == *" llama "* ]]; then
+    local paths
+    paths=$(bash scripts/real-server.sh --setup-only) || die "scripts/real-server.sh --setup-only failed"
+    llama_bin=$(sed -n 's/^llama-server: //p' <<<"$paths")
+    llama_model=$(sed -n 's/^model: //p' <<<"$paths")
+  fi
+  if [ "$p_servers" = external ] && [ -z "$p_model" ]; then
+    p_model=$(curl -sf "$p_base_url/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])') \
+      || die "could not read the model name from $p_base_url/v1/models; pass --model"
+  fi
+  local summaries=() when
+  when=$(date '+%Y-%m-%d %H:%M %Z')
+  {
+    echo "vLLM $vllm_version (\`vllm bench serve\`) vs bench ($bench, $("$bench" --version)), $when"
+    echo "servers: $p_servers; datasets: $p_datasets; backends: $p_backends; mock pinning: $pinning"
+    echo
+  } | tee "$out/parity.md"
+  for server in $p_servers; do
+    for dataset in $p_datasets; do
+      for backend in $p_backends; do
+        local n=${p_prompts:-100} cname=$server.$dataset.$backend args=()
+        [ "$server" = mock ] || n=${p_prompts:-40}
+        echo "running $cname ($n prompts)..." >&2
+        prun "$cname.vllm" vllm "$server" "$dataset" "$backend" "$n"
+        prun "$cname.bench" bench "$server" "$dataset" "$backend" "$n"
+        if [ "$server" != mock ]; then
+          prun "$cname.vllm-again" vllm "$server" "$dataset" "$backend" "$n"
+          [ -f "$out/$cname.vllm-again.json" ] && args+=(--vllm-again "$out/$cname.vllm-again.json")
+        fi
+        if [ -f "$out/$cname.bench.server.json" ]; then
+          args+=(--server-timing "$out/$cname.bench.server.json")
+          [ -f "$out/$cname.vllm.server.json" ] && args+=(--server-timing-vllm "$out/$cname.vllm.server.json")
+        fi
+        if [ -f "$out/$cname.vllm.json" ] && [ -f "$out/$cname.bench.json" ]; then
+          python3 scripts/parity.py compare --vllm "$out/$cname.vllm.json" --bench "$out/$cname.bench.json" \
+            "${args[@]}" --title "$cname ($n prompts)" --summary "$out/$cname.summary.json" | tee -a "$out/parity.md"
+          summaries+=("$out/$cname.summary.json")
+        else
+          echo "### $cname: no comparison, a client wrote no result (see $out/$cname.*.log)" | tee -a "$out/parity.md"
+        fi
+      done
+    done
+  done
+  if [ ${#summaries[@]} -gt 0 ]; then
+    { echo "### All cases"; echo; python3 scripts/parity.py matrix "${summaries[@]}"; } | tee -a "$out/parity.md"
+  fi
+  echo "results and this report: $out" >&2
+}
+
+if [ "$mode" = parity ]; then
+  parity
+  exit 0
+fi
 
 echo "running M1 and M2 with vLLM $vllm_version and $bench ($pinning)..." >&2
 run M1 vllm "$n_m1_vllm" 64 0 0 128

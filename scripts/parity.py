@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Compare a `vllm bench serve` result file with a `bench` result file, key by key.
+
+Used by `scripts/vs-vllm.sh parity`; it can also be run on any pair of result files made
+with `--save-result --save-detailed` on the same workload (same seed, dataset, server):
+
+    python3 scripts/parity.py compare --vllm V.json --bench B.json [--vllm-again V2.json]
+        [--server-timing T.json] [--title TEXT] [--summary OUT.json]
+    python3 scripts/parity.py matrix S1.json S2.json ...   # one column per --summary file
+
+Every key the two files share is printed with both values and a verdict:
+- exact: configuration, counts and request sets (completed, failed, total_input_tokens,
+  total_output_tokens, max_concurrent_requests, input_lens, output_lens, which requests
+  failed, generated_texts); list-valued keys are compared element by element and the first
+  difference is shown;
+- tolerance: latencies, rates and times. Without --vllm-again the tolerance is fixed:
+  latency statistics (ms) within max(2 ms, 5%), per-request times (s) within
+  max(2 ms, 5%) each, rates and durations within 5%. With --vllm-again (a second vLLM run
+  on a fresh server, the server's own run-to-run variation) each key's tolerance is
+  widened to twice the difference between the two vLLM runs (for per-request lists, twice
+  the 90th percentile of the per-request differences) when that is larger;
+- not compared: `date` (when the run happened); `errors` texts are shown, but only which
+  requests failed is compared (vLLM stores a Python traceback, bench a `kind: message`).
+Keys only one side has are listed after the table.
+"""
+
+import argparse
+import json
+import math
+import sys
+
+EXACT_META = ["endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
+              "request_rate", "burstiness", "max_concurrency"]
+EXACT_COUNTS = ["completed", "failed", "total_input_tokens", "total_output_tokens",
+                "max_concurrent_requests", "rtfx", "request_goodput"]
+EXACT_LISTS = ["input_lens", "output_lens", "generated_texts"]
+RATES = ["duration", "request_throughput", "output_throughput", "total_token_throughput",
+         "max_output_tokens_per_s"]
+TIME_LISTS = ["ttfts", "latencies", "queue_times", "start_times"]
+NOT_COMPARED = ["date"]
+
+BASE_ABS_MS = 2.0
+BASE_REL = 0.05
+
+
+def is_latency_stat(key):
+    return key.endswith("_ms") and key.split("_")[0] in ("mean", "median", "std") or (
+        key.endswith("_ms") and key.startswith("p"))
+
+
+def fmt(v, width=14):
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return f"{v:.6g}" if abs(v) < 1e6 else f"{v:.0f}"
+    if isinstance(v, str):
+        s = json.dumps(v)
+        return s if len(s) <= 40 else s[:37] + '..."'
+    if isinstance(v, list):
+        return f"[{len(v)} values]"
+    return json.dumps(v)
+
+
+def short_list(v):
+    if not v:
+        return "[]"
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        head = ", ".join(fmt(x) for x in v[:4])
+        tot = sum(v)
+        return f"{len(v)} values, sum {fmt(float(tot)) if isinstance(tot, float) else tot}: [{head}{', ...' if len(v) > 4 else ''}]"
+    if all(isinstance(x, str) for x in v):
+        nonempty = sum(1 for x in v if x)
+        return f"{len(v)} strings, {nonempty} non-empty"
+    if all(isinstance(x, list) for x in v):
+        return f"{len(v)} lists, {sum(len(x) for x in v)} values"
+    return f"{len(v)} values"
+
+
+def pct(values, q):
+    s = sorted(values)
+    if not s:
+        return 0.0
+    k = (len(s) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+class Row:
+    def __init__(self, key, kind, v, b, verdict, note=""):
+        self.key, self.kind, self.v, self.b, self.verdict, self.note = key, kind, v, b, verdict, note
+
+
+def compare(v, b, v2, server):
+    rows = []
+    shared = [k for k in v if k in b]
+
+    def tol_scalar(key, a, ms):
+        """Tolerance for a scalar timing value a (ms if ms else relative-only)."""
+        base = max(BASE_ABS_MS, BASE_REL * abs(a)) if ms else BASE_REL * abs(a)
+        spread = None
+        if v2 is not None and isinstance(v2.get(key), (int, float)):
+            spread = abs(v2[key] - a)
+            return max(base, 2 * spread), spread
+        return base, spread
+
+    for key in shared:
+        a, c = v[key], b[key]
+        if key in NOT_COMPARED:
+            rows.append(Row(key, "info", a, c, "n/a", "not compared (run time)"))
+        elif key in EXACT_META or key in EXACT_COUNTS:
+            same = a == c or (isinstance(a, (int, float)) and isinstance(c, (int, float))
+                              and float(a) == float(c))
+            rows.append(Row(key, "exact", a, c, "agree" if same else "DIFFER"))
+        elif key in EXACT_LISTS:
+            rows.append(list_exact(key, a, c))
+        elif key == "errors":
+            fa = [bool(x) for x in a]
+            fb = [bool(x) for x in c]
+            if fa == fb:
+                n = sum(fa)
+                rows.append(Row(key, "exact", a, c, "agree",
+                                f"same requests failed ({n})" + (f"; vLLM: {first_err(a)}; bench: {first_err(c)}" if n else "")))
+            else:
+                i = next((i for i, (x, y) in enumerate(zip(fa, fb)) if x != y), min(len(fa), len(fb)))
+                rows.append(Row(key, "exact", a, c, "DIFFER",
+                                f"failed: vLLM {sum(fa)}, bench {sum(fb)}; first difference at [{i}]: "
+                                f"vLLM {json.dumps(a[i][:80]) if i < len(a) else '-'}, bench {json.dumps(c[i][:80]) if i < len(c) else '-'}"))
+        elif key in RATES or is_latency_stat(key):
+            ms = is_latency_stat(key)
+            if not isinstance(a, (int, float)) or not isinstance(c, (int, float)):
+                rows.append(Row(key, "tol", a, c, "agree" if a == c else "DIFFER"))
+                continue
+            tol, spread = tol_scalar(key, a, ms)
+            d = c - a
+            note = f"diff {d:+.4g}, tol {tol:.3g}" + (f" (vLLM run-to-run {spread:.3g})" if spread is not None else "")
+            if server and key in server[1]:
+                note += (f"; server's own: vLLM run {server[0][key]:.4g}, " if server[0] and key in server[0]
+                         else "; server's own: ") + f"bench run {server[1][key]:.4g}"
+            rows.append(Row(key, "tol", a, c, "agree" if abs(d) <= tol else "DIFFER", note))
+        elif key in TIME_LISTS:
+            rows.append(time_list(key, a, c, None if v2 is None else v2.get(key)))
+        elif key == "itls":
+            rows.append(itl_lists(a, c, None if v2 is None else v2.get(key)))
+        else:
+            rows.append(Row(key, "exact", a, c, "agree" if a == c else "DIFFER", "(unclassified key: exact)"))
+    return rows
+
+
+def first_err(errs):
+    e = next((x for x in errs if x), "")
+    e = e.strip().splitlines()[-1] if e.strip() else e
+    return json.dumps(e[:100])
+
+
+def list_exact(key, a, c):
+    if not isinstance(a, list) or not isinstance(c, list):
+        return Row(key, "exact", a, c, "agree" if a == c else "DIFFER")
+    ndiff = sum(1 for x, y in zip(a, c) if x != y) + abs(len(a) - len(c))
+    if ndiff == 0:
+        return Row(key, "exact", a, c, "agree", f"all {len(a)} equal")
+    i = next((i for i, (x, y) in enumerate(zip(a, c)) if x != y), min(len(a), len(c)))
+    x = a[i] if i < len(a) else "-"
+    y = c[i] if i < len(c) else "-"
+    return Row(key, "exact", a, c, "DIFFER",
+               f"{ndiff} of {max(len(a), len(c))} differ; first at [{i}]: vLLM {fmt(x)}, bench {fmt(y)}")
+
+
+def time_list(key, a, c, a2):
+    """Per-request times in seconds; start_times are compared as offsets from the first."""
+    if not a or not c:
+        return Row(key, "tol", a, c, "agree" if a == c else "DIFFER")
+    if key == "start_times":
+        a = [x - min(a) for x in a]
+        c = [x - min(c) for x in c]
+        if a2:
+            a2 = [x - min(a2) for x in a2]
+    spread = None
+    if a2 and len(a2) == len(a):
+        spread = pct([abs(x - y) for x, y in zip(a, a2)], 0.9)
+    bad, first = 0, None
+    for i, (x, y) in enumerate(zip(a, c)):
+        tol = max(BASE_ABS_MS / 1000, BASE_REL * abs(x))
+        if spread is not None:
+            tol = max(tol, 2 * spread)
+        if abs(y - x) > tol:
+            bad += 1
+            if first is None:
+                first = (i, x, y, tol)
+    if len(a) != len(c):
+        bad += abs(len(a) - len(c))
+    note = f"{len(a) - bad} of {len(a)} within max(2 ms, 5%)" + (
+        f" or 2 x vLLM's run-to-run p90 ({spread * 1000:.3g} ms)" if spread is not None else "")
+    if key == "start_times":
+        note += "; offsets from the first start"
+    if first:
+        i, x, y, tol = first
+        note += f"; first outside at [{i}]: vLLM {x * 1000:.4g} ms, bench {y * 1000:.4g} ms"
+    return Row(key, "tol", a, c, "agree" if bad == 0 else "DIFFER", note)
+
+
+def itl_lists(a, c, a2):
+    lens_a = [len(x) for x in a]
+    lens_c = [len(x) for x in c]
+    notes = []
+    ok = True
+    if lens_a != lens_c:
+        ok = False
+        i = next((i for i, (x, y) in enumerate(zip(lens_a, lens_c)) if x != y), min(len(a), len(c)))
+        notes.append(f"gap counts differ in {sum(1 for x, y in zip(lens_a, lens_c) if x != y)} requests; "
+                     f"first at [{i}]: vLLM {lens_a[i] if i < len(a) else '-'}, bench {lens_c[i] if i < len(c) else '-'}")
+    else:
+        notes.append(f"same gap counts per request ({sum(lens_a)} gaps)")
+    # The values: the pooled distribution (not each gap: gaps are not paired in time).
+    fa = [x for r in a for x in r]
+    fc = [x for r in c for x in r]
+    if fa and fc:
+        ma, mc = sum(fa) / len(fa) * 1000, sum(fc) / len(fc) * 1000
+        tol = max(BASE_ABS_MS, BASE_REL * ma)
+        if a2:
+            f2 = [x for r in a2 for x in r]
+            if f2:
+                tol = max(tol, 2 * abs(sum(f2) / len(f2) * 1000 - ma))
+        notes.append(f"mean gap vLLM {ma:.4g} ms, bench {mc:.4g} ms (tol {tol:.3g})")
+        ok &= abs(mc - ma) <= tol
+    return Row("itls", "tol", a, c, "agree" if ok else "DIFFER", "; ".join(notes))
+
+
+def show(v):
+    return short_list(v) if isinstance(v, list) else fmt(v)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("--vllm", required=True)
+    c.add_argument("--bench", required=True)
+    c.add_argument("--vllm-again")
+    c.add_argument("--server-timing", help="the mock server's GET /mock/timing after the bench run")
+    c.add_argument("--server-timing-vllm", help="the same after the vLLM run")
+    c.add_argument("--title", default="")
+    c.add_argument("--summary", help="write the verdicts as JSON here (for `matrix`)")
+    m = sub.add_parser("matrix")
+    m.add_argument("summaries", nargs="+")
+    args = ap.parse_args()
+
+    if args.cmd == "matrix":
+        return matrix(args.summaries)
+
+    v = json.load(open(args.vllm))
+    b = json.load(open(args.bench))
+    v2 = json.load(open(args.vllm_again)) if args.vllm_again else None
+    server = None
+    if args.server_timing:
+        server = (json.load(open(args.server_timing_vllm)) if args.server_timing_vllm else None,
+                  json.load(open(args.server_timing)))
+    rows = compare(v, b, v2, server)
+    if args.title:
+        print(f"### {args.title}\n")
+    if v2 is None:
+        print("Tolerance: latency statistics max(2 ms, 5%), per-request times max(2 ms, 5%) each, "
+              "rates and durations 5%.\n")
+    else:
+        print("Tolerance: as on the mock (latency max(2 ms, 5%), rates 5%), widened per key to twice "
+              "the difference between two vLLM runs on fresh servers (the server's run-to-run "
+              "variation) where that is larger.\n")
+    print("| key | check | vLLM | bench | verdict | note |")
+    print("|-----|-------|------|-------|---------|------|")
+    for r in rows:
+        print(f"| {r.key} | {r.kind} | {show(r.v)} | {show(r.b)} | {r.verdict} | {r.note} |".replace("\n", " "))
+    only_v = [k for k in v if k not in b]
+    only_b = [k for k in b if k not in v]
+    agree = sum(1 for r in rows if r.verdict == "agree")
+    differ = [r.key for r in rows if r.verdict == "DIFFER"]
+    print(f"\nShared keys: {len(rows)}; agree {agree}, differ {len(differ)}"
+          + (f" ({', '.join(differ)})" if differ else "") + f", not compared {len(rows) - agree - len(differ)}.")
+    print(f"Only in vLLM's result: {', '.join(only_v) or 'none'}")
+    print("Only in bench's result: " + (", ".join(f"{k}={show(b[k])}" for k in only_b) or "none"))
+    print()
+    if args.summary:
+        json.dump({"title": args.title, "rows": [
+            {"key": r.key, "verdict": r.verdict, "vllm": show(r.v), "bench": show(r.b), "note": r.note}
+            for r in rows], "only_vllm": only_v, "only_bench": only_b}, open(args.summary, "w"))
+
+
+def matrix(paths):
+    runs = [json.load(open(p)) for p in paths]
+    keys = []
+    for r in runs:
+        for row in r["rows"]:
+            if row["key"] not in keys:
+                keys.append(row["key"])
+    print("| key | " + " | ".join(r["title"] for r in runs) + " |")
+    print("|-----|" + "|".join(":-:" for _ in runs) + "|")
+    mark = {"agree": "=", "DIFFER": "**x**", "n/a": "-"}
+    for k in keys:
+        cells = []
+        for r in runs:
+            row = next((x for x in r["rows"] if x["key"] == k), None)
+            cells.append("" if row is None else mark.get(row["verdict"], row["verdict"]))
+        print(f"| {k} | " + " | ".join(cells) + " |")
+    print("\n`=` agree, **x** differ, `-` not compared. Differences:\n")
+    for r in runs:
+        for row in r["rows"]:
+            if row["verdict"] == "DIFFER":
+                print(f"- {r['title']}: `{row['key']}`: vLLM {row['vllm']}, bench {row['bench']}"
+                      + (f"; {row['note']}" if row["note"] else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
