@@ -233,3 +233,62 @@ fn selfcheck_prints_the_ceiling_and_the_timing_error_per_level() {
         "{s}"
     );
 }
+
+/// A warm prefix cache is reported: the same workload twice against a server with a
+/// prefix cache (the mock's stand-in, counted in its `/metrics` under vLLM's names); the
+/// first run finds the cache cold, the second takes every prompt token from it, and bench
+/// says so.
+#[test]
+fn a_warm_prefix_cache_is_reported_from_the_servers_metrics() {
+    let m = mock(bench::mock::MockConfig {
+        prefix_cache: true,
+        ..Default::default()
+    });
+    let run = || {
+        let dir = tempfile::tempdir().unwrap();
+        let out = bench(&[
+            "--backend",
+            "openai",
+            "--model",
+            "mock",
+            "--tokenizer",
+            &gpt2(),
+            "--base-url",
+            &m.url,
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            "8",
+            "--seed",
+            "3",
+            "--save-result",
+            "--result-dir",
+            dir.path().to_str().unwrap(),
+            "--disable-tqdm",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+        (result_json(dir.path()), text(&out))
+    };
+    let (cold, cold_out) = run();
+    let (warm, warm_out) = run();
+    let queried = cold["server_queried_prompt_tokens"].as_u64().unwrap();
+    assert!(queried > 0, "{cold}");
+    assert_eq!(cold["server_metrics_source"], "vllm");
+    assert_eq!(cold["server_cached_prompt_tokens"], 0, "{cold}");
+    assert!(!cold_out.contains("from its prefix cache"), "{cold_out}");
+    assert_eq!(warm["server_queried_prompt_tokens"], queried, "{warm}");
+    assert_eq!(warm["server_cached_prompt_tokens"], queried, "{warm}");
+    assert_eq!(warm["server_prefix_cache_hit_rate"], 1.0);
+    assert!(
+        warm_out.contains("Prompt tokens served from the cache:"),
+        "{warm_out}"
+    );
+    assert!(
+        warm_out.contains(&format!(
+            "note: the server served {queried} of {queried} prompt tokens (100.0%) from its prefix cache"
+        )),
+        "{warm_out}"
+    );
+}

@@ -10,7 +10,8 @@
 //! the same way (see [`Faults`]).
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
-//! JSON), `GET /v1/models`, `GET /health`, and the server's own record of what it did:
+//! JSON), `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus counters of its
+//! stand-in prefix cache, see [`prefix_cache`]), and the server's own record of what it did:
 //! `GET /mock/timing` (aggregates over every stream) and `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...]}]`, in the
 //! order the streams finished, within the bound of [`timing::MAX_KEPT_REQUESTS`]). What it
@@ -42,6 +43,7 @@
 mod arrival;
 mod closing;
 mod faults;
+mod prefix_cache;
 mod request;
 mod response;
 #[cfg(test)]
@@ -104,6 +106,10 @@ pub struct MockServerArgs {
     pub faults: Faults,
     #[command(flatten)]
     pub closing: Closing,
+    /// Answer a request whose body repeats an earlier one as if its whole prompt came
+    /// from a prefix cache, and count it in `/metrics` (vLLM's counter names).
+    #[arg(long)]
+    pub prefix_cache: bool,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -125,6 +131,8 @@ pub struct MockConfig {
     pub faults: Faults,
     /// How connections end (by default they stay open as long as the client keeps them).
     pub closing: Closing,
+    /// See [`MockServerArgs::prefix_cache`].
+    pub prefix_cache: bool,
 }
 
 impl Default for MockConfig {
@@ -139,6 +147,7 @@ impl Default for MockConfig {
             fail_rate: 0.0,
             faults: Faults::default(),
             closing: Closing::default(),
+            prefix_cache: false,
         }
     }
 }
@@ -155,6 +164,7 @@ impl From<&MockServerArgs> for MockConfig {
             fail_rate: args.fail_rate,
             faults: args.faults.clone(),
             closing: args.closing.clone(),
+            prefix_cache: args.prefix_cache,
         }
     }
 }
@@ -198,6 +208,8 @@ struct Shared {
     shutdown: watch::Receiver<()>,
     /// The server's real send times.
     timing: Arc<timing::TimingRecorder>,
+    /// Prompt tokens looked up and served from the (stand-in) prefix cache.
+    prefix_cache: prefix_cache::PrefixCache,
 }
 
 /// A running mock server. Dropping it starts a graceful shutdown (responses in flight are
@@ -294,6 +306,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         stall: Duration::from_millis(config.faults.stall_ms),
         shutdown,
         timing: timing.clone(),
+        prefix_cache: prefix_cache::PrefixCache::new(config.prefix_cache),
     });
     let mut stopped = stop.subscribe();
     let closes = Arc::new(closing::CloseStats::default());
@@ -362,6 +375,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/mock/timing", get(timing_report))
         .route("/mock/requests", get(requests_report))
         .with_state(shared)
@@ -433,6 +447,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
             return error_response(StatusCode::BAD_REQUEST, &format!("invalid request: {err}"));
         }
     };
+    shared.prefix_cache.lookup(&body, generation.prompt_tokens);
     let completion_tokens = generation.max_tokens.unwrap_or(shared.output_len);
     if completion_tokens == 0 {
         return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
@@ -532,6 +547,15 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// vLLM's `/health`: 200 with an empty body once the server can take requests.
+/// Prometheus counters, under vLLM's names (see [`prefix_cache`]).
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.prefix_cache.metrics_text(),
+    )
+        .into_response()
+}
+
 async fn health() -> StatusCode {
     StatusCode::OK
 }
