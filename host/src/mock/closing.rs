@@ -47,9 +47,10 @@ pub struct Closing {
     /// `Connection: close` (nginx's keepalive_requests, cpp-httplib's `max=100`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub keep_alive_requests: Option<u32>,
-    /// Close a connection that has been idle this many milliseconds (before its first
-    /// request or between requests) without notice: a FIN, as servers do after their
-    /// keep-alive timeout.
+    /// Close a kept-alive connection that has been idle this many milliseconds since its
+    /// last response, without notice: a FIN, as servers do after their keep-alive
+    /// timeout (nginx's keepalive_timeout; a connection's first request has its own,
+    /// longer limit in real servers, and none here).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_ms: Option<u64>,
     /// Answer every request with `Connection: close` and close the connection after the
@@ -142,8 +143,8 @@ pub(super) struct ConnClosing {
     /// What the IO does once the current response is out ([`CLOSE_AT_FLUSH`],
     /// [`CLOSE_ON_REQUEST`]).
     pending: AtomicU8,
-    /// Since when the connection waits for a request: set at accept and when a response
-    /// ends, cleared when request bytes arrive.
+    /// Since when the connection waits for its next request: set when a response ends,
+    /// cleared when request bytes arrive.
     idle_since: Mutex<Option<Instant>>,
 }
 
@@ -160,11 +161,6 @@ impl ConnClosing {
             .idle_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Marks a new connection idle from now (for the idle timeout).
-    pub(super) fn accepted(&self) {
-        self.set_idle(Some(Instant::now()));
     }
 
     /// A response ended (its body was dropped by hyper, its last bytes queued): the

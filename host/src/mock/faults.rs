@@ -268,7 +268,6 @@ impl Listener for FaultListener {
                         tracing::warn!("mock server: no kernel receive timestamps: {err}");
                     }
                     let conn = Conn(Arc::default());
-                    conn.closing().accepted();
                     let closing = IoClosing::new(self.closing, self.stats.clone());
                     return (
                         ConnIo {
