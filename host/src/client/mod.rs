@@ -15,10 +15,13 @@ pub mod load;
 pub mod stop;
 pub mod worker;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use hyper_util::client::legacy::connect::HttpInfo;
 use reqwest::header::HeaderMap;
 
 use failure::FailureKind;
@@ -130,6 +133,10 @@ pub struct HttpClient {
     /// Streams the requests of a plain-HTTP run; `None` when reqwest does.
     h1: Option<Arc<h1::H1Client>>,
     client: reqwest::Client,
+    /// reqwest without a connection pool, for resending a request on a new connection.
+    fresh: reqwest::Client,
+    /// reqwest's connections that have served a response, to tell a reused one.
+    served: Arc<ServedConns>,
     url: reqwest::Url,
     framing: FramingKind,
     /// The total time a request may take, for timeout messages.
@@ -138,6 +145,99 @@ pub struct HttpClient {
 
 /// The most body bytes of an error response kept for the error message.
 const ERROR_BODY_LIMIT: usize = 512;
+/// How long reqwest keeps an idle connection for reuse.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// reqwest's connections that have delivered a response head and may be reused, by local
+/// and remote address, with when they last did. reqwest does not say whether a failed
+/// request went out on a reused connection, but hyper-util keeps the addresses of the
+/// connection it failed on in the error: it was reused when it had served a response
+/// before. A closed connection's local port can come back on a new connection; entries
+/// older than reqwest's idle limit are not trusted, which leaves only a port that came
+/// back within [`POOL_IDLE`] on a connection that then failed its first request (one
+/// resend too many; a `Connection: close` answer is not recorded, so a server that
+/// closes every connection does not cycle the ports through here).
+#[derive(Default)]
+struct ServedConns(Mutex<Served>);
+
+#[derive(Default)]
+struct Served {
+    last: HashMap<(SocketAddr, SocketAddr), Instant>,
+    /// The size at which entries past [`POOL_IDLE`] are dropped.
+    prune_at: usize,
+}
+
+impl ServedConns {
+    /// Notes the connection of a response head, unless the response closes it.
+    fn remember(&self, response: &reqwest::Response) {
+        let Some(info) = response.extensions().get::<HttpInfo>() else {
+            return;
+        };
+        let closes = response.version() == reqwest::Version::HTTP_10
+            || response
+                .headers()
+                .get_all(reqwest::header::CONNECTION)
+                .iter()
+                .any(|v| {
+                    v.as_bytes()
+                        .split(|&b| b == b',')
+                        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+                });
+        if closes {
+            return;
+        }
+        let now = Instant::now();
+        let mut served = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        served
+            .last
+            .insert((info.local_addr(), info.remote_addr()), now);
+        if served.last.len() >= served.prune_at {
+            served
+                .last
+                .retain(|_, at| now.duration_since(*at) < POOL_IDLE);
+            served.prune_at = (2 * served.last.len()).max(1024);
+        }
+    }
+
+    /// Whether `e` happened on a connection that had served a response before (and
+    /// forgets it: it is dead).
+    fn reused(&self, e: &reqwest::Error) -> bool {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(err) = cur {
+            if let Some(info) = err
+                .downcast_ref::<hyper_util::client::legacy::Error>()
+                .and_then(|h| h.connect_info())
+            {
+                let mut extras = hyper::http::Extensions::new();
+                info.get_extras(&mut extras);
+                let Some(addr) = extras.get::<HttpInfo>() else {
+                    return false;
+                };
+                let key = (addr.local_addr(), addr.remote_addr());
+                let mut served = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+                return served
+                    .last
+                    .remove(&key)
+                    .is_some_and(|at| at.elapsed() < POOL_IDLE);
+            }
+            cur = err.source();
+        }
+        false
+    }
+}
+
+/// The reqwest client settings of a run; `pool` false opens a new connection per request.
+fn reqwest_client(timeout: Option<Duration>, pool: bool) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .pool_max_idle_per_host(if pool { usize::MAX } else { 0 })
+        .pool_idle_timeout(POOL_IDLE)
+        .tcp_nodelay(true)
+        .no_proxy();
+    if let Some(t) = timeout {
+        builder = builder.timeout(t);
+    }
+    builder.build()
+}
 
 impl HttpClient {
     /// A client for POST requests to `url`. reqwest's connection pool never limits
@@ -151,15 +251,8 @@ impl HttpClient {
     ) -> anyhow::Result<Self> {
         let url =
             reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("invalid URL {url:?}: {e}"))?;
-        let mut builder = reqwest::Client::builder()
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .no_proxy();
-        if let Some(t) = timeout {
-            builder = builder.timeout(t);
-        }
-        let client = builder.build()?;
+        let client = reqwest_client(timeout, true)?;
+        let fresh = reqwest_client(timeout, false)?;
         let plain = url.scheme() == "http";
         let h1 = match kind {
             HttpClientKind::Auto if plain => true,
@@ -174,6 +267,8 @@ impl HttpClient {
         Ok(HttpClient {
             h1,
             client,
+            fresh,
+            served: Arc::default(),
             url,
             framing,
             timeout,
@@ -229,19 +324,8 @@ impl HttpClient {
 
     /// [`Self::send`] through reqwest.
     async fn send_reqwest(&self, req: &PreparedRequest, out: &mut RawResponse) {
-        let sent = self
-            .client
-            .request(req.method.clone(), self.url.clone())
-            .headers(req.headers.clone())
-            .body(req.body.clone())
-            .send()
-            .await;
-        let mut response = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                out.error = Some(self.failure(&e, None));
-                return;
-            }
+        let Some(mut response) = self.reqwest_head(req, out).await else {
+            return;
         };
         let status = response.status();
         out.status = Some(status.as_u16());
@@ -286,6 +370,63 @@ impl HttpClient {
         let now = Instant::now();
         let n = framer.finish(&mut out.frames);
         out.frame_times.extend(std::iter::repeat_n(now, n));
+    }
+
+    /// Sends `req` through reqwest up to its response head; on failure, writes the error
+    /// into `out` and returns `None`.
+    ///
+    /// Resending, as bench's own client does (see `h1::H1Client::request`): when the
+    /// request failed on a reused connection that was closed or reset before a response
+    /// head arrived (hyper's "connection closed before message completed", or a reset),
+    /// it is sent once more on a new connection (a client without a pool) and
+    /// `out.retried` is set. hyper resends by itself only a request it had not written
+    /// yet (`retry_canceled_requests`); a server that closes a kept-alive connection
+    /// while our request is on its way (llama.cpp's `llama-server` after every streamed
+    /// response, any server at its idle timeout) drops that request unread, so it was
+    /// never served and sending it again is what the client's own reuse owes it. The
+    /// caveat is the POST's: a server that died while serving a request on a reused
+    /// connection would get it twice; that is counted, and it is the bet browsers make.
+    /// vLLM's aiohttp client resends only idempotent methods, never its POST, but it
+    /// rarely loses this race: it skips pooled connections whose close it has already
+    /// seen, and it is slow to reuse.
+    /// Two limits of reqwest: hyper reports a head cut short the same way as no head, so
+    /// here a close after a partial head is resent too (bench's own client does not);
+    /// and whether the connection was reused is known from its addresses (see
+    /// [`ServedConns`]). The request keeps the first attempt's `start` (vLLM's clock
+    /// starts before `session.post`), and `--request-timeout` bounds both attempts.
+    async fn reqwest_head(
+        &self,
+        req: &PreparedRequest,
+        out: &mut RawResponse,
+    ) -> Option<reqwest::Response> {
+        let send = |client: &reqwest::Client| {
+            client
+                .request(req.method.clone(), self.url.clone())
+                .headers(req.headers.clone())
+                .body(req.body.clone())
+        };
+        let e = match send(&self.client).send().await {
+            Ok(r) => {
+                self.served.remember(&r);
+                return Some(r);
+            }
+            Err(e) => e,
+        };
+        let e = if failure::classify(&e, false) == FailureKind::Reset && self.served.reused(&e) {
+            out.retried = true;
+            let mut again = send(&self.fresh);
+            if let Some(t) = self.timeout {
+                again = again.timeout(t.saturating_sub(out.start.elapsed()));
+            }
+            match again.send().await {
+                Ok(r) => return Some(r),
+                Err(e) => e,
+            }
+        } else {
+            e
+        };
+        out.error = Some(self.failure(&e, None));
+        None
     }
 
     /// The record error of a request that outlived `--request-timeout`.

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::client::{HttpClient, HttpClientKind};
-use crate::mock::{self, Faults, MockConfig};
+use crate::mock::{self, Closing, Faults, MockConfig, SilentClose};
 
 /// Feeds `pieces` one read at a time, the way [`H1Client::read_body`] does; returns the
 /// payload and whether the body ended, or the framing error.
@@ -359,10 +359,10 @@ async fn connections_are_reused_and_never_cap_concurrency() {
     assert_eq!(idle(&c), 8, "tops up to n, never beyond");
 }
 
-/// A one-connection-at-a-time server on a thread: `serve(stream)` answers each
-/// connection. Returns the URL and the number of connections accepted so far.
+/// A one-connection-at-a-time server on a thread: `serve(n, stream)` answers the `n`th
+/// connection (from 0). Returns the URL and the number of connections accepted so far.
 fn raw_server(
-    serve: impl Fn(std::net::TcpStream) + Send + 'static,
+    serve: impl Fn(usize, std::net::TcpStream) + Send + 'static,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1/completions", listener.local_addr().unwrap());
@@ -370,19 +370,31 @@ fn raw_server(
     let count = accepted.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            serve(stream.unwrap());
+            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            serve(n, stream.unwrap());
         }
     });
     (url, accepted)
 }
 
+fn accepted(count: &std::sync::atomic::AtomicUsize) -> usize {
+    count.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Reads one request (head and Content-Length body) off the stream.
 fn read_request(s: &mut std::net::TcpStream) {
+    assert!(try_read_request(s), "a request");
+}
+
+/// Reads one request off the stream; false when the client closed the connection instead.
+fn try_read_request(s: &mut std::net::TcpStream) -> bool {
     let mut got = Vec::new();
     let mut byte = [0u8; 1];
     while !got.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).unwrap();
+        if s.read(&mut byte).unwrap_or(0) == 0 {
+            assert!(got.is_empty(), "the client closed inside a request");
+            return false;
+        }
         got.push(byte[0]);
     }
     let head = String::from_utf8(got).unwrap();
@@ -393,28 +405,44 @@ fn read_request(s: &mut std::net::TcpStream) {
         .parse()
         .unwrap();
     s.read_exact(&mut vec![0; len]).unwrap();
+    true
 }
+
+/// Reads until the client closes the connection.
+fn read_to_close(s: &mut std::net::TcpStream) {
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+}
+
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_the_server_closed_while_idle_is_not_used() {
-    let (url, accepted) = raw_server(|mut s| {
+    let (url, count) = raw_server(|_, mut s| {
         read_request(&mut s);
-        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            .unwrap();
+        s.write_all(OK).unwrap();
         // Keep-alive was promised; close anyway, as servers do after their idle timeout.
     });
     let c = client(&url, FramingKind::Raw, HttpClientKind::H1);
     let first = c.send(&request("{}")).await;
     assert_eq!(summary(&first), (Some(200), vec!["ok".into()], None));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Wait for the server's FIN to reach the pooled connection (peeking leaves it there).
+    let h1 = c.h1.as_ref().unwrap();
+    let conn = h1.idle.lock().unwrap().pop().expect("pooled");
+    assert_eq!(conn.stream.peek(&mut [0u8; 1]).await.unwrap(), 0, "a FIN");
+    h1.put_back(conn);
     let second = c.send(&request("{}")).await;
     assert_eq!(summary(&second), (Some(200), vec!["ok".into()], None));
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert!(
+        !second.retried,
+        "the check found the close; nothing was resent"
+    );
+    assert_eq!(accepted(&count), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_read_is_timestamped_when_it_arrives() {
-    let (url, _) = raw_server(|mut s| {
+    let (url, _) = raw_server(|_, mut s| {
         read_request(&mut s);
         s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
             .unwrap();
@@ -445,4 +473,319 @@ async fn every_read_is_timestamped_when_it_arrives() {
     );
     let idle = c.h1.as_ref().unwrap().idle.lock().unwrap().len();
     assert_eq!(idle, 0, "a connection whose body never ended is not reused");
+}
+
+/// Sends `n` streamed requests through `c`, `concurrency` at a time, each worker one after
+/// the other.
+async fn run_requests(c: &HttpClient, n: usize, concurrency: usize) -> Vec<RawResponse> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let req = request(STREAM);
+    let workers = (0..concurrency).map(|_| async {
+        let mut got = Vec::new();
+        while next.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < n {
+            got.push(c.send(&req).await);
+        }
+        got
+    });
+    futures_util::future::join_all(workers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Every way a real server ends kept-alive connections, against both clients, one
+/// request at a time and four: no request is lost, and a request is sent again exactly
+/// when the server dropped it unanswered on a connection it had given up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_way_of_closing_connections_costs_a_request_with_either_client() {
+    let modes = [
+        (
+            "connection: close",
+            Closing {
+                connection_close: true,
+                ..Closing::default()
+            },
+        ),
+        (
+            "3 requests per connection",
+            Closing {
+                keep_alive_requests: Some(3),
+                ..Closing::default()
+            },
+        ),
+        (
+            // Closes race the next request on every connection.
+            "idle timeout of 1 ms",
+            Closing {
+                idle_timeout_ms: Some(1),
+                ..Closing::default()
+            },
+        ),
+        (
+            "silent close after each stream",
+            Closing {
+                close_after_stream: Some(SilentClose::AtOnce),
+                ..Closing::default()
+            },
+        ),
+        (
+            "silent close on the next request",
+            Closing {
+                close_after_stream: Some(SilentClose::OnReuse),
+                ..Closing::default()
+            },
+        ),
+    ];
+    for (name, closing) in modes {
+        for kind in [HttpClientKind::H1, HttpClientKind::Reqwest] {
+            for concurrency in [1, 4] {
+                let case = format!("{name}, {kind:?}, concurrency {concurrency}");
+                let server = mock::spawn(MockConfig {
+                    closing: closing.clone(),
+                    ..MockConfig::default()
+                })
+                .await
+                .unwrap();
+                let url = format!("{}/v1/completions", server.base_url());
+                let c =
+                    HttpClient::new(&url, FramingKind::Sse, Some(Duration::from_secs(10)), kind)
+                        .unwrap();
+                let all = run_requests(&c, 40, concurrency).await;
+                assert_eq!(all.len(), 40);
+                for r in &all {
+                    assert_eq!(r.error, None, "{case}, resent: {}", r.retried);
+                    assert_eq!((r.status, r.frames.len()), (Some(200), 6), "{case}");
+                }
+                let retried = all.iter().filter(|r| r.retried).count() as u64;
+                // The server counts a dropped request when it reads it, which can be
+                // after the client saw the close and resent it.
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while server.dropped_requests() < retried && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                assert_eq!(retried, server.dropped_requests(), "{case}");
+                if closing.connection_close || closing.keep_alive_requests.is_some() {
+                    // Announced closes: nothing is ever lost, so nothing is resent.
+                    assert_eq!(retried, 0, "{case}");
+                }
+                if closing.connection_close {
+                    assert_eq!(server.connections(), 40, "{case}");
+                }
+                if closing.keep_alive_requests.is_some() {
+                    // At most 3 a connection; bench's client, one at a time, uses each
+                    // to the end (hyper may open a new one before the last is back).
+                    let least = 40u64.div_ceil(3);
+                    assert!(server.connections() >= least, "{case}");
+                    if kind == HttpClientKind::H1 && concurrency == 1 {
+                        assert_eq!(server.connections(), least, "{case}");
+                    }
+                }
+                if closing.close_after_stream == Some(SilentClose::OnReuse)
+                    && kind == HttpClientKind::H1
+                    && concurrency == 1
+                {
+                    // Every request after the first reuses the connection of the one
+                    // before, which the server drops: each is resent once, on a new one.
+                    assert_eq!((retried, server.connections()), (39, 40), "{case}");
+                }
+            }
+        }
+    }
+}
+
+/// A raw server for the resend rules: connection 0 answers its first request and then
+/// handles the next one as `second` says; every later connection is handled by `later`.
+/// Returns the URL, the accepted-connection count, and whether connection 0 got a second
+/// request (reqwest may open a new connection instead of reusing it).
+fn second_request_server(
+    second: fn(&mut std::net::TcpStream),
+    later: fn(&mut std::net::TcpStream),
+) -> (
+    String,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let reused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = reused.clone();
+    let (url, count) = raw_server(move |n, mut s| {
+        if n == 0 {
+            read_request(&mut s);
+            s.write_all(OK).unwrap();
+            if try_read_request(&mut s) {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+                second(&mut s);
+            }
+        } else {
+            later(&mut s);
+        }
+    });
+    (url, count, reused)
+}
+
+fn answer(s: &mut std::net::TcpStream) {
+    read_request(s);
+    s.write_all(OK).unwrap();
+    read_to_close(s);
+}
+
+fn close_unanswered(s: &mut std::net::TcpStream) {
+    read_request(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_on_a_reused_connection_closed_under_it_is_resent_once_timed_from_the_first_try()
+{
+    const CLOSE_AFTER: Duration = Duration::from_millis(300);
+    for kind in [HttpClientKind::H1, HttpClientKind::Reqwest] {
+        let (url, count, reused) =
+            second_request_server(|_| std::thread::sleep(CLOSE_AFTER), answer);
+        let c =
+            HttpClient::new(&url, FramingKind::Raw, Some(Duration::from_secs(10)), kind).unwrap();
+        let first = c.send(&request("{}")).await;
+        assert_eq!(summary(&first), (Some(200), vec!["ok".into()], None));
+        assert!(!first.retried);
+        // reqwest hands the connection back to its pool from another task.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let second = c.send(&request("{}")).await;
+        assert_eq!(
+            summary(&second),
+            (Some(200), vec!["ok".into()], None),
+            "{kind:?}"
+        );
+        let reused = reused.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(second.retried, reused, "{kind:?}");
+        if kind == HttpClientKind::H1 {
+            assert!(reused, "bench's client reuses the connection it pooled");
+        }
+        if second.retried {
+            // TTFT runs from the first attempt: it includes the wait for the close.
+            let ttft = second.frame_times[0] - second.start;
+            assert!(ttft >= CLOSE_AFTER, "{kind:?}: {ttft:?}");
+        }
+        assert_eq!(accepted(&count), 2, "{kind:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_connection_that_closes_unanswered_is_a_reset_not_resent() {
+    for kind in [HttpClientKind::H1, HttpClientKind::Reqwest] {
+        let (url, count) = raw_server(|_, mut s| close_unanswered(&mut s));
+        let r = client(&url, FramingKind::Raw, kind)
+            .send(&request("{}"))
+            .await;
+        let error = r.error.unwrap();
+        assert!(error.starts_with("reset: "), "{kind:?}: {error}");
+        assert!(!r.retried, "{kind:?}");
+        assert_eq!(accepted(&count), 1, "{kind:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_resent_at_most_once() {
+    for kind in [HttpClientKind::H1, HttpClientKind::Reqwest] {
+        let (url, count, reused) = second_request_server(|_| {}, close_unanswered);
+        let c = client(&url, FramingKind::Raw, kind);
+        assert_eq!(c.send(&request("{}")).await.error, None);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let r = c.send(&request("{}")).await;
+        let error = r.error.unwrap();
+        assert!(error.starts_with("reset: "), "{kind:?}: {error}");
+        assert_eq!(r.retried, reused.load(std::sync::atomic::Ordering::SeqCst));
+        // Reused and resent, or new and not: two connections either way, never three.
+        assert_eq!(accepted(&count), 2, "{kind:?}");
+    }
+}
+
+/// Once a byte of the response arrived, the server was answering: no resend. (reqwest
+/// cannot tell a partial head from none, see `HttpClient::reqwest_head`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_connection_that_breaks_inside_the_head_is_not_resent() {
+    let (url, count, reused) = second_request_server(
+        |s| s.write_all(b"HTTP/1.1 200 OK\r\ncontent-").unwrap(),
+        answer,
+    );
+    let c = client(&url, FramingKind::Raw, HttpClientKind::H1);
+    assert_eq!(c.send(&request("{}")).await.error, None);
+    let r = c.send(&request("{}")).await;
+    assert!(reused.load(std::sync::atomic::Ordering::SeqCst));
+    let error = r.error.unwrap();
+    assert_eq!(
+        error,
+        "reset: the connection was closed before a response head arrived"
+    );
+    assert!(!r.retried);
+    assert_eq!(accepted(&count), 1);
+}
+
+/// `Connection: close` and HTTP/1.0 without keep-alive: the connection is never pooled,
+/// even when the server leaves it open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_that_closes_its_connection_is_never_reused() {
+    const CLOSING: [&[u8]; 2] = [
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok",
+    ];
+    for response in CLOSING {
+        for kind in [HttpClientKind::H1, HttpClientKind::Reqwest] {
+            let (url, count) = raw_server(move |_, mut s| {
+                read_request(&mut s);
+                s.write_all(response).unwrap();
+                // A request sent here anyway would never be answered.
+                read_to_close(&mut s);
+            });
+            let c = client(&url, FramingKind::Raw, kind);
+            for _ in 0..2 {
+                let r = c.send(&request("{}")).await;
+                assert_eq!(
+                    summary(&r),
+                    (Some(200), vec!["ok".into()], None),
+                    "{kind:?}"
+                );
+                assert!(!r.retried);
+            }
+            assert_eq!(accepted(&count), 2, "{kind:?}");
+        }
+    }
+}
+
+#[test]
+fn keep_alive_timeouts_are_read_from_the_header() {
+    let secs = |v: &[u8]| keep_alive_timeout(v).map(|d| d.as_secs());
+    assert_eq!(secs(b"timeout=5, max=100"), Some(5));
+    assert_eq!(secs(b"max=100,Timeout=60"), Some(60));
+    assert_eq!(secs(b"max=100"), None);
+    assert_eq!(secs(b"timeout=soon"), None);
+    let head = parse_head(
+        b"HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\ncontent-length: 0\r\n\r\n",
+        false,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(head.idle_limit, Some(Duration::from_secs(5)));
+}
+
+/// A connection idle for (nearly) the server's announced `Keep-Alive: timeout` is not
+/// reused: the server is about to close it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_near_the_servers_idle_timeout_is_not_reused() {
+    for (timeout, connections) in [(1, 2), (60, 1)] {
+        let (url, count) = raw_server(move |_, mut s| {
+            while try_read_request(&mut s) {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nkeep-alive: timeout={timeout}, max=100\r\n\
+                     content-length: 2\r\n\r\nok"
+                );
+                s.write_all(head.as_bytes()).unwrap();
+            }
+        });
+        let c = client(&url, FramingKind::Raw, HttpClientKind::H1);
+        assert_eq!(c.send(&request("{}")).await.error, None);
+        // Past 1 s less its margin (a quarter), far from 60 s less 1 s.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let r = c.send(&request("{}")).await;
+        assert_eq!(summary(&r), (Some(200), vec!["ok".into()], None));
+        assert!(!r.retried);
+        assert_eq!(accepted(&count), connections, "timeout={timeout}");
+    }
 }
