@@ -10,7 +10,7 @@ mod common;
 
 use std::process::Output;
 
-use bench::mock::{Faults, MockConfig};
+use bench::mock::{Closing, Faults, MockConfig, SilentClose};
 use common::*;
 use serde_json::Value;
 
@@ -364,4 +364,41 @@ fn non_streaming_faults_fail_the_same_way() {
     let tokens = 11 * OUTPUT_LEN;
     assert_eq!(r["total_output_tokens"], tokens);
     assert_eq!(r["output_tokens_tokenizer_count"], tokens);
+}
+
+/// A server that closes the connection after every streamed response without saying so,
+/// as llama.cpp's llama-server does, in the worst case for the client: the connection
+/// looks open until the next request arrives on it, and that request is dropped
+/// unanswered. With either client, one request at a time or four, every request is
+/// measured in full, and exactly the requests the server dropped were sent again
+/// (`connection_retries`).
+#[test]
+fn a_server_that_closes_after_every_stream_loses_no_request() {
+    for client in ["h1", "reqwest"] {
+        for concurrency in ["1", "4"] {
+            let m = mock(MockConfig {
+                closing: Closing {
+                    close_after_stream: Some(SilentClose::OnReuse),
+                    ..Closing::default()
+                },
+                ..MockConfig::default()
+            });
+            let (out, r) = run(
+                &m.url,
+                &["--http-client", client, "--max-concurrency", concurrency],
+            );
+            assert!(out.status.success(), "{}", text(&out));
+            assert_eq!(r["http_client"], client);
+            assert_no_failures(&out, &r);
+            // The server counts a dropped request before it closes the connection, so
+            // before the client can see the close.
+            let dropped = m.server.as_ref().unwrap().dropped_requests();
+            assert_eq!(r["connection_retries"], dropped, "{client}, {concurrency}");
+            if (client, concurrency) == ("h1", "1") {
+                // The preconnected connection serves the first request; each later one
+                // reuses the connection of the one before, is dropped and sent again.
+                assert_eq!(dropped, PROMPTS as u64 - 1);
+            }
+        }
+    }
 }
