@@ -18,6 +18,7 @@ toolchain=$(rustup show active-toolchain | cut -d' ' -f1)
 source_dir=$(readlink -f "$real_home/toolchains/$toolchain")
 [ -d "$source_dir" ] || die "toolchain $toolchain not found under $real_home"
 
+mkdir -p target
 work=$(mktemp -d "${PWD}/target/fresh-toolchain.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 home=$work/rustup
