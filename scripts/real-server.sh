@@ -247,6 +247,11 @@ if cmd == "a":  # result n out_len rc
           f"{r['output_throughput']:.1f} output tok/s; bench exit {rc}")
     if r["failed"]:
         print(f"   errors: {first_errors(r)}")
+    if wrong and r.get("requests_with_server_usage") == 0:
+        print("   bench read no usage from the server (requests_with_server_usage 0), so output_lens "
+              "are the run tokenizer's counts of the generated text: llama-server sends `usage` in "
+              "the chunk that also carries `choices` (the finish reason), which vLLM's rule "
+              "(`if choices: ... elif usage:`) never reads")
     ok(r["completed"] == n and r["failed"] == 0 and len(lens) == n and not wrong,
        f"all {n} complete with {out_len} output tokens each")
 
@@ -456,7 +461,7 @@ if want f; then
   scrape f2
   echo "f. prefix cache: the same 8 prompts (random 128/8, seed 0) twice on one server (bench exit $rc1, $rc2)"
   verdict < <(chk f "$tmp/f1.json" "$tmp/f2.json" "$tmp/f0.prom" "$tmp/f1.prom" "$tmp/f2.prom")
-  grep -h 'cached' "$tmp/f2.log" | sed 's/^/   console: /' || true
+  grep -h -i 'cache' "$tmp/f2.log" | sed 's/^/   bench console, run 2: /' || true
   stop_server
 fi
 
