@@ -35,7 +35,8 @@
 #          tolerance: latency statistics max(2 ms, 5%), rates 5%; the mock's own mean TTFT
 #          and ITL for each run (GET /mock/timing) are shown beside the clients';
 #   llama: llama.cpp's llama-server with SmolLM2-135M-Instruct (built and cached by
-#          scripts/real-server.sh), a fresh one per run (-c 8192 -np 4), 40 prompts,
+#          scripts/real-server.sh), a fresh one per run (-c 8192 -np 4), 40 prompts
+#          (16 for sharegpt, whose long prompts take minutes to prefill on a CPU),
 #          --temperature 0 for both clients; vLLM runs twice, and each timing key's
 #          tolerance is widened to twice the difference between its two runs (the server's
 #          own run-to-run variation);
@@ -248,7 +249,9 @@ parity() {
     for dataset in $p_datasets; do
       for backend in $p_backends; do
         local n=${p_prompts:-100} cname=$server.$dataset.$backend args=()
+        # llama-server on a CPU: ShareGPT's long prompts take minutes to prefill, so fewer.
         [ "$server" = mock ] || n=${p_prompts:-40}
+        [ "$server.$dataset" = llama.sharegpt ] && n=${p_prompts:-16}
         echo "running $cname ($n prompts)..." >&2
         prun "$cname.vllm" vllm "$server" "$dataset" "$backend" "$n"
         prun "$cname.bench" bench "$server" "$dataset" "$backend" "$n"
