@@ -5,8 +5,15 @@
 //! with what `transformers.AutoTokenizer` gives vLLM: same ids, same `vocab_size`, same
 //! `all_special_ids`, same chat template rendering.
 //!
+//! Byte-level BPE tokenizers (GPT-2, Llama 3, Qwen, ...) encode and decode through
+//! [`byte_level`], an exact shortcut several times faster than the `tokenizers` pipeline;
+//! other tokenizers, and the rare text the shortcut does not cover, go through
+//! `tokenizers`. Batches are spread over every core.
+//!
 //! Nothing is ever downloaded: a tokenizer is a `tokenizer.json` file, a directory holding
 //! one, or a Hugging Face hub id that is already in the local Hugging Face cache.
+
+mod byte_level;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +40,8 @@ const SPECIAL_TOKEN_ATTRIBUTES: [&str; 7] = [
 /// template). Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
+    /// The fast path, for tokenizers whose pipeline it reproduces.
+    byte_level: Option<byte_level::ByteLevel>,
     /// Where `tokenizer.json` was found, for messages.
     source: PathBuf,
     /// Special-token attribute values (`bos_token`, ...), passed to chat templates.
@@ -52,6 +61,7 @@ impl std::fmt::Debug for Tokenizer {
             .field("source", &self.source)
             .field("vocab_size", &self.vocab_size(true))
             .field("has_chat_template", &self.chat_template.is_some())
+            .field("byte_level", &self.byte_level)
             .finish()
     }
 }
@@ -147,6 +157,7 @@ impl Tokenizer {
             .transpose()?;
 
         Ok(Tokenizer {
+            byte_level: byte_level::ByteLevel::new(&inner),
             inner,
             source: path.to_path_buf(),
             special_tokens,
@@ -163,6 +174,13 @@ impl Tokenizer {
 
     /// Token ids of `text`; `add_special_tokens` applies the post-processor (BOS for Llama).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        if let Some(ids) = self
+            .byte_level
+            .as_ref()
+            .and_then(|b| b.encode(&self.inner, text, add_special_tokens))
+        {
+            return Ok(ids);
+        }
         let encoding = self
             .inner
             .encode_fast(text, add_special_tokens)
@@ -170,22 +188,28 @@ impl Tokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
-    /// Token ids of many texts at once.
+    /// Token ids of many texts at once, encoded in parallel on every core.
     pub fn encode_batch(
         &self,
         texts: &[String],
         add_special_tokens: bool,
     ) -> Result<Vec<Vec<u32>>> {
-        let inputs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let encodings = self
-            .inner
-            .encode_batch_fast(inputs, add_special_tokens)
-            .map_err(|e| anyhow!("encoding failed: {e}"))?;
-        Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
+        use rayon::prelude::*;
+        texts
+            .par_iter()
+            .map(|text| self.encode(text, add_special_tokens))
+            .collect()
     }
 
     /// The text of `ids`.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
+        if let Some(text) = self
+            .byte_level
+            .as_ref()
+            .and_then(|b| b.decode(ids, skip_special_tokens))
+        {
+            return Ok(text);
+        }
         self.inner
             .decode(ids, skip_special_tokens)
             .map_err(|e| anyhow!("decoding failed: {e}"))
