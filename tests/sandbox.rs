@@ -55,7 +55,7 @@ fn sample_error(runtime: &Runtime, plugin: &PluginRef) -> String {
     let mut dataset = runtime
         .load_dataset(plugin, HostContext::default(), None)
         .unwrap();
-    format!("{:#}", dataset.sample(10, Vec::new()).unwrap_err())
+    format!("{:#}", dataset.sample(10, Vec::new(), false).unwrap_err())
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn a_panic_is_reported_with_plugin_call_and_message() {
         .unwrap();
     // describe works: the plugin only breaks in next-batch.
     assert_eq!(dataset.describe().unwrap().name, "hostile-trap");
-    let err = format!("{:#}", dataset.sample(10, Vec::new()).unwrap_err());
+    let err = format!("{:#}", dataset.sample(10, Vec::new(), false).unwrap_err());
     assert!(
         err.contains(&format!("plugin '{}'", plugin.display())),
         "{err}"
@@ -226,7 +226,7 @@ fn probe(
     let mut dataset = runtime
         .load_dataset(&fixture("sandbox-probe"), host, path)
         .unwrap();
-    let requests: Vec<RequestSpec> = dataset.sample(100, options).unwrap();
+    let requests: Vec<RequestSpec> = dataset.sample(100, options, false).unwrap();
     requests
         .into_iter()
         .map(|r| match r.prompt {
@@ -488,7 +488,7 @@ fn tokenizer_calls_without_an_error_channel_trap_with_a_clear_message() {
     let err = format!(
         "{:#}",
         dataset
-            .sample(5, vec![("vocab".into(), "true".into())])
+            .sample(5, vec![("vocab".into(), "true".into())], false)
             .unwrap_err()
     );
     assert!(
@@ -518,7 +518,7 @@ fn plugin_errors_name_the_plugin_and_the_call() {
     let err = format!(
         "{:#}",
         dataset
-            .sample(5, vec![("colour".into(), "blue".into())])
+            .sample(5, vec![("colour".into(), "blue".into())], false)
             .unwrap_err()
     );
     assert!(
@@ -530,7 +530,7 @@ fn plugin_errors_name_the_plugin_and_the_call() {
     );
     assert!(err.contains("unknown option \"colour\""), "{err}");
     // A plugin error is not a fault: the instance stays usable.
-    assert_eq!(dataset.sample(3, Vec::new()).unwrap().len(), 3);
+    assert_eq!(dataset.sample(3, Vec::new(), false).unwrap().len(), 3);
 }
 
 #[test]

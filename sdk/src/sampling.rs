@@ -27,6 +27,17 @@ pub trait ChatTemplate {
 /// Encoding, decoding and the vocabulary.
 pub trait Codec {
     fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginError>;
+    /// [`Codec::encode`] for many texts; the host's encodes them on all its cores.
+    fn encode_batch(
+        &self,
+        texts: &[String],
+        add_special_tokens: bool,
+    ) -> Result<Vec<Vec<u32>>, PluginError> {
+        texts
+            .iter()
+            .map(|text| self.encode(text, add_special_tokens))
+            .collect()
+    }
     /// Decodes keeping special tokens, as transformers' `decode` does by default.
     fn decode(&self, ids: &[u32]) -> Result<String, PluginError>;
     /// transformers' `tokenizer.vocab_size` (without added tokens).
@@ -61,6 +72,15 @@ impl ChatTemplate for HostTokenizer {
 impl Codec for HostTokenizer {
     fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginError> {
         host::encode(text, add_special_tokens)
+    }
+
+    /// One host crossing for all texts.
+    fn encode_batch(
+        &self,
+        texts: &[String],
+        add_special_tokens: bool,
+    ) -> Result<Vec<Vec<u32>>, PluginError> {
+        host::encode_batch(texts, add_special_tokens)
     }
 
     fn decode(&self, ids: &[u32]) -> Result<String, PluginError> {
@@ -225,6 +245,7 @@ impl<T> Picker<T> {
 }
 
 /// The text of a token sequence whose re-encoding has (ideally) `target` tokens.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Fitted {
     pub text: String,
     /// The re-encoded tokens of `text`.
@@ -236,37 +257,144 @@ pub struct Fitted {
 /// How many tries [`fit_to_length`] has before it settles for a length mismatch.
 const MAX_RETRY: u32 = 10;
 
-/// vLLM's `gen_prompt_decode_to_target_len`: decoding then re-encoding can merge or
-/// split tokens, so decode, re-encode (without special tokens), and then pad with random
-/// tokens (drawn from `[0, vocab_size)`, special ones included) or truncate, up to ten
-/// times.
-pub fn fit_to_length(
-    tok: &impl Codec,
-    mut tokens: Vec<u32>,
-    target: usize,
-    vocab_size: u32,
-    rng: &mut Generator,
-) -> Result<Fitted, PluginError> {
-    let mut tries_left = MAX_RETRY;
-    loop {
-        let text = tok.decode(&tokens)?;
-        tokens = tok.encode(&text, false)?;
+/// Where one sequence stands in vLLM's loop (see [`fit_to_length`]).
+enum Fit {
+    /// Decode `tokens` and re-encode the text next.
+    RoundTrip {
+        tokens: Vec<u32>,
+        tries_left: u32,
+    },
+    /// Re-encoded too short: pad with drawn tokens next.
+    Pad {
+        tokens: Vec<u32>,
+        tries_left: u32,
+    },
+    Done(Fitted),
+}
+
+impl Fit {
+    /// The step after a round trip gave `tokens` for `text`.
+    fn after_round_trip(text: String, mut tokens: Vec<u32>, target: usize, tries_left: u32) -> Fit {
         if tries_left == 0 || tokens.len() == target {
             let mismatch = tokens.len() as i64 - target as i64;
-            return Ok(Fitted {
+            return Fit::Done(Fitted {
                 text,
                 tokens,
                 mismatch,
             });
         }
         if tokens.len() < target {
-            let extra = rng.integers(0, i64::from(vocab_size), target - tokens.len());
-            tokens.extend(extra.into_iter().map(|t| t as u32));
-        } else {
-            tokens.truncate(target);
+            return Fit::Pad { tokens, tries_left };
         }
-        tries_left -= 1;
+        tokens.truncate(target);
+        Fit::RoundTrip {
+            tokens,
+            tries_left: tries_left - 1,
+        }
     }
+
+    /// The padding step: `target - len` tokens drawn from `[0, vocab_size)`.
+    fn pad(
+        mut tokens: Vec<u32>,
+        tries_left: u32,
+        target: usize,
+        vocab_size: u32,
+        rng: &mut Generator,
+    ) -> Fit {
+        let extra = rng.integers(0, i64::from(vocab_size), target - tokens.len());
+        tokens.extend(extra.into_iter().map(|t| t as u32));
+        Fit::RoundTrip {
+            tokens,
+            tries_left: tries_left - 1,
+        }
+    }
+}
+
+/// vLLM's `gen_prompt_decode_to_target_len`: decoding then re-encoding can merge or
+/// split tokens, so decode, re-encode (without special tokens), and then pad with random
+/// tokens (drawn from `[0, vocab_size)`, special ones included) or truncate, up to ten
+/// times.
+pub fn fit_to_length(
+    tok: &impl Codec,
+    tokens: Vec<u32>,
+    target: usize,
+    vocab_size: u32,
+    rng: &mut Generator,
+) -> Result<Fitted, PluginError> {
+    let mut fitted = fit_to_length_batch(tok, vec![(tokens, target)], vocab_size, rng)?;
+    Ok(fitted.pop().expect("one fitted sequence per input"))
+}
+
+/// [`fit_to_length`] for many `(tokens, target)` sequences: the same results and the same
+/// draws from `rng` as fitting them one after another, in order, but with the steps
+/// that draw nothing (every sequence's first round trip and its truncations) taken for
+/// all sequences together, one [`Codec::encode_batch`] per step, which the host spreads
+/// over its cores. A sequence that needs padding finishes on its own afterwards, in
+/// order, because its draws must follow those of the sequences before it (few do: 3% of
+/// vLLM's default `random` prompts with GPT-2).
+pub fn fit_to_length_batch(
+    tok: &impl Codec,
+    sequences: Vec<(Vec<u32>, usize)>,
+    vocab_size: u32,
+    rng: &mut Generator,
+) -> Result<Vec<Fitted>, PluginError> {
+    let targets: Vec<usize> = sequences.iter().map(|(_, target)| *target).collect();
+    let mut fits: Vec<Fit> = sequences
+        .into_iter()
+        .map(|(tokens, _)| Fit::RoundTrip {
+            tokens,
+            tries_left: MAX_RETRY,
+        })
+        .collect();
+    // The steps without draws, all sequences at once, until none is left.
+    loop {
+        let due: Vec<usize> = (0..fits.len())
+            .filter(|&i| matches!(fits[i], Fit::RoundTrip { .. }))
+            .collect();
+        if due.is_empty() {
+            break;
+        }
+        let texts = due
+            .iter()
+            .map(|&i| match &fits[i] {
+                Fit::RoundTrip { tokens, .. } => tok.decode(tokens),
+                _ => unreachable!("filtered above"),
+            })
+            .collect::<Result<Vec<String>, PluginError>>()?;
+        let encoded = tok.encode_batch(&texts, false)?;
+        if encoded.len() != texts.len() {
+            return Err(PluginError::Internal(format!(
+                "encode_batch returned {} encodings for {} texts",
+                encoded.len(),
+                texts.len()
+            )));
+        }
+        for ((i, text), tokens) in due.into_iter().zip(texts).zip(encoded) {
+            let Fit::RoundTrip { tries_left, .. } = fits[i] else {
+                unreachable!("filtered above")
+            };
+            fits[i] = Fit::after_round_trip(text, tokens, targets[i], tries_left);
+        }
+    }
+    // The sequences that need draws, in order, each to its end.
+    fits.into_iter()
+        .zip(targets)
+        .map(|(mut fit, target)| {
+            loop {
+                fit = match fit {
+                    Fit::Done(fitted) => return Ok(fitted),
+                    Fit::Pad { tokens, tries_left } => {
+                        Fit::pad(tokens, tries_left, target, vocab_size, rng)
+                    }
+                    Fit::RoundTrip { tokens, tries_left } => {
+                        let text = tok.decode(&tokens)?;
+                        let tokens = tok.encode(&text, false)?;
+                        Fit::after_round_trip(text, tokens, target, tries_left)
+                    }
+                }
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -447,6 +575,75 @@ mod tests {
         // Too long: truncated.
         let f = fit_to_length(&Merging, vec![0, 1, 2, 3], 2, 26, &mut rng).unwrap();
         assert_eq!((f.text.as_str(), f.mismatch), ("ab", 0));
+    }
+
+    /// vLLM's loop as written, one sequence at a time: the reference for the batch.
+    fn fit_one_by_one(
+        tok: &impl Codec,
+        mut tokens: Vec<u32>,
+        target: usize,
+        vocab_size: u32,
+        rng: &mut Generator,
+    ) -> Fitted {
+        for tries_left in (0..=MAX_RETRY).rev() {
+            let text = tok.decode(&tokens).unwrap();
+            tokens = tok.encode(&text, false).unwrap();
+            if tries_left == 0 || tokens.len() == target {
+                let mismatch = tokens.len() as i64 - target as i64;
+                return Fitted {
+                    text,
+                    tokens,
+                    mismatch,
+                };
+            }
+            if tokens.len() < target {
+                let extra = rng.integers(0, i64::from(vocab_size), target - tokens.len());
+                tokens.extend(extra.into_iter().map(|t| t as u32));
+            } else {
+                tokens.truncate(target);
+            }
+        }
+        unreachable!("the last try returns")
+    }
+
+    #[test]
+    fn fitting_a_batch_equals_fitting_one_by_one_in_order() {
+        // Many sequences of letters around "t", "h" and "e", so that merges make some
+        // short (padded with draws) and some long (truncated), over many seeds.
+        for seed in 0..200u64 {
+            let mut lcg = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let mut next = |n: u64| {
+                lcg = lcg
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (lcg >> 33) % n
+            };
+            let sequences: Vec<(Vec<u32>, usize)> = (0..1 + next(12))
+                .map(|_| {
+                    let len = next(9) as usize;
+                    let tokens = (0..len)
+                        .map(|_| [19, 7, 4, 0, 26, 27][next(6) as usize])
+                        .collect();
+                    (tokens, next(8) as usize)
+                })
+                .collect();
+            let mut rng = Generator::new(u128::from(seed));
+            let one_by_one: Vec<Fitted> = sequences
+                .iter()
+                .map(|(tokens, target)| {
+                    fit_one_by_one(&Merging, tokens.clone(), *target, 26, &mut rng)
+                })
+                .collect();
+            let mut batch_rng = Generator::new(u128::from(seed));
+            let batch = fit_to_length_batch(&Merging, sequences, 26, &mut batch_rng).unwrap();
+            assert_eq!(batch, one_by_one, "seed {seed}");
+            // The generators are left in the same state.
+            assert_eq!(
+                batch_rng.integers(0, 1 << 30, 4),
+                rng.integers(0, 1 << 30, 4),
+                "seed {seed}"
+            );
+        }
     }
 
     #[test]

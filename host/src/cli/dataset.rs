@@ -65,7 +65,11 @@ pub fn run(cmd: DatasetCommand) -> Result<()> {
     let plugin = PluginRef::parse(&args.dataset.dataset_name)?;
     let mut dataset = runtime.load_dataset(&plugin, host, args.dataset.dataset_path.as_deref())?;
     let name = dataset.describe()?.name;
-    let mut specs = dataset.sample(args.dataset.num_prompts, args.dataset.options_for(&name)?)?;
+    let mut specs = dataset.sample(
+        args.dataset.num_prompts,
+        args.dataset.options_for(&name)?,
+        true,
+    )?;
     if let Some(prefix) = &args.request_id_prefix {
         crate::workload::assign_request_ids(&mut specs, prefix);
     }

@@ -597,7 +597,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     )?;
     let dataset_name = dataset.describe()?.name;
     let options = args.dataset.options_for(&dataset_name)?;
-    let mut specs = dataset.sample(args.dataset.num_prompts, options)?;
+    let mut specs = dataset.sample(args.dataset.num_prompts, options, !args.disable_tqdm)?;
     drop(dataset);
     if specs.is_empty() {
         bail!("dataset {} produced no requests", plan.dataset.display());

@@ -3,14 +3,53 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::bindings::dataset::DatasetPlugin as Bindings;
 use super::{DatasetConfig, HostContext, Loaded, PluginInfo, RequestSpec, Sandbox, TypedPre};
 
-/// How many requests the host asks for per `next-batch` crossing.
-const BATCH: u32 = 256;
+/// How many requests the first `next-batch` call asks for. Later calls are sized from
+/// the time the previous ones took (see [`BatchSizer`]).
+const FIRST_BATCH: u32 = 16;
+
+/// The most requests one `next-batch` call asks for.
+const MAX_BATCH: u32 = 4096;
+
+/// How long one `next-batch` call should take: long enough that the per-call costs and
+/// the host's parallel encoding pay off, far inside the plugin's time budget (10 s by
+/// default) whatever a prompt costs to make and however loaded the machine is.
+const CALL_TARGET: Duration = Duration::from_millis(250);
+
+/// Preparation shows a progress bar once it has taken this long.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// Sizes `next-batch` calls so that each takes about [`CALL_TARGET`]: a size grows at most
+/// twofold per call and shrinks as far as the last call's time says.
+#[derive(Debug)]
+struct BatchSizer {
+    size: u32,
+}
+
+impl BatchSizer {
+    fn new() -> Self {
+        BatchSizer { size: FIRST_BATCH }
+    }
+
+    /// Learns that `asked` requests took `took`.
+    fn record(&mut self, asked: u32, took: Duration) {
+        let per_request = took.as_secs_f64() / f64::from(asked.max(1));
+        let fits = if per_request > 0.0 {
+            CALL_TARGET.as_secs_f64() / per_request
+        } else {
+            f64::INFINITY
+        };
+        let grown = (f64::from(asked) * 2.0).min(f64::from(MAX_BATCH));
+        self.size = fits.min(grown).max(1.0) as u32;
+    }
+}
 
 /// An instantiated dataset plugin in its own sandbox.
 pub struct DatasetPlugin {
@@ -58,10 +97,13 @@ impl DatasetPlugin {
 
     /// Opens the source with `options` and collects up to `num_requests` requests, asking
     /// for them in batches until the source has given that many or reports it is exhausted.
+    /// With `progress`, a bar on standard error shows the preparation once it has taken
+    /// more than a second.
     pub fn sample(
         &mut self,
         num_requests: u32,
         options: Vec<(String, String)>,
+        progress: bool,
     ) -> Result<Vec<RequestSpec>> {
         let config = DatasetConfig {
             num_requests,
@@ -74,18 +116,23 @@ impl DatasetPlugin {
             .sandbox
             .call("open", |store| source.call_open(store, &config))?;
         let mut requests = Vec::with_capacity(num_requests.min(1 << 16) as usize);
+        let started = Instant::now();
+        let mut bar = Progress::new(u64::from(num_requests), progress);
+        let mut sizer = BatchSizer::new();
         let drained = loop {
             let remaining = num_requests - requests.len() as u32;
             if remaining == 0 {
                 break Ok(());
             }
-            let max = remaining.min(BATCH);
+            let max = remaining.min(sizer.size);
+            let call_started = Instant::now();
             let batch = match self.sandbox.call("next-batch", |store| {
                 source.call_next_batch(store, handle, max)
             }) {
                 Ok(batch) => batch,
                 Err(e) => break Err(e),
             };
+            sizer.record(max, call_started.elapsed());
             if batch.is_empty() {
                 break Ok(());
             }
@@ -97,10 +144,82 @@ impl DatasetPlugin {
                 ));
             }
             requests.extend(batch);
+            bar.set(requests.len() as u64, started.elapsed());
         };
+        bar.finish(requests.len(), started.elapsed());
         drained?;
         self.sandbox
             .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
         Ok(requests)
+    }
+}
+
+/// The preparation progress bar: hidden until [`PROGRESS_AFTER`] has passed.
+struct Progress {
+    bar: Option<ProgressBar>,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(len: u64, enabled: bool) -> Progress {
+        let bar = enabled.then(|| {
+            let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
+            if let Ok(style) = ProgressStyle::with_template(
+                "Preparing requests {percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Progress {
+            bar,
+            shown: false,
+        }
+    }
+
+    fn set(&mut self, done: u64, elapsed: Duration) {
+        let Some(bar) = &self.bar else { return };
+        if !self.shown && elapsed >= PROGRESS_AFTER {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown = true;
+        }
+        bar.set_position(done);
+    }
+
+    /// Clears the bar and, when it was shown, says how long preparation took.
+    fn finish(&self, made: usize, elapsed: Duration) {
+        let Some(bar) = &self.bar else { return };
+        bar.finish_and_clear();
+        if self.shown {
+            eprintln!(
+                "Prepared {made} requests in {:.1} s ({:.0} requests/s)",
+                elapsed.as_secs_f64(),
+                made as f64 / elapsed.as_secs_f64().max(1e-9)
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_grow_twofold_at_most_and_shrink_to_the_call_target() {
+        let mut sizer = BatchSizer::new();
+        assert_eq!(sizer.size, FIRST_BATCH);
+        // Fast calls: doubling, up to the cap.
+        for _ in 0..20 {
+            let asked = sizer.size;
+            sizer.record(asked, Duration::from_millis(1));
+            assert!(sizer.size <= (asked * 2).min(MAX_BATCH));
+        }
+        assert_eq!(sizer.size, MAX_BATCH);
+        // A slow machine: 4,096 requests took 8 s, so 2 ms each; 250 ms fits 125.
+        sizer.record(MAX_BATCH, Duration::from_secs(8));
+        assert_eq!(sizer.size, 125);
+        // One request took longer than the target: one at a time.
+        sizer.record(1, Duration::from_secs(3));
+        assert_eq!(sizer.size, 1);
     }
 }

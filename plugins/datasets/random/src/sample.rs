@@ -10,7 +10,7 @@
 //! The code is generic over the SDK's [`Codec`] so that it runs natively in unit tests.
 
 use bench_sdk::rng::Generator;
-use bench_sdk::sampling::{Codec, fit_to_length};
+use bench_sdk::sampling::{Codec, fit_to_length, fit_to_length_batch};
 use bench_sdk::{PluginError, RequestSpec};
 
 /// The options of `vllm bench serve --dataset-name random`.
@@ -157,14 +157,22 @@ impl Sampler {
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
         let end = self.input_lens.len().min(self.next + max);
-        let mut out = Vec::with_capacity(end - self.next);
         let allowed_len = self.allowed.len() as i64;
-        for i in self.next..end {
-            let (input_len, start) = (self.input_lens[i], self.offsets[i] + i as i64);
-            let mut ids = self.prefix.clone();
-            ids.extend((0..input_len).map(|j| self.allowed[((start + j) % allowed_len) as usize]));
-            let target = self.prefix_len as usize + input_len as usize;
-            let fitted = fit_to_length(tok, ids, target, self.vocab_size, &mut self.rng)?;
+        let sequences: Vec<(Vec<u32>, usize)> = (self.next..end)
+            .map(|i| {
+                let (input_len, start) = (self.input_lens[i], self.offsets[i] + i as i64);
+                let mut ids = self.prefix.clone();
+                ids.extend(
+                    (0..input_len).map(|j| self.allowed[((start + j) % allowed_len) as usize]),
+                );
+                (ids, self.prefix_len as usize + input_len as usize)
+            })
+            .collect();
+        // The whole batch at once: the host encodes it on all cores, with the same draws as
+        // fitting one prompt after another.
+        let fitted = fit_to_length_batch(tok, sequences, self.vocab_size, &mut self.rng)?;
+        let mut out = Vec::with_capacity(fitted.len());
+        for (i, fitted) in (self.next..end).zip(fitted) {
             self.token_mismatch += fitted.mismatch;
             let prompt_len = u32::try_from(fitted.tokens.len()).map_err(|_| {
                 PluginError::Internal(format!(
@@ -175,8 +183,8 @@ impl Sampler {
             // Checked to fit in `new`.
             let output_len = self.output_lens[i] as u32;
             out.push(RequestSpec::text(fitted.text, prompt_len, output_len));
-            self.next = i + 1;
         }
+        self.next = end;
         Ok(out)
     }
 }
