@@ -25,6 +25,15 @@
 #              concurrency cap; achieved send rate and schedule lag (intended vs actual send).
 #   memory-*:  peak RSS of bench (GNU time) for 100,000 requests with --save-detailed, and
 #              for 10,000 concurrent streams.
+#   prepare-L: preparing vLLM's default workload (`random`, L-token prompts, gpt2 tokenizer,
+#              N_PREPARE_L prompts: 2,000 at 1024, 20,000 at 128): wall time of
+#              `bench dataset sample` (the exact request set vLLM makes) against vLLM's Rust
+#              client `vllm-bench --dry-run` (same dataset shape, its own draws), both on
+#              core 0 alone, then both on every core. vllm-bench is looked for at
+#              $VLLM_BENCH (default ~/.cache/bench-peers/vllm-bench/target/release/vllm-bench;
+#              build it from github.com/vllm-project/vllm-bench with
+#              `cargo build --release -p vllm-bench`); without it those columns say n/a.
+#   prepare-100k: 100,000 prompts of 1,024 tokens on every core, bench only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +48,7 @@ pin_server="" pin_client=""
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server="taskset -c 1" pin_client="taskset -c 0"
 fi
-rows=${ROWS:-ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
+rows=${ROWS:-prepare-1024 prepare-128 prepare-100k ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
 want() { [[ " $rows " == *" $1 "* ]]; }
 
 # label conc(or "none") prompts ttft_ms itl_ms output_len [extra bench flags...]
@@ -62,6 +71,55 @@ run() {
   fi
   kill $server; wait $server 2>/dev/null || true
 }
+
+vllm_bench=${VLLM_BENCH:-$HOME/.cache/bench-peers/vllm-bench/target/release/vllm-bench}
+# Wall seconds of a command ("n/a" when it cannot run): prepare_time <pin> <cmd...>
+prepare_time() {
+  local pin=$1
+  shift
+  [ -x "$1" ] || { echo n/a; return; }
+  local t0 t1
+  t0=$(date +%s.%N)
+  $pin "$@" >"$tmp/prepare.log" 2>&1 || { cat "$tmp/prepare.log" >&2; echo failed; return; }
+  t1=$(date +%s.%N)
+  python3 -c "print(f'{$t1 - $t0:.2f}')"
+}
+prepare_row() { # label prompts input_len peer(yes/no)
+  local label=$1 n=$2 len=$3 peer=$4 b1=n/a v1=n/a ball vall=n/a
+  local bench_cmd=("$bench" dataset sample --dataset-name random --random-input-len "$len"
+    --num-prompts "$n" --tokenizer tests/data/tokenizers/gpt2 --seed 0 -o /dev/null)
+  local peer_cmd=("$vllm_bench" --model gpt2 --tokenizer tests/data/tokenizers/gpt2
+    --dataset-name random --random-input-len "$len" --num-prompts "$n" --seed 0 --dry-run)
+  if [ "$peer" = yes ]; then
+    b1=$(prepare_time "$pin_client" "${bench_cmd[@]}")
+    v1=$(prepare_time "$pin_client" "${peer_cmd[@]}")
+    vall=$(prepare_time "" "${peer_cmd[@]}")
+  fi
+  ball=$(prepare_time "" "${bench_cmd[@]}")
+  python3 - "$label" "$n" "$b1" "$v1" "$ball" "$vall" <<'PY'
+import sys
+label, n, b1, v1, ball, vall = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+def cell(t):
+    try:
+        return f"{float(t):>7.2f} | {n / float(t):>9.0f}"
+    except ValueError:
+        return f"{t:>7} | {'-':>9}"
+def ratio(a, b):
+    try:
+        return f"{float(b) / float(a):.1f}x"
+    except ValueError:
+        return "-"
+print(f"| {label:<12} | {n:>7} | {cell(b1)} | {cell(v1)} | {ratio(b1, v1):>7} | {cell(ball)} | {cell(vall)} | {ratio(ball, vall):>7} |")
+PY
+}
+if want prepare-1024 || want prepare-128 || want prepare-100k; then
+  echo "| scenario     | prompts | bench 1 core s | prompts/s | vllm-bench 1 core s | prompts/s | speed-up | bench all cores s | prompts/s | vllm-bench all cores s | prompts/s | speed-up |"
+  echo "|--------------|--------:|--------:|----------:|--------:|----------:|--------:|--------:|----------:|--------:|----------:|--------:|"
+  want prepare-1024 && prepare_row prepare-1024 "${N_PREPARE_1024:-2000}" 1024 yes
+  want prepare-128 && prepare_row prepare-128 "${N_PREPARE_128:-20000}" 128 yes
+  want prepare-100k && prepare_row prepare-100k 100000 1024 no
+  echo
+fi
 
 echo "| scenario    | conc. |   reqs |  req/s | output tok/s | client CPU % | decode % | TTFT ms | TTFT err | p99 err | ITL ms | ITL err | p99 err | unpaired |"
 echo "|-------------|------:|-------:|-------:|-------------:|-------------:|---------:|--------:|---------:|--------:|-------:|--------:|--------:|---------:|"

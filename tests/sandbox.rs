@@ -110,6 +110,27 @@ fn an_endless_loop_is_stopped_by_the_time_budget() {
     );
 }
 
+/// However long a prompt takes to make, sampling never runs into the per-call budget: the
+/// host sizes its `next-batch` calls from the time the previous ones took. With a 1 s budget
+/// and 8,192-token `random` prompts (several milliseconds each), a fixed batch of 256
+/// requests overruns it.
+#[test]
+fn long_prompts_never_run_into_the_call_budget() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = runtime(cache.path(), Duration::from_secs(1), 256);
+    let host = HostContext {
+        tokenizer: Some(gpt2()),
+        seed: 0,
+    };
+    let mut dataset = runtime
+        .load_dataset(&PluginRef::parse("random").unwrap(), host, None)
+        .unwrap();
+    let options = vec![("input-len".to_owned(), "8192".to_owned())];
+    let requests = dataset.sample(400, options, false).unwrap();
+    assert_eq!(requests.len(), 400);
+    assert!(requests.iter().all(|r| r.prompt_len == 8192));
+}
+
 #[test]
 fn unbounded_allocation_hits_the_memory_cap() {
     let cache = tempfile::tempdir().unwrap();
