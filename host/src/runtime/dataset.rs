@@ -171,10 +171,7 @@ impl Progress {
             }
             bar
         });
-        Progress {
-            bar,
-            shown: false,
-        }
+        Progress { bar, shown: false }
     }
 
     fn set(&mut self, done: u64, elapsed: Duration) {
