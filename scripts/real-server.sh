@@ -305,8 +305,8 @@ def ok(flag, text):
 
 cmd, args = sys.argv[1], sys.argv[2:]
 
-if cmd == "a":  # result n out_len rc
-    r, n, out_len, rc = load(args[0]), int(args[1]), int(args[2]), args[3]
+if cmd == "a":  # result n out_len rc server_log
+    r, n, out_len, rc, log = load(args[0]), int(args[1]), int(args[2]), args[3], args[4]
     if r is None:
         ok(False, f"no result file (bench exit {rc})")
         sys.exit()
@@ -319,11 +319,21 @@ if cmd == "a":  # result n out_len rc
           f"{r['output_throughput']:.1f} output tok/s; bench exit {rc}")
     if r["failed"]:
         print(f"   errors: {first_errors(r)}")
+    if wrong:
+        gen = [g for _, g in server_tasks(log)][-n:]
+        print(f"   the server's log: {len(gen)} tasks generated "
+              + ", ".join(f"{c} x {g}" for g, c in sorted({g: gen.count(g) for g in gen}.items()))
+              + f" tokens (sum {sum(gen)}); bench's output_lens sum {sum(lens)}")
     if wrong and r.get("requests_with_server_usage") == 0:
         print("   bench read no usage from the server (requests_with_server_usage 0), so output_lens "
-              "are the run tokenizer's counts of the generated text: llama-server sends `usage` in "
-              "the chunk that also carries `choices` (the finish reason), which vLLM's rule "
-              "(`if choices: ... elif usage:`) never reads")
+              "are the tokenizer's counts of the generated text (vLLM's rule), which differ from the "
+              "tokens generated where the model's tokens are not the text's own tokenization: "
+              "llama-server's /v1/completions stream sends `usage` "
+              "in the chunk that also carries `choices` (the finish reason), which vLLM's rule "
+              "(`if choices: ... elif usage:`) never reads; its chat stream sends usage alone")
+        texts = r.get("generated_texts") or []
+        if wrong and wrong[0][0] < len(texts):
+            print(f"   request {wrong[0][0]} ({wrong[0][1]} by the tokenizer): {json.dumps(texts[wrong[0][0]][:100])}")
     ok(r["completed"] == n and r["failed"] == 0 and len(lens) == n and not wrong,
        f"all {n} complete with {out_len} output tokens each")
 
@@ -439,7 +449,7 @@ if want a || want b; then
     scrape "a-$backend.after"
     if want a; then
       echo "a. $backend: $n requests, random 64 in / $out out, --ignore-eos, concurrency 4"
-      verdict < <(chk a "$tmp/a-$backend.json" $n $out $rc)
+      verdict < <(chk a "$tmp/a-$backend.json" $n $out $rc "$server_log")
     fi
     if want b; then
       echo "b. $backend: token counts against the server's"
