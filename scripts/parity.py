@@ -19,8 +19,20 @@ Every key the two files share is printed with both values and a verdict:
   on a fresh server, the server's own run-to-run variation) each key's tolerance is
   widened to twice the difference between the two vLLM runs (for per-request lists, twice
   the 90th percentile of the per-request differences) when that is larger;
+- derived, exact: `(send order)`, the order in which the requests were sent (start_times
+  ranked, over the requests both completed); vLLM sends in dataset order;
 - not compared: `date` (when the run happened); `errors` texts are shown, but only which
   requests failed is compared (vLLM stores a Python traceback, bench a `kind: message`).
+Two verdicts besides agree/DIFFER say why an exact key differs, so that one cause is not
+counted as many disagreements:
+- `failures`: the two clients failed different requests (the `errors` row is then DIFFER,
+  with the first error of each); a count or per-request list that is equal over the
+  requests both completed, and differs only by the requests one side failed, gets this
+  verdict, with both values over the common requests in the note;
+- `server varies` (with --vllm-again only): `generated_texts` that differ from the first
+  vLLM run in no more requests than twice the number in which the two vLLM runs differ
+  from each other (the same client, the same requests: the server itself gave different
+  texts; llama.cpp at temperature 0 is not deterministic across batch compositions).
 Keys only one side has are listed after the table.
 """
 
@@ -90,9 +102,34 @@ class Row:
         self.key, self.kind, self.v, self.b, self.verdict, self.note = key, kind, v, b, verdict, note
 
 
+def failed_set(r):
+    errs = r.get("errors")
+    return None if not isinstance(errs, list) else {i for i, e in enumerate(errs) if e}
+
+
 def compare(v, b, v2, server):
     rows = []
     shared = [k for k in v if k in b]
+    fv, fb = failed_set(v), failed_set(b)
+    n = max(len(v.get("errors") or []), len(b.get("errors") or []))
+    # Requests both clients completed, when they failed different ones (else None).
+    common = None
+    if fv is not None and fb is not None and fv != fb:
+        common = [i for i in range(n) if i not in fv and i not in fb]
+
+    def over_common(key):
+        """(vLLM, bench) of a count recomputed over the requests both completed."""
+        if key == "completed":
+            return len(common), len(common)
+        if key == "failed":
+            return 0, 0
+        lens = {"total_input_tokens": "input_lens", "total_output_tokens": "output_lens"}.get(key)
+        if lens and isinstance(v.get(lens), list) and isinstance(b.get(lens), list):
+            return sum(v[lens][i] for i in common), sum(b[lens][i] for i in common)
+        return None
+
+    failures_note = lambda: (f"vLLM failed {sorted(fv) or 'none'}, bench failed {sorted(fb) or 'none'}; "
+                             f"over the {len(common)} requests both completed: ")
 
     def tol_scalar(key, a, ms):
         """Tolerance for a scalar timing value a (ms if ms else relative-only)."""
@@ -110,9 +147,25 @@ def compare(v, b, v2, server):
         elif key in EXACT_META or key in EXACT_COUNTS:
             same = a == c or (isinstance(a, (int, float)) and isinstance(c, (int, float))
                               and float(a) == float(c))
-            rows.append(Row(key, "exact", a, c, "agree" if same else "DIFFER"))
+            row = Row(key, "exact", a, c, "agree" if same else "DIFFER")
+            if not same and common is not None and key in EXACT_COUNTS:
+                oc = over_common(key)
+                if oc is not None:
+                    row.note = failures_note() + f"vLLM {oc[0]}, bench {oc[1]}"
+                    if oc[0] == oc[1]:
+                        row.verdict = "failures"
+            rows.append(row)
         elif key in EXACT_LISTS:
-            rows.append(list_exact(key, a, c))
+            row = list_exact(key, a, c)
+            if row.verdict == "DIFFER" and common is not None and isinstance(a, list) and isinstance(c, list) \
+                    and len(a) == len(c) == n:
+                sub = list_exact(key, [a[i] for i in common], [c[i] for i in common])
+                row.note = failures_note() + (sub.note if sub.verdict == "DIFFER" else "all equal")
+                if sub.verdict == "agree":
+                    row.verdict = "failures"
+            if row.verdict == "DIFFER" and key == "generated_texts" and v2 is not None:
+                row = texts_vs_server(row, a, c, v2.get(key), common)
+            rows.append(row)
         elif key == "errors":
             fa = [bool(x) for x in a]
             fb = [bool(x) for x in c]
@@ -138,12 +191,71 @@ def compare(v, b, v2, server):
                          else "; server's own: ") + f"bench run {server[1][key]:.4g}"
             rows.append(Row(key, "tol", a, c, "agree" if abs(d) <= tol else "DIFFER", note))
         elif key in TIME_LISTS:
-            rows.append(time_list(key, a, c, None if v2 is None else v2.get(key)))
+            a2 = None if v2 is None else v2.get(key)
+            row = time_list(key, a, c, a2)
+            if row.verdict == "DIFFER" and common is not None and len(a) == len(c) == n:
+                keep = lambda xs: [xs[i] for i in common] if xs and len(xs) == n else xs
+                sub = time_list(key, keep(a), keep(c), keep(a2))
+                row.note = failures_note() + sub.note
+                if sub.verdict == "agree":
+                    row.verdict = "failures"
+            rows.append(row)
         elif key == "itls":
-            rows.append(itl_lists(a, c, None if v2 is None else v2.get(key)))
+            row = itl_lists(a, c, None if v2 is None else v2.get(key))
+            if row.verdict == "DIFFER" and common is not None and len(a) == len(c) == n:
+                sub = itl_lists([a[i] for i in common], [c[i] for i in common],
+                                None if v2 is None or not v2.get(key) else v2[key])
+                if sub.verdict == "agree":
+                    row.verdict, row.note = "failures", failures_note() + sub.note
+            rows.append(row)
         else:
             rows.append(Row(key, "exact", a, c, "agree" if a == c else "DIFFER", "(unclassified key: exact)"))
+    order = send_order(v, b, common)
+    if order is not None:
+        rows.append(order)
     return rows
+
+
+def send_order(v, b, common):
+    """A derived exact check: the order in which the requests were sent (start_times ranked),
+    over the requests both completed. vLLM sends in dataset order: with --max-concurrency,
+    asyncio's semaphore admits its tasks in the order they were created."""
+    sa, sb = v.get("start_times"), b.get("start_times")
+    if not isinstance(sa, list) or not isinstance(sb, list) or len(sa) != len(sb) or not sa:
+        return None
+    idx = list(common) if common is not None else list(range(len(sa)))
+    oa = sorted(idx, key=lambda i: (sa[i], i))
+    ob = sorted(idx, key=lambda i: (sb[i], i))
+    if oa == ob:
+        return Row("(send order)", "exact", oa, ob, "agree", f"the same order of {len(oa)} sends (derived from start_times)")
+    k = next(k for k, (x, y) in enumerate(zip(oa, ob)) if x != y)
+    return Row("(send order)", "exact", oa, ob, "DIFFER",
+               f"derived from start_times; first difference at send {k}: vLLM sent request {oa[k]}, bench "
+               f"request {ob[k]}; sends {max(0, k - 2)}-{min(len(ob), k + 6) - 1}: vLLM {oa[max(0, k - 2):k + 6]}, "
+               f"bench {ob[max(0, k - 2):k + 6]}")
+
+
+def text_diff(x, y):
+    """Where two texts part: the common prefix length and what follows on each side."""
+    k = next((k for k, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+    return f"from character {k}: vLLM {json.dumps(x[k:k + 30])}, bench {json.dumps(y[k:k + 30])}"
+
+
+def texts_vs_server(row, a, c, a2, common):
+    """generated_texts that differ: is that within the server's own variation, as measured by
+    two vLLM runs (the same client, the same requests)? As for the timing keys, bench may
+    differ from the first vLLM run in up to twice as many texts as the two vLLM runs differ."""
+    if not isinstance(a2, list) or len(a2) != len(a) or len(a) != len(c):
+        return row
+    idx = list(common) if common is not None else list(range(len(a)))
+    vary = [i for i in idx if a[i] != a2[i] and a2[i]]
+    diff = [i for i in idx if a[i] != c[i]]
+    i = diff[0]
+    row.note = (f"{len(diff)} of {len(idx)} differ from vLLM's first run, first at [{i}] {text_diff(a[i], c[i])}; "
+                f"vLLM's two runs differ from each other in {len(vary)} (tolerance: twice that)")
+    if len(diff) <= 2 * len(vary):
+        row.verdict = "server varies"
+    return row
 
 
 def first_err(errs):
@@ -229,6 +341,7 @@ def show(v):
     return short_list(v) if isinstance(v, list) else fmt(v)
 
 
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -272,8 +385,12 @@ def main():
     only_b = [k for k in b if k not in v]
     agree = sum(1 for r in rows if r.verdict == "agree")
     differ = [r.key for r in rows if r.verdict == "DIFFER"]
+    explained = [f"{r.key}: {r.verdict}" for r in rows if r.verdict in ("failures", "server varies")]
+    nc = sum(1 for r in rows if r.verdict == "n/a")
     print(f"\nShared keys: {len(rows)}; agree {agree}, differ {len(differ)}"
-          + (f" ({', '.join(differ)})" if differ else "") + f", not compared {len(rows) - agree - len(differ)}.")
+          + (f" ({', '.join(differ)})" if differ else "")
+          + (f", differ for a stated cause {len(explained)} ({', '.join(explained)})" if explained else "")
+          + f", not compared {nc}.")
     print(f"Only in vLLM's result: {', '.join(only_v) or 'none'}")
     print("Only in bench's result: " + (", ".join(f"{k}={show(b[k])}" for k in only_b) or "none"))
     print()
@@ -292,18 +409,19 @@ def matrix(paths):
                 keys.append(row["key"])
     print("| key | " + " | ".join(r["title"] for r in runs) + " |")
     print("|-----|" + "|".join(":-:" for _ in runs) + "|")
-    mark = {"agree": "=", "DIFFER": "**x**", "n/a": "-"}
+    mark = {"agree": "=", "DIFFER": "**x**", "n/a": "-", "failures": "f", "server varies": "v"}
     for k in keys:
         cells = []
         for r in runs:
             row = next((x for x in r["rows"] if x["key"] == k), None)
             cells.append("" if row is None else mark.get(row["verdict"], row["verdict"]))
         print(f"| {k} | " + " | ".join(cells) + " |")
-    print("\n`=` agree, **x** differ, `-` not compared. Differences:\n")
+    print("\n`=` agree, **x** differ, `f` differs only by the requests one client failed, `v` "
+          "generated texts the server itself varies on, `-` not compared. Differences:\n")
     for r in runs:
         for row in r["rows"]:
-            if row["verdict"] == "DIFFER":
-                print(f"- {r['title']}: `{row['key']}`: vLLM {row['vllm']}, bench {row['bench']}"
+            if row["verdict"] in ("DIFFER", "failures", "server varies"):
+                print(f"- {r['title']}: `{row['key']}` ({row['verdict']}): vLLM {row['vllm']}, bench {row['bench']}"
                       + (f"; {row['note']}" if row["note"] else ""))
 
 
