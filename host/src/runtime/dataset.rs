@@ -212,8 +212,8 @@ mod tests {
             assert!(sizer.size <= (asked * 2).min(MAX_BATCH));
         }
         assert_eq!(sizer.size, MAX_BATCH);
-        // A slow machine: 4,096 requests took 8 s, so 2 ms each; 250 ms fits 125.
-        sizer.record(MAX_BATCH, Duration::from_secs(8));
+        // A slow machine: 4,096 requests took 8.192 s, so 2 ms each; 250 ms fits 125.
+        sizer.record(MAX_BATCH, Duration::from_millis(8192));
         assert_eq!(sizer.size, 125);
         // One request took longer than the target: one at a time.
         sizer.record(1, Duration::from_secs(3));
