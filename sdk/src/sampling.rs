@@ -27,7 +27,7 @@ pub trait ChatTemplate {
 /// Encoding, decoding and the vocabulary.
 pub trait Codec {
     fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginError>;
-    /// [`Codec::encode`] for many texts; the host's encodes them on all its cores.
+    /// [`Codec::encode`] for many texts; the host encodes them on all its cores.
     fn encode_batch(
         &self,
         texts: &[String],
