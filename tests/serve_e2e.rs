@@ -292,3 +292,47 @@ fn a_warm_prefix_cache_is_reported_from_the_servers_metrics() {
         "{warm_out}"
     );
 }
+
+#[test]
+fn under_a_concurrency_cap_requests_are_sent_in_workload_order() {
+    // vLLM's client sends in workload order under `--max-concurrency`; with one request
+    // in flight at a time, each must start after the one before it.
+    let m = mock(bench::mock::MockConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "--backend",
+        "openai",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+        "--num-prompts",
+        "200",
+        "--max-concurrency",
+        "1",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = result_json(dir.path());
+    assert_eq!(r["completed"], 200, "{}", text(&out));
+    let starts: Vec<f64> = r["start_times"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 200);
+    for (i, w) in starts.windows(2).enumerate() {
+        assert!(w[0] < w[1], "request {} started before request {i}", i + 1);
+    }
+}

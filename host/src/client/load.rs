@@ -1,5 +1,6 @@
 //! The load generator: releases prepared requests at their scheduled offsets, caps
-//! concurrency with a semaphore, and hands every recorded response to the decode worker.
+//! concurrency with a semaphore whose permits go out in release order, and hands every
+//! recorded response to the decode worker.
 //!
 //! The send path does no plugin work, no JSON and takes no lock besides the semaphore;
 //! decoding runs on its own thread, overlapped with the run.
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::decode::RequestMeta;
 use super::framing::Frames;
@@ -94,9 +95,9 @@ pub async fn run(
     let pb = progress_bar(total as u64, options.progress);
     // More permits than requests change nothing, and would make tokio panic past its
     // maximum.
-    let semaphore = options
+    let permits = options
         .max_concurrency
-        .map(|n| Arc::new(Semaphore::new(n.clamp(1, total.max(1)))));
+        .map(|n| InOrderPermits::new(n.clamp(1, total.max(1)), stop.clone()));
     // Raised once the grace period after a stop is over: requests still running end.
     let cancel = Arc::new(StopSignal::new());
     let grace = options.shutdown_grace;
@@ -127,20 +128,24 @@ pub async fn run(
                     break;
                 }
                 let dispatch = Instant::now();
-                let (client, requests, semaphore) =
-                    (client.clone(), requests.clone(), semaphore.clone());
+                // Queued here, on the one dispatch thread, so permits follow release order.
+                let turn = permits.as_ref().map(InOrderPermits::queue);
+                let (client, requests) = (client.clone(), requests.clone());
                 let (tx, pb, stop, cancel) =
                     (tx.clone(), pb_task.clone(), stop.clone(), cancel.clone());
                 tasks.push(handle.spawn(async move {
-                    let (permit, concurrency_wait) = match semaphore {
-                        Some(s) => {
-                            let waiting = Instant::now();
+                    let (permit, concurrency_wait) = match turn {
+                        Some(turn) => {
                             let permit = tokio::select! {
                                 biased;
                                 () = stop.stopped() => return Outcome::NotSent,
-                                p = s.acquire_owned() => p.expect("semaphore never closes"),
+                                p = turn => match p {
+                                    Ok(p) => p,
+                                    // The gate stops granting once the run is stopped.
+                                    Err(_) => return Outcome::NotSent,
+                                },
                             };
-                            (Some(permit), waiting.elapsed())
+                            (Some(permit), dispatch.elapsed())
                         }
                         None => (None, Duration::ZERO),
                     };
@@ -207,6 +212,55 @@ pub async fn run(
             decode_s: decode_cpu.as_secs_f64(),
         },
     })
+}
+
+/// `--max-concurrency`'s gate: grants semaphore permits strictly in the order requests
+/// were queued, as vLLM's client does (its asyncio tasks reach `Semaphore.acquire` in
+/// creation order).
+///
+/// Why not each request task acquiring the semaphore itself: tokio's semaphore is fair
+/// in the order of first polls, and on a multi-threaded runtime tasks spawned in order
+/// are first polled in whatever order the worker threads pick them up, so request 7
+/// could be sent before request 6. Here one task acquires permits in queue order and
+/// hands each to its request over a oneshot channel (one small allocation per request,
+/// paid only under a concurrency cap, where requests wait for permits anyway).
+struct InOrderPermits {
+    queue: mpsc::UnboundedSender<oneshot::Sender<OwnedSemaphorePermit>>,
+}
+
+impl InOrderPermits {
+    /// Starts the granting task on the current runtime; it ends when `stop` is raised or
+    /// the gate is dropped and its queue drained.
+    fn new(limit: usize, stop: Arc<StopSignal>) -> Self {
+        let semaphore = Arc::new(Semaphore::new(limit));
+        let (queue, mut waiting) = mpsc::unbounded_channel::<oneshot::Sender<_>>();
+        tokio::spawn(async move {
+            while let Some(turn) = waiting.recv().await {
+                // A request that gave up (the run was stopped) takes no permit.
+                if turn.is_closed() {
+                    continue;
+                }
+                let permit = tokio::select! {
+                    biased;
+                    () = stop.stopped() => return,
+                    p = semaphore.clone().acquire_owned() => p.expect("semaphore never closes"),
+                };
+                // If the request gave up meanwhile, the permit comes back with the error
+                // and is released here.
+                let _ = turn.send(permit);
+            }
+        });
+        InOrderPermits { queue }
+    }
+
+    /// Queues one request: its permit arrives on the returned channel once every request
+    /// queued before it has had its own. Callable from any thread.
+    fn queue(&self) -> oneshot::Receiver<OwnedSemaphorePermit> {
+        let (turn, permit) = oneshot::channel();
+        // The granting task only ends on stop; then the closed channel reads as not sent.
+        let _ = self.queue.send(turn);
+        permit
+    }
 }
 
 /// The response of a request cancelled at the end of the grace period.
@@ -299,6 +353,37 @@ mod tests {
         raiser.join().unwrap();
         // Once raised, nothing more is released, even a request already due.
         assert!(!sleep_until(Instant::now(), &stop));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn permits_go_out_in_queue_order_on_a_multi_threaded_runtime() {
+        let gate = InOrderPermits::new(1, Arc::new(StopSignal::new()));
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tasks: Vec<_> = (0..500usize)
+            .map(|i| {
+                let (turn, order) = (gate.queue(), order.clone());
+                tokio::spawn(async move {
+                    let _permit = turn.await.expect("granted");
+                    order.lock().unwrap().push(i);
+                    tokio::task::yield_now().await;
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), (0..500).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stop_ends_the_waiting_without_a_permit() {
+        let stop = Arc::new(StopSignal::new());
+        let gate = InOrderPermits::new(1, stop.clone());
+        let first = gate.queue().await.expect("a free permit is granted");
+        let second = gate.queue();
+        stop.stop("test");
+        assert!(second.await.is_err());
+        drop(first);
     }
 
     #[test]
