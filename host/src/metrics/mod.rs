@@ -322,8 +322,12 @@ pub struct Metrics<'a> {
     pub client_queue_time: Summary,
     /// E2EL plus client queue time, over successful requests.
     pub e2el_including_client_queue: Summary,
+    /// vLLM's peak output chunks in one whole second.
     pub max_output_tokens_per_s: f64,
+    /// vLLM's peak: the most requests active during one whole second.
     pub max_concurrent_requests: usize,
+    /// The most requests in flight at one instant (not in vLLM).
+    pub peak_concurrent_requests: usize,
     /// Whether output tokens could be counted with a tokenizer; like vLLM without a
     /// tokenizer, the console then omits token counts, throughputs and TTFT/TPOT/ITL.
     pub has_tokenizer: bool,
@@ -487,7 +491,7 @@ pub fn calculate<'a>(
     }
 
     let successful: Vec<&RequestRecord> = ordered.iter().copied().filter(|r| r.success).collect();
-    let (max_output_tokens_per_s, max_concurrent_requests) = timeline::peaks(&successful);
+    let peaks = timeline::peaks(&successful);
     let total_output: u64 = output_lens.iter().sum();
     let percentiles = &config.percentiles;
 
@@ -507,8 +511,9 @@ pub fn calculate<'a>(
         e2el: Summary::of_seconds(e2els, percentiles),
         client_queue_time: Summary::of_seconds(queue_times, percentiles),
         e2el_including_client_queue: Summary::of_seconds(e2els_with_queue, percentiles),
-        max_output_tokens_per_s,
-        max_concurrent_requests,
+        max_output_tokens_per_s: peaks.max_output_tokens_per_s,
+        max_concurrent_requests: peaks.max_concurrent_requests,
+        peak_concurrent_requests: peaks.peak_concurrent_requests,
         has_tokenizer: count_tokens.is_some(),
         config: config.clone(),
         failure_messages: ordered

@@ -174,8 +174,11 @@ fn peaks() {
     // 0.12, 0.15, 0.2, 0.3 and request 1 at 0.4 -> bucket 0 holds 6; request 3 at 1.9
     // (bucket 1), 2.1 and 2.2 (bucket 2). The failed request is ignored.
     assert_eq!(m.max_output_tokens_per_s, 6.0);
-    // [0, 0.3) and [0.2, 0.4) overlap; [1.5, 2.2) is alone.
+    // Per whole second (vLLM): requests 0 and 1 are active in second 0, request 3 in
+    // seconds 1 and 2 -> [2, 1, 1, 0].
     assert_eq!(m.max_concurrent_requests, 2);
+    // Exactly: [0, 0.3) and [0.2, 0.4) overlap; [1.5, 2.2) is alone.
+    assert_eq!(m.peak_concurrent_requests, 2);
 }
 
 #[test]
@@ -412,8 +415,12 @@ fn all_failed_warns_and_reports_zeros() {
     assert_eq!(m.ttft.mean, 0.0);
     assert_eq!(m.itl.percentiles, vec![(50.0, 0.0), (99.0, 0.0)]);
     assert_eq!(
-        (m.max_output_tokens_per_s, m.max_concurrent_requests),
-        (0.0, 0)
+        (
+            m.max_output_tokens_per_s,
+            m.max_concurrent_requests,
+            m.peak_concurrent_requests
+        ),
+        (0.0, 0, 0)
     );
     assert_eq!(
         m.warnings,

@@ -1,21 +1,37 @@
 //! Peak output tokens per second and peak concurrent requests, as vLLM's
-//! `calculate_metrics` computes them from successful requests only.
+//! `calculate_metrics` computes them from successful requests only, plus the exact peak
+//! of requests in flight, which vLLM's per-second count overstates.
 //!
 //! vLLM's "tokens" here are output-carrying chunks: one at `start + ttft` and one after
-//! each inter-chunk gap, so a chunk that bundles several tokens counts once. We keep that
-//! definition so the peak compares with vLLM's.
+//! each inter-chunk gap, so a chunk that bundles several tokens counts once. vLLM's
+//! "concurrent requests" of a second are the requests active at any moment of that
+//! second, so at `--max-concurrency 1` forty 100 ms requests in a row count as ten. We
+//! keep both definitions so the shared keys compare with vLLM's, and report the exact
+//! peak beside them.
 
 use crate::record::RequestRecord;
 
-/// `(max_output_tokens_per_s, max_concurrent_requests)`; `(0.0, 0)` without successes.
+/// The peaks of a run's successful requests; all zero without successes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Peaks {
+    /// vLLM's `max_output_tokens_per_s`: the most output chunks in one whole second.
+    pub max_output_tokens_per_s: f64,
+    /// vLLM's `max_concurrent_requests`: the most requests active in one whole second.
+    pub max_concurrent_requests: usize,
+    /// The most requests in flight at one instant (not in vLLM).
+    pub peak_concurrent_requests: usize,
+}
+
+/// The peaks of `successful`.
 ///
-/// Tokens fall into whole-second buckets counted from the earliest successful start
-/// (`int(t - min_start)`, truncating), over `ceil(max_end - min_start) + 1` buckets.
-/// Concurrency is the exact peak of the half-open intervals `[start, start + latency)`:
-/// at equal times an end is processed before a start.
-pub fn peaks(successful: &[&RequestRecord]) -> (f64, usize) {
+/// Both per-second counts use whole-second buckets counted from the earliest successful
+/// start (`int(t - min_start)`, truncating), over `ceil(max_end - min_start) + 1`
+/// buckets. A request is active in every second from `int(start - min_start)` to
+/// `int(end - min_start)`, both included. The exact peak is over the half-open intervals
+/// `[start, start + latency)`: at equal times an end is processed before a start.
+pub fn peaks(successful: &[&RequestRecord]) -> Peaks {
     let Some(min_start) = successful.iter().map(|r| r.start_time).reduce(f64::min) else {
-        return (0.0, 0);
+        return Peaks::default();
     };
     let max_end = successful
         .iter()
@@ -24,7 +40,14 @@ pub fn peaks(successful: &[&RequestRecord]) -> (f64, usize) {
     // Python: int(np.ceil(max_end - min_start)) + 1; at least one bucket.
     let buckets = ((max_end - min_start).ceil().max(0.0) as usize).saturating_add(1);
     let mut tokens_per_second = vec![0u64; buckets];
+    let mut requests_per_second = vec![0u64; buckets];
     for record in successful {
+        // Python's `range(int(start), int(end) + 1)`; both offsets are >= 0.
+        let first = (record.start_time - min_start).trunc() as usize;
+        let last = (record.start_time + record.latency - min_start).trunc() as usize;
+        for second in requests_per_second.iter_mut().take(last + 1).skip(first) {
+            *second += 1;
+        }
         // The chunk times accumulate exactly as vLLM's loop does, gap by gap.
         let mut time = record.start_time + record.ttft;
         bump(&mut tokens_per_second, time - min_start);
@@ -33,8 +56,11 @@ pub fn peaks(successful: &[&RequestRecord]) -> (f64, usize) {
             bump(&mut tokens_per_second, time - min_start);
         }
     }
-    let max_tokens = tokens_per_second.iter().copied().max().unwrap_or(0) as f64;
-    (max_tokens, peak_concurrency(successful))
+    Peaks {
+        max_output_tokens_per_s: tokens_per_second.iter().copied().max().unwrap_or(0) as f64,
+        max_concurrent_requests: requests_per_second.iter().copied().max().unwrap_or(0) as usize,
+        peak_concurrent_requests: peak_concurrency(successful),
+    }
 }
 
 /// Adds one token to the bucket `int(offset)` (truncation toward zero, as Python's `int`)
@@ -46,6 +72,7 @@ fn bump(buckets: &mut [u64], offset: f64) {
     }
 }
 
+/// The most of `successful`'s intervals that overlap at one instant.
 fn peak_concurrency(successful: &[&RequestRecord]) -> usize {
     let mut events: Vec<(f64, i8)> = successful
         .iter()
@@ -78,7 +105,7 @@ mod tests {
 
     #[test]
     fn no_successes_means_zero() {
-        assert_eq!(peaks(&[]), (0.0, 0));
+        assert_eq!(peaks(&[]), Peaks::default());
     }
 
     #[test]
@@ -89,26 +116,46 @@ mod tests {
         // Request B: chunks at 1.0+0.1 = 1.1, 1.7 -> offsets 0.6, 1.2 -> buckets 0, 1.
         let b = rec(1.0, 0.1, &[0.6], 0.7);
         // Buckets: ceil(2.75 - 0.5) + 1 = 4 -> [4, 1, 1, 0]; peak 4.
-        let (tokens, _) = peaks(&[&a, &b]);
-        assert_eq!(tokens, 4.0);
+        assert_eq!(peaks(&[&a, &b]).max_output_tokens_per_s, 4.0);
     }
 
     #[test]
     fn a_chunk_on_a_bucket_edge_opens_the_next_bucket() {
         // Chunks at offsets 0.0, 1.0, 1.5 -> buckets 0, 1, 1: peak 2, not 3.
         let a = rec(0.0, 0.0, &[1.0, 0.5], 1.5);
-        assert_eq!(peaks(&[&a]).0, 2.0);
+        assert_eq!(peaks(&[&a]).max_output_tokens_per_s, 2.0);
     }
 
     #[test]
-    fn concurrency_counts_half_open_intervals() {
+    fn the_exact_peak_counts_half_open_intervals() {
         // [0, 1) and [1, 2) touch but never overlap: peak 1.
         let a = rec(0.0, 0.1, &[], 1.0);
         let b = rec(1.0, 0.1, &[], 1.0);
-        assert_eq!(peaks(&[&a, &b]).1, 1);
+        assert_eq!(peaks(&[&a, &b]).peak_concurrent_requests, 1);
         // Add [0.5, 1.5): overlaps both -> peak 2; add [0.6, 0.7): peak 3 at 0.6.
         let c = rec(0.5, 0.1, &[], 1.0);
         let d = rec(0.6, 0.05, &[], 0.1);
-        assert_eq!(peaks(&[&a, &b, &c, &d]).1, 3);
+        assert_eq!(peaks(&[&a, &b, &c, &d]).peak_concurrent_requests, 3);
+    }
+
+    #[test]
+    fn vllm_counts_the_requests_active_in_each_whole_second() {
+        // Ten back-to-back 0.1 s requests: one at a time, but all ten in second 0, and the
+        // last one (ending at exactly 1.0) in second 1 too.
+        let serial: Vec<_> = (0..10)
+            .map(|i| rec(f64::from(i) * 0.1, 0.01, &[], 0.1))
+            .collect();
+        let refs: Vec<_> = serial.iter().collect();
+        let p = peaks(&refs);
+        assert_eq!(p.max_concurrent_requests, 10);
+        assert_eq!(p.peak_concurrent_requests, 1);
+        // Seconds count from the earliest start, 0.5: a request from 0.5 to 2.5 is active
+        // in seconds 0, 1 and 2 (its end second included); one from 1.2 to 1.3 in second 0.
+        let long = rec(0.5, 0.1, &[], 2.0);
+        let short = rec(1.2, 0.05, &[], 0.1);
+        assert_eq!(peaks(&[&long, &short]).max_concurrent_requests, 2);
+        let third = rec(2.9, 0.05, &[], 0.05);
+        // Seconds from min start 0.5: long 0..=2, short 0..=0, third 2..=2 -> [2, 1, 2].
+        assert_eq!(peaks(&[&long, &short, &third]).max_concurrent_requests, 2);
     }
 }

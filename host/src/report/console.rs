@@ -191,6 +191,11 @@ fn client_block(out: &mut String, m: &Metrics) {
     line_f(out, "Median schedule lag (ms):", c.schedule_lag_ms.median);
     line_f(out, "P99 schedule lag (ms):", c.schedule_lag_ms.p99);
     line_f(out, "Max schedule lag (ms):", c.schedule_lag_ms.max);
+    line(
+        out,
+        "Exact peak concurrent requests:",
+        m.peak_concurrent_requests,
+    );
     if let Some(client) = c.http_client {
         line(out, "HTTP client:", client);
     }

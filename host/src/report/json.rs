@@ -306,6 +306,10 @@ pub fn result_doc<'m>(m: &'m Metrics<'_>, run: &RunInfo, detailed: bool) -> Resu
         r.insert("decode_cpu_seconds", float(cpu.decode_s));
         r.insert("decode_cpu_share", float(cpu.decode_s / cpu.total_s));
     }
+    r.insert(
+        "peak_concurrent_requests",
+        json!(m.peak_concurrent_requests),
+    );
     r.insert("connection_retries", json!(c.connection_retries));
     r.insert("input_tokens_source", json!(m.config.input_tokens));
     if let Some(check) = &c.prompt_tokens {
