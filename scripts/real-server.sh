@@ -34,11 +34,14 @@
 # tokens of context), prints PASS or FAIL with its figures, and the script exits non-zero
 # when any check failed:
 #   a  both backends (openai, openai-chat), streaming, --ignore-eos, fixed output length:
-#      every request completes and every output_len equals the length asked for
-#   b  token counts equal the server's: bench's totals and per-request output_lens against
-#      the server's own per-request log lines (`print_timing`) and the deltas of its
-#      Prometheus counters (llamacpp:tokens_predicted_total, prompt_tokens_total +
-#      prompt_tokens_cached_total) over the runs of a
+#      every request completes and the server's usage, as bench recorded it, is the length
+#      asked for on every request (output_lens, which follow vLLM's rule, are shown beside)
+#   b  token counts equal the server's: bench's record of the server's usage
+#      (output_tokens_server_usage, input_tokens_server_usage, one per request) against the
+#      deltas of its Prometheus counters (llamacpp:tokens_predicted_total, prompt_tokens_total
+#      + prompt_tokens_cached_total) over the runs of a, and requests against the server's
+#      own per-task log lines (`print_timing`); total_output_tokens and output_lens (vLLM's
+#      rule) are printed against the server's figures without deciding the check
 #   c  a prompt longer than the slot's context is rejected by the server (HTTP 400): bench
 #      counts that request as failed, with the server's message, and the others complete
 #   d  the server killed (SIGKILL) mid-run: bench exits, writes its result, in-flight and
@@ -324,18 +327,23 @@ if cmd == "a":  # result n out_len rc server_log
         print(f"   the server's log: {len(gen)} tasks generated "
               + ", ".join(f"{c} x {g}" for g, c in sorted({g: gen.count(g) for g in gen}.items()))
               + f" tokens (sum {sum(gen)}); bench's output_lens sum {sum(lens)}")
-    if wrong and r.get("requests_with_server_usage") == 0:
-        print("   bench read no usage from the server (requests_with_server_usage 0), so output_lens "
-              "are the tokenizer's counts of the generated text (vLLM's rule), which differ from the "
-              "tokens generated where the model's tokens are not the text's own tokenization: "
-              "llama-server's /v1/completions stream sends `usage` "
-              "in the chunk that also carries `choices` (the finish reason), which vLLM's rule "
-              "(`if choices: ... elif usage:`) never reads; its chat stream sends usage alone")
+    # The server's own count, as bench recorded it from every response's usage.
+    with_usage, server_total = r.get("requests_with_server_usage", 0), r.get("output_tokens_server_usage")
+    print(f"   the server's usage, as bench recorded it: {with_usage} requests, "
+          f"{server_total} completion tokens (expected {n * out_len})")
+    server_fixed = with_usage == n and server_total == n * out_len
+    if wrong:
+        print("   output_lens are the tokenizer's counts of the generated text where vLLM's client "
+              "reads no usage (its rule `if choices: ... elif usage:`; llama-server streams usage in "
+              "the chunk that carries `choices` and the finish reason), and a generated text need "
+              "not re-tokenize to the tokens the model generated; the server's usage above is the "
+              "fixed length")
         texts = r.get("generated_texts") or []
-        if wrong and wrong[0][0] < len(texts):
+        if wrong[0][0] < len(texts):
             print(f"   request {wrong[0][0]} ({wrong[0][1]} by the tokenizer): {json.dumps(texts[wrong[0][0]][:100])}")
-    ok(r["completed"] == n and r["failed"] == 0 and len(lens) == n and not wrong,
-       f"all {n} complete with {out_len} output tokens each")
+    ok(r["completed"] == n and r["failed"] == 0 and len(lens) == n and server_fixed,
+       f"all {n} complete with {out_len} output tokens each by the server's usage "
+       f"({n - len(wrong)} of {n} also by vLLM's output_lens rule)")
 
 elif cmd == "b":  # result prom_before prom_after server_log
     r, before, after, log = load(args[0]), prom(args[1]), prom(args[2]), args[3]
@@ -351,18 +359,25 @@ elif cmd == "b":  # result prom_before prom_after server_log
     server_out = sorted(g for _, g in served)
     in_usage = r.get("input_tokens_server_usage", r["total_input_tokens"])
     checks = [
-        ("total_output_tokens", r["total_output_tokens"], "tokens_predicted_total delta", gen_delta),
         ("output_tokens_server_usage", r.get("output_tokens_server_usage"), "tokens_predicted_total delta", gen_delta),
-        ("sorted output_lens", bench_out, "server log, generated per task", server_out),
+        ("requests_with_server_usage", r.get("requests_with_server_usage"), "completed requests", r["completed"]),
         ("input_tokens_server_usage", in_usage, "prompt_tokens_total + prompt_tokens_cached_total delta", prompt_delta),
         ("requests", r["completed"] + r["failed"], "tasks in server log", len(tasks)),
     ]
+    # vLLM's keys follow vLLM's rule (the tokenizer's count where the stream's usage is
+    # next to `choices`): shown against the server, equal or not.
+    by_rule = [
+        ("total_output_tokens", r["total_output_tokens"], "tokens_predicted_total delta", gen_delta),
+        ("sorted output_lens", bench_out, "server log, generated per task", server_out),
+    ]
     good = True
+    show = lambda v: v if not isinstance(v, list) else f"{len(v)} values, sum {sum(v)}"
     for a, av, b, bv in checks:
         same = av == bv
         good &= same
-        show = lambda v: v if not isinstance(v, list) else f"{len(v)} values, sum {sum(v)}"
         print(f"   {'==' if same else '!='} bench {a} = {show(av)}; server {b} = {show(bv)}")
+    for a, av, b, bv in by_rule:
+        print(f"   {'==' if av == bv else '!='} bench {a} (vLLM's rule) = {show(av)}; server {b} = {show(bv)}")
     print(f"   (bench total_input_tokens = {r['total_input_tokens']}, dataset count = "
           f"{r.get('input_tokens_dataset_count', '-')}: the server counts its own tokenizer and template)")
     ok(good and r["completed"] > 0, "bench's token counts equal the server's")

@@ -21,8 +21,14 @@ pub struct RequestRecord {
     pub server_prompt_tokens: Option<u32>,
     /// The `max_tokens` the request asked for.
     pub expected_output_len: u32,
-    /// The server's `usage.completion_tokens`, when it sent one.
+    /// The server's `usage.completion_tokens` where vLLM's client reads it: a whole body's
+    /// usage, or a streamed frame's usage without `choices`. `calculate_metrics` takes it
+    /// as the output length, and counts the generated text with the tokenizer without it.
     pub output_tokens: Option<u32>,
+    /// The server's `usage.completion_tokens` wherever the response carried it, including
+    /// the usage vLLM's client skips (llama.cpp's server streams it in the chunk with the
+    /// finish reason): compared with the tokenizer's count in the client diagnostics.
+    pub server_output_tokens: Option<u32>,
     pub generated_text: String,
     pub reasoning_text: String,
     /// Time to the first frame that carried output (vLLM: first chunk with `choices`).

@@ -147,7 +147,6 @@ impl OpenAiClient {
     pub fn decoder(&self, fields: ChoiceFields) -> OpenAiDecoder {
         OpenAiDecoder {
             fields,
-            streaming: self.stream,
             shape: None,
         }
     }
@@ -192,8 +191,11 @@ pub struct ChoiceFields {
 /// - a non-empty `choices` array makes a [`Chunk`] (a timing point even without text,
 ///   vLLM's `if choices := data.get("choices")`), with spans of `choices[0]`'s content
 ///   and reasoning strings; a string `finish_reason` adds a `Finish`;
-/// - otherwise a non-empty `usage` object makes a [`Usage`] (vLLM's `elif usage := ...`).
-///   A whole (non-streaming) body carries both, so there usage is read next to choices;
+/// - a non-empty `usage` object makes a [`Usage`], also next to `choices` (a whole
+///   body carries both, and llama.cpp's server streams usage in the chunk with the finish
+///   reason). The host applies vLLM's rule (`if choices: ... elif usage := ...`) to a
+///   stream: usage that came with `choices` is recorded as the server's count but is not
+///   the request's output length;
 /// - a non-null `error` member makes an `Error`, as does a frame that is not a JSON
 ///   object.
 ///
@@ -208,7 +210,6 @@ pub struct ChoiceFields {
 #[derive(Debug, Clone)]
 pub struct OpenAiDecoder {
     fields: ChoiceFields,
-    streaming: bool,
     shape: Option<Shape>,
 }
 
@@ -350,9 +351,7 @@ impl OpenAiDecoder {
                     reasoning: choice.reasoning.map(|(_, s)| span(s)),
                 }),
             });
-            if !self.streaming
-                && let Some(usage) = parsed.usage
-            {
+            if let Some(usage) = parsed.usage {
                 out.push(Event {
                     frame,
                     kind: EventKind::Usage(usage),
@@ -890,7 +889,8 @@ mod tests {
                 r#"1: chunk content=none reasoning="r\"1""#,
                 r#"2: chunk content=none reasoning="r3""#,
                 r#"3: chunk content="Hi" reasoning=none"#,
-                // Streaming: usage next to choices is not read (vLLM's elif).
+                // Usage next to choices is reported; the host decides what it counts for.
+                "3: usage prompt=none completion=2",
                 "3: finish stop",
                 "4: usage prompt=4 completion=2",
             ]
@@ -1234,13 +1234,7 @@ mod tests {
 
         /// What the decoder must make of a well-formed frame, rendered as [`render`]
         /// does, computed from serde_json's reading of it with vLLM's rules.
-        fn expected(
-            fields: &ChoiceFields,
-            streaming: bool,
-            frame: usize,
-            value: &Value,
-            raw: &[u8],
-        ) -> Vec<String> {
+        fn expected(fields: &ChoiceFields, frame: usize, value: &Value, raw: &[u8]) -> Vec<String> {
             let mut out = Vec::new();
             let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
             let shown =
@@ -1278,9 +1272,7 @@ mod tests {
                         shown(&content),
                         shown(&reasoning)
                     ));
-                    if !streaming {
-                        out.extend(usage);
-                    }
+                    out.extend(usage);
                     if let Some(reason) = string(choice.get("finish_reason")) {
                         out.push(format!("{frame}: finish {reason}"));
                     }
@@ -1455,7 +1447,7 @@ mod tests {
                         );
                         prop_assert!(got[0].starts_with(&prefix), "{:?}", got);
                     } else {
-                        let want = expected(&fields, streaming, i, value, raw);
+                        let want = expected(&fields, i, value, raw);
                         prop_assert_eq!(
                             got.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
                             want.iter().map(String::as_str).collect::<Vec<_>>(),

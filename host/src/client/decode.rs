@@ -148,6 +148,9 @@ pub fn build_record(
         }
     }
     let mut in_band_error: Option<String> = None;
+    // A stream is more than one frame; a whole body is one, and carries choices and usage
+    // together.
+    let streamed = raw.frames.len() > 1;
     for ev in &decoded.events {
         if let Err(e) = frame_time(ev.frame) {
             rec.error = Some(e);
@@ -156,7 +159,12 @@ pub fn build_record(
         match &ev.kind {
             EventKind::Usage(u) => {
                 if let Some(c) = u.completion_tokens {
-                    rec.output_tokens = Some(c);
+                    rec.server_output_tokens = Some(c);
+                    // vLLM's stream loop reads usage only from chunks without choices
+                    // (`if choices: ... elif usage := ...`). Chunk frames are in order.
+                    if !(streamed && frames.binary_search(&ev.frame).is_ok()) {
+                        rec.output_tokens = Some(c);
+                    }
                 }
                 if let Some(p) = u.prompt_tokens {
                     rec.server_prompt_tokens = Some(p);
@@ -310,6 +318,50 @@ mod tests {
         assert!((rec.start_time - 0.502).abs() < 1e-9);
         assert!((rec.dispatch_time - 0.501).abs() < 1e-9);
         assert_eq!(rec.intended_start_time, 0.5);
+    }
+
+    fn usage_at(frame: u32, completion: u32) -> Event {
+        Event {
+            frame,
+            kind: EventKind::Usage(Usage {
+                prompt_tokens: Some(7),
+                completion_tokens: Some(completion),
+            }),
+        }
+    }
+
+    #[test]
+    fn usage_next_to_choices_in_a_stream_is_the_servers_count_but_not_the_output_length() {
+        // llama.cpp's server: the last streamed chunk carries text, finish and usage.
+        let t0 = Instant::now();
+        let raw = raw_with(&["a", "b"], &[5, 9], t0);
+        let events = decoded(&[(0, 0, 1, false), (1, 1, 1, false)], vec![usage_at(1, 2)]);
+        let rec = build_record(&meta(t0), &raw, Ok(events), t0);
+        assert!(rec.success, "{:?}", rec.error);
+        assert_eq!(rec.output_tokens, None, "vLLM's `elif usage` skips it");
+        assert_eq!(rec.server_output_tokens, Some(2));
+        assert_eq!(rec.server_prompt_tokens, Some(7));
+        // A usage-only frame after the chunks is read as vLLM reads it.
+        let raw = raw_with(&["a", "b", "u"], &[5, 9, 9], t0);
+        let events = decoded(&[(0, 0, 1, false), (1, 1, 1, false)], vec![usage_at(2, 2)]);
+        let rec = build_record(&meta(t0), &raw, Ok(events), t0);
+        assert_eq!(
+            (rec.output_tokens, rec.server_output_tokens),
+            (Some(2), Some(2))
+        );
+    }
+
+    #[test]
+    fn a_whole_bodys_usage_next_to_choices_is_the_output_length() {
+        let t0 = Instant::now();
+        let raw = raw_with(&["ab"], &[5], t0);
+        let events = decoded(&[(0, 0, 2, false)], vec![usage_at(0, 2)]);
+        let rec = build_record(&meta(t0), &raw, Ok(events), t0);
+        assert!(rec.success, "{:?}", rec.error);
+        assert_eq!(
+            (rec.output_tokens, rec.server_output_tokens),
+            (Some(2), Some(2))
+        );
     }
 
     #[test]

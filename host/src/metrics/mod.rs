@@ -238,7 +238,8 @@ pub struct LagSummary {
 }
 
 /// The server's `usage.completion_tokens` against the tokenizer's count of the generated
-/// text, over successful requests that reported usage.
+/// text, over successful requests that reported usage anywhere in their response (also
+/// where vLLM's client does not read it, see `RequestRecord::server_output_tokens`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TokenCountCheck {
     pub requests_with_usage: usize,
@@ -410,6 +411,8 @@ pub fn calculate<'a>(
     let (mut ttfts, mut tpots, mut itls, mut e2els) = (vec![], vec![], vec![], vec![]);
     let (mut queue_times, mut e2els_with_queue) = (vec![], vec![]);
     let mut without_usage = 0usize;
+    // Of those, requests whose usage came where vLLM's client does not read it.
+    let mut unread_usage = 0usize;
     let mut check = TokenCountCheck::default();
 
     for record in &ordered {
@@ -425,19 +428,23 @@ pub fn calculate<'a>(
             })? as u64),
             None => None,
         };
-        let output_len = match (server_count, tokenizer_count) {
-            (Some(server), tokenized) => {
-                if let Some(tokenized) = tokenized {
-                    check.requests_with_usage += 1;
-                    check.server_tokens += server;
-                    check.tokenizer_tokens += tokenized;
-                    check.mismatched_requests += usize::from(server != tokenized);
-                }
-                server
-            }
-            (None, tokenized) => {
+        // The diagnostics compare every count the server sent, read by vLLM's rule or not.
+        if let (Some(server), Some(tokenized)) = (
+            record.server_output_tokens.filter(|&n| n > 0),
+            tokenizer_count,
+        ) {
+            let server = u64::from(server);
+            check.requests_with_usage += 1;
+            check.server_tokens += server;
+            check.tokenizer_tokens += tokenized;
+            check.mismatched_requests += usize::from(server != tokenized);
+        }
+        let output_len = match server_count {
+            Some(server) => server,
+            None => {
                 without_usage += 1;
-                tokenized.unwrap_or(1)
+                unread_usage += usize::from(record.server_output_tokens.is_some());
+                tokenizer_count.unwrap_or(1)
             }
         };
         output_lens.push(output_len);
@@ -473,9 +480,17 @@ pub fn calculate<'a>(
         } else {
             "counted as 1 token each because no tokenizer is loaded"
         };
+        let unread = if unread_usage > 0 {
+            format!(
+                " ({unread_usage} sent it only next to `choices` in a streamed chunk, which \
+                 vLLM's client does not read; the Client Diagnostics compare those counts)"
+            )
+        } else {
+            String::new()
+        };
         warnings.push(format!(
             "{without_usage} of {completed} successful requests reported no \
-             usage.completion_tokens; their output tokens were {how}"
+             usage.completion_tokens{unread}; their output tokens were {how}"
         ));
     }
     if check.mismatched_requests > 0 {

@@ -24,6 +24,7 @@ pub(crate) fn fixture() -> Vec<RequestRecord> {
         prompt_len,
         expected_output_len: 8,
         output_tokens: usage,
+        server_output_tokens: usage,
         generated_text: text.to_string(),
         ..RequestRecord::default()
     };
@@ -396,11 +397,34 @@ fn without_tokenizer_missing_usage_counts_one_token() {
 fn zero_usage_falls_back_to_the_tokenizer_like_vllm() {
     let mut records = fixture();
     records[0].output_tokens = Some(0);
+    records[0].server_output_tokens = Some(0);
     let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
     // "one two three four five" is 5 words, so the count is unchanged, but the request
     // no longer takes part in the server/tokenizer comparison.
     assert_eq!(m.per_request.output_lens[0], 5);
     assert_eq!(m.client.token_counts.unwrap().requests_with_usage, 1);
+}
+
+#[test]
+fn usage_vllm_does_not_read_is_compared_but_not_counted() {
+    // Request 1's usage (1) came next to `choices` in a stream: vLLM's client skips it and
+    // counts the text ("hi there", 2 words); the diagnostics still compare the two.
+    let mut records = fixture();
+    records[1].output_tokens = None;
+    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(m.per_request.output_lens[1], 2);
+    let check = m.client.token_counts.unwrap();
+    assert_eq!(check.requests_with_usage, 2);
+    assert_eq!((check.server_tokens, check.tokenizer_tokens), (6, 7));
+    assert_eq!(check.mismatched_requests, 1);
+    assert!(
+        m.warnings.iter().any(|w| w.starts_with(
+            "2 of 3 successful requests reported no usage.completion_tokens (1 sent it only \
+             next to `choices`"
+        )),
+        "{:?}",
+        m.warnings
+    );
 }
 
 #[test]

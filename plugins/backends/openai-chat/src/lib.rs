@@ -422,8 +422,9 @@ mod tests {
             events,
             [
                 r#"0: chunk content=" Paris" reasoning=none"#,
-                // Usage next to choices is not read while streaming (vLLM's elif).
+                // Usage next to choices is reported; the host applies vLLM's rule to it.
                 "1: chunk content=none reasoning=none",
+                "1: usage prompt=9 completion=2",
                 "1: finish stop",
                 "2: chunk content=none reasoning=none",
                 "3: usage prompt=19 completion=10",

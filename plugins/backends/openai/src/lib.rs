@@ -268,12 +268,14 @@ mod tests {
                 r#"{"choices":[{"text":"!","index":0,"logprobs":null,"finish_reason":"stop"}],"created":1718000003,"model":"gpt-3.5-turbo","system_fingerprint":"b4500-1a2b3c4d","object":"text_completion","id":"chatcmpl-Xy12","usage":{"completion_tokens":2,"prompt_tokens":9,"total_tokens":11},"timings":{"prompt_n":9,"prompt_ms":15.361,"predicted_n":2,"predicted_ms":20.5,"predicted_per_second":97.56}}"#,
             ],
         );
-        // Usage in a streamed frame with choices is not read, as in vLLM.
+        // Usage in a streamed frame with choices is reported too: the host records it as
+        // the server's count without making it the output length (vLLM's rule).
         assert_eq!(
             events,
             [
                 r#"0: chunk content="Hi" reasoning=none"#,
                 r#"1: chunk content="!" reasoning=none"#,
+                "1: usage prompt=9 completion=2",
                 "1: finish stop"
             ]
         );
