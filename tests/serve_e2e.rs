@@ -336,3 +336,74 @@ fn under_a_concurrency_cap_requests_are_sent_in_workload_order() {
         assert!(w[0] < w[1], "request {} started before request {i}", i + 1);
     }
 }
+
+/// `bench` with `random` prompts of 32 tokens against `m`, saving the result in `dir`.
+fn random_run(m: &Mock, dir: &std::path::Path) -> std::process::Output {
+    bench(&[
+        "--backend",
+        "openai",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "2",
+        "--num-prompts",
+        "20",
+        "--save-result",
+        "--result-dir",
+        dir.to_str().unwrap(),
+        "--disable-tqdm",
+    ])
+}
+
+#[test]
+fn random_prompts_are_realigned_to_a_server_tokenizer_that_disagrees() {
+    // The mock's /tokenize counts characters: every 32-token prompt is longer than 32 of
+    // them, so vLLM's rule cuts each to its first 32 characters and keeps prompt_len.
+    let m = mock(bench::mock::MockConfig {
+        tokenize: true,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = random_run(&m, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("WARNING: tokenizer mismatch (server=")
+            && stdout.contains(", expected=32), re-aligning prompts.")
+            && stdout.contains("Re-aligned prompts: 20 cut to their prompt_len"),
+        "{stdout}"
+    );
+    let r = result_json(dir.path());
+    assert_eq!(r["completed"], 20);
+    assert_eq!(
+        r["input_tokens_dataset_count"],
+        20 * 32,
+        "the dataset's prompt_len stays"
+    );
+    // The mock counts words: 32 characters hold at most 16.
+    let server = r["input_tokens_server_usage"].as_u64().unwrap();
+    assert!(server <= 20 * 16, "prompts were not cut: {server} words");
+}
+
+#[test]
+fn without_a_tokenize_endpoint_prompts_stay_as_sampled() {
+    let m = mock(bench::mock::MockConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = random_run(&m, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("WARNING: /tokenize unavailable, skipping alignment."),
+        "{stdout}"
+    );
+    let r = result_json(dir.path());
+    // 32 GPT-2 tokens of random text are well over 16 words each.
+    let server = r["input_tokens_server_usage"].as_u64().unwrap();
+    assert!(server > 20 * 16, "{server} words");
+}

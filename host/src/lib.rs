@@ -12,5 +12,6 @@ pub mod report;
 pub mod runtime;
 pub mod schedule;
 pub mod server_metrics;
+pub mod server_tokenizer;
 pub mod tokenizer;
 pub mod workload;

@@ -602,6 +602,15 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     if specs.is_empty() {
         bail!("dataset {} produced no requests", plan.dataset.display());
     }
+    // vLLM re-aligns these datasets' prompts to the server's tokenizer, before the clock.
+    if matches!(dataset_name.as_str(), "random" | "prefix_repetition") {
+        let alignment = rt.block_on(crate::server_tokenizer::align(
+            &plan.base_url,
+            &model_id,
+            &mut specs,
+        ));
+        report_alignment(&alignment);
+    }
     let prefix = args
         .request_id_prefix
         .clone()
@@ -944,6 +953,33 @@ fn server_cache(
         None => eprintln!("note: the server's /metrics has no prefix-cache counters bench knows"),
     }
     cache
+}
+
+/// vLLM's messages about the prompt re-alignment, with what bench adds in parentheses.
+fn report_alignment(alignment: &crate::server_tokenizer::Alignment) {
+    use crate::server_tokenizer::Alignment;
+    match alignment {
+        Alignment::NotText | Alignment::Agrees => {}
+        Alignment::Unavailable(why) => {
+            println!("WARNING: /tokenize unavailable, skipping alignment. ({why})");
+        }
+        Alignment::Realigned {
+            server,
+            expected,
+            shortened,
+            failed,
+        } => {
+            println!(
+                "WARNING: tokenizer mismatch (server={server}, expected={expected}), \
+                 re-aligning prompts."
+            );
+            println!(
+                "Re-aligned prompts: {shortened} cut to their prompt_len in the server's \
+                 tokens, {failed} kept as sampled because a /tokenize or /detokenize call \
+                 failed."
+            );
+        }
+    }
 }
 
 /// The first model the server lists (vLLM does this when --model is not given).

@@ -12,6 +12,7 @@
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
 //! JSON), `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus counters of its
 //! stand-in prefix cache, see [`prefix_cache`]), and the server's own record of what it did:
+//! with `--tokenize`, vLLM's `POST /tokenize` and `POST /detokenize` (see [`tokenize`]);
 //! `GET /mock/timing` (aggregates over every stream) and `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...]}]`, in the
 //! order the streams finished, within the bound of [`timing::MAX_KEPT_REQUESTS`]). What it
@@ -49,6 +50,7 @@ mod response;
 #[cfg(test)]
 mod tests;
 pub mod timing;
+mod tokenize;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -110,6 +112,10 @@ pub struct MockServerArgs {
     /// from a prefix cache, and count it in `/metrics` (vLLM's counter names).
     #[arg(long)]
     pub prefix_cache: bool,
+    /// Serve vLLM's `/tokenize` and `/detokenize` with a one-token-per-character
+    /// tokenizer, which no client shares, so that a client's prompt re-alignment shows.
+    #[arg(long)]
+    pub tokenize: bool,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -133,6 +139,8 @@ pub struct MockConfig {
     pub closing: Closing,
     /// See [`MockServerArgs::prefix_cache`].
     pub prefix_cache: bool,
+    /// See [`MockServerArgs::tokenize`].
+    pub tokenize: bool,
 }
 
 impl Default for MockConfig {
@@ -148,6 +156,7 @@ impl Default for MockConfig {
             faults: Faults::default(),
             closing: Closing::default(),
             prefix_cache: false,
+            tokenize: false,
         }
     }
 }
@@ -165,6 +174,7 @@ impl From<&MockServerArgs> for MockConfig {
             faults: args.faults.clone(),
             closing: args.closing.clone(),
             prefix_cache: args.prefix_cache,
+            tokenize: args.tokenize,
         }
     }
 }
@@ -315,7 +325,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         closing: config.closing.io_policy(),
         stats: closes.clone(),
     };
-    let mut app = router(shared);
+    let mut app = router(shared, config.tokenize);
     if config.closing.any() {
         app = app.layer(axum::middleware::from_fn_with_state(
             Arc::new(config.closing),
@@ -369,8 +379,15 @@ pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
     }
 }
 
-fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
+    let router = if tokenize {
+        Router::new()
+            .route("/tokenize", post(tokenize::tokenize))
+            .route("/detokenize", post(tokenize::detokenize))
+    } else {
+        Router::new()
+    };
+    router
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))

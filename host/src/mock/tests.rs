@@ -754,6 +754,7 @@ fn flags_map_onto_the_config() {
             faults: Faults::default(),
             closing: Closing::default(),
             prefix_cache: false,
+            tokenize: false,
         }
     );
 
@@ -1343,4 +1344,31 @@ async fn a_server_that_closes_connections_still_shuts_down() {
         .expect("shutdown does not wait for the clients to close")
         .expect("clean shutdown");
     assert!(read_end(&mut idle).await.is_empty());
+}
+
+#[tokio::test]
+async fn tokenize_and_detokenize_count_characters_when_asked() {
+    let server = start(MockConfig {
+        tokenize: true,
+        ..MockConfig::default()
+    })
+    .await;
+    let (status, v) = post_json(
+        &server,
+        "/tokenize",
+        json!({"model": "mock", "prompt": "héllo", "add_special_tokens": false}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["count"], 5);
+    let tokens = v["tokens"].clone();
+    assert_eq!(tokens, json!([104, 233, 108, 108, 111]));
+    let (status, v) = post_json(&server, "/detokenize", json!({"tokens": [104, 233]})).await;
+    assert_eq!((status, v["prompt"].as_str()), (StatusCode::OK, Some("hé")));
+    let (status, v) = post_json(&server, "/detokenize", json!({"tokens": [55296]})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+
+    let plain = start(MockConfig::default()).await;
+    let response = post(&plain, "/tokenize", r#"{"prompt": "x"}"#).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
 }
