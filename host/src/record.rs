@@ -14,10 +14,14 @@ pub struct RequestRecord {
     /// `prompt_len` of vLLM's `SampleRequest`). Kept as sampled; which count the metrics
     /// use is `metrics::InputTokenSource`'s choice.
     pub prompt_len: u32,
-    /// The server's `usage.prompt_tokens`, when its response carried one. vLLM's request
-    /// functions (0.32: `endpoint_request_func.py`) put it in place of the dataset's count,
-    /// and `calculate_metrics` sums that; the server counts with its own tokenizer and chat
-    /// template, so the two differ for the same traffic.
+    /// The server's `usage.prompt_tokens` where vLLM's client reads it (see
+    /// `output_tokens`). vLLM's request functions (0.32: `endpoint_request_func.py`) put
+    /// it in place of the dataset's count, and `calculate_metrics` sums that; the server
+    /// counts with its own tokenizer and chat template, so the two differ for the same
+    /// traffic.
+    pub usage_prompt_len: Option<u32>,
+    /// The server's `usage.prompt_tokens` wherever the response carried it (see
+    /// `server_output_tokens`): compared with `prompt_len` in the client diagnostics.
     pub server_prompt_tokens: Option<u32>,
     /// The `max_tokens` the request asked for.
     pub expected_output_len: u32,

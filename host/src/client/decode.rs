@@ -158,16 +158,20 @@ pub fn build_record(
         }
         match &ev.kind {
             EventKind::Usage(u) => {
+                // vLLM's stream loop reads usage only from chunks without choices
+                // (`if choices: ... elif usage := ...`). Chunk frames are in order.
+                let read_by_vllm = !(streamed && frames.binary_search(&ev.frame).is_ok());
                 if let Some(c) = u.completion_tokens {
                     rec.server_output_tokens = Some(c);
-                    // vLLM's stream loop reads usage only from chunks without choices
-                    // (`if choices: ... elif usage := ...`). Chunk frames are in order.
-                    if !(streamed && frames.binary_search(&ev.frame).is_ok()) {
+                    if read_by_vllm {
                         rec.output_tokens = Some(c);
                     }
                 }
                 if let Some(p) = u.prompt_tokens {
                     rec.server_prompt_tokens = Some(p);
+                    if read_by_vllm {
+                        rec.usage_prompt_len = Some(p);
+                    }
                 }
             }
             EventKind::Finish(_) => {}
@@ -314,6 +318,7 @@ mod tests {
         // The server's prompt count is kept beside the dataset's, not over it.
         assert_eq!(rec.prompt_len, 10);
         assert_eq!(rec.server_prompt_tokens, Some(12));
+        assert_eq!(rec.usage_prompt_len, Some(12));
         assert!(!rec.retried);
         assert!((rec.start_time - 0.502).abs() < 1e-9);
         assert!((rec.dispatch_time - 0.501).abs() < 1e-9);
@@ -339,6 +344,7 @@ mod tests {
         let rec = build_record(&meta(t0), &raw, Ok(events), t0);
         assert!(rec.success, "{:?}", rec.error);
         assert_eq!(rec.output_tokens, None, "vLLM's `elif usage` skips it");
+        assert_eq!(rec.usage_prompt_len, None);
         assert_eq!(rec.server_output_tokens, Some(2));
         assert_eq!(rec.server_prompt_tokens, Some(7));
         // A usage-only frame after the chunks is read as vLLM reads it.

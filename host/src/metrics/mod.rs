@@ -117,7 +117,7 @@ impl InputTokenSource {
     /// The prompt length of `record` under this rule.
     pub fn prompt_len(self, record: &RequestRecord) -> u32 {
         match self {
-            InputTokenSource::Usage => record.server_prompt_tokens.unwrap_or(record.prompt_len),
+            InputTokenSource::Usage => record.usage_prompt_len.unwrap_or(record.prompt_len),
             InputTokenSource::Dataset => record.prompt_len,
         }
     }

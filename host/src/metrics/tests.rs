@@ -307,9 +307,10 @@ fn input_tokens_follow_vllm_or_the_dataset_and_both_counts_are_reported() {
     let mut records = fixture();
     // Request 0's server counted 104 prompt tokens for the dataset's 100, request 3's
     // agreed (30), failed request 2 reported one too, request 1 none.
-    records[0].server_prompt_tokens = Some(104);
-    records[2].server_prompt_tokens = Some(80);
-    records[3].server_prompt_tokens = Some(30);
+    for (i, n) in [(0, 104), (2, 80), (3, 30)] {
+        records[i].server_prompt_tokens = Some(n);
+        records[i].usage_prompt_len = Some(n);
+    }
     records[1].retried = true;
     records[2].retried = true;
 
@@ -411,8 +412,13 @@ fn usage_vllm_does_not_read_is_compared_but_not_counted() {
     // counts the text ("hi there", 2 words); the diagnostics still compare the two.
     let mut records = fixture();
     records[1].output_tokens = None;
+    records[1].server_prompt_tokens = Some(60);
     let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
     assert_eq!(m.per_request.output_lens[1], 2);
+    // Its prompt count likewise: vLLM keeps the dataset's 50, the diagnostics show 60.
+    assert_eq!(m.per_request.input_lens().nth(1), Some(50));
+    let prompts = m.client.prompt_tokens.unwrap();
+    assert_eq!((prompts.server_tokens, prompts.dataset_tokens), (60, 50));
     let check = m.client.token_counts.unwrap();
     assert_eq!(check.requests_with_usage, 2);
     assert_eq!((check.server_tokens, check.tokenizer_tokens), (6, 7));
