@@ -136,16 +136,16 @@ pub async fn run(
                 tasks.push(handle.spawn(async move {
                     let (permit, concurrency_wait) = match turn {
                         Some(turn) => {
-                            let permit = tokio::select! {
+                            let turn = tokio::select! {
                                 biased;
                                 () = stop.stopped() => return Outcome::NotSent,
-                                p = turn => match p {
-                                    Ok(p) => p,
+                                t = turn => match t {
+                                    Ok(t) => t,
                                     // The gate stops granting once the run is stopped.
                                     Err(_) => return Outcome::NotSent,
                                 },
                             };
-                            (Some(permit), dispatch.elapsed())
+                            (Some(turn), dispatch.elapsed())
                         }
                         None => (None, Duration::ZERO),
                     };
@@ -154,9 +154,11 @@ pub async fn run(
                     }
                     let req = &requests[i];
                     let start = Instant::now();
+                    // Started: the gate may hand the next request its turn.
+                    let permit = permit.map(Turn::started);
                     let (raw, outcome) = tokio::select! {
                         biased;
-                        raw = client.send(req) => (raw, Outcome::Done),
+                        raw = client.send_started(req, start) => (raw, Outcome::Done),
                         () = cancel.stopped() => (
                             cancelled(req.index, start, grace),
                             Outcome::Cancelled,
@@ -214,18 +216,36 @@ pub async fn run(
     })
 }
 
-/// `--max-concurrency`'s gate: grants semaphore permits strictly in the order requests
-/// were queued, as vLLM's client does (its asyncio tasks reach `Semaphore.acquire` in
-/// creation order).
+/// `--max-concurrency`'s gate: requests start strictly in the order they were queued,
+/// as in vLLM's client (its asyncio tasks reach `Semaphore.acquire` in creation order, and
+/// one thread runs each to its `start_time` before the next).
 ///
 /// Why not each request task acquiring the semaphore itself: tokio's semaphore is fair
 /// in the order of first polls, and on a multi-threaded runtime tasks spawned in order
 /// are first polled in whatever order the worker threads pick them up, so request 7
-/// could be sent before request 6. Here one task acquires permits in queue order and
-/// hands each to its request over a oneshot channel (one small allocation per request,
-/// paid only under a concurrency cap, where requests wait for permits anyway).
+/// could be sent before request 6. Here one task acquires permits in queue order, hands
+/// each to its request over a oneshot channel, and waits until that request has taken
+/// its start time before handing out the next: two requests whose permits free up
+/// together (a server finishing a batch) would otherwise race on two threads. The cost
+/// is two small allocations and one cross-thread wake-up per request, paid only under a
+/// concurrency cap, where requests wait for permits anyway.
 struct InOrderPermits {
-    queue: mpsc::UnboundedSender<oneshot::Sender<OwnedSemaphorePermit>>,
+    queue: mpsc::UnboundedSender<oneshot::Sender<Turn>>,
+}
+
+/// A request's turn: its concurrency permit, and the signal that it has started.
+struct Turn {
+    permit: OwnedSemaphorePermit,
+    started: oneshot::Sender<()>,
+}
+
+impl Turn {
+    /// Tells the gate the request has taken its start time; keeps the permit.
+    fn started(self) -> OwnedSemaphorePermit {
+        // The gate is gone only when the run was stopped.
+        let _ = self.started.send(());
+        self.permit
+    }
 }
 
 impl InOrderPermits {
@@ -245,17 +265,26 @@ impl InOrderPermits {
                     () = stop.stopped() => return,
                     p = semaphore.clone().acquire_owned() => p.expect("semaphore never closes"),
                 };
+                let (started, has_started) = oneshot::channel();
                 // If the request gave up meanwhile, the permit comes back with the error
                 // and is released here.
-                let _ = turn.send(permit);
+                if turn.send(Turn { permit, started }).is_err() {
+                    continue;
+                }
+                // A request that gives up instead of starting drops `started`: go on too.
+                tokio::select! {
+                    biased;
+                    () = stop.stopped() => return,
+                    _ = has_started => {}
+                }
             }
         });
         InOrderPermits { queue }
     }
 
-    /// Queues one request: its permit arrives on the returned channel once every request
-    /// queued before it has had its own. Callable from any thread.
-    fn queue(&self) -> oneshot::Receiver<OwnedSemaphorePermit> {
+    /// Queues one request: its turn arrives on the returned channel once a permit is free
+    /// and every request queued before it has started. Callable from any thread.
+    fn queue(&self) -> oneshot::Receiver<Turn> {
         let (turn, permit) = oneshot::channel();
         // The granting task only ends on stop; then the closed channel reads as not sent.
         let _ = self.queue.send(turn);
@@ -357,14 +386,17 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn permits_go_out_in_queue_order_on_a_multi_threaded_runtime() {
-        let gate = InOrderPermits::new(1, Arc::new(StopSignal::new()));
+        // Eight permits, so up to eight requests hold one at once: they must still start
+        // in order.
+        let gate = InOrderPermits::new(8, Arc::new(StopSignal::new()));
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let tasks: Vec<_> = (0..500usize)
             .map(|i| {
                 let (turn, order) = (gate.queue(), order.clone());
                 tokio::spawn(async move {
-                    let _permit = turn.await.expect("granted");
+                    let turn = turn.await.expect("granted");
                     order.lock().unwrap().push(i);
+                    let _permit = turn.started();
                     tokio::task::yield_now().await;
                 })
             })
@@ -379,7 +411,11 @@ mod tests {
     async fn a_stop_ends_the_waiting_without_a_permit() {
         let stop = Arc::new(StopSignal::new());
         let gate = InOrderPermits::new(1, stop.clone());
-        let first = gate.queue().await.expect("a free permit is granted");
+        let first = gate
+            .queue()
+            .await
+            .expect("a free permit is granted")
+            .started();
         let second = gate.queue();
         stop.stop("test");
         assert!(second.await.is_err());

@@ -294,7 +294,12 @@ impl HttpClient {
     /// Sends one request and records every read. Never fails: errors are recorded in the
     /// returned response so that the run keeps every result.
     pub async fn send(&self, req: &PreparedRequest) -> RawResponse {
-        let start = Instant::now();
+        self.send_started(req, Instant::now()).await
+    }
+
+    /// [`Self::send`] for a request whose start time (`RawResponse::start`, vLLM's
+    /// `start_time`) the caller took just before: the load generator takes it in send order.
+    pub async fn send_started(&self, req: &PreparedRequest, start: Instant) -> RawResponse {
         let mut out = RawResponse {
             index: req.index,
             status: None,
