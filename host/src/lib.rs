@@ -7,6 +7,7 @@ pub mod cli;
 pub mod client;
 pub mod metrics;
 pub mod mock;
+pub mod pyjson;
 pub mod record;
 pub mod report;
 pub mod runtime;

@@ -6,7 +6,7 @@
 
 use anyhow::{Result, bail};
 
-use crate::report::pyjson::float_repr;
+use crate::pyjson::float_repr;
 
 /// The SLO names vLLM accepts, in the order its error message lists them.
 const VALID_NAMES: [&str; 3] = ["ttft", "tpot", "e2el"];

@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 
 use super::RunInfo;
-use super::pyjson::float_repr;
 use crate::metrics::{Metrics, PercentileMetric};
+use crate::pyjson::float_repr;
 
 /// vLLM prints at most this many failed requests' errors.
 const MAX_ERRORS_SHOWN: usize = 10;

@@ -3,7 +3,6 @@
 
 pub mod console;
 pub mod json;
-pub mod pyjson;
 pub mod save;
 
 use chrono::{DateTime, Local, NaiveDateTime, Timelike};

@@ -18,9 +18,9 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::json::{ResultDoc, pytorch_records, result_doc};
-use super::pyjson::{self, float_repr};
 use super::{RunInfo, strategy_name};
 use crate::metrics::Metrics;
+use crate::pyjson::{self, float_repr};
 
 /// The environment variable that makes vLLM write `.pytorch.json` records.
 pub const PYTORCH_FORMAT_ENV: &str = "SAVE_TO_PYTORCH_BENCHMARK_FORMAT";

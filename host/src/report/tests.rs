@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::metrics::tests::{FIXTURE, words};
 use crate::metrics::{Goodput, Metrics, MetricsConfig, PercentileMetric, calculate};
+use crate::pyjson;
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
 
 fn metrics_with(config: MetricsConfig) -> Metrics<'static> {
