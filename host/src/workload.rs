@@ -1,12 +1,48 @@
-//! From sampled request specs to requests ready to send: every body is built by the
+//! The workload: sampled from a dataset plugin (the one place that samples, for every
+//! subcommand), then turned into requests ready to send: every body is built by the
 //! backend plugin here, before the clock starts, so no plugin code runs on the send path.
+
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::client::PreparedRequest;
-use crate::runtime::{BackendPlugin, RequestSpec};
+use crate::runtime::{BackendPlugin, HostContext, PluginRef, RequestSpec, Runtime};
+
+/// What to sample, resolved from the command line.
+pub struct SampleConfig<'a> {
+    pub dataset: &'a PluginRef,
+    /// `--dataset-path`.
+    pub dataset_path: Option<&'a Path>,
+    pub num_prompts: u32,
+    /// Show a progress bar when preparation takes more than a second.
+    pub progress: bool,
+}
+
+/// A sampled workload and the name the dataset plugin gave itself.
+pub struct Sampled {
+    pub dataset_name: String,
+    pub specs: Vec<RequestSpec>,
+}
+
+/// Samples `config.num_prompts` requests; `options` gives the plugin's options once its
+/// name is known (the options a user gave are checked against the plugin that runs).
+pub fn sample(
+    runtime: &Runtime,
+    host: HostContext,
+    config: &SampleConfig,
+    options: impl FnOnce(&str) -> Result<Vec<(String, String)>>,
+) -> Result<Sampled> {
+    let mut dataset = runtime.load_dataset(config.dataset, host, config.dataset_path)?;
+    let dataset_name = dataset.describe()?.name;
+    let specs = dataset.sample(config.num_prompts, options(&dataset_name)?, config.progress)?;
+    Ok(Sampled {
+        dataset_name,
+        specs,
+    })
+}
 
 /// Gives every request without an id vLLM's `<prefix><index>`.
 pub fn assign_request_ids(specs: &mut [RequestSpec], prefix: &str) {

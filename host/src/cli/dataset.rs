@@ -63,13 +63,16 @@ pub fn run(cmd: DatasetCommand) -> Result<()> {
         seed: args.dataset.seed,
     };
     let plugin = PluginRef::parse(&args.dataset.dataset_name)?;
-    let mut dataset = runtime.load_dataset(&plugin, host, args.dataset.dataset_path.as_deref())?;
-    let name = dataset.describe()?.name;
-    let mut specs = dataset.sample(
-        args.dataset.num_prompts,
-        args.dataset.options_for(&name)?,
-        true,
-    )?;
+    let sample = crate::workload::SampleConfig {
+        dataset: &plugin,
+        dataset_path: args.dataset.dataset_path.as_deref(),
+        num_prompts: args.dataset.num_prompts,
+        progress: true,
+    };
+    let mut specs = crate::workload::sample(&runtime, host, &sample, |name| {
+        args.dataset.options_for(name)
+    })?
+    .specs;
     if let Some(prefix) = &args.request_id_prefix {
         crate::workload::assign_request_ids(&mut specs, prefix);
     }

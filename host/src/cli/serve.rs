@@ -590,15 +590,18 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         tokenizer: Some(tokenizer.clone()),
         seed: args.dataset.seed,
     };
-    let mut dataset = runtime.load_dataset(
-        &plan.dataset,
-        host.clone(),
-        args.dataset.dataset_path.as_deref(),
-    )?;
-    let dataset_name = dataset.describe()?.name;
-    let options = args.dataset.options_for(&dataset_name)?;
-    let mut specs = dataset.sample(args.dataset.num_prompts, options, !args.disable_tqdm)?;
-    drop(dataset);
+    let sample = workload::SampleConfig {
+        dataset: &plan.dataset,
+        dataset_path: args.dataset.dataset_path.as_deref(),
+        num_prompts: args.dataset.num_prompts,
+        progress: !args.disable_tqdm,
+    };
+    let workload::Sampled {
+        dataset_name,
+        mut specs,
+    } = workload::sample(&runtime, host.clone(), &sample, |name| {
+        args.dataset.options_for(name)
+    })?;
     if specs.is_empty() {
         bail!("dataset {} produced no requests", plan.dataset.display());
     }
