@@ -2,8 +2,9 @@
 //! concurrency with a semaphore whose permits go out in release order, and hands every
 //! recorded response to the decode worker.
 //!
-//! The send path does no plugin work, no JSON and takes no lock besides the semaphore;
-//! decoding runs on its own thread, overlapped with the run.
+//! The send path does no plugin work, no JSON and takes no lock; under a concurrency cap
+//! each request waits for its turn from the gate ([`InOrderPermits`]) over channels.
+//! Decoding runs on its own thread, overlapped with the run.
 //!
 //! A run can be stopped early through its [`StopSignal`] (Ctrl-C, SIGTERM, or a part of
 //! the run that cannot go on): no request is released or sent after that, requests in
