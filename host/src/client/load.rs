@@ -3,7 +3,7 @@
 //! recorded response to the decode worker.
 //!
 //! The send path does no plugin work, no JSON and takes no lock; under a concurrency cap
-//! each request waits for its turn from the gate ([`InOrderPermits`]) over channels.
+//! each request waits for its turn from the gate (`InOrderPermits`) over channels.
 //! Decoding runs on its own thread, overlapped with the run.
 //!
 //! A run can be stopped early through its [`StopSignal`] (Ctrl-C, SIGTERM, or a part of
