@@ -11,8 +11,8 @@
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
 //! JSON), `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus counters of its
-//! stand-in prefix cache, see [`prefix_cache`]), and the server's own record of what it did:
-//! with `--tokenize`, vLLM's `POST /tokenize` and `POST /detokenize` (see [`tokenize`]);
+//! stand-in prefix cache, see [`prefix_cache`]), with `--tokenize` vLLM's `POST /tokenize`
+//! and `POST /detokenize` (see [`tokenize`]), and the server's own record of what it did:
 //! `GET /mock/timing` (aggregates over every stream) and `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...]}]`, in the
 //! order the streams finished, within the bound of [`timing::MAX_KEPT_REQUESTS`]). What it
