@@ -1,15 +1,104 @@
 //! What one request produced: written by the client and the decode worker, read by
 //! metrics and reports. Times are seconds (f64), as in vLLM's `RequestFuncOutput`.
+//!
+//! A request's outcome is typed ([`Outcome`]): success, or a [`Failure`] with a
+//! [`FailureKind`] that reports count and a reader can tell apart at a glance (a server
+//! fault from a network fault from a plugin fault). The text `kind: message` exists only
+//! where it is written out (vLLM's `errors` list, the console), never parsed back.
 
-/// The outcome of one benchmark request.
-#[derive(Debug, Clone, Default, PartialEq)]
+use std::fmt;
+
+/// The cause of a failed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureKind {
+    /// The server answered with this non-2xx status (written `http-503`).
+    Http(u16),
+    /// No connection could be made: refused, unreachable, or a failed name lookup.
+    Connect,
+    /// The connection was closed or reset after the request went out and before a
+    /// response head came back.
+    Reset,
+    /// The response body ended without its proper end: the connection was closed or
+    /// reset in the middle of it.
+    StreamCut,
+    /// `--request-timeout` passed before the response was complete.
+    Timeout,
+    /// A frame of a 2xx response that the backend could not parse (malformed JSON).
+    InvalidChunk,
+    /// The server reported an error inside a 2xx response (an in-band error event).
+    ServerError,
+    /// A 2xx response without any output (vLLM's "Never received a valid chunk").
+    NoOutput,
+    /// The backend plugin failed while decoding the response.
+    Decode,
+    /// Any other transport failure, such as a response head that is not HTTP.
+    Transport,
+    /// Still running when the benchmark was stopped (a signal or `--max-duration`) and
+    /// its grace period ran out: cancelled.
+    Interrupted,
+}
+
+impl FailureKind {
+    /// The kind's fixed name, as written in results (`http-` plus the status for
+    /// [`FailureKind::Http`]).
+    pub fn name(self) -> std::borrow::Cow<'static, str> {
+        let name = match self {
+            FailureKind::Http(status) => return format!("http-{status}").into(),
+            FailureKind::Connect => "connect",
+            FailureKind::Reset => "reset",
+            FailureKind::StreamCut => "stream-cut",
+            FailureKind::Timeout => "timeout",
+            FailureKind::InvalidChunk => "invalid-chunk",
+            FailureKind::ServerError => "server-error",
+            FailureKind::NoOutput => "no-output",
+            FailureKind::Decode => "decode",
+            FailureKind::Transport => "transport",
+            FailureKind::Interrupted => "interrupted",
+        };
+        name.into()
+    }
+
+    /// A failure of this kind with `message`.
+    pub fn failure(self, message: impl fmt::Display) -> Failure {
+        Failure {
+            kind: self,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Why a request failed: its kind and a message for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+/// Written `kind: message` (for example `http-500: Internal Server Error`), the text of a
+/// record in vLLM's `errors` list.
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+/// The outcome of one request: `Ok` when it succeeded. A failed request keeps what it
+/// measured before failing (text and chunk times), as vLLM's `RequestFuncOutput` does.
+pub type Outcome = Result<(), Failure>;
+
+/// What one benchmark request produced.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RequestRecord {
     /// Position in the workload (0-based), also the order of `--save-detailed` lists.
     pub index: usize,
     pub request_id: String,
-    pub success: bool,
-    /// `kind: message` for a failed request (for example `http-500: Internal Server Error`).
-    pub error: Option<String>,
+    pub outcome: Outcome,
     /// Prompt length in tokens as the dataset measured it with the run's tokenizer (the
     /// `prompt_len` of vLLM's `SampleRequest`). Kept as sampled; which count the metrics
     /// use is `metrics::InputTokenSource`'s choice.
@@ -57,4 +146,72 @@ pub struct RequestRecord {
     /// Whether the request was sent again on a fresh connection after the kept-alive
     /// connection it was first sent on turned out closed (see `RawResponse::retried`).
     pub retried: bool,
+}
+
+impl RequestRecord {
+    /// Whether the request succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.outcome.is_ok()
+    }
+
+    /// The failure, for a failed request.
+    pub fn failure(&self) -> Option<&Failure> {
+        self.outcome.as_ref().err()
+    }
+}
+
+/// An empty successful record: the base the decode worker fills in (and tests build on).
+impl Default for RequestRecord {
+    fn default() -> Self {
+        RequestRecord {
+            index: 0,
+            request_id: String::new(),
+            outcome: Ok(()),
+            prompt_len: 0,
+            usage_prompt_len: None,
+            server_prompt_tokens: None,
+            expected_output_len: 0,
+            output_tokens: None,
+            server_output_tokens: None,
+            generated_text: String::new(),
+            reasoning_text: String::new(),
+            ttft: 0.0,
+            itl: Vec::new(),
+            latency: 0.0,
+            start_time: 0.0,
+            dispatch_time: 0.0,
+            intended_start_time: 0.0,
+            concurrency_wait: 0.0,
+            retried: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_written_as_their_fixed_names() {
+        let kinds = [
+            (FailureKind::Http(503), "http-503"),
+            (FailureKind::Connect, "connect"),
+            (FailureKind::Reset, "reset"),
+            (FailureKind::StreamCut, "stream-cut"),
+            (FailureKind::Timeout, "timeout"),
+            (FailureKind::InvalidChunk, "invalid-chunk"),
+            (FailureKind::ServerError, "server-error"),
+            (FailureKind::NoOutput, "no-output"),
+            (FailureKind::Decode, "decode"),
+            (FailureKind::Transport, "transport"),
+            (FailureKind::Interrupted, "interrupted"),
+        ];
+        for (kind, name) in kinds {
+            assert_eq!(kind.to_string(), name);
+        }
+        assert_eq!(
+            FailureKind::Reset.failure("gone").to_string(),
+            "reset: gone"
+        );
+    }
 }

@@ -776,7 +776,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             prepared.len(),
             i.cancelled,
             plan.shutdown_grace.as_secs_f64(),
-            load::INTERRUPTED_KIND,
+            crate::record::FailureKind::Interrupted,
         );
     }
     let save = report::SaveOptions {
@@ -817,7 +817,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             output
                 .records
                 .iter()
-                .find_map(|r| r.error.clone())
+                .find_map(|r| r.failure().map(ToString::to_string))
                 .unwrap_or_default()
         );
         return Ok(ExitCode::FAILURE);
@@ -1018,25 +1018,21 @@ async fn ready_and_warm_up(
     args: &ServeArgs,
 ) -> Result<()> {
     let t0 = Instant::now();
-    let check = |raw: &crate::client::RawResponse,
-                 backend: &mut BackendPlugin|
-     -> std::result::Result<(), String> {
-        let meta = crate::client::decode::RequestMeta {
-            index: 0,
-            request_id: first.request_id.clone(),
-            prompt_len: first.prompt_len,
-            expected_output_len: first.expected_output_len,
-            intended_start_time: 0.0,
-            dispatch: raw.start,
-            concurrency_wait: Duration::ZERO,
+    let check =
+        |raw: &crate::client::RawResponse, backend: &mut BackendPlugin| -> crate::record::Outcome {
+            let meta = crate::client::decode::RequestMeta {
+                index: 0,
+                request_id: first.request_id.clone(),
+                prompt_len: first.prompt_len,
+                expected_output_len: first.expected_output_len,
+                intended_start_time: 0.0,
+                dispatch: raw.start,
+                concurrency_wait: Duration::ZERO,
+            };
+            let events = worker::decode_response(backend, raw);
+            let rec = crate::client::decode::build_record(&meta, raw, events, t0);
+            rec.outcome
         };
-        let events = worker::decode_response(backend, raw);
-        let rec = crate::client::decode::build_record(&meta, raw, events, t0);
-        match rec.error {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
-    };
     if args.ready_check_timeout_sec > 0 {
         println!("Starting initial single prompt test run...");
         let deadline = Instant::now() + Duration::from_secs(args.ready_check_timeout_sec);

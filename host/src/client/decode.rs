@@ -9,7 +9,7 @@
 //!   `metrics::InputTokenSource`);
 //! - a response without any output frame fails with vLLM's message.
 //!
-//! A failed record's error is `kind: message` ([`FailureKind`]). When several things went
+//! A failed record's outcome is a [`Failure`] of a [`FailureKind`]. When several things went
 //! wrong, the first error event of the backend wins (the server said why, or the first
 //! malformed frame is where the response went bad), then the transport error, then the
 //! lack of output. A stream that ends cleanly without `data: [DONE]` is not a failure:
@@ -19,11 +19,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::record::RequestRecord;
+use crate::record::{FailureKind, RequestRecord};
 use crate::runtime::{Chunks, Decoded, EventKind};
 
 use super::RawResponse;
-use super::failure::FailureKind;
 
 /// What the run knows about a request besides its response.
 #[derive(Debug, Clone)]
@@ -83,19 +82,19 @@ pub fn build_record(
     if let Some(e) = &raw.error
         && raw.frames.ends.is_empty()
     {
-        rec.error = Some(e.clone());
+        rec.outcome = Err(e.clone());
         return rec;
     }
     let decoded = match decoded {
         Ok(decoded) => decoded,
         Err(e) => {
-            rec.error = Some(FailureKind::Decode.error(e));
+            rec.outcome = Err(FailureKind::Decode.failure(e));
             return rec;
         }
     };
     let frame_time = |frame: u32| {
         raw.frame_times.get(frame as usize).copied().ok_or_else(|| {
-            FailureKind::Decode.error(format_args!(
+            FailureKind::Decode.failure(format_args!(
                 "output names frame {frame} of {}",
                 raw.frame_times.len()
             ))
@@ -114,7 +113,7 @@ pub fn build_record(
         let at = match frame_time(frame) {
             Ok(at) => at,
             Err(e) => {
-                rec.error = Some(e);
+                rec.outcome = Err(e);
                 return rec;
             }
         };
@@ -143,7 +142,7 @@ pub fn build_record(
             )
         });
         if let Err(e) = appended {
-            rec.error = Some(FailureKind::Decode.error(e));
+            rec.outcome = Err(FailureKind::Decode.failure(e));
             return rec;
         }
     }
@@ -153,7 +152,7 @@ pub fn build_record(
     let streamed = raw.frames.len() > 1;
     for ev in &decoded.events {
         if let Err(e) = frame_time(ev.frame) {
-            rec.error = Some(e);
+            rec.outcome = Err(e);
             return rec;
         }
         match &ev.kind {
@@ -180,17 +179,17 @@ pub fn build_record(
             }
         }
     }
-    if let Some(e) = in_band_error {
-        rec.error = Some(event_error_kind(&e).error(e));
+    rec.outcome = if let Some(e) = in_band_error {
+        Err(event_error_kind(&e).failure(e))
     } else if let Some(e) = &raw.error {
         // The transport failed after some frames arrived (a cut stream, a timeout).
-        rec.error = Some(e.clone());
+        Err(e.clone())
     } else if first.is_none() {
-        rec.error = Some(FailureKind::NoOutput.error(NO_CHUNK_ERROR));
+        Err(FailureKind::NoOutput.failure(NO_CHUNK_ERROR))
     } else {
-        rec.success = true;
         rec.latency = last.saturating_duration_since(raw.start).as_secs_f64();
-    }
+        Ok(())
+    };
     rec
 }
 
@@ -236,6 +235,11 @@ mod tests {
 
     use super::*;
     use crate::client::framing::Frames;
+
+    /// The record's failure as written in results.
+    fn error(rec: &RequestRecord) -> Option<String> {
+        rec.failure().map(ToString::to_string)
+    }
     use crate::runtime::{Event, Usage};
 
     fn raw_with(frames: &[&str], offsets_ms: &[u64], start: Instant) -> RawResponse {
@@ -307,7 +311,7 @@ mod tests {
             }],
         );
         let rec = build_record(&meta(t0), &raw, Ok(events), t0);
-        assert!(rec.success, "{:?}", rec.error);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
         assert_eq!(rec.generated_text, "abc\n");
         assert!((rec.ttft - 0.050).abs() < 1e-9);
         assert_eq!(rec.itl.len(), 2);
@@ -342,7 +346,7 @@ mod tests {
         let raw = raw_with(&["a", "b"], &[5, 9], t0);
         let events = decoded(&[(0, 0, 1, false), (1, 1, 1, false)], vec![usage_at(1, 2)]);
         let rec = build_record(&meta(t0), &raw, Ok(events), t0);
-        assert!(rec.success, "{:?}", rec.error);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
         assert_eq!(rec.output_tokens, None, "vLLM's `elif usage` skips it");
         assert_eq!(rec.usage_prompt_len, None);
         assert_eq!(rec.server_output_tokens, Some(2));
@@ -363,7 +367,7 @@ mod tests {
         let raw = raw_with(&["ab"], &[5], t0);
         let events = decoded(&[(0, 0, 2, false)], vec![usage_at(0, 2)]);
         let rec = build_record(&meta(t0), &raw, Ok(events), t0);
-        assert!(rec.success, "{:?}", rec.error);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
         assert_eq!(
             (rec.output_tokens, rec.server_output_tokens),
             (Some(2), Some(2))
@@ -381,7 +385,7 @@ mod tests {
             Ok(decoded(&[(0, 0, 1, false)], vec![])),
             t0,
         );
-        assert!(rec.success, "{:?}", rec.error);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
         assert!(rec.retried);
         assert_eq!(rec.server_prompt_tokens, None);
     }
@@ -401,8 +405,8 @@ mod tests {
             }],
         );
         let rec = build_record(&meta(t0), &raw, Ok(ev), t0);
-        assert!(!rec.success);
-        assert_eq!(rec.error, Some(format!("no-output: {NO_CHUNK_ERROR}")));
+        assert!(!rec.succeeded());
+        assert_eq!(error(&rec), Some(format!("no-output: {NO_CHUNK_ERROR}")));
     }
 
     #[test]
@@ -411,7 +415,7 @@ mod tests {
         let raw = raw_with(&["x", "y"], &[5, 6], t0);
         let inband = decoded(&[(0, 0, 1, false)], vec![error_at(1, "overloaded")]);
         let rec = build_record(&meta(t0), &raw, Ok(inband), t0);
-        assert_eq!(rec.error.as_deref(), Some("server-error: overloaded"));
+        assert_eq!(error(&rec).as_deref(), Some("server-error: overloaded"));
         // The SDK's wording for a frame that is not JSON makes it a malformed chunk; the
         // first error event decides.
         let malformed = decoded(
@@ -423,11 +427,11 @@ mod tests {
         );
         let rec = build_record(&meta(t0), &raw, Ok(malformed), t0);
         assert_eq!(
-            rec.error.as_deref(),
+            error(&rec).as_deref(),
             Some("invalid-chunk: invalid JSON in a response frame: unterminated string")
         );
         let rec = build_record(&meta(t0), &raw, Err("trap in feed".into()), t0);
-        assert_eq!(rec.error.as_deref(), Some("decode: trap in feed"));
+        assert_eq!(error(&rec).as_deref(), Some("decode: trap in feed"));
         let rec = build_record(
             &meta(t0),
             &raw,
@@ -435,7 +439,7 @@ mod tests {
             t0,
         );
         assert!(
-            rec.error
+            error(&rec)
                 .unwrap()
                 .starts_with("decode: text span 0+9 is outside")
         );
@@ -446,37 +450,37 @@ mod tests {
             t0,
         );
         assert_eq!(
-            rec.error.as_deref(),
+            error(&rec).as_deref(),
             Some("decode: output names frame 4 of 2")
         );
         let late = decoded(&[(0, 0, 1, false)], vec![error_at(2, "x")]);
         let rec = build_record(&meta(t0), &raw, Ok(late), t0);
         assert_eq!(
-            rec.error.as_deref(),
+            error(&rec).as_deref(),
             Some("decode: output names frame 2 of 2")
         );
 
         // A transport error after some frames keeps the text that arrived, and fails.
         let mut cut = raw_with(&["x"], &[5], t0);
-        cut.error = Some("stream-cut: connection reset".into());
+        cut.error = Some(FailureKind::StreamCut.failure("connection reset"));
         let rec = build_record(
             &meta(t0),
             &cut,
             Ok(decoded(&[(0, 0, 1, false)], vec![])),
             t0,
         );
-        assert!(!rec.success);
+        assert!(!rec.succeeded());
         assert_eq!(rec.generated_text, "x");
-        assert_eq!(rec.error.as_deref(), Some("stream-cut: connection reset"));
+        assert_eq!(error(&rec).as_deref(), Some("stream-cut: connection reset"));
         // ... unless the server had already said what went wrong.
         let said = decoded(&[(0, 0, 1, false)], vec![error_at(0, "engine died")]);
         let rec = build_record(&meta(t0), &cut, Ok(said), t0);
-        assert_eq!(rec.error.as_deref(), Some("server-error: engine died"));
+        assert_eq!(error(&rec).as_deref(), Some("server-error: engine died"));
         // Without any frame, the transport error stands alone and nothing is decoded.
         let mut refused = raw_with(&[], &[], t0);
-        refused.error = Some("connect: refused".into());
+        refused.error = Some(FailureKind::Connect.failure("refused"));
         let rec = build_record(&meta(t0), &refused, Err("not called".into()), t0);
-        assert_eq!(rec.error.as_deref(), Some("connect: refused"));
+        assert_eq!(error(&rec).as_deref(), Some("connect: refused"));
     }
 
     #[test]
@@ -506,7 +510,7 @@ mod tests {
             events: vec![],
         };
         let rec = build_record(&meta(t0), &raw, Ok(out), t0);
-        assert!(rec.success, "{:?}", rec.error);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
         assert_eq!(rec.reasoning_text, "think\n");
         assert_eq!(rec.generated_text, "said");
         assert_eq!(rec.itl.len(), 1);

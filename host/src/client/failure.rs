@@ -1,62 +1,10 @@
-//! Why a request failed: a small fixed set of kinds, written as the `kind` of a record's
-//! `kind: message` error so that reports can count failures by kind and a reader can tell
-//! a server fault from a network fault from a plugin fault at a glance.
+//! Which [`FailureKind`] a reqwest transport error is (bench's own HTTP/1.1 client in
+//! `h1.rs` knows its kinds where it fails).
 
 use std::error::Error as StdError;
-use std::fmt;
 use std::io;
 
-/// The cause of a failed request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The server answered with this non-2xx status (written `http-503`).
-    Http(u16),
-    /// No connection could be made: refused, unreachable, or a failed name lookup.
-    Connect,
-    /// The connection was closed or reset after the request went out and before a
-    /// response head came back.
-    Reset,
-    /// The response body ended without its proper end: the connection was closed or
-    /// reset in the middle of it.
-    StreamCut,
-    /// `--request-timeout` passed before the response was complete.
-    Timeout,
-    /// A frame of a 2xx response that the backend could not parse (malformed JSON).
-    InvalidChunk,
-    /// The server reported an error inside a 2xx response (an in-band error event).
-    ServerError,
-    /// A 2xx response without any output (vLLM's "Never received a valid chunk").
-    NoOutput,
-    /// The backend plugin failed while decoding the response.
-    Decode,
-    /// Any other transport failure, such as a response head that is not HTTP.
-    Transport,
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
-            FailureKind::Http(status) => return write!(f, "http-{status}"),
-            FailureKind::Connect => "connect",
-            FailureKind::Reset => "reset",
-            FailureKind::StreamCut => "stream-cut",
-            FailureKind::Timeout => "timeout",
-            FailureKind::InvalidChunk => "invalid-chunk",
-            FailureKind::ServerError => "server-error",
-            FailureKind::NoOutput => "no-output",
-            FailureKind::Decode => "decode",
-            FailureKind::Transport => "transport",
-        };
-        f.write_str(name)
-    }
-}
-
-impl FailureKind {
-    /// The error text of a record: `kind: message`.
-    pub fn error(self, message: impl fmt::Display) -> String {
-        format!("{self}: {message}")
-    }
-}
+use crate::record::FailureKind;
 
 /// The kind of a reqwest error. `head_received` tells whether a response head had
 /// arrived, that is whether the error hit the body rather than the exchange before it.
@@ -105,26 +53,7 @@ fn closed_by_peer(e: &(dyn StdError + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kinds_are_written_as_their_fixed_names() {
-        let kinds = [
-            (FailureKind::Http(503), "http-503"),
-            (FailureKind::Connect, "connect"),
-            (FailureKind::Reset, "reset"),
-            (FailureKind::StreamCut, "stream-cut"),
-            (FailureKind::Timeout, "timeout"),
-            (FailureKind::InvalidChunk, "invalid-chunk"),
-            (FailureKind::ServerError, "server-error"),
-            (FailureKind::NoOutput, "no-output"),
-            (FailureKind::Decode, "decode"),
-            (FailureKind::Transport, "transport"),
-        ];
-        for (kind, name) in kinds {
-            assert_eq!(kind.to_string(), name);
-        }
-        assert_eq!(FailureKind::Reset.error("gone"), "reset: gone");
-    }
+    use std::fmt;
 
     #[test]
     fn io_resets_anywhere_in_the_chain_mean_closed_by_peer() {

@@ -33,9 +33,9 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::failure::FailureKind;
 use super::framing::{Framer, FramingKind};
 use super::{ERROR_BODY_LIMIT, PreparedRequest, RawResponse, ResponseHeaders};
+use crate::record::{Failure, FailureKind};
 
 /// Read buffer per connection: large enough that one read takes what a fast server has
 /// queued for one stream.
@@ -416,12 +416,6 @@ fn parse_head(data: &[u8], method_is_head: bool) -> Result<Option<Head>, String>
     }))
 }
 
-/// Why an exchange failed, before it is written into the record.
-struct Failure {
-    kind: FailureKind,
-    message: String,
-}
-
 /// Why an attempt got no response head.
 enum NoHead {
     /// The connection failed (the write failed, or it closed or reset) before any byte
@@ -487,7 +481,7 @@ impl H1Client {
         progress: &mut Progress,
     ) {
         if let Err(f) = self.exchange(req, out, progress).await {
-            out.error = Some(f.kind.error(f.message));
+            out.error = Some(f);
         }
     }
 

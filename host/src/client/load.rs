@@ -25,7 +25,7 @@ use super::stop::StopSignal;
 use super::worker::{DecodeWorker, Job};
 use super::{HttpClient, PreparedRequest, RawResponse};
 pub use crate::metrics::ClientCpu;
-use crate::record::RequestRecord;
+use crate::record::{FailureKind, RequestRecord};
 
 /// What a run measured.
 pub struct RunOutput {
@@ -58,10 +58,6 @@ pub struct RunOptions {
     /// Show a progress bar.
     pub progress: bool,
 }
-
-/// The error kind (the text before the first `:` of a record's error) of requests that
-/// were cancelled because the run was stopped.
-pub const INTERRUPTED_KIND: &str = "interrupted";
 
 /// What became of one released request.
 enum Outcome {
@@ -302,10 +298,10 @@ fn cancelled(index: usize, start: Instant, grace: Duration) -> RawResponse {
         frames: Frames::default(),
         frame_times: Vec::new(),
         start,
-        error: Some(format!(
-            "{INTERRUPTED_KIND}: still running {:.1} s after the benchmark was stopped; cancelled",
+        error: Some(FailureKind::Interrupted.failure(format_args!(
+            "still running {:.1} s after the benchmark was stopped; cancelled",
             grace.as_secs_f64()
-        )),
+        ))),
         retried: false,
     }
 }

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use hyper_util::client::legacy::connect::HttpInfo;
 use reqwest::header::HeaderMap;
 
-use failure::FailureKind;
+use crate::record::{Failure, FailureKind};
 use framing::{Framer, Frames, FramingKind};
 
 /// A request ready to send: built by the backend plugin before the clock starts.
@@ -54,10 +54,9 @@ pub struct RawResponse {
     pub frame_times: Vec<Instant>,
     /// When the request was handed to the HTTP client.
     pub start: Instant,
-    /// A transport or HTTP error (`kind: message`, see [`FailureKind`]) that makes the
-    /// request fail whatever the frames say. After a transport error mid-body, `frames`
+    /// A transport or HTTP failure that makes the request fail whatever the frames say. After a transport error mid-body, `frames`
     /// holds the complete frames that arrived before it.
-    pub error: Option<String>,
+    pub error: Option<Failure>,
     /// Whether the request was sent a second time on a fresh connection because the
     /// connection it was first sent on was closed before any byte of the response
     /// arrived (a kept-alive connection the server had already given up). Counted in the
@@ -342,7 +341,7 @@ impl HttpClient {
                 body.extend_from_slice(&chunk[..chunk.len().min(room)]);
             }
             let text = String::from_utf8_lossy(&body);
-            out.error = Some(FailureKind::Http(status.as_u16()).error(format_args!(
+            out.error = Some(FailureKind::Http(status.as_u16()).failure(format_args!(
                 "{}{}{}",
                 status.canonical_reason().unwrap_or(""),
                 if text.trim().is_empty() { "" } else { ": " },
@@ -435,8 +434,8 @@ impl HttpClient {
     }
 
     /// The record error of a request that outlived `--request-timeout`.
-    fn timeout_error(&self, t: Duration, body_bytes: Option<usize>) -> String {
-        FailureKind::Timeout.error(format_args!(
+    fn timeout_error(&self, t: Duration, body_bytes: Option<usize>) -> Failure {
+        FailureKind::Timeout.failure(format_args!(
             "no complete response within the request timeout of {} s ({})",
             t.as_secs_f64(),
             match body_bytes {
@@ -448,22 +447,22 @@ impl HttpClient {
 
     /// The record error for a transport failure; `body_bytes` is how much of the body had
     /// arrived, `None` when the response head had not.
-    fn failure(&self, e: &reqwest::Error, body_bytes: Option<usize>) -> String {
+    fn failure(&self, e: &reqwest::Error, body_bytes: Option<usize>) -> Failure {
         let kind = failure::classify(e, body_bytes.is_some());
         let chain = error_chain(e);
         match kind {
             FailureKind::Timeout => match self.timeout {
                 Some(t) => self.timeout_error(t, body_bytes),
-                None => kind.error(chain),
+                None => kind.failure(chain),
             },
-            FailureKind::StreamCut => kind.error(format_args!(
+            FailureKind::StreamCut => kind.failure(format_args!(
                 "the response body broke off after {} bytes: {chain}",
                 body_bytes.unwrap_or(0)
             )),
-            FailureKind::Reset => kind.error(format_args!(
+            FailureKind::Reset => kind.failure(format_args!(
                 "the connection was closed before a response head arrived: {chain}"
             )),
-            _ => kind.error(chain),
+            _ => kind.failure(chain),
         }
     }
 

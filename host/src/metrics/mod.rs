@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail, ensure};
 pub use goodput::{Goodput, parse_goodput};
 pub use stats::Summary;
 
-use crate::record::RequestRecord;
+use crate::record::{Failure, FailureKind, RequestRecord};
 
 /// Counts the tokens of a generated text (vLLM:
 /// `len(tokenizer(text, add_special_tokens=False).input_ids)`).
@@ -218,11 +218,11 @@ impl<'a> PerRequest<'a> {
         self.records.iter().map(|r| r.generated_text.as_str())
     }
 
-    /// The error messages, `""` for a successful request (vLLM's default).
-    pub fn errors(&self) -> impl ExactSizeIterator<Item = &'a str> + '_ {
+    /// The error texts (`kind: message`), `""` for a successful request (vLLM's default).
+    pub fn errors(&self) -> impl ExactSizeIterator<Item = String> + '_ {
         self.records
             .iter()
-            .map(|r| r.error.as_deref().unwrap_or_default())
+            .map(|r| r.failure().map(ToString::to_string).unwrap_or_default())
     }
 }
 
@@ -336,9 +336,8 @@ pub struct Metrics<'a> {
     pub per_request: PerRequest<'a>,
     /// Error messages of the failed requests, in workload order.
     pub failure_messages: Vec<String>,
-    /// Failed requests per error kind ([`failure_kind`]), most frequent first, ties in
-    /// name order.
-    pub failures_by_kind: Vec<(String, usize)>,
+    /// Failed requests per kind, most frequent first, ties in name order.
+    pub failures_by_kind: Vec<(FailureKind, usize)>,
     pub client: ClientStats,
     /// The server's own prefix-cache counters over the run (its `/metrics`), when it
     /// exposes them; set by the caller that scraped them.
@@ -347,34 +346,16 @@ pub struct Metrics<'a> {
     pub warnings: Vec<String>,
 }
 
-/// The kind of a failed request's `kind: message` error (`http-500`, `timeout`, ...; see
-/// `client::failure::FailureKind`): the text before the first `:` when it is a kind name
-/// (lowercase ASCII letters, digits and `-`), else `other`.
-pub fn failure_kind(error: &str) -> &str {
-    match error.split_once(':') {
-        Some((kind, _))
-            if !kind.is_empty()
-                && kind
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') =>
-        {
-            kind
-        }
-        _ => "other",
-    }
-}
-
-/// Counts failure messages by kind, most frequent first, ties in name order.
-fn count_by_kind<'a>(errors: impl Iterator<Item = &'a str>) -> Vec<(String, usize)> {
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for error in errors {
-        let kind = failure_kind(error);
-        match counts.iter_mut().find(|(k, _)| k == kind) {
+/// Counts failures by kind, most frequent first, ties in name order.
+fn count_by_kind<'a>(failures: impl Iterator<Item = &'a Failure>) -> Vec<(FailureKind, usize)> {
+    let mut counts: Vec<(FailureKind, usize)> = Vec::new();
+    for failure in failures {
+        match counts.iter_mut().find(|(k, _)| *k == failure.kind) {
             Some((_, n)) => *n += 1,
-            None => counts.push((kind.to_string(), 1)),
+            None => counts.push((failure.kind, 1)),
         }
     }
-    counts.sort_by(|(ka, na), (kb, nb)| nb.cmp(na).then_with(|| ka.cmp(kb)));
+    counts.sort_by(|(ka, na), (kb, nb)| nb.cmp(na).then_with(|| ka.name().cmp(&kb.name())));
     counts
 }
 
@@ -416,7 +397,7 @@ pub fn calculate<'a>(
     let mut check = TokenCountCheck::default();
 
     for record in &ordered {
-        if !record.success {
+        if !record.succeeded() {
             output_lens.push(0);
             continue;
         }
@@ -505,7 +486,8 @@ pub fn calculate<'a>(
         ));
     }
 
-    let successful: Vec<&RequestRecord> = ordered.iter().copied().filter(|r| r.success).collect();
+    let successful: Vec<&RequestRecord> =
+        ordered.iter().copied().filter(|r| r.succeeded()).collect();
     let peaks = timeline::peaks(&successful);
     let total_output: u64 = output_lens.iter().sum();
     let percentiles = &config.percentiles;
@@ -533,15 +515,9 @@ pub fn calculate<'a>(
         config: config.clone(),
         failure_messages: ordered
             .iter()
-            .filter(|r| !r.success)
-            .map(|r| r.error.clone().unwrap_or_default())
+            .filter_map(|r| r.failure().map(ToString::to_string))
             .collect(),
-        failures_by_kind: count_by_kind(
-            ordered
-                .iter()
-                .filter(|r| !r.success)
-                .map(|r| r.error.as_deref().unwrap_or_default()),
-        ),
+        failures_by_kind: count_by_kind(ordered.iter().filter_map(|r| r.failure())),
         client: client_stats(&ordered, completed, duration_s, count_tokens.map(|_| check)),
         server_cache: None,
         warnings,
@@ -591,7 +567,7 @@ fn client_stats(
 /// reported one; `None` when none did.
 fn prompt_token_check(ordered: &[&RequestRecord]) -> Option<PromptTokenCheck> {
     let mut check = PromptTokenCheck::default();
-    for record in ordered.iter().filter(|r| r.success) {
+    for record in ordered.iter().filter(|r| r.succeeded()) {
         let Some(server) = record.server_prompt_tokens else {
             continue;
         };

@@ -20,7 +20,6 @@ pub(crate) fn fixture() -> Vec<RequestRecord> {
     let rec = |index: usize, prompt_len: u32, usage: Option<u32>, text: &str| RequestRecord {
         index,
         request_id: format!("req-{index}"),
-        success: true,
         prompt_len,
         expected_output_len: 8,
         output_tokens: usage,
@@ -48,8 +47,7 @@ pub(crate) fn fixture() -> Vec<RequestRecord> {
             ..rec(1, 50, Some(1), "hi there")
         },
         RequestRecord {
-            success: false,
-            error: Some("http-500: Internal Server Error".to_string()),
+            outcome: Err(FailureKind::Http(500).failure("Internal Server Error")),
             start_time: 1.0,
             dispatch_time: 1.0,
             intended_start_time: 1.0,
@@ -222,53 +220,48 @@ fn per_request_lists_are_in_workload_order_even_when_records_are_not() {
     assert_eq!(p.by_index(3).map(|r| r.start_time), Some(1.5));
     assert!(p.by_index(9).is_none());
     assert_eq!(m.failure_messages, vec!["http-500: Internal Server Error"]);
-    assert_eq!(m.failures_by_kind, vec![("http-500".to_string(), 1)]);
+    assert_eq!(m.failures_by_kind, vec![(FailureKind::Http(500), 1)]);
 }
 
 #[test]
 fn failures_are_counted_by_kind_most_frequent_first() {
-    let failed = |index: usize, error: Option<&str>| RequestRecord {
+    let failed = |index: usize, kind: FailureKind| RequestRecord {
         index,
-        error: error.map(str::to_string),
+        outcome: Err(kind.failure("why")),
         ..RequestRecord::default()
     };
     let mut records = fixture();
-    for (i, error) in [
-        Some("timeout: no complete response within the request timeout of 1 s"),
-        Some("reset: the connection was closed before a response head arrived"),
-        Some("timeout: no complete response within the request timeout of 1 s"),
-        Some("http-500: Internal Server Error"),
-        Some("no-output: Never received a valid chunk to calculate TTFT."),
-        // Not in `kind: message` form: counted, under `other`.
-        Some("Traceback (most recent call last): boom"),
-        None,
+    for (i, kind) in [
+        FailureKind::Timeout,
+        FailureKind::Reset,
+        FailureKind::Timeout,
+        FailureKind::Http(500),
+        FailureKind::NoOutput,
+        FailureKind::Interrupted,
+        FailureKind::Http(503),
+        FailureKind::Interrupted,
     ]
     .into_iter()
     .enumerate()
     {
-        records.push(failed(10 + i, error));
+        records.push(failed(10 + i, kind));
     }
     let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
-    assert_eq!(m.failed, 8);
-    let by_kind: Vec<(&str, usize)> = m
+    assert_eq!(m.failed, 9);
+    let by_kind: Vec<(String, usize)> = m
         .failures_by_kind
         .iter()
-        .map(|(k, n)| (k.as_str(), *n))
+        .map(|(k, n)| (k.to_string(), *n))
         .collect();
-    assert_eq!(
-        by_kind,
-        vec![
-            ("http-500", 2),
-            ("other", 2),
-            ("timeout", 2),
-            ("no-output", 1),
-            ("reset", 1),
-        ]
-    );
-    assert_eq!(failure_kind("stream-cut: x"), "stream-cut");
-    assert_eq!(failure_kind("Stream: x"), "other");
-    assert_eq!(failure_kind(": x"), "other");
-    assert_eq!(failure_kind("no colon"), "other");
+    let expected = [
+        ("http-500", 2),
+        ("interrupted", 2),
+        ("timeout", 2),
+        ("http-503", 1),
+        ("no-output", 1),
+        ("reset", 1),
+    ];
+    assert_eq!(by_kind, expected.map(|(k, n)| (k.to_string(), n)).to_vec());
 }
 
 #[test]
@@ -437,7 +430,7 @@ fn usage_vllm_does_not_read_is_compared_but_not_counted() {
 fn all_failed_warns_and_reports_zeros() {
     let mut records = fixture();
     for r in &mut records {
-        r.success = false;
+        r.outcome = Err(FailureKind::Transport.failure("x"));
     }
     let m = calculate(&records, 2.0, Some(&words), &config()).unwrap();
     assert_eq!((m.completed, m.failed), (0, 4));

@@ -94,7 +94,6 @@ mod tests {
 
     fn rec(start: f64, ttft: f64, itl: &[f64], latency: f64) -> RequestRecord {
         RequestRecord {
-            success: true,
             start_time: start,
             ttft,
             itl: itl.to_vec(),

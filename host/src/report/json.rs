@@ -289,7 +289,7 @@ pub fn result_doc<'m>(m: &'m Metrics<'_>, run: &RunInfo, detailed: bool) -> Resu
     let by_kind: Map<String, Value> = m
         .failures_by_kind
         .iter()
-        .map(|(kind, n)| (kind.clone(), json!(n)))
+        .map(|(kind, n)| (kind.to_string(), json!(n)))
         .collect();
     r.insert("failures_by_kind", Value::Object(by_kind));
     r.insert("achieved_request_rate", float(c.achieved_request_rate));
