@@ -58,6 +58,10 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let plugins = repo.join("plugins");
 
+    // The contract version, written once: the `package` line of the current WIT.
+    let version = contract_version(&repo.join("wit/current/plugin.wit"));
+    println!("cargo:rustc-env=BENCH_PLUGIN_API_VERSION={version}");
+
     for watched in [
         "plugins/Cargo.toml",
         "plugins/datasets",
@@ -224,4 +228,23 @@ fn build_plugins(plugins: &Path, target_dir: &Path) -> Result<(), String> {
         output.status,
         errors.join("\n")
     ))
+}
+
+/// `X.Y.Z` from the `package bench:plugin@X.Y.Z;` line of `wit`.
+fn contract_version(wit: &Path) -> String {
+    let text =
+        std::fs::read_to_string(wit).unwrap_or_else(|e| panic!("reading {}: {e}", wit.display()));
+    text.lines()
+        .find_map(|line| {
+            line.trim()
+                .strip_prefix("package bench:plugin@")?
+                .strip_suffix(';')
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{} has no `package bench:plugin@X.Y.Z;` line",
+                wit.display()
+            )
+        })
 }

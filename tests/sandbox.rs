@@ -163,7 +163,10 @@ fn a_plugin_for_another_api_version_is_refused_at_load() {
         "{err}"
     );
     assert!(err.contains("bench:plugin@9.0.0"), "{err}");
-    assert!(err.contains("bench:plugin@0.2.0"), "{err}");
+    // Every version this host loads is named.
+    for version in bench::runtime::SUPPORTED_VERSIONS {
+        assert!(err.contains(&format!("@{version}")), "{err}");
+    }
 }
 
 #[test]
@@ -590,6 +593,7 @@ fn echo_config(options: Vec<(String, String)>) -> ClientConfig {
     ClientConfig {
         model: "m1".into(),
         ignore_eos: false,
+        stream: true,
         extra_body: None,
         options,
     }
@@ -621,6 +625,8 @@ fn backend_builds_requests_and_decodes_on_another_thread() {
             request_id: None,
             lora_name: None,
             extra_body: None,
+            send_at: None,
+            session: None,
         })
         .unwrap();
     assert_eq!(request.method, "POST");
@@ -704,6 +710,7 @@ fn a_decoder_trap_kills_only_its_instance_and_a_fork_goes_on() {
         .open(ClientConfig {
             model: "m".into(),
             ignore_eos: false,
+            stream: true,
             extra_body: None,
             options: vec![("trap-marker".into(), "BOOM".into())],
         })
@@ -956,7 +963,10 @@ fn cli_inspect_describes_a_plugin_file() {
     let (ok, stdout, stderr, _) = bench(&["plugin", "inspect", &plugin], &[]);
     assert!(ok, "{stderr}");
     assert!(
-        stdout.starts_with("sandbox-probe 0.1.0 (dataset plugin, API bench:plugin@0.2.0)"),
+        stdout.starts_with(&format!(
+            "sandbox-probe 0.1.0 (dataset plugin, API bench:plugin@{})",
+            bench::runtime::API_VERSION
+        )),
         "{stdout}"
     );
     assert!(stdout.contains("  vocab [default: false]"), "{stdout}");

@@ -105,6 +105,7 @@ fn config() -> ClientConfig {
     ClientConfig {
         model: "m".into(),
         ignore_eos: false,
+        stream: true,
         extra_body: None,
         options: vec![],
     }
@@ -125,6 +126,7 @@ fn main() {
     let sdk_config = bench_sdk::ClientConfig {
         model: "m".into(),
         ignore_eos: false,
+        stream: true,
         extra_body: None,
         options: vec![],
     };

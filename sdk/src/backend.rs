@@ -5,15 +5,17 @@ use crate::backend_bindings::exports::bench::plugin::backend::{
     Chunks, Client, Decoded, Event as WireEvent, EventKind as WireEventKind, GuestClient,
 };
 use crate::{
-    ClientConfig, Framing, HttpRequest, PluginError, PluginInfo, RequestSpec, ResponseHead, Usage,
+    BackendDescription, ClientConfig, ErrorEvent, ErrorKind, Framing, HttpRequest, PluginError,
+    Pooled, RequestSpec, ResponseHead, Usage,
 };
 
 /// An API: builds HTTP requests (before the clock starts) and makes decoders for responses.
 pub trait Backend: Sized + 'static {
     type Decoder: Decoder;
 
-    /// Name, version, description and options, for `bench plugin inspect`.
-    fn describe() -> PluginInfo;
+    /// Name, version, description and options (for `bench plugin inspect` and the help of
+    /// `bench serve`), and whether the API is OpenAI-compatible.
+    fn describe() -> BackendDescription;
     /// Validates the configuration (unknown option keys are an error).
     fn open(config: ClientConfig) -> Result<Self, PluginError>;
     /// How the host frames response bodies for [`Decoder::feed`].
@@ -55,10 +57,13 @@ pub struct TextSpan {
 
 /// A frame that carries output (`choices` in OpenAI's format): it is a timing point for
 /// TTFT and ITL even when it carries no text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Chunk {
     pub content: Option<TextSpan>,
     pub reasoning: Option<TextSpan>,
+    /// How many tokens the chunk carries, when the response says so. The host receives
+    /// the counts only when every chunk of the response has one.
+    pub tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,8 +71,28 @@ pub enum EventKind {
     Chunk(Chunk),
     Usage(Usage),
     Finish(String),
-    /// An in-band error: the request fails with this message.
-    Error(String),
+    /// An in-band error: the request fails with this kind and message.
+    Error(ErrorEvent),
+    /// A pooling result (embeddings, scores): the request succeeds without chunks.
+    Pooled(Pooled),
+}
+
+impl EventKind {
+    /// The server reported an error in a successful response.
+    pub fn server_error(message: impl Into<String>) -> EventKind {
+        EventKind::Error(ErrorEvent {
+            kind: ErrorKind::Server,
+            message: message.into(),
+        })
+    }
+
+    /// A frame the decoder could not parse.
+    pub fn malformed_frame(message: impl Into<String>) -> EventKind {
+        EventKind::Error(ErrorEvent {
+            kind: ErrorKind::MalformedFrame,
+            message: message.into(),
+        })
+    }
 }
 
 /// An event and the frame (index into `frame_ends`) that carried it; the event inherits
@@ -91,9 +116,12 @@ pub fn flatten(events: Vec<Event>) -> Decoded {
             frames: Vec::with_capacity(chunks),
             spans: Vec::with_capacity(4 * chunks),
             escaped: Vec::with_capacity(chunks),
+            tokens: Vec::new(),
         },
         events: Vec::new(),
     };
+    // Token counts go over only when every chunk has one (the contract's rule).
+    let mut all_counted = chunks > 0;
     for event in events {
         let kind = match event.kind {
             EventKind::Chunk(chunk) => {
@@ -112,16 +140,24 @@ pub fn flatten(events: Vec<Event>) -> Decoded {
                 ]);
                 c.escaped
                     .push(u8::from(content_escaped) | u8::from(reasoning_escaped) << 1);
+                match chunk.tokens {
+                    Some(n) if all_counted => c.tokens.push(n),
+                    _ => all_counted = false,
+                }
                 continue;
             }
             EventKind::Usage(usage) => WireEventKind::Usage(usage),
             EventKind::Finish(reason) => WireEventKind::Finish(reason),
-            EventKind::Error(message) => WireEventKind::Error(message),
+            EventKind::Error(error) => WireEventKind::Error(error),
+            EventKind::Pooled(pooled) => WireEventKind::Pooled(pooled),
         };
         flat.events.push(WireEvent {
             frame: event.frame,
             kind,
         });
+    }
+    if !all_counted {
+        flat.chunks.tokens.clear();
     }
     flat
 }
@@ -190,7 +226,7 @@ macro_rules! export_backend {
         impl $crate::backend_bindings::exports::bench::plugin::backend::Guest for __BenchBackendExport {
             type Client = $crate::backend::ClientAdapter<$t>;
 
-            fn describe() -> $crate::PluginInfo {
+            fn describe() -> $crate::BackendDescription {
                 <$t as $crate::Backend>::describe()
             }
         }
@@ -218,7 +254,11 @@ mod tests {
     fn flatten_lays_chunks_out_as_numbers_and_keeps_other_events_in_order() {
         let chunk = |frame, content, reasoning| Event {
             frame,
-            kind: EventKind::Chunk(Chunk { content, reasoning }),
+            kind: EventKind::Chunk(Chunk {
+                content,
+                reasoning,
+                tokens: None,
+            }),
         };
         let flat = flatten(vec![
             chunk(0, span(3, 5, false), None),
@@ -230,13 +270,14 @@ mod tests {
             chunk(2, span(30, 4, true), span(40, 1, false)),
             Event {
                 frame: 2,
-                kind: EventKind::Error("boom".into()),
+                kind: EventKind::server_error("boom"),
             },
             Event {
                 frame: 3,
                 kind: EventKind::Usage(Usage {
                     prompt_tokens: Some(7),
                     completion_tokens: None,
+                    cached_prompt_tokens: None,
                 }),
             },
         ]);

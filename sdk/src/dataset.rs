@@ -3,21 +3,33 @@
 use std::cell::RefCell;
 
 use crate::dataset_bindings::exports::bench::plugin::dataset::{GuestRequestSource, RequestSource};
-use crate::{DatasetConfig, PluginError, PluginInfo, RequestSpec};
+use crate::{DatasetConfig, DatasetDescription, PluginError, RequestSpec, TurnResult};
 
 /// A workload: opened once per run, then drained in batches by the host before the
 /// clock starts.
 pub trait Dataset: Sized + 'static {
-    /// Name, version, description and options, for `bench plugin inspect`.
-    fn describe() -> PluginInfo;
+    /// Name, version, description and options (for `bench plugin inspect` and the help of
+    /// `bench serve`), and the host's rules for this dataset
+    /// ([`DatasetDescription::new`] and its builder methods).
+    fn describe() -> DatasetDescription;
     /// Validates the options (unknown keys are an error) and prepares the source.
     fn open(config: DatasetConfig) -> Result<Self, PluginError>;
     /// How many requests the source will produce, when known.
     fn size_hint(&self) -> Option<u32> {
         None
     }
-    /// Up to `max` more requests; an empty vector means the source is exhausted.
+    /// Up to `max` more requests; an empty vector means the source is exhausted. A
+    /// multi-turn dataset returns the first turns of its conversations here.
     fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError>;
+    /// A multi-turn dataset's next turn of the conversation `turn` belongs to, built from
+    /// the server's real answer (`turn.generated_text`); `None` ends the conversation.
+    /// Only called for datasets described as multi-turn.
+    fn next_turn(&mut self, turn: TurnResult) -> Result<Option<RequestSpec>, PluginError> {
+        let _ = turn;
+        Err(PluginError::Unsupported(
+            "this dataset is not multi-turn (next-turn was called)".into(),
+        ))
+    }
 }
 
 /// Adapts a [`Dataset`] to the generated resource trait (resources take `&self`).
@@ -36,6 +48,10 @@ impl<T: Dataset> GuestRequestSource for Source<T> {
     fn next_batch(&self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
         self.0.borrow_mut().next_batch(max)
     }
+
+    fn next_turn(&self, turn: TurnResult) -> Result<Option<RequestSpec>, PluginError> {
+        self.0.borrow_mut().next_turn(turn)
+    }
 }
 
 /// Exports a type implementing [`Dataset`] as the plugin's `dataset` interface.
@@ -48,7 +64,7 @@ macro_rules! export_dataset {
         impl $crate::dataset_bindings::exports::bench::plugin::dataset::Guest for __BenchDatasetExport {
             type RequestSource = $crate::dataset::Source<$t>;
 
-            fn describe() -> $crate::PluginInfo {
+            fn describe() -> $crate::DatasetDescription {
                 <$t as $crate::Dataset>::describe()
             }
         }

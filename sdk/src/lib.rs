@@ -13,9 +13,9 @@
 //! Build it with `cargo build --target wasm32-wasip2 --release` and pass the `.wasm` to
 //! `bench --plugin` (datasets) or `bench --backend` (backends).
 //!
-//! The bindings are generated from `wit/` (package `bench:plugin@0.2.0`); the helpers here
-//! (options, the JSON scanner, numpy's and Python's random generators) are shared by every
-//! first-party plugin so that none of them carries its own copy.
+//! The bindings are generated from `wit/current` (the package version is [`API_VERSION`]);
+//! the helpers here (options, the JSON scanner, numpy's and Python's random generators) are
+//! shared by every first-party plugin so that none of them carries its own copy.
 
 pub mod backend;
 pub mod dataset;
@@ -26,49 +26,27 @@ pub mod options;
 pub mod rng;
 pub mod sampling;
 
-/// Bindings of the `dataset-plugin` world. Plugin authors use the re-exports below.
-#[doc(hidden)]
-pub mod dataset_bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "dataset-plugin",
-        pub_export_macro: true,
-        export_macro_name: "__export_dataset_world",
-        default_bindings_module: "bench_sdk::dataset_bindings",
-    });
-}
-
-/// Bindings of the `backend-plugin` world, sharing the types of the dataset world.
-#[doc(hidden)]
-pub mod backend_bindings {
-    wit_bindgen::generate!({
-        path: "../wit",
-        world: "backend-plugin",
-        pub_export_macro: true,
-        export_macro_name: "__export_backend_world",
-        default_bindings_module: "bench_sdk::backend_bindings",
-        with: {
-            "bench:plugin/types@0.2.0": crate::dataset_bindings::bench::plugin::types,
-            "bench:plugin/tokenizer@0.2.0": crate::dataset_bindings::bench::plugin::tokenizer,
-            "bench:plugin/seed@0.2.0": crate::dataset_bindings::bench::plugin::seed,
-            "bench:plugin/log@0.2.0": crate::dataset_bindings::bench::plugin::log,
-        },
-    });
-}
+// The generated bindings (`dataset_bindings`, `backend_bindings`): see `build.rs`.
+include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
 pub use backend::{Backend, Chunk, Decoder, Event, EventKind, TextSpan};
 pub use backend_bindings::exports::bench::plugin::backend::{
-    ClientConfig, Framing, HttpRequest, ResponseHead, Usage,
+    BackendDescription, ClientConfig, ErrorEvent, ErrorKind, Framing, HttpRequest, Pooled,
+    PooledKind, ResponseHead, Usage,
 };
 pub use dataset::Dataset;
 pub use dataset_bindings::bench::plugin::types::{
-    ChatMessage, ContentPart, OptionInfo, Options, PluginError, PluginInfo, Prompt, RequestSpec,
+    BinaryData, ChatMessage, ContentPart, OptionInfo, Options, PluginError, PluginInfo, Prompt,
+    RequestSpec, RerankInput, Session, SharedFlag,
 };
-pub use dataset_bindings::exports::bench::plugin::dataset::DatasetConfig;
+pub use dataset_bindings::exports::bench::plugin::dataset::{
+    DatasetConfig, DatasetDescription, PathUse, TurnResult,
+};
 pub use options::OptionReader;
 
-/// The WIT package version this SDK builds plugins for.
-pub const API_VERSION: &str = "0.2.0";
+/// The WIT package version this SDK builds plugins for (from `wit/current`'s `package`
+/// line, read by `build.rs`).
+pub const API_VERSION: &str = env!("BENCH_PLUGIN_API_VERSION");
 
 impl RequestSpec {
     /// A text prompt with the given lengths and nothing else set.
@@ -81,6 +59,47 @@ impl RequestSpec {
             request_id: None,
             lora_name: None,
             extra_body: None,
+            send_at: None,
+            session: None,
         }
+    }
+}
+
+impl DatasetDescription {
+    /// A dataset described by `info` that takes `--dataset-path` when given one and asks
+    /// for none of the host's per-dataset rules; the builder methods below add them.
+    pub fn new(info: PluginInfo) -> Self {
+        DatasetDescription {
+            info,
+            path: PathUse::Optional,
+            ignore_eos_by_default: false,
+            align_to_server_tokenizer: false,
+            multi_turn: false,
+        }
+    }
+
+    /// How the dataset uses `--dataset-path`.
+    pub fn path(mut self, path: PathUse) -> Self {
+        self.path = path;
+        self
+    }
+
+    /// vLLM's rule for synthetic datasets: OpenAI-compatible servers ignore EOS by default.
+    pub fn ignore_eos_by_default(mut self) -> Self {
+        self.ignore_eos_by_default = true;
+        self
+    }
+
+    /// Prompts are token ids the host re-tokenises with the server's tokenizer where the
+    /// server offers `/tokenize`, as vLLM does for its synthetic datasets.
+    pub fn align_to_server_tokenizer(mut self) -> Self {
+        self.align_to_server_tokenizer = true;
+        self
+    }
+
+    /// The source continues conversations: [`Dataset::next_turn`] is called.
+    pub fn multi_turn(mut self) -> Self {
+        self.multi_turn = true;
+        self
     }
 }

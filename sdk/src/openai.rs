@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 use crate::json::{self, Cursor, Key, Str};
 use crate::options::{OptionReader, option};
 use crate::{
-    Backend, Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo,
-    PluginError, RequestSpec, ResponseHead, TextSpan, Usage,
+    Backend, Chunk, ClientConfig, Decoder, ErrorKind, Event, EventKind, Framing, HttpRequest,
+    OptionInfo, PluginError, RequestSpec, ResponseHead, TextSpan, Usage,
 };
 
 /// vLLM's benchmark sends `temperature: 0.0` (greedy decoding) unless the sampling
@@ -53,7 +53,8 @@ impl OpenAiClient {
         config: ClientConfig,
     ) -> Result<(Self, OptionReader), PluginError> {
         let mut options = OptionReader::new(plugin, config.options);
-        let stream = options.flag("stream", true)?;
+        // The run's choice (`--no-stream`), unless the backend option says otherwise.
+        let stream = options.flag("stream", config.stream)?;
         let extra_body = match &config.extra_body {
             None => Map::new(),
             Some(text) => parse_object(text).map_err(|e| {
@@ -328,7 +329,7 @@ impl OpenAiDecoder {
                 );
                 out.push(Event {
                     frame,
-                    kind: EventKind::Error(message),
+                    kind: EventKind::malformed_frame(message),
                 });
                 None
             }
@@ -349,6 +350,7 @@ impl OpenAiDecoder {
                 kind: EventKind::Chunk(Chunk {
                     content: choice.content.map(span),
                     reasoning: choice.reasoning.map(|(_, s)| span(s)),
+                    tokens: None,
                 }),
             });
             if let Some(usage) = parsed.usage {
@@ -376,7 +378,7 @@ impl OpenAiDecoder {
             };
             out.push(Event {
                 frame,
-                kind: EventKind::Error(format!("the server reported an error: {message}")),
+                kind: EventKind::server_error(format!("the server reported an error: {message}")),
             });
         }
     }
@@ -551,12 +553,21 @@ fn usage(v: &mut Cursor<'_>) -> json::Result<Option<Usage>> {
     let mut usage = Usage {
         prompt_tokens: None,
         completion_tokens: None,
+        cached_prompt_tokens: None,
     };
     let members = v.object(|key, v| {
         if key.is("prompt_tokens") {
             usage.prompt_tokens = v.u64()?.and_then(|n| u32::try_from(n).ok());
         } else if key.is("completion_tokens") {
             usage.completion_tokens = v.u64()?.and_then(|n| u32::try_from(n).ok());
+        } else if key.is("prompt_tokens_details") {
+            // `{"cached_tokens": N}`: prompt tokens served from the prefix cache.
+            v.object(|key, v| {
+                if key.is("cached_tokens") {
+                    usage.cached_prompt_tokens = v.u64()?.and_then(|n| u32::try_from(n).ok());
+                }
+                Ok(())
+            })?;
         }
         Ok(())
     })?;
@@ -634,7 +645,14 @@ pub fn render(buffer: &[u8], event: &Event) -> String {
             )
         }
         EventKind::Finish(reason) => format!("finish {reason}"),
-        EventKind::Error(message) => format!("error {message}"),
+        EventKind::Error(e) => {
+            let kind = match e.kind {
+                ErrorKind::Server => "server",
+                ErrorKind::MalformedFrame => "malformed",
+            };
+            format!("error {kind}: {}", e.message)
+        }
+        EventKind::Pooled(p) => format!("pooled {:?} {}x{}", p.kind, p.count, p.dimension),
     };
     format!("{}: {what}", event.frame)
 }
@@ -758,6 +776,7 @@ mod tests {
         ClientConfig {
             model: "m".into(),
             ignore_eos: false,
+            stream: true,
             extra_body: extra_body.map(str::to_string),
             options: options
                 .iter()
@@ -944,29 +963,32 @@ mod tests {
         );
         assert_eq!(
             events[0],
-            r#"0: error the server reported an error: out of "memory""#
+            r#"0: error server: the server reported an error: out of "memory""#
         );
-        assert_eq!(events[1], "1: error the server reported an error: busy");
+        assert_eq!(
+            events[1],
+            "1: error server: the server reported an error: busy"
+        );
         assert_eq!(
             events[2],
-            r#"2: error the server reported an error: "{\"code\":429}""#
+            r#"2: error server: the server reported an error: "{\"code\":429}""#
         );
         // Frame 3 (a null error, an empty usage) gives nothing.
         assert_eq!(
             events[3],
-            r#"4: error invalid JSON in a response frame: expected ',' or '}' in an object at byte 38; the frame starts "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]""#
+            r#"4: error malformed: invalid JSON in a response frame: expected ',' or '}' in an object at byte 38; the frame starts "{\"choices\":[{\"delta\":{\"content\":\"a\"}}]""#
         );
         assert_eq!(
             events[4],
-            r#"5: error invalid JSON in a response frame: expected a JSON object at byte 0; the frame starts "[]""#
+            r#"5: error malformed: invalid JSON in a response frame: expected a JSON object at byte 0; the frame starts "[]""#
         );
         assert_eq!(
             events[5],
-            r#"6: error invalid JSON in a response frame: unexpected end of input, expected a value at byte 0; the frame starts """#
+            r#"6: error malformed: invalid JSON in a response frame: unexpected end of input, expected a value at byte 0; the frame starts """#
         );
         assert!(
             events[6].starts_with(
-                "7: error invalid JSON in a response frame: unterminated string at byte 32"
+                "7: error malformed: invalid JSON in a response frame: unterminated string at byte 32"
             ),
             "{}",
             events[6]
@@ -978,7 +1000,7 @@ mod tests {
         );
         assert!(
             events[7].starts_with(
-                "8: error invalid JSON in a response frame: `choices` is not an array at byte 11"
+                "8: error malformed: invalid JSON in a response frame: `choices` is not an array at byte 11"
             ),
             "{}",
             events[7]
@@ -1298,7 +1320,7 @@ mod tests {
                         },
                     };
                     out.push(format!(
-                        "{frame}: error the server reported an error: {message}"
+                        "{frame}: error server: the server reported an error: {message}"
                     ));
                 }
             }
@@ -1435,7 +1457,7 @@ mod tests {
                         let mut cur = json::Cursor::new(raw);
                         if cur.skip().and_then(|()| cur.finish()).is_err() {
                             prop_assert!(
-                                got.iter().any(|l| l.contains(": error invalid JSON")),
+                                got.iter().any(|l| l.contains(": error malformed: invalid JSON")),
                                 "{:?}: {:?}", String::from_utf8_lossy(raw), got
                             );
                         }
@@ -1443,7 +1465,7 @@ mod tests {
                         // vLLM's client fails on it; the decoder reports the frame.
                         prop_assert_eq!(got.len(), 1, "{:?}", got);
                         let prefix = format!(
-                            "{i}: error invalid JSON in a response frame: `choices` is not an array at byte "
+                            "{i}: error malformed: invalid JSON in a response frame: `choices` is not an array at byte "
                         );
                         prop_assert!(got[0].starts_with(&prefix), "{:?}", got);
                     } else {

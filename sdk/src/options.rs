@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use crate::{OptionInfo, PluginError};
+use crate::{OptionInfo, PluginError, SharedFlag};
 
 /// Reads options by name; [`OptionReader::finish`] fails on any key that was not read,
 /// so a misspelt option is an error instead of being silently ignored.
@@ -99,12 +99,49 @@ pub fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Shorthand for describing an option.
+/// Shorthand for describing an option, set with `--dataset-option`/`--backend-option`;
+/// the builder methods on [`OptionInfo`] give it a flag of its own and more.
 pub fn option(name: &str, description: &str, default_value: Option<&str>) -> OptionInfo {
     OptionInfo {
         name: name.to_string(),
         description: description.to_string(),
         default_value: default_value.map(str::to_string),
         required: false,
+        cli_flag: None,
+        switch: false,
+        choices: Vec::new(),
+        shared_flags: Vec::new(),
+    }
+}
+
+impl OptionInfo {
+    /// The option's own command-line flag, without the dashes (`"sonnet-input-len"`).
+    pub fn flag(mut self, flag: &str) -> Self {
+        self.cli_flag = Some(flag.to_string());
+        self
+    }
+
+    /// The flag takes no value: present means `true`.
+    pub fn switch(mut self) -> Self {
+        self.switch = true;
+        self
+    }
+
+    /// The values the option accepts.
+    pub fn choices(mut self, choices: &[&str]) -> Self {
+        self.choices = choices.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
+    /// A general flag (vLLM's `--input-len`, `--output-len`) that sets this option too.
+    pub fn shared(mut self, flag: SharedFlag) -> Self {
+        self.shared_flags.push(flag);
+        self
+    }
+
+    /// The option must be given.
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
     }
 }

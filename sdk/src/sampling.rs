@@ -111,15 +111,18 @@ impl SampleFlags {
         [
             option(
                 "disable-shuffle",
-                "Keep the file's order instead of shuffling with the run seed (vLLM's --disable-shuffle)",
+                "Keep the file's order instead of shuffling with the run seed",
                 Some("false"),
-            ),
+            )
+            .flag("disable-shuffle")
+            .switch(),
             option(
                 "no-oversample",
-                "Return fewer requests than asked for instead of repeating random ones \
-                 (vLLM's --no-oversample)",
+                "Return fewer requests than asked for instead of repeating random ones",
                 Some("false"),
-            ),
+            )
+            .flag("no-oversample")
+            .switch(),
         ]
     }
 

@@ -1,34 +1,43 @@
 //! An example dataset plugin: one request per non-empty line of a text file.
 //!
-//! It shows the whole contract in one file: describe the options, validate them (unknown
-//! ones are an error), read the file the host granted, measure prompts with the run's
-//! tokenizer, shuffle with a seed derived from `--seed`, and hand requests out in batches.
+//! It shows the whole contract in one file: describe the options and their flags, say that
+//! a file is needed, validate the options (unknown ones are an error), read the file the
+//! host granted, measure prompts with the run's tokenizer, shuffle with a seed derived from
+//! `--seed`, and hand requests out in batches.
 //!
 //! ```text
 //! bench serve --dataset-name ./dataset_lines.wasm --dataset-path prompts.txt \
-//!       --dataset-option output-len=64 --dataset-option shuffle=true ...
+//!       --output-len 64 --lines-shuffle ...
 //! ```
+//!
+//! (`--dataset-option output-len=64 --dataset-option shuffle=true` sets the same.)
 
 use bench_sdk::options::option;
 use bench_sdk::rng::Random;
 use bench_sdk::{
-    Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
+    Dataset, DatasetConfig, DatasetDescription, OptionInfo, OptionReader, PathUse, PluginError,
+    PluginInfo, RequestSpec, SharedFlag, host,
 };
 
 const NAME: &str = "lines";
 
 fn options() -> Vec<OptionInfo> {
     vec![
+        // Answers to the general `--output-len`, as vLLM's own datasets do.
         option(
             "output-len",
             "Output tokens to ask for per request",
             Some("128"),
-        ),
+        )
+        .flag("lines-output-len")
+        .shared(SharedFlag::OutputLen),
         option(
             "shuffle",
             "Shuffle the lines with a seed derived from --seed",
             Some("false"),
-        ),
+        )
+        .flag("lines-shuffle")
+        .switch(),
     ]
 }
 
@@ -64,13 +73,14 @@ pub struct Lines {
 }
 
 impl Dataset for Lines {
-    fn describe() -> PluginInfo {
-        PluginInfo {
+    fn describe() -> DatasetDescription {
+        DatasetDescription::new(PluginInfo {
             name: NAME.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "One request per non-empty line of a text file (--dataset-path)".into(),
             options: options(),
-        }
+        })
+        .path(PathUse::Required)
     }
 
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {

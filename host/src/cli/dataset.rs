@@ -87,13 +87,22 @@ pub fn run(cmd: DatasetCommand) -> Result<()> {
             Prompt::Text(t) => serde_json::json!(t),
             Prompt::TokenIds(ids) => serde_json::json!(ids),
             Prompt::Chat(messages) => chat_json(messages),
+            Prompt::Texts(texts) => serde_json::json!(texts),
+            Prompt::Rerank(r) => serde_json::json!({"query": r.query, "documents": r.documents}),
         };
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "prompt": prompt,
             "prompt_len": spec.prompt_len,
             "expected_output_len": spec.expected_output_len,
             "request_id": spec.request_id,
         });
+        // Trace replay and multi-turn fields, only where a dataset sets them.
+        if let Some(at) = spec.send_at {
+            line["send_at"] = serde_json::json!(at);
+        }
+        if let Some(session) = &spec.session {
+            line["session"] = serde_json::json!({"id": session.id, "turn": session.turn});
+        }
         writeln!(out, "{line}")?;
     }
     out.flush()?;
@@ -113,6 +122,10 @@ fn chat_json(messages: &[ChatMessage]) -> serde_json::Value {
         ContentPart::VideoUrl(u) => {
             serde_json::json!({"type": "video_url", "video_url": {"url": u}})
         }
+        ContentPart::Binary(b) => serde_json::json!({
+            "type": "file",
+            "file": {"filename": b.file_name, "mime_type": b.mime_type, "bytes": b.data.len()},
+        }),
     };
     messages
         .iter()

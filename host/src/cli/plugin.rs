@@ -229,6 +229,10 @@ mod tests {
                     description: "Prompt length in tokens.".into(),
                     default_value: Some("1024".into()),
                     required: false,
+                    cli_flag: None,
+                    switch: false,
+                    choices: vec![],
+                    shared_flags: vec![],
                 }],
             },
         };

@@ -631,6 +631,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         ignore_eos,
         extra_body: plan.extra_body.clone(),
         options: plan.backend_options.clone(),
+        // vLLM's request functions stream; `--no-stream` comes with the backend issue.
+        stream: true,
     })?;
     let framing = match backend.framing()? {
         Framing::Sse => FramingKind::Sse,

@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant};
 
 use crate::record::{FailureKind, RequestRecord};
-use crate::runtime::{Chunks, Decoded, EventKind};
+use crate::runtime::{Chunks, Decoded, ErrorEvent, ErrorKind, EventKind};
 
 use super::RawResponse;
 
@@ -43,18 +43,11 @@ pub struct RequestMeta {
 pub const NO_CHUNK_ERROR: &str =
     "Never received a valid chunk to calculate TTFT.This response will be marked as failed!";
 
-/// How the SDK's OpenAI decoder (`sdk/src/openai.rs`) starts the message of the error
-/// event for a frame that is not valid JSON. The plugin contract has one `error` event for
-/// every in-band failure, so this wording is what tells a malformed frame
-/// (`invalid-chunk`) from an error the server reported (`server-error`).
-pub const MALFORMED_FRAME_PREFIX: &str = "invalid JSON";
-
-/// The kind of an in-band error event's message.
-fn event_error_kind(message: &str) -> FailureKind {
-    if message.starts_with(MALFORMED_FRAME_PREFIX) {
-        FailureKind::InvalidChunk
-    } else {
-        FailureKind::ServerError
+/// The failure kind of an in-band error event.
+fn event_failure_kind(kind: ErrorKind) -> FailureKind {
+    match kind {
+        ErrorKind::Server => FailureKind::ServerError,
+        ErrorKind::MalformedFrame => FailureKind::InvalidChunk,
     }
 }
 
@@ -104,6 +97,7 @@ pub fn build_record(
         frames,
         spans,
         escaped,
+        tokens: _,
     } = &decoded.chunks;
     let mut first: Option<Instant> = None;
     let mut last = raw.start;
@@ -146,15 +140,20 @@ pub fn build_record(
             return rec;
         }
     }
-    let mut in_band_error: Option<String> = None;
+    let mut in_band_error: Option<&ErrorEvent> = None;
+    // Where a pooling result (no chunks) arrived: the end of a successful response.
+    let mut pooled_at: Option<Instant> = None;
     // A stream is more than one frame; a whole body is one, and carries choices and usage
     // together.
     let streamed = raw.frames.len() > 1;
     for ev in &decoded.events {
-        if let Err(e) = frame_time(ev.frame) {
-            rec.outcome = Err(e);
-            return rec;
-        }
+        let at = match frame_time(ev.frame) {
+            Ok(at) => at,
+            Err(e) => {
+                rec.outcome = Err(e);
+                return rec;
+            }
+        };
         match &ev.kind {
             EventKind::Usage(u) => {
                 // vLLM's stream loop reads usage only from chunks without choices
@@ -174,21 +173,27 @@ pub fn build_record(
                 }
             }
             EventKind::Finish(_) => {}
-            EventKind::Error(msg) => {
-                in_band_error.get_or_insert_with(|| msg.clone());
+            EventKind::Error(e) => {
+                in_band_error.get_or_insert(e);
+            }
+            EventKind::Pooled(_) => {
+                pooled_at.get_or_insert(at);
             }
         }
     }
     rec.outcome = if let Some(e) = in_band_error {
-        Err(event_error_kind(&e).failure(e))
+        Err(event_failure_kind(e.kind).failure(&e.message))
     } else if let Some(e) = &raw.error {
         // The transport failed after some frames arrived (a cut stream, a timeout).
         Err(e.clone())
-    } else if first.is_none() {
-        Err(FailureKind::NoOutput.failure(NO_CHUNK_ERROR))
-    } else {
-        rec.latency = last.saturating_duration_since(raw.start).as_secs_f64();
+    } else if let Some(end) = first.map(|_| last).or(pooled_at) {
+        // Generated text ends at its last chunk; a pooling result (embeddings, scores),
+        // which has none, at the frame that carried it, as vLLM's pooling request
+        // functions measure it.
+        rec.latency = end.saturating_duration_since(raw.start).as_secs_f64();
         Ok(())
+    } else {
+        Err(FailureKind::NoOutput.failure(NO_CHUNK_ERROR))
     };
     rec
 }
@@ -270,15 +275,23 @@ mod tests {
                 frames: chunks.iter().map(|c| c.0).collect(),
                 spans: chunks.iter().flat_map(|c| [c.1, c.2, 0, 0]).collect(),
                 escaped: chunks.iter().map(|c| u8::from(c.3)).collect(),
+                tokens: vec![],
             },
             events,
         }
     }
 
     fn error_at(frame: u32, message: &str) -> Event {
+        error_of(frame, ErrorKind::Server, message)
+    }
+
+    fn error_of(frame: u32, kind: ErrorKind, message: &str) -> Event {
         Event {
             frame,
-            kind: EventKind::Error(message.into()),
+            kind: EventKind::Error(ErrorEvent {
+                kind,
+                message: message.into(),
+            }),
         }
     }
 
@@ -307,6 +320,7 @@ mod tests {
                 kind: EventKind::Usage(Usage {
                     prompt_tokens: Some(12),
                     completion_tokens: Some(3),
+                    cached_prompt_tokens: None,
                 }),
             }],
         );
@@ -335,6 +349,7 @@ mod tests {
             kind: EventKind::Usage(Usage {
                 prompt_tokens: Some(7),
                 completion_tokens: Some(completion),
+                cached_prompt_tokens: None,
             }),
         }
     }
@@ -401,6 +416,7 @@ mod tests {
                 kind: EventKind::Usage(Usage {
                     prompt_tokens: None,
                     completion_tokens: Some(0),
+                    cached_prompt_tokens: None,
                 }),
             }],
         );
@@ -410,18 +426,43 @@ mod tests {
     }
 
     #[test]
+    fn a_pooling_result_succeeds_without_chunks_and_ends_at_its_frame() {
+        let t0 = Instant::now();
+        let raw = raw_with(&["{\"data\":[]}"], &[40], t0);
+        let pooled = Event {
+            frame: 0,
+            kind: EventKind::Pooled(crate::runtime::Pooled {
+                kind: crate::runtime::PooledKind::Embedding,
+                count: 2,
+                dimension: 384,
+            }),
+        };
+        let rec = build_record(&meta(t0), &raw, Ok(decoded(&[], vec![pooled])), t0);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
+        assert!((rec.latency - 0.040).abs() < 1e-9, "{}", rec.latency);
+        assert_eq!((rec.ttft, rec.itl.len()), (0.0, 0));
+        // Without it, the same response fails as vLLM's text functions fail it.
+        let rec = build_record(&meta(t0), &raw, Ok(decoded(&[], vec![])), t0);
+        assert_eq!(rec.failure().map(|f| f.kind), Some(FailureKind::NoOutput));
+    }
+
+    #[test]
     fn errors_fail_the_request_with_their_kind_and_cause() {
         let t0 = Instant::now();
         let raw = raw_with(&["x", "y"], &[5, 6], t0);
         let inband = decoded(&[(0, 0, 1, false)], vec![error_at(1, "overloaded")]);
         let rec = build_record(&meta(t0), &raw, Ok(inband), t0);
         assert_eq!(error(&rec).as_deref(), Some("server-error: overloaded"));
-        // The SDK's wording for a frame that is not JSON makes it a malformed chunk; the
-        // first error event decides.
+        // The event's kind decides the failure's (a malformed frame is an invalid chunk);
+        // the first error event decides.
         let malformed = decoded(
             &[(0, 0, 1, false)],
             vec![
-                error_at(1, "invalid JSON in a response frame: unterminated string"),
+                error_of(
+                    1,
+                    ErrorKind::MalformedFrame,
+                    "invalid JSON in a response frame: unterminated string",
+                ),
                 error_at(1, "later"),
             ],
         );
@@ -506,6 +547,7 @@ mod tests {
                 // Chunk 0: reasoning only (escaped); chunk 1: content only.
                 spans: vec![0, 0, 0, 7, 7, 4, 0, 0],
                 escaped: vec![0b10, 0b00],
+                tokens: vec![],
             },
             events: vec![],
         };

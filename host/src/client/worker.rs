@@ -194,6 +194,7 @@ fn nothing_decoded() -> Decoded {
             frames: Vec::new(),
             spans: Vec::new(),
             escaped: Vec::new(),
+            tokens: Vec::new(),
         },
         events: Vec::new(),
     }

@@ -6,16 +6,38 @@ use std::sync::Arc;
 use anyhow::{Result, anyhow, bail};
 use wasmtime::component::ResourceAny;
 
-use super::bindings::backend::BackendPlugin as Bindings;
+use super::bindings::current::backend::BackendPlugin as Bindings;
+use super::bindings::v0_2_0::{self, backend::BackendPlugin as BindingsV0_2_0};
 use super::{
-    Chunks, ClientConfig, Decoded, Framing, HostContext, HttpRequest, Loaded, PluginInfo,
-    RequestSpec, ResponseHead, Sandbox, TypedPre,
+    BackendDescription, Chunks, ClientConfig, Decoded, Framing, HostContext, HttpRequest, Loaded,
+    PluginInfo, RequestSpec, ResponseHead, Sandbox, TypedPre,
 };
+
+/// The instance's exports, by the contract version it was built for.
+enum Guest {
+    Current(Bindings),
+    V0_2_0(BindingsV0_2_0),
+}
+
+/// The `client` resource's functions, by contract version.
+enum Client<'a> {
+    Current(super::bindings::current::backend::exports::bench::plugin::backend::GuestClient<'a>),
+    V0_2_0(v0_2_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
+}
+
+impl<'a> Client<'a> {
+    fn of(guest: &'a Guest) -> Client<'a> {
+        match guest {
+            Guest::Current(b) => Client::Current(b.bench_plugin_backend().client()),
+            Guest::V0_2_0(b) => Client::V0_2_0(b.bench_plugin_backend().client()),
+        }
+    }
+}
 
 /// An instantiated backend plugin in its own sandbox.
 pub struct BackendPlugin {
     sandbox: Sandbox,
-    bindings: Bindings,
+    bindings: Guest,
     host: HostContext,
     /// The opened client and the configuration it was opened with (so `fork` can repeat it).
     client: Option<(ResourceAny, ClientConfig)>,
@@ -23,12 +45,20 @@ pub struct BackendPlugin {
 
 impl BackendPlugin {
     pub(crate) fn new(loaded: Arc<Loaded>, host: HostContext) -> Result<BackendPlugin> {
-        let TypedPre::Backend(pre) = &loaded.pre else {
-            bail!("plugin '{}' is not a backend plugin", loaded.name);
+        let pre = match &loaded.pre {
+            TypedPre::Backend(pre) => Ok(pre.clone()),
+            TypedPre::BackendV0_2_0(pre) => Err(pre.clone()),
+            _ => bail!("plugin '{}' is not a backend plugin", loaded.name),
         };
-        let pre = pre.clone();
         let (mut sandbox, _) = Sandbox::new(loaded, host.clone(), None)?;
-        let bindings = sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?;
+        let bindings = match pre {
+            Ok(pre) => Guest::Current(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            Err(pre) => Guest::V0_2_0(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+        };
         Ok(BackendPlugin {
             sandbox,
             bindings,
@@ -63,9 +93,25 @@ impl BackendPlugin {
 
     /// Name, version, description and options.
     pub fn describe(&mut self) -> Result<PluginInfo> {
-        let guest = self.bindings.bench_plugin_backend();
-        self.sandbox
-            .call_infallible("describe", |store| guest.call_describe(store))
+        Ok(self.description()?.info)
+    }
+
+    /// What the plugin says of itself: [`BackendPlugin::describe`] and the rules the host
+    /// applies for it.
+    pub fn description(&mut self) -> Result<BackendDescription> {
+        match &self.bindings {
+            Guest::Current(b) => {
+                let guest = b.bench_plugin_backend();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+            }
+            Guest::V0_2_0(b) => {
+                let guest = b.bench_plugin_backend();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_2_0::backend_description_up)
+            }
+        }
     }
 
     /// Opens the client (validating the configuration); replaces a client opened before.
@@ -74,10 +120,18 @@ impl BackendPlugin {
             self.sandbox
                 .call_infallible("drop client", |store| old.resource_drop(store))?;
         }
-        let client = self.bindings.bench_plugin_backend().client();
-        let handle = self
-            .sandbox
-            .call("open", |store| client.call_open(store, &config))?;
+        let handle = match Client::of(&self.bindings) {
+            Client::Current(c) => self
+                .sandbox
+                .call("open", |store| c.call_open(store, &config))?,
+            Client::V0_2_0(c) => {
+                let old = v0_2_0::client_config_down(&config);
+                self.sandbox.call("open", |store| {
+                    c.call_open(store, &old)
+                        .map(|r| r.map_err(v0_2_0::plugin_error_up))
+                })?
+            }
+        };
         self.client = Some((handle, config));
         Ok(())
     }
@@ -92,27 +146,48 @@ impl BackendPlugin {
     /// How response bodies are split into frames.
     pub fn framing(&mut self) -> Result<Framing> {
         let handle = self.client()?;
-        let client = self.bindings.bench_plugin_backend().client();
-        self.sandbox
-            .call_infallible("framing", |store| client.call_framing(store, handle))
+        match Client::of(&self.bindings) {
+            Client::Current(c) => self
+                .sandbox
+                .call_infallible("framing", |store| c.call_framing(store, handle)),
+            Client::V0_2_0(c) => self
+                .sandbox
+                .call_infallible("framing", |store| c.call_framing(store, handle))
+                .map(v0_2_0::framing_up),
+        }
     }
 
     /// The endpoint path used when the user gives none.
     pub fn default_path(&mut self) -> Result<String> {
         let handle = self.client()?;
-        let client = self.bindings.bench_plugin_backend().client();
-        self.sandbox.call_infallible("default-path", |store| {
-            client.call_default_path(store, handle)
-        })
+        match Client::of(&self.bindings) {
+            Client::Current(c) => self
+                .sandbox
+                .call_infallible("default-path", |store| c.call_default_path(store, handle)),
+            Client::V0_2_0(c) => self
+                .sandbox
+                .call_infallible("default-path", |store| c.call_default_path(store, handle)),
+        }
     }
 
     /// The HTTP request for one sampled request.
     pub fn build_request(&mut self, spec: &RequestSpec) -> Result<HttpRequest> {
         let handle = self.client()?;
-        let client = self.bindings.bench_plugin_backend().client();
-        self.sandbox.call("build-request", |store| {
-            client.call_build_request(store, handle, spec)
-        })
+        match Client::of(&self.bindings) {
+            Client::Current(c) => self.sandbox.call("build-request", |store| {
+                c.call_build_request(store, handle, spec)
+            }),
+            Client::V0_2_0(c) => {
+                let old = v0_2_0::request_spec_down(spec)
+                    .map_err(|e| anyhow!("plugin '{}': build-request: {e}", self.name()))?;
+                self.sandbox
+                    .call("build-request", |store| {
+                        c.call_build_request(store, handle, &old)
+                            .map(|r| r.map_err(v0_2_0::plugin_error_up))
+                    })
+                    .map(v0_2_0::http_request_up)
+            }
+        }
     }
 
     /// Decodes one whole response (payloads end to end in `buffer`, `frame_ends[i]` the
@@ -125,10 +200,20 @@ impl BackendPlugin {
         frame_ends: &[u32],
     ) -> Result<Decoded> {
         let handle = self.client()?;
-        let client = self.bindings.bench_plugin_backend().client();
-        let decoded = self.sandbox.call("decode", |store| {
-            client.call_decode(store, handle, head, buffer, frame_ends)
-        })?;
+        let decoded = match Client::of(&self.bindings) {
+            Client::Current(c) => self.sandbox.call("decode", |store| {
+                c.call_decode(store, handle, head, buffer, frame_ends)
+            })?,
+            Client::V0_2_0(c) => {
+                let head = v0_2_0::response_head_down(head);
+                self.sandbox
+                    .call("decode", |store| {
+                        c.call_decode(store, handle, &head, buffer, frame_ends)
+                            .map(|r| r.map_err(v0_2_0::plugin_error_up))
+                    })
+                    .map(v0_2_0::decoded_up)?
+            }
+        };
         check_decoded(&decoded, buffer.len(), frame_ends.len())
             .map_err(|e| anyhow!("plugin '{}': {e}", self.name()))?;
         Ok(decoded)
@@ -143,6 +228,7 @@ fn check_decoded(decoded: &Decoded, buffer_len: usize, frames: usize) -> Result<
         frames: chunk_frames,
         spans,
         escaped,
+        tokens,
     } = &decoded.chunks;
     let chunks = chunk_frames.len();
     if spans.len() != 4 * chunks || escaped.len() != chunks {
@@ -151,6 +237,12 @@ fn check_decoded(decoded: &Decoded, buffer_len: usize, frames: usize) -> Result<
             4 * chunks,
             spans.len(),
             escaped.len()
+        );
+    }
+    if !tokens.is_empty() && tokens.len() != chunks {
+        bail!(
+            "{chunks} chunks need no token counts or {chunks}, got {}",
+            tokens.len()
         );
     }
     let frame_ok = |frame: u32| (frame as usize) < frames.max(1);
@@ -193,6 +285,7 @@ mod tests {
                 frames: vec![frame],
                 spans: vec![start, len, 0, 0],
                 escaped: vec![0],
+                tokens: vec![],
             },
             events: vec![],
         }

@@ -8,8 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::bindings::dataset::DatasetPlugin as Bindings;
-use super::{DatasetConfig, HostContext, Loaded, PluginInfo, RequestSpec, Sandbox, TypedPre};
+use super::bindings::current::dataset::DatasetPlugin as Bindings;
+use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
+use super::{
+    DatasetConfig, DatasetDescription, HostContext, Loaded, PluginInfo, RequestSpec, Sandbox,
+    TypedPre,
+};
 
 /// How many requests the first `next-batch` call asks for. Later calls are sized from
 /// the time the previous ones took (see [`BatchSizer`]).
@@ -51,10 +55,16 @@ impl BatchSizer {
     }
 }
 
+/// The instance's exports, by the contract version it was built for.
+enum Guest {
+    Current(Bindings),
+    V0_2_0(BindingsV0_2_0),
+}
+
 /// An instantiated dataset plugin in its own sandbox.
 pub struct DatasetPlugin {
     sandbox: Sandbox,
-    bindings: Bindings,
+    bindings: Guest,
     /// The guest path of `--dataset-path`, passed in the dataset config.
     guest_path: Option<String>,
 }
@@ -65,12 +75,16 @@ impl DatasetPlugin {
         host: HostContext,
         dataset_path: Option<&Path>,
     ) -> Result<DatasetPlugin> {
-        let TypedPre::Dataset(pre) = &loaded.pre else {
-            bail!("plugin '{}' is not a dataset plugin", loaded.name);
-        };
-        let pre = pre.clone();
+        let pre = loaded.pre.clone_dataset(&loaded.name)?;
         let (mut sandbox, guest_path) = Sandbox::new(loaded, host, dataset_path)?;
-        let bindings = sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?;
+        let bindings = match pre {
+            DatasetPre::Current(pre) => Guest::Current(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            DatasetPre::V0_2_0(pre) => Guest::V0_2_0(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+        };
         Ok(DatasetPlugin {
             sandbox,
             bindings,
@@ -90,9 +104,25 @@ impl DatasetPlugin {
 
     /// Name, version, description and options.
     pub fn describe(&mut self) -> Result<PluginInfo> {
-        let guest = self.bindings.bench_plugin_dataset();
-        self.sandbox
-            .call_infallible("describe", |store| guest.call_describe(store))
+        Ok(self.description()?.info)
+    }
+
+    /// What the plugin says of itself: [`DatasetPlugin::describe`] and the rules the host
+    /// applies for it.
+    pub fn description(&mut self) -> Result<DatasetDescription> {
+        match &self.bindings {
+            Guest::Current(b) => {
+                let guest = b.bench_plugin_dataset();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+            }
+            Guest::V0_2_0(b) => {
+                let guest = b.bench_plugin_dataset();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_2_0::dataset_description_up)
+            }
+        }
     }
 
     /// Opens the source with `options` and collects up to `num_requests` requests, asking
@@ -110,11 +140,19 @@ impl DatasetPlugin {
             path: self.guest_path.clone(),
             options,
         };
-        let guest = self.bindings.bench_plugin_dataset();
-        let source = guest.request_source();
-        let handle = self
-            .sandbox
-            .call("open", |store| source.call_open(store, &config))?;
+        let source = Source::of(&self.bindings);
+        let handle = match &source {
+            Source::Current(s) => self
+                .sandbox
+                .call("open", |store| s.call_open(store, &config))?,
+            Source::V0_2_0(s) => {
+                let config = v0_2_0::dataset_config_down(&config);
+                self.sandbox.call("open", |store| {
+                    s.call_open(store, &config)
+                        .map(|r| r.map_err(v0_2_0::plugin_error_up))
+                })?
+            }
+        };
         let mut requests = Vec::with_capacity(num_requests.min(1 << 16) as usize);
         let started = Instant::now();
         let mut bar = Progress::new(u64::from(num_requests), progress);
@@ -126,9 +164,19 @@ impl DatasetPlugin {
             }
             let max = remaining.min(sizer.size);
             let call_started = Instant::now();
-            let batch = match self.sandbox.call("next-batch", |store| {
-                source.call_next_batch(store, handle, max)
-            }) {
+            let batch = match &source {
+                Source::Current(s) => self
+                    .sandbox
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max)),
+                Source::V0_2_0(s) => self
+                    .sandbox
+                    .call("next-batch", |store| {
+                        s.call_next_batch(store, handle, max)
+                            .map(|r| r.map_err(v0_2_0::plugin_error_up))
+                    })
+                    .map(|batch| batch.into_iter().map(v0_2_0::request_spec_up).collect()),
+            };
+            let batch: Vec<RequestSpec> = match batch {
                 Ok(batch) => batch,
                 Err(e) => break Err(e),
             };
@@ -151,6 +199,39 @@ impl DatasetPlugin {
         self.sandbox
             .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
         Ok(requests)
+    }
+}
+
+/// The pre-linked dataset component, by contract version.
+pub(crate) enum DatasetPre {
+    Current(super::bindings::current::dataset::DatasetPluginPre<super::host::StoreState>),
+    V0_2_0(v0_2_0::dataset::DatasetPluginPre<super::host::StoreState>),
+}
+
+impl TypedPre {
+    fn clone_dataset(&self, name: &str) -> Result<DatasetPre> {
+        Ok(match self {
+            TypedPre::Dataset(pre) => DatasetPre::Current(pre.clone()),
+            TypedPre::DatasetV0_2_0(pre) => DatasetPre::V0_2_0(pre.clone()),
+            _ => bail!("plugin '{name}' is not a dataset plugin"),
+        })
+    }
+}
+
+/// The `request-source` resource's functions, by contract version.
+enum Source<'a> {
+    Current(
+        super::bindings::current::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>,
+    ),
+    V0_2_0(v0_2_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
+}
+
+impl<'a> Source<'a> {
+    fn of(guest: &'a Guest) -> Source<'a> {
+        match guest {
+            Guest::Current(b) => Source::Current(b.bench_plugin_dataset().request_source()),
+            Guest::V0_2_0(b) => Source::V0_2_0(b.bench_plugin_dataset().request_source()),
+        }
     }
 }
 

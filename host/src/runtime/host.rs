@@ -14,7 +14,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::dataset::bench::plugin::{log, seed, tokenizer, types};
+use super::bindings::current::dataset::bench::plugin::{log, seed, tokenizer, types};
 use super::{ChatMessage, ContentPart, HostContext};
 
 /// Largest single text a plugin may hand to the tokenizer. Host calls cannot be
@@ -367,6 +367,11 @@ fn chat_message_json(message: &ChatMessage) -> serde_json::Value {
                     ContentPart::VideoUrl(u) => {
                         serde_json::json!({"type": "video_url", "video_url": {"url": u}})
                     }
+                    // Templates see that a file is there, not its bytes.
+                    ContentPart::Binary(b) => serde_json::json!({
+                        "type": "file",
+                        "file": {"filename": b.file_name, "mime_type": b.mime_type},
+                    }),
                 })
                 .collect(),
         )
@@ -384,6 +389,7 @@ fn message_bytes(message: &ChatMessage) -> usize {
                 | ContentPart::ImageUrl(s)
                 | ContentPart::AudioUrl(s)
                 | ContentPart::VideoUrl(s) => s.len(),
+                ContentPart::Binary(b) => b.data.len() + b.file_name.len() + b.mime_type.len(),
             })
             .sum::<usize>()
 }

@@ -26,21 +26,23 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
 pub use backend::BackendPlugin;
-pub use bindings::backend::exports::bench::plugin::backend::{
-    Chunks, ClientConfig, Decoded, Event, EventKind, Framing, HttpRequest, ResponseHead, Usage,
+pub use bindings::current::backend::exports::bench::plugin::backend::{
+    BackendDescription, Chunks, ClientConfig, Decoded, ErrorEvent, ErrorKind, Event, EventKind,
+    Framing, HttpRequest, Pooled, PooledKind, ResponseHead, Usage,
 };
-pub use bindings::dataset::bench::plugin::types::{
-    ChatMessage, ContentPart, OptionInfo, PluginError, PluginInfo, Prompt, RequestSpec,
+pub use bindings::current::dataset::bench::plugin::types::{
+    BinaryData, ChatMessage, ContentPart, OptionInfo, PluginError, PluginInfo, Prompt, RequestSpec,
+    RerankInput, Session, SharedFlag,
 };
-pub use bindings::dataset::exports::bench::plugin::dataset::DatasetConfig;
+pub use bindings::current::dataset::exports::bench::plugin::dataset::{
+    DatasetConfig, DatasetDescription, PathUse, TurnResult,
+};
+pub use bindings::{CURRENT_VERSION as API_VERSION, SUPPORTED_VERSIONS};
 pub use dataset::DatasetPlugin;
 pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
 pub use host::derive_seed;
 
 use host::StoreState;
-
-/// The WIT package version (`bench:plugin@X`) this host supports.
-pub const API_VERSION: &str = "0.2.0";
 
 /// The WIT package name plugins are built against.
 const PACKAGE: &str = "bench:plugin";
@@ -178,15 +180,19 @@ pub struct Runtime {
 pub(crate) struct Loaded {
     pub(crate) name: Arc<str>,
     pub(crate) kind: PluginKind,
+    /// The contract version the plugin was built for (one of [`SUPPORTED_VERSIONS`]).
+    pub(crate) version: &'static str,
     pub(crate) pre: TypedPre,
     pub(crate) memory_limit: u64,
     pub(crate) call_budget: Duration,
 }
 
-/// The pre-linked component with the export indices of its world.
+/// The pre-linked component with the export indices of its world, per contract version.
 pub(crate) enum TypedPre {
-    Dataset(bindings::dataset::DatasetPluginPre<StoreState>),
-    Backend(bindings::backend::BackendPluginPre<StoreState>),
+    Dataset(bindings::current::dataset::DatasetPluginPre<StoreState>),
+    Backend(bindings::current::backend::BackendPluginPre<StoreState>),
+    DatasetV0_2_0(bindings::v0_2_0::dataset::DatasetPluginPre<StoreState>),
+    BackendV0_2_0(bindings::v0_2_0::backend::BackendPluginPre<StoreState>),
 }
 
 impl TypedPre {
@@ -194,6 +200,8 @@ impl TypedPre {
         match self {
             TypedPre::Dataset(pre) => pre.engine(),
             TypedPre::Backend(pre) => pre.engine(),
+            TypedPre::DatasetV0_2_0(pre) => pre.engine(),
+            TypedPre::BackendV0_2_0(pre) => pre.engine(),
         }
     }
 }
@@ -216,12 +224,20 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(wasm_error)
             .context("linking WASI")?;
-        bindings::dataset::DatasetPlugin::add_to_linker::<
+        // The host interfaces of every supported version, side by side: a component
+        // imports those of the version it was built for.
+        bindings::current::dataset::DatasetPlugin::add_to_linker::<
             StoreState,
             wasmtime::component::HasSelf<StoreState>,
         >(&mut linker, |state| state)
         .map_err(wasm_error)
         .context("linking the plugin host interfaces")?;
+        bindings::v0_2_0::dataset::DatasetPlugin::add_to_linker::<
+            StoreState,
+            wasmtime::component::HasSelf<StoreState>,
+        >(&mut linker, |state| state)
+        .map_err(wasm_error)
+        .context("linking the plugin host interfaces of bench:plugin@0.2.0")?;
         let cache_dir = if config.use_cache {
             config.cache_dir.clone().or_else(engine::default_cache_dir)
         } else {
@@ -259,7 +275,7 @@ impl Runtime {
     /// Loads any plugin and describes it (for `bench plugin list` and `inspect`).
     pub fn inspect(&self, plugin: &PluginRef) -> Result<PluginSummary> {
         let loaded = self.load(plugin, None)?;
-        let (kind, name) = (loaded.kind, loaded.name.to_string());
+        let (kind, name, version) = (loaded.kind, loaded.name.to_string(), loaded.version);
         let info = match kind {
             PluginKind::Dataset => {
                 DatasetPlugin::new(loaded, HostContext::default(), None)?.describe()?
@@ -271,7 +287,7 @@ impl Runtime {
         Ok(PluginSummary {
             name,
             kind,
-            api_version: API_VERSION.to_owned(),
+            api_version: version.to_owned(),
             info,
         })
     }
@@ -282,7 +298,7 @@ impl Runtime {
         let bytes = plugin.bytes()?;
         check_component_header(&bytes, &name)?;
         let component = engine::compile(&self.engine, &bytes, self.cache_dir.as_deref(), &name)?;
-        let kind = plugin_kind(&self.engine, &component, &name)?;
+        let (kind, version) = plugin_kind(&self.engine, &component, &name)?;
         if let Some(want) = want
             && want != kind
         {
@@ -293,23 +309,30 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(wasm_error)
             .with_context(|| {
-                format!("plugin '{name}' imports something the sandbox does not provide (only WASI and {PACKAGE}@{API_VERSION} are available)")
+                format!("plugin '{name}' imports something the sandbox does not provide (only WASI and {PACKAGE}@{version} are available)")
             })?;
-        let pre = match kind {
-            PluginKind::Dataset => {
-                bindings::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)
+        let pre = match (kind, version == bindings::v0_2_0::VERSION) {
+            (PluginKind::Dataset, false) => {
+                bindings::current::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)
             }
-            PluginKind::Backend => {
-                bindings::backend::BackendPluginPre::new(pre).map(TypedPre::Backend)
+            (PluginKind::Backend, false) => {
+                bindings::current::backend::BackendPluginPre::new(pre).map(TypedPre::Backend)
+            }
+            (PluginKind::Dataset, true) => {
+                bindings::v0_2_0::dataset::DatasetPluginPre::new(pre).map(TypedPre::DatasetV0_2_0)
+            }
+            (PluginKind::Backend, true) => {
+                bindings::v0_2_0::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_2_0)
             }
         }
         .map_err(wasm_error)
         .with_context(|| {
-            format!("plugin '{name}' does not match the {kind} world of {PACKAGE}@{API_VERSION}")
+            format!("plugin '{name}' does not match the {kind} world of {PACKAGE}@{version}")
         })?;
         Ok(Arc::new(Loaded {
             name: name.into(),
             kind,
+            version,
             pre,
             memory_limit: self.config.memory_limit,
             call_budget: self.config.call_budget,
@@ -334,30 +357,46 @@ fn check_component_header(bytes: &[u8], name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The kind of plugin `component` is, from its `bench:plugin/...` exports, after checking
-/// that every `bench:plugin` interface it uses has this host's version.
-fn plugin_kind(engine: &Engine, component: &Component, name: &str) -> Result<PluginKind> {
+/// The kind of plugin `component` is, from its `bench:plugin/...` exports, and the
+/// contract version it was built for, after checking that every `bench:plugin` interface
+/// it uses has one version this host supports.
+fn plugin_kind(
+    engine: &Engine,
+    component: &Component,
+    name: &str,
+) -> Result<(PluginKind, &'static str)> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+    let mut version: Option<&'static str> = None;
     for item in exports.iter().chain(&imports) {
-        if let Some((_, version)) = bench_interface(item)
-            && version != API_VERSION
-        {
+        let Some((_, used)) = bench_interface(item) else {
+            continue;
+        };
+        let Some(supported) = SUPPORTED_VERSIONS.iter().copied().find(|v| *v == used) else {
             bail!(
-                "plugin '{name}' was built for plugin API {PACKAGE}@{version}, but this bench \
-                 supports {PACKAGE}@{API_VERSION}; rebuild the plugin against bench-sdk {API_VERSION} \
-                 (or use a bench release that supports {version})"
+                "plugin '{name}' was built for plugin API {PACKAGE}@{used}, but this bench \
+                 supports {PACKAGE}@{}; rebuild the plugin against bench-sdk {API_VERSION} \
+                 (or use a bench release that supports {used})",
+                SUPPORTED_VERSIONS.join(" and @")
             );
+        };
+        match version {
+            Some(v) if v != supported => bail!(
+                "plugin '{name}' mixes plugin API versions {PACKAGE}@{v} and @{supported}; \
+                 build it against one"
+            ),
+            _ => version = Some(supported),
         }
     }
     let exported: Vec<&str> = exports
         .iter()
         .filter_map(|e| bench_interface(e).map(|(i, _)| i))
         .collect();
+    let version = version.unwrap_or(API_VERSION);
     match (exported.contains(&"dataset"), exported.contains(&"backend")) {
-        (true, false) => Ok(PluginKind::Dataset),
-        (false, true) => Ok(PluginKind::Backend),
+        (true, false) => Ok((PluginKind::Dataset, version)),
+        (false, true) => Ok((PluginKind::Backend, version)),
         (true, true) => bail!(
             "plugin '{name}' exports both the dataset and the backend interface; a plugin must be one kind"
         ),

@@ -9,8 +9,8 @@
 
 use bench_sdk::openai::{ChoiceFields, OpenAiClient, OpenAiDecoder, common_options};
 use bench_sdk::{
-    Backend, ChatMessage, ClientConfig, ContentPart, Framing, HttpRequest, PluginError, PluginInfo,
-    Prompt, RequestSpec, ResponseHead,
+    Backend, BackendDescription, ChatMessage, ClientConfig, ContentPart, Framing, HttpRequest,
+    PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead,
 };
 use serde_json::{Value, json};
 
@@ -42,21 +42,24 @@ pub struct ChatCompletions {
 impl Backend for ChatCompletions {
     type Decoder = OpenAiDecoder;
 
-    fn describe() -> PluginInfo {
-        PluginInfo {
-            name: NAME.into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "OpenAI chat completions API (/v1/chat/completions), as vLLM's --backend \
-                          openai-chat. Text prompts become one user message; images, audio and \
-                          video go as content parts after the text."
-                .into(),
-            options: common_options(),
+    fn describe() -> BackendDescription {
+        BackendDescription {
+            info: PluginInfo {
+                name: NAME.into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                description: "OpenAI chat completions API (/v1/chat/completions), as vLLM's \
+                              --backend openai-chat. Text prompts become one user message; \
+                              images, audio and video go as content parts after the text."
+                    .into(),
+                options: common_options(),
+            },
+            openai_compatible: true,
         }
     }
 
     fn open(config: ClientConfig) -> Result<Self, PluginError> {
         let (client, options) = OpenAiClient::open(NAME, config)?;
-        options.finish(&Self::describe().options)?;
+        options.finish(&Self::describe().info.options)?;
         Ok(ChatCompletions { client })
     }
 
@@ -99,13 +102,13 @@ bench_sdk::export_backend!(ChatCompletions);
 fn messages(spec: &RequestSpec) -> Result<Value, PluginError> {
     match &spec.prompt {
         Prompt::Text(text) => {
-            let content = std::iter::once(json!({ "type": "text", "text": text }))
+            let content = std::iter::once(Ok(json!({ "type": "text", "text": text })))
                 .chain(spec.multimodal.iter().map(content_part))
-                .collect();
+                .collect::<Result<_, _>>()?;
             Ok(json!([{ "role": "user", "content": Value::Array(content) }]))
         }
         Prompt::Chat(chat) => {
-            let mut messages: Vec<Value> = chat.iter().map(message).collect();
+            let mut messages: Vec<Value> = chat.iter().map(message).collect::<Result<_, _>>()?;
             if !spec.multimodal.is_empty() {
                 let last_user = chat.iter().rposition(|m| m.role == "user").ok_or_else(|| {
                     PluginError::InvalidInput(format!(
@@ -117,7 +120,7 @@ fn messages(spec: &RequestSpec) -> Result<Value, PluginError> {
                     .iter()
                     .chain(&spec.multimodal)
                     .map(content_part)
-                    .collect();
+                    .collect::<Result<_, _>>()?;
                 messages[last_user] = json!({ "role": "user", "content": Value::Array(parts) });
             }
             Ok(Value::Array(messages))
@@ -125,28 +128,39 @@ fn messages(spec: &RequestSpec) -> Result<Value, PluginError> {
         Prompt::TokenIds(_) => Err(PluginError::Unsupported(format!(
             "{NAME}: the chat API takes no token-id prompts; use --backend openai"
         ))),
+        Prompt::Texts(_) | Prompt::Rerank(_) => Err(PluginError::Unsupported(format!(
+            "{NAME}: the chat API takes no batches of texts or rerank queries; use a pooling \
+             backend"
+        ))),
     }
 }
 
 /// A chat message. Content that is one text part goes as a plain string, the form of
 /// vLLM's prebuilt conversations (and the one every chat template accepts); anything
 /// else goes as a list of content parts.
-fn message(message: &ChatMessage) -> Value {
+fn message(message: &ChatMessage) -> Result<Value, PluginError> {
     let content = match message.content.as_slice() {
         [ContentPart::Text(text)] => json!(text),
-        parts => Value::Array(parts.iter().map(content_part).collect()),
+        parts => Value::Array(parts.iter().map(content_part).collect::<Result<_, _>>()?),
     };
-    json!({ "role": message.role, "content": content })
+    Ok(json!({ "role": message.role, "content": content }))
 }
 
 /// An OpenAI content part, as vLLM's multimodal datasets build them.
-fn content_part(part: &ContentPart) -> Value {
-    match part {
+fn content_part(part: &ContentPart) -> Result<Value, PluginError> {
+    Ok(match part {
         ContentPart::Text(text) => json!({ "type": "text", "text": text }),
         ContentPart::ImageUrl(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
         ContentPart::AudioUrl(url) => json!({ "type": "audio_url", "audio_url": { "url": url } }),
         ContentPart::VideoUrl(url) => json!({ "type": "video_url", "video_url": { "url": url } }),
-    }
+        ContentPart::Binary(data) => {
+            return Err(PluginError::Unsupported(format!(
+                "{NAME}: binary data ({}) goes in a multipart request; use a backend that sends \
+                 files, such as openai-audio",
+                data.mime_type
+            )));
+        }
+    })
 }
 
 #[cfg(test)]
@@ -161,6 +175,7 @@ mod tests {
     ) -> ChatCompletions {
         ChatCompletions::open(ClientConfig {
             model: "Qwen/Qwen2.5-VL-7B-Instruct".into(),
+            stream: true,
             ignore_eos,
             extra_body: extra_body.map(str::to_string),
             options: options
@@ -313,6 +328,7 @@ mod tests {
         );
         let open = ChatCompletions::open(ClientConfig {
             model: "m".into(),
+            stream: true,
             ignore_eos: false,
             extra_body: None,
             options: vec![("logprobs".into(), "1".into())],
@@ -468,11 +484,11 @@ mod tests {
         );
         assert_eq!(
             events[1],
-            "1: error the server reported an error: Request timed out"
+            "1: error server: the server reported an error: Request timed out"
         );
         assert!(
             events[2].starts_with(
-                "2: error invalid JSON in a response frame: expected a value at byte 0"
+                "2: error malformed: invalid JSON in a response frame: expected a value at byte 0"
             ),
             "{}",
             events[2]

@@ -9,7 +9,8 @@
 use bench_sdk::openai::{ChoiceFields, OpenAiClient, OpenAiDecoder, common_options};
 use bench_sdk::options::option;
 use bench_sdk::{
-    Backend, Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead,
+    Backend, BackendDescription, Framing, HttpRequest, PluginError, PluginInfo, Prompt,
+    RequestSpec, ResponseHead,
 };
 use serde_json::{Value, json};
 
@@ -32,27 +33,30 @@ pub struct Completions {
 impl Backend for Completions {
     type Decoder = OpenAiDecoder;
 
-    fn describe() -> PluginInfo {
+    fn describe() -> BackendDescription {
         let mut options = common_options();
         options.push(option(
             "logprobs",
             "Number of log probabilities to request per token (vLLM's --logprobs); unset sends null.",
             None,
         ));
-        PluginInfo {
-            name: NAME.into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "OpenAI completions API (/v1/completions), as vLLM's --backend openai. \
-                          Prompts are text or token ids."
-                .into(),
-            options,
+        BackendDescription {
+            info: PluginInfo {
+                name: NAME.into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                description: "OpenAI completions API (/v1/completions), as vLLM's --backend \
+                              openai. Prompts are text or token ids."
+                    .into(),
+                options,
+            },
+            openai_compatible: true,
         }
     }
 
     fn open(config: bench_sdk::ClientConfig) -> Result<Self, PluginError> {
         let (client, mut options) = OpenAiClient::open(NAME, config)?;
         let logprobs = options.parse("logprobs")?;
-        options.finish(&Self::describe().options)?;
+        options.finish(&Self::describe().info.options)?;
         Ok(Completions { client, logprobs })
     }
 
@@ -76,6 +80,12 @@ impl Backend for Completions {
             Prompt::Chat(_) => {
                 return Err(PluginError::Unsupported(format!(
                     "{NAME}: the completions API takes no chat messages; use --backend openai-chat"
+                )));
+            }
+            Prompt::Texts(_) | Prompt::Rerank(_) => {
+                return Err(PluginError::Unsupported(format!(
+                    "{NAME}: the completions API takes no batches of texts or rerank queries; \
+                     use a pooling backend"
                 )));
             }
         };
@@ -106,6 +116,7 @@ mod tests {
     fn client(ignore_eos: bool, extra_body: Option<&str>, options: &[(&str, &str)]) -> Completions {
         Completions::open(ClientConfig {
             model: "meta-llama/Llama-3.1-8B-Instruct".into(),
+            stream: true,
             ignore_eos,
             extra_body: extra_body.map(str::to_string),
             options: options
@@ -209,6 +220,7 @@ mod tests {
         let open = |options: &[(&str, &str)]| {
             Completions::open(ClientConfig {
                 model: "m".into(),
+                stream: true,
                 ignore_eos: false,
                 extra_body: None,
                 options: options
@@ -224,6 +236,7 @@ mod tests {
             matches!(open(&[("max_tokens", "3")]), Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"max_tokens\" (known: stream, logprobs)"))
         );
         let names: Vec<String> = Completions::describe()
+            .info
             .options
             .into_iter()
             .map(|o| o.name)
@@ -322,10 +335,10 @@ mod tests {
         assert_eq!(events.len(), 3, "{events:?}");
         assert_eq!(
             events[1],
-            "1: error the server reported an error: Engine loop died"
+            "1: error server: the server reported an error: Engine loop died"
         );
         assert!(
-            events[2].starts_with("2: error invalid JSON in a response frame: "),
+            events[2].starts_with("2: error malformed: invalid JSON in a response frame: "),
             "{}",
             events[2]
         );

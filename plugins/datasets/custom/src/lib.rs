@@ -12,7 +12,8 @@ pub mod sample;
 use bench_sdk::options::option;
 use bench_sdk::sampling::{HostTokenizer, SampleFlags};
 use bench_sdk::{
-    Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
+    Dataset, DatasetConfig, DatasetDescription, OptionInfo, OptionReader, PathUse, PluginError,
+    PluginInfo, RequestSpec, SharedFlag, host,
 };
 
 use sample::{OUTPUT_LEN_FROM_DATA, Params, Sampler};
@@ -23,16 +24,18 @@ fn options() -> Vec<OptionInfo> {
     let mut options = vec![
         option(
             "output-len",
-            "Output tokens per request; -1 takes each line's \"output_tokens\" \
-             (vLLM's --custom-output-len)",
+            "Output tokens per request; -1 takes each line's \"output_tokens\"",
             Some("256"),
-        ),
+        )
+        .flag("custom-output-len")
+        .shared(SharedFlag::OutputLen),
         option(
             "skip-chat-template",
-            "Send prompts as they are instead of wrapped in the tokenizer's chat template \
-             (vLLM's --skip-chat-template)",
+            "Send prompts as they are instead of wrapped in the tokenizer's chat template",
             Some("false"),
-        ),
+        )
+        .flag("skip-chat-template")
+        .switch(),
     ];
     options.extend(SampleFlags::options());
     options
@@ -64,8 +67,8 @@ pub struct CustomDataset {
 }
 
 impl Dataset for CustomDataset {
-    fn describe() -> PluginInfo {
-        PluginInfo {
+    fn describe() -> DatasetDescription {
+        DatasetDescription::new(PluginInfo {
             name: NAME.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "One prompt per line of a JSONL file ({\"prompt\": ...}, via \
@@ -73,7 +76,8 @@ impl Dataset for CustomDataset {
                           `--dataset-name custom`"
                 .into(),
             options: options(),
-        }
+        })
+        .path(PathUse::Required)
     }
 
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {

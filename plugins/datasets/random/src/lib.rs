@@ -12,7 +12,8 @@ use bench_sdk::options::option;
 use bench_sdk::rng::Generator;
 use bench_sdk::sampling::HostTokenizer;
 use bench_sdk::{
-    Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
+    Dataset, DatasetConfig, DatasetDescription, OptionInfo, OptionReader, PathUse, PluginError,
+    PluginInfo, RequestSpec, SharedFlag, host,
 };
 
 use sample::{Params, Sampler};
@@ -23,26 +24,28 @@ fn options() -> Vec<OptionInfo> {
     vec![
         option(
             "input-len",
-            "Input tokens per request (vLLM's --random-input-len), before the prefix",
+            "Input tokens per request, before the prefix",
             Some("1024"),
-        ),
-        option(
-            "output-len",
-            "Output tokens per request (vLLM's --random-output-len)",
-            Some("128"),
-        ),
+        )
+        .flag("random-input-len")
+        .shared(SharedFlag::InputLen),
+        option("output-len", "Output tokens per request", Some("128"))
+            .flag("random-output-len")
+            .shared(SharedFlag::OutputLen),
         option(
             "range-ratio",
             "Lengths are drawn uniformly from [floor(len * (1 - r)), ceil(len * (1 + r))], \
-             r in [0, 1) (vLLM's --random-range-ratio); a number, or a JSON object \
-             {\"input\": r, \"output\": r} for separate input and output ratios",
+             r in [0, 1); a number, or a JSON object {\"input\": r, \"output\": r} for \
+             separate input and output ratios",
             Some("0.0"),
-        ),
+        )
+        .flag("random-range-ratio"),
         option(
             "prefix-len",
-            "Tokens of a fixed random prefix shared by every prompt (vLLM's --random-prefix-len)",
+            "Tokens of a fixed random prefix shared by every prompt",
             Some("0"),
-        ),
+        )
+        .flag("random-prefix-len"),
     ]
 }
 
@@ -107,15 +110,20 @@ pub struct RandomDataset {
 }
 
 impl Dataset for RandomDataset {
-    fn describe() -> PluginInfo {
-        PluginInfo {
+    fn describe() -> DatasetDescription {
+        // vLLM's rules for `random`: no dataset file, EOS ignored on OpenAI-compatible
+        // servers, prompts re-tokenised by the server where it can.
+        DatasetDescription::new(PluginInfo {
             name: NAME.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "Synthetic prompts of sampled token lengths, identical to vLLM's \
                           `--dataset-name random` for the same seed, tokenizer and options"
                 .into(),
             options: options(),
-        }
+        })
+        .path(PathUse::Refused)
+        .ignore_eos_by_default()
+        .align_to_server_tokenizer()
     }
 
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {

@@ -11,7 +11,8 @@ pub mod sample;
 use bench_sdk::options::option;
 use bench_sdk::sampling::{HostTokenizer, SampleFlags};
 use bench_sdk::{
-    Dataset, DatasetConfig, OptionInfo, OptionReader, PluginError, PluginInfo, RequestSpec, host,
+    Dataset, DatasetConfig, DatasetDescription, OptionInfo, OptionReader, PathUse, PluginError,
+    PluginInfo, RequestSpec, SharedFlag, host,
 };
 
 use sample::{Params, Sampler};
@@ -19,12 +20,15 @@ use sample::{Params, Sampler};
 const NAME: &str = "sharegpt";
 
 fn options() -> Vec<OptionInfo> {
-    let mut options = vec![option(
-        "output-len",
-        "Output tokens per request, replacing the length of each conversation's reply \
-         (vLLM's --sharegpt-output-len)",
-        None,
-    )];
+    let mut options = vec![
+        option(
+            "output-len",
+            "Output tokens per request, replacing the length of each conversation's reply",
+            None,
+        )
+        .flag("sharegpt-output-len")
+        .shared(SharedFlag::OutputLen),
+    ];
     options.extend(SampleFlags::options());
     options
 }
@@ -48,8 +52,8 @@ pub struct ShareGptDataset {
 }
 
 impl Dataset for ShareGptDataset {
-    fn describe() -> PluginInfo {
-        PluginInfo {
+    fn describe() -> DatasetDescription {
+        DatasetDescription::new(PluginInfo {
             name: NAME.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "First user turn and reply of ShareGPT conversations (a JSON file via \
@@ -57,7 +61,8 @@ impl Dataset for ShareGptDataset {
                           `--dataset-name sharegpt`"
                 .into(),
             options: options(),
-        }
+        })
+        .path(PathUse::Required)
     }
 
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {
