@@ -730,12 +730,23 @@ fn a_decoder_trap_kills_only_its_instance_and_a_fork_goes_on() {
     decode_ok(&mut backend);
     assert!(!backend.faulted());
 
-    let err = format!(
-        "{:#}",
-        backend
-            .decode(&head, &bad, &[bad.len() as u32])
-            .unwrap_err()
+    let typed = backend
+        .decode(&head, &bad, &[bad.len() as u32])
+        .unwrap_err();
+    // Typed: the plugin, the call and a fault that callers can tell from a plugin error.
+    assert_eq!(typed.call, "decode");
+    assert!(typed.is_fault());
+    assert!(
+        matches!(
+            typed.failure,
+            bench::runtime::CallFailure::Fault {
+                fault: bench::runtime::Fault::Abort,
+                ..
+            }
+        ),
+        "{typed:?}"
     );
+    let err = format!("{typed:#}");
     assert!(
         err.contains(&format!(
             "plugin '{}': call 'decode' trapped",

@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use wasmtime::component::ResourceAny;
 
 use super::bindings::current::backend::BackendPlugin as Bindings;
 use super::bindings::v0_2_0::{self, backend::BackendPlugin as BindingsV0_2_0};
 use super::{
-    BackendDescription, Chunks, ClientConfig, Decoded, Framing, HostContext, HttpRequest, Loaded,
-    PluginInfo, RequestSpec, ResponseHead, Sandbox, TypedPre,
+    BackendDescription, CallFailure, Chunks, ClientConfig, Decoded, Framing, HostContext,
+    HttpRequest, Loaded, PluginCallError, PluginError, PluginInfo, RequestSpec, ResponseHead,
+    Sandbox, TypedPre,
 };
 
 /// The instance's exports, by the contract version it was built for.
@@ -92,13 +93,13 @@ impl BackendPlugin {
     }
 
     /// Name, version, description and options.
-    pub fn describe(&mut self) -> Result<PluginInfo> {
+    pub fn describe(&mut self) -> Result<PluginInfo, PluginCallError> {
         Ok(self.description()?.info)
     }
 
     /// What the plugin says of itself: [`BackendPlugin::describe`] and the rules the host
     /// applies for it.
-    pub fn description(&mut self) -> Result<BackendDescription> {
+    pub fn description(&mut self) -> Result<BackendDescription, PluginCallError> {
         match &self.bindings {
             Guest::Current(b) => {
                 let guest = b.bench_plugin_backend();
@@ -115,7 +116,7 @@ impl BackendPlugin {
     }
 
     /// Opens the client (validating the configuration); replaces a client opened before.
-    pub fn open(&mut self, config: ClientConfig) -> Result<()> {
+    pub fn open(&mut self, config: ClientConfig) -> Result<(), PluginCallError> {
         if let Some((old, _)) = self.client.take() {
             self.sandbox
                 .call_infallible("drop client", |store| old.resource_drop(store))?;
@@ -136,16 +137,16 @@ impl BackendPlugin {
         Ok(())
     }
 
-    fn client(&self) -> Result<ResourceAny> {
+    fn client(&self, call: &str) -> Result<ResourceAny, PluginCallError> {
         self.client
             .as_ref()
             .map(|(handle, _)| *handle)
-            .ok_or_else(|| anyhow!("plugin '{}': the client is used before `open`", self.name()))
+            .ok_or_else(|| self.sandbox.error(call, CallFailure::NotOpen))
     }
 
     /// How response bodies are split into frames.
-    pub fn framing(&mut self) -> Result<Framing> {
-        let handle = self.client()?;
+    pub fn framing(&mut self) -> Result<Framing, PluginCallError> {
+        let handle = self.client("framing")?;
         match Client::of(&self.bindings) {
             Client::Current(c) => self
                 .sandbox
@@ -158,8 +159,8 @@ impl BackendPlugin {
     }
 
     /// The endpoint path used when the user gives none.
-    pub fn default_path(&mut self) -> Result<String> {
-        let handle = self.client()?;
+    pub fn default_path(&mut self) -> Result<String, PluginCallError> {
+        let handle = self.client("default-path")?;
         match Client::of(&self.bindings) {
             Client::Current(c) => self
                 .sandbox
@@ -171,15 +172,18 @@ impl BackendPlugin {
     }
 
     /// The HTTP request for one sampled request.
-    pub fn build_request(&mut self, spec: &RequestSpec) -> Result<HttpRequest> {
-        let handle = self.client()?;
+    pub fn build_request(&mut self, spec: &RequestSpec) -> Result<HttpRequest, PluginCallError> {
+        let handle = self.client("build-request")?;
         match Client::of(&self.bindings) {
             Client::Current(c) => self.sandbox.call("build-request", |store| {
                 c.call_build_request(store, handle, spec)
             }),
             Client::V0_2_0(c) => {
-                let old = v0_2_0::request_spec_down(spec)
-                    .map_err(|e| anyhow!("plugin '{}': build-request: {e}", self.name()))?;
+                let old = v0_2_0::request_spec_down(spec).map_err(|why| {
+                    let refusal = PluginError::Unsupported(why);
+                    self.sandbox
+                        .error("build-request", CallFailure::Plugin(refusal))
+                })?;
                 self.sandbox
                     .call("build-request", |store| {
                         c.call_build_request(store, handle, &old)
@@ -198,8 +202,8 @@ impl BackendPlugin {
         head: &ResponseHead,
         buffer: &[u8],
         frame_ends: &[u32],
-    ) -> Result<Decoded> {
-        let handle = self.client()?;
+    ) -> Result<Decoded, PluginCallError> {
+        let handle = self.client("decode")?;
         let decoded = match Client::of(&self.bindings) {
             Client::Current(c) => self.sandbox.call("decode", |store| {
                 c.call_decode(store, handle, head, buffer, frame_ends)
@@ -215,7 +219,7 @@ impl BackendPlugin {
             }
         };
         check_decoded(&decoded, buffer.len(), frame_ends.len())
-            .map_err(|e| anyhow!("plugin '{}': {e}", self.name()))?;
+            .map_err(|why| self.sandbox.error("decode", CallFailure::Contract(why)))?;
         Ok(decoded)
     }
 }
@@ -223,7 +227,11 @@ impl BackendPlugin {
 /// Rejects output that points outside the buffer or at a frame that does not exist, or
 /// whose chunk lists disagree in length, so the host can slice with it without a bounds
 /// panic.
-fn check_decoded(decoded: &Decoded, buffer_len: usize, frames: usize) -> Result<()> {
+fn check_decoded(
+    decoded: &Decoded,
+    buffer_len: usize,
+    frames: usize,
+) -> std::result::Result<(), String> {
     let Chunks {
         frames: chunk_frames,
         spans,
@@ -232,18 +240,18 @@ fn check_decoded(decoded: &Decoded, buffer_len: usize, frames: usize) -> Result<
     } = &decoded.chunks;
     let chunks = chunk_frames.len();
     if spans.len() != 4 * chunks || escaped.len() != chunks {
-        bail!(
+        return Err(format!(
             "{chunks} chunks need {} span numbers and {chunks} escape flags, got {} and {}",
             4 * chunks,
             spans.len(),
             escaped.len()
-        );
+        ));
     }
     if !tokens.is_empty() && tokens.len() != chunks {
-        bail!(
+        return Err(format!(
             "{chunks} chunks need no token counts or {chunks}, got {}",
             tokens.len()
-        );
+        ));
     }
     let frame_ok = |frame: u32| (frame as usize) < frames.max(1);
     if let Some((i, frame)) = chunk_frames
@@ -251,16 +259,16 @@ fn check_decoded(decoded: &Decoded, buffer_len: usize, frames: usize) -> Result<
         .enumerate()
         .find(|(_, f)| !frame_ok(**f))
     {
-        bail!("chunk {i} refers to frame {frame} of {frames}");
+        return Err(format!("chunk {i} refers to frame {frame} of {frames}"));
     }
     if let Some(i) = spans
         .chunks_exact(2)
         .position(|s| (s[0] as usize).saturating_add(s[1] as usize) > buffer_len)
     {
-        bail!(
+        return Err(format!(
             "chunk {} has a text span outside the {buffer_len}-byte buffer",
             i / 2
-        );
+        ));
     }
     if let Some((i, event)) = decoded
         .events
@@ -268,7 +276,10 @@ fn check_decoded(decoded: &Decoded, buffer_len: usize, frames: usize) -> Result<
         .enumerate()
         .find(|(_, e)| !frame_ok(e.frame))
     {
-        bail!("event {i} refers to frame {} of {frames}", event.frame);
+        return Err(format!(
+            "event {i} refers to frame {} of {frames}",
+            event.frame
+        ));
     }
     Ok(())
 }

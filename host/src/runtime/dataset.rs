@@ -11,8 +11,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::bindings::current::dataset::DatasetPlugin as Bindings;
 use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
 use super::{
-    DatasetConfig, DatasetDescription, HostContext, Loaded, PluginInfo, RequestSpec, Sandbox,
-    TypedPre,
+    CallFailure, DatasetConfig, DatasetDescription, HostContext, Loaded, PluginCallError,
+    PluginInfo, RequestSpec, Sandbox, TypedPre,
 };
 
 /// How many requests the first `next-batch` call asks for. Later calls are sized from
@@ -103,13 +103,13 @@ impl DatasetPlugin {
     }
 
     /// Name, version, description and options.
-    pub fn describe(&mut self) -> Result<PluginInfo> {
+    pub fn describe(&mut self) -> Result<PluginInfo, PluginCallError> {
         Ok(self.description()?.info)
     }
 
     /// What the plugin says of itself: [`DatasetPlugin::describe`] and the rules the host
     /// applies for it.
-    pub fn description(&mut self) -> Result<DatasetDescription> {
+    pub fn description(&mut self) -> Result<DatasetDescription, PluginCallError> {
         match &self.bindings {
             Guest::Current(b) => {
                 let guest = b.bench_plugin_dataset();
@@ -134,7 +134,7 @@ impl DatasetPlugin {
         num_requests: u32,
         options: Vec<(String, String)>,
         progress: bool,
-    ) -> Result<Vec<RequestSpec>> {
+    ) -> Result<Vec<RequestSpec>, PluginCallError> {
         let config = DatasetConfig {
             num_requests,
             path: self.guest_path.clone(),
@@ -185,10 +185,12 @@ impl DatasetPlugin {
                 break Ok(());
             }
             if batch.len() > max as usize {
-                break Err(anyhow::anyhow!(
-                    "plugin '{}': next-batch returned {} requests, more than the {max} asked for",
-                    self.name(),
-                    batch.len()
+                break Err(self.sandbox.error(
+                    "next-batch",
+                    CallFailure::Contract(format!(
+                        "returned {} requests, more than the {max} asked for",
+                        batch.len()
+                    )),
                 ));
             }
             requests.extend(batch);

@@ -14,6 +14,7 @@ mod bindings;
 mod dataset;
 mod embedded;
 mod engine;
+mod error;
 mod host;
 
 use std::fmt;
@@ -40,6 +41,7 @@ pub use bindings::current::dataset::exports::bench::plugin::dataset::{
 pub use bindings::{CURRENT_VERSION as API_VERSION, SUPPORTED_VERSIONS};
 pub use dataset::DatasetPlugin;
 pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
+pub use error::{CallFailure, Fault, PluginCallError, plugin_error_message};
 pub use host::derive_seed;
 
 use host::StoreState;
@@ -424,7 +426,7 @@ pub(crate) struct Sandbox {
     pub(crate) loaded: Arc<Loaded>,
     pub(crate) store: Store<StoreState>,
     /// Set after a fault: the store's instance is unusable, later calls repeat the cause.
-    poisoned: Option<String>,
+    poisoned: Option<Fault>,
 }
 
 impl Sandbox {
@@ -469,14 +471,10 @@ impl Sandbox {
         &mut self,
         call: &str,
         f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<std::result::Result<T, PluginError>>,
-    ) -> Result<T> {
+    ) -> std::result::Result<T, PluginCallError> {
         match self.call_infallible(call, f)? {
             Ok(value) => Ok(value),
-            Err(e) => Err(anyhow!(
-                "plugin '{}': {call}: {}",
-                self.loaded.name,
-                plugin_error_message(&e)
-            )),
+            Err(e) => Err(self.error(call, CallFailure::Plugin(e))),
         }
     }
 
@@ -485,12 +483,9 @@ impl Sandbox {
         &mut self,
         call: &str,
         f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<T>,
-    ) -> Result<T> {
-        if let Some(cause) = &self.poisoned {
-            bail!(
-                "plugin '{}' cannot be called ('{call}') after an earlier fault: {cause}",
-                self.loaded.name
-            );
+    ) -> std::result::Result<T, PluginCallError> {
+        if let Some(fault) = &self.poisoned {
+            return Err(self.error(call, CallFailure::AfterFault(fault.clone())));
         }
         self.store
             .set_epoch_deadline(engine::budget_ticks(self.loaded.call_budget));
@@ -498,64 +493,41 @@ impl Sandbox {
             Ok(value) => Ok(value),
             Err(e) => {
                 tracing::debug!(plugin = %self.loaded.name, "call '{call}' faulted: {e:?}");
-                let cause = self.describe_fault(&e);
-                self.poisoned = Some(cause.clone());
+                let fault = self.describe_fault(&e);
+                self.poisoned = Some(fault.clone());
                 let output = self.store.data().output_report();
-                Err(anyhow!(
-                    "plugin '{}': call '{call}' {cause}{output}",
-                    self.loaded.name
-                ))
+                Err(self.error(call, CallFailure::Fault { fault, output }))
             }
         }
     }
 
-    fn describe_fault(&self, e: &wasmtime::Error) -> String {
+    pub(crate) fn error(&self, call: &str, failure: CallFailure) -> PluginCallError {
+        PluginCallError {
+            plugin: self.loaded.name.clone(),
+            call: call.to_owned(),
+            failure,
+        }
+    }
+
+    fn describe_fault(&self, e: &wasmtime::Error) -> Fault {
         if let Some(trap) = e.downcast_ref::<wasmtime::Trap>()
             && *trap == wasmtime::Trap::Interrupt
         {
-            return format!(
-                "exceeded its {} time budget",
-                format_duration(self.loaded.call_budget)
-            );
+            return Fault::TimeBudget(self.loaded.call_budget);
         }
         let limiter = &self.store.data().limiter;
         if let Some(wanted) = limiter.refused {
-            return format!(
-                "exceeded its memory limit of {} MiB (it tried to grow its memory to {} MiB)",
-                limiter.limit() >> 20,
-                wanted >> 20
-            );
+            return Fault::Memory {
+                limit_mib: limiter.limit() >> 20,
+                wanted_mib: wanted as u64 >> 20,
+            };
         }
         match e.downcast_ref::<wasmtime::Trap>() {
-            Some(wasmtime::Trap::UnreachableCodeReached) => {
-                "trapped: the plugin aborted (wasm `unreachable`; a Rust plugin panicked)"
-                    .to_owned()
-            }
-            Some(trap) => format!("trapped: {trap}"),
+            Some(wasmtime::Trap::UnreachableCodeReached) => Fault::Abort,
+            Some(trap) => Fault::Trap(trap.to_string()),
             // A host import's error: the top of the chain is only the wasm backtrace.
-            None => format!("failed: {}", e.root_cause()),
+            None => Fault::Host(e.root_cause().to_string()),
         }
-    }
-}
-
-/// A plugin's error as users read it.
-pub fn plugin_error_message(e: &PluginError) -> String {
-    match e {
-        PluginError::InvalidConfig(m) => format!("invalid configuration: {m}"),
-        PluginError::InvalidInput(m) => format!("invalid input: {m}"),
-        PluginError::Unsupported(m) => format!("unsupported: {m}"),
-        PluginError::Internal(m) => format!("internal error: {m}"),
-    }
-}
-
-/// `10s`, `1.5s`, `250ms`.
-fn format_duration(d: Duration) -> String {
-    if d.as_millis() < 1000 {
-        format!("{}ms", d.as_millis())
-    } else if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
     }
 }
 
@@ -609,12 +581,5 @@ mod tests {
         );
         assert_eq!(bench_interface("wasi:cli/stdout@0.2.0"), None);
         assert_eq!(bench_interface("bench:plugins/x@1.0.0"), None);
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(format_duration(Duration::from_secs(10)), "10s");
-        assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
     }
 }
