@@ -519,7 +519,7 @@ impl Sandbox {
         if let Some(wanted) = limiter.refused {
             return Fault::Memory {
                 limit_mib: limiter.limit() >> 20,
-                wanted_mib: wanted as u64 >> 20,
+                wanted_mib: wanted >> 20,
             };
         }
         match e.downcast_ref::<wasmtime::Trap>() {
