@@ -139,3 +139,78 @@ fn a_0_2_0_backend_measures_and_fails_requests_as_the_current_one() {
     };
     assert_eq!(timed(&old), 20);
 }
+
+/// 0.3.0's conversations: a multi-turn source stays open after sampling, and its next turn
+/// is built from the answer the host reports (`tests/fixtures/plugins/conversation`).
+#[test]
+fn a_multi_turn_source_continues_a_conversation_from_the_reported_answer() {
+    use bench::runtime::{HostContext, Prompt, Runtime, RuntimeConfig, Session, TurnResult};
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let mut dataset = runtime
+        .load_dataset(
+            &common::fixtures::fixture("conversation"),
+            HostContext::default(),
+            None,
+        )
+        .unwrap();
+    let description = dataset.description().unwrap();
+    assert!(description.multi_turn);
+    let options = vec![
+        ("conversations".to_string(), "2".to_string()),
+        ("think-time".to_string(), "0.25".to_string()),
+    ];
+    let first = dataset.sample(10, options, false).unwrap();
+    assert_eq!(first.len(), 2);
+    let session = first[1].session.clone().unwrap();
+    assert_eq!((session.id.as_str(), session.turn), ("conv-1", 0));
+
+    let answer = |turn: u32, text: &str| TurnResult {
+        session: Session {
+            id: "conv-1".into(),
+            turn,
+        },
+        success: true,
+        generated_text: text.into(),
+        ttft: 0.01,
+        latency: 0.05,
+        finished_at: 2.0,
+    };
+    let next = dataset
+        .next_turn(&answer(0, "the real answer"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.session.as_ref().unwrap().turn, 1);
+    assert_eq!(next.send_at, Some(2.25));
+    let Prompt::Chat(history) = &next.prompt else {
+        panic!("{:?}", next.prompt)
+    };
+    let texts: Vec<String> = history
+        .iter()
+        .map(|m| format!("{}: {:?}", m.role, m.content))
+        .collect();
+    assert_eq!(history.len(), 3, "{texts:?}");
+    assert!(texts[1].starts_with("assistant") && texts[1].contains("the real answer"));
+    assert!(texts[2].contains("conversation 1 turn 1"));
+    // The last turn (of 3) ends the conversation.
+    assert!(dataset.next_turn(&answer(1, "again")).unwrap().is_some());
+    assert!(dataset.next_turn(&answer(2, "done")).unwrap().is_none());
+    // A single-turn source is closed after sampling: next-turn is refused, typed.
+    let mut random = runtime
+        .load_dataset(
+            &bench::runtime::PluginRef::parse("random").unwrap(),
+            HostContext::default(),
+            None,
+        )
+        .unwrap();
+    assert!(!random.description().unwrap().multi_turn);
+    let err = random.next_turn(&answer(0, "x")).unwrap_err();
+    assert!(
+        matches!(err.failure, bench::runtime::CallFailure::NotOpen),
+        "{err}"
+    );
+}

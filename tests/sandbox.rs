@@ -611,7 +611,7 @@ fn backend_builds_requests_and_decodes_on_another_thread() {
             .framing()
             .unwrap_err()
             .to_string()
-            .contains("before `open`")
+            .contains("before its resource was opened")
     );
     backend.open(echo_config(Vec::new())).unwrap();
     assert_eq!(backend.framing().unwrap(), Framing::Ndjson);

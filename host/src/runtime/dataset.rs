@@ -12,7 +12,7 @@ use super::bindings::current::dataset::DatasetPlugin as Bindings;
 use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
 use super::{
     CallFailure, DatasetConfig, DatasetDescription, HostContext, Loaded, PluginCallError,
-    PluginInfo, RequestSpec, Sandbox, TypedPre,
+    PluginInfo, RequestSpec, Sandbox, TurnResult, TypedPre,
 };
 
 /// How many requests the first `next-batch` call asks for. Later calls are sized from
@@ -67,6 +67,9 @@ pub struct DatasetPlugin {
     bindings: Guest,
     /// The guest path of `--dataset-path`, passed in the dataset config.
     guest_path: Option<String>,
+    /// A multi-turn source, kept open after [`DatasetPlugin::sample`] for
+    /// [`DatasetPlugin::next_turn`].
+    open_source: Option<wasmtime::component::ResourceAny>,
 }
 
 impl DatasetPlugin {
@@ -89,6 +92,7 @@ impl DatasetPlugin {
             sandbox,
             bindings,
             guest_path,
+            open_source: None,
         })
     }
 
@@ -198,9 +202,33 @@ impl DatasetPlugin {
         };
         bar.finish(requests.len(), started.elapsed());
         drained?;
-        self.sandbox
-            .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
+        // A multi-turn source goes on during the run; any other is done.
+        if let Some(old) = self.open_source.take() {
+            self.sandbox
+                .call_infallible("drop request-source", |store| old.resource_drop(store))?;
+        }
+        if self.description()?.multi_turn {
+            self.open_source = Some(handle);
+        } else {
+            self.sandbox
+                .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
+        }
         Ok(requests)
+    }
+
+    /// The next turn of the conversation `turn` ended, from a multi-turn source that
+    /// [`DatasetPlugin::sample`] opened; `None` when the conversation is over.
+    pub fn next_turn(&mut self, turn: &TurnResult) -> Result<Option<RequestSpec>, PluginCallError> {
+        let Some(handle) = self.open_source else {
+            return Err(self.sandbox.error("next-turn", CallFailure::NotOpen));
+        };
+        match Source::of(&self.bindings) {
+            Source::Current(s) => self
+                .sandbox
+                .call("next-turn", |store| s.call_next_turn(store, handle, turn)),
+            // 0.2.0 had no conversations: its sources are never multi-turn.
+            Source::V0_2_0(_) => Err(self.sandbox.error("next-turn", CallFailure::NotOpen)),
+        }
     }
 }
 

@@ -74,7 +74,7 @@ impl PluginCallError {
             ),
             CallFailure::Contract(why) => format!("plugin '{plugin}': {call}: {why}"),
             CallFailure::NotOpen => {
-                format!("plugin '{plugin}': {call}: the client is used before `open`")
+                format!("plugin '{plugin}': {call}: called before its resource was opened")
             }
         }
     }
