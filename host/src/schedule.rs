@@ -130,6 +130,41 @@ pub fn build(cfg: &ScheduleConfig) -> Result<Schedule> {
     })
 }
 
+/// vLLM's self-timed schedule (`--self-timed`, trace replay): each request is due at the
+/// send time its dataset gave it (`send-at`, seconds from the start of the run) times
+/// `time_scale` (0.5 replays twice as fast). As in vLLM, requests go in workload order: one
+/// whose time has already passed when its turn comes is due at once, after the one before
+/// it, so offsets stay non-decreasing; one without a time goes right after the one before.
+/// There is no request rate (vLLM records 0 for each request).
+pub fn timed(send_at: &[Option<f64>], time_scale: f64) -> Result<Schedule> {
+    ensure!(
+        !send_at.is_empty(),
+        "--num-prompts must be at least 1: there are no requests to schedule"
+    );
+    ensure!(
+        time_scale.is_finite() && time_scale > 0.0,
+        "--time-scale must be a positive number, got {time_scale}"
+    );
+    let mut offsets = Vec::with_capacity(send_at.len());
+    let mut last = 0.0f64;
+    for (i, at) in send_at.iter().enumerate() {
+        if let Some(at) = at {
+            ensure!(
+                at.is_finite() && *at >= 0.0,
+                "the dataset gave request {i} the send time {at} s; a send time must be a \
+                 non-negative number of seconds"
+            );
+            last = last.max(at * time_scale);
+        }
+        offsets.push(last);
+    }
+    Ok(Schedule {
+        rates: vec![0.0; offsets.len()],
+        offsets,
+        rps_change_events: Vec::new(),
+    })
+}
+
 fn validate(cfg: &ScheduleConfig) -> Result<()> {
     ensure!(
         cfg.num_requests > 0,
@@ -240,6 +275,23 @@ fn rps_changes(ramp: &RampUp, rates: &[f64], offsets: &[f64]) -> Vec<RpsChange> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timed_schedules_follow_the_dataset_scaled_and_in_order() {
+        let s = timed(&[Some(0.5), None, Some(2.0), Some(1.0), Some(3.0)], 0.5).unwrap();
+        // Scaled by 0.5; the untimed request and the late one go after their predecessor.
+        assert_eq!(s.offsets, [0.25, 0.25, 1.0, 1.0, 1.5]);
+        assert_eq!(s.rates, [0.0; 5]);
+        assert!(s.rps_change_events.is_empty());
+        let err = timed(&[Some(f64::NAN)], 1.0).unwrap_err().to_string();
+        assert!(
+            err.contains("request 0") && err.contains("send time"),
+            "{err}"
+        );
+        let err = timed(&[Some(1.0)], 0.0).unwrap_err().to_string();
+        assert!(err.contains("--time-scale"), "{err}");
+        assert!(timed(&[], 1.0).is_err());
+    }
 
     fn constant(
         num_requests: usize,
