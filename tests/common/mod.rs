@@ -1,8 +1,6 @@
 //! Helpers shared by the end-to-end tests: the real `bench` binary, a mock server with
 //! known delays in this process, and the test data shipped in `tests/data`.
 
-#![allow(dead_code)] // each test binary uses its own subset
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

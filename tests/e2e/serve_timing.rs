@@ -1,11 +1,9 @@
 //! Measured TTFT and ITL against a server whose delays are known (issue: "tests that would
 //! catch a lie"). One test in its own binary so that no other test competes for the CPU.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// How often the run is repeated when the server's own timer ran late (a busy machine).
 const ATTEMPTS: usize = 3;

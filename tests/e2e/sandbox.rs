@@ -20,9 +20,7 @@ use bench::runtime::{
 };
 use bench::tokenizer::Tokenizer;
 
-mod common;
-
-use common::fixtures::{fixture, repo};
+use crate::common::fixtures::{fixture, repo};
 
 /// A runtime with a private compile cache and the given limits.
 fn runtime(cache: &Path, budget: Duration, memory_mib: u64) -> Runtime {
@@ -841,14 +839,14 @@ fn errors_of(result: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn cli_a_decoder_trap_fails_that_request_only_and_the_run_goes_on() {
-    let mock = common::mock(Default::default());
+    let mock = crate::common::mock(Default::default());
     let dir = tempfile::tempdir().unwrap();
     // The sixth response traps; the replacement instance counts from zero and decodes the
     // remaining four without trapping.
     let out = serve_hostile(&mock.url, 6, 10, dir.path());
     let log = describe_output(&out);
     assert!(out.status.success(), "{log}");
-    let result = common::result_json(dir.path());
+    let result = crate::common::result_json(dir.path());
     assert_eq!(result["completed"], 9, "{log}");
     assert_eq!(result["failed"], 1, "{log}");
     assert_eq!(result["total_output_tokens"], 9 * 4, "{log}");
@@ -868,7 +866,7 @@ fn cli_a_decoder_trap_fails_that_request_only_and_the_run_goes_on() {
 #[test]
 fn cli_a_decoder_that_keeps_trapping_stops_the_run_and_keeps_its_results() {
     let plugin = path_of(&fixture("hostile-decoder"));
-    let mock = common::mock(Default::default());
+    let mock = crate::common::mock(Default::default());
 
     // Every response traps: the fifth fault in a row stops the run.
     let dir = tempfile::tempdir().unwrap();
@@ -896,7 +894,7 @@ fn cli_a_decoder_that_keeps_trapping_stops_the_run_and_keeps_its_results() {
         )),
         "{log}"
     );
-    let result = common::result_json(dir.path());
+    let result = crate::common::result_json(dir.path());
     // Decoded: ok, trap, ok, trap, ... until the eleventh trap.
     assert_eq!(result["completed"], 11, "{log}");
     assert_eq!(result["total_output_tokens"], 11 * 4, "{log}");

@@ -3,11 +3,9 @@
 //! there): `bench dataset sample` with the same seed, tokenizer and options must write the
 //! very same prompts, lengths, order and request ids.
 
-mod common;
-
 use std::path::Path;
 
-use common::{bench, data, text};
+use crate::common::{bench, data, text};
 use serde_json::Value;
 
 /// The `meta` object and the requests of a reference file.
@@ -57,7 +55,7 @@ fn flags(meta: &Value) -> Vec<String> {
         }
         "sharegpt" => {
             args.push("--dataset-path".into());
-            args.push(common::sharegpt());
+            args.push(crate::common::sharegpt());
         }
         "custom" => {
             args.push("--dataset-path".into());
@@ -170,7 +168,7 @@ fn sample_custom(dir: &Path, file: &str, body: &str) -> std::process::Output {
         "--dataset-path",
         &path,
         "--tokenizer",
-        &common::gpt2(),
+        &crate::common::gpt2(),
         "--skip-chat-template",
         "--num-prompts",
         "2",
@@ -215,7 +213,7 @@ fn unknown_dataset_option_is_refused() {
         "--dataset-name",
         "random",
         "--tokenizer",
-        &common::gpt2(),
+        &crate::common::gpt2(),
         "--num-prompts",
         "1",
         "--dataset-option",
@@ -237,7 +235,7 @@ fn sharegpt_needs_a_dataset_path() {
         "--dataset-name",
         "sharegpt",
         "--tokenizer",
-        &common::gpt2(),
+        &crate::common::gpt2(),
         "--num-prompts",
         "1",
     ]);

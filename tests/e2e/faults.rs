@@ -6,12 +6,10 @@
 //! The mock picks faulted requests by arrival order: with rate 0.25, the 4th, 8th, ...
 //! request to arrive, so of 20 exactly 5 fail, whichever workload indices they are.
 
-mod common;
-
 use std::process::Output;
 
+use crate::common::*;
 use bench::mock::{Closing, Faults, MockConfig, SilentClose};
-use common::*;
 use serde_json::Value;
 
 const PROMPTS: usize = 20;

@@ -1,8 +1,6 @@
 //! End-to-end: the real `bench` binary against the built-in mock server on loopback.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn failed_requests_are_counted_with_their_error_and_the_rest_measured() {

@@ -3,11 +3,10 @@
 //! `bench:plugin@0.2.0`. Each run through the host's 0.2.0 adapter must give what the
 //! current plugins give: the same requests, the same measurements, the same failure kinds.
 
-mod common;
-
 use bench::mock::{Faults, MockConfig};
-use common::*;
 use serde_json::Value;
+
+use crate::common::*;
 
 fn old_plugin(name: &str) -> String {
     repo()
@@ -153,7 +152,7 @@ fn a_multi_turn_source_continues_a_conversation_from_the_reported_answer() {
     .unwrap();
     let mut dataset = runtime
         .load_dataset(
-            &common::fixtures::fixture("conversation"),
+            &crate::common::fixtures::fixture("conversation"),
             HostContext::default(),
             None,
         )

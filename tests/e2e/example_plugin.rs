@@ -1,11 +1,9 @@
 //! The example third-party plugin (examples/dataset-lines) builds against `sdk/` alone,
 //! outside the workspace, and runs in `bench serve` as a `.wasm` file.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn third_party_dataset_plugin_builds_and_runs() {

@@ -2,13 +2,11 @@
 //! mark them as interrupted; a second Ctrl-C quits at once; result files are replaced
 //! atomically, so neither an append nor a SIGKILL while saving can damage them.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// The common flags of a run against `url` that saves a detailed result into `dir`.
 fn run_args<'a>(url: &'a str, dir: &'a Path, extra: &[&'a str]) -> Vec<String> {
@@ -280,10 +278,13 @@ fn sigkill_while_saving_never_leaves_a_damaged_file() {
     let docs = big_documents();
     std::fs::write(&path, &docs[0]).unwrap();
     let me = std::env::current_exe().unwrap();
+    // The writer's test name in this binary: its module path without the crate's name.
+    let (_, module) = module_path!().split_once("::").unwrap();
+    let writer = format!("{module}::sigkill_target_writer");
     let mut kills_mid_write = 0;
     for round in 0..12u64 {
         let mut child = Command::new(&me)
-            .args(["--ignored", "--exact", "sigkill_target_writer", "--quiet"])
+            .args(["--ignored", "--exact", &writer, "--quiet"])
             .env(WRITER_ENV, &path)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

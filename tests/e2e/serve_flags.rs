@@ -1,9 +1,7 @@
 //! vLLM's less common `serve` flags, exercised together in real runs against the mock
 //! server, and checked in the result file they produce.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn host_port_endpoint_names_labels_metadata_percentiles_goodput_and_sampling() {

@@ -1,11 +1,9 @@
 //! Scale: ten thousand streaming requests in flight at once against the mock server,
 //! without running out of file descriptors or ports.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const REQUESTS: u64 = 10_000;
 

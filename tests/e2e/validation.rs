@@ -1,11 +1,9 @@
 //! Every flag of `bench serve` is checked before anything slow happens (tokenizer,
 //! plugins, network): a bad value fails in well under 2 s with a message naming the flag.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// No server listens on the discard port: a run that got as far as the network would
 /// fail differently (and later).
