@@ -1,12 +1,18 @@
-//! Helpers shared by the end-to-end tests: the real `bench` binary, a mock server with
-//! known delays in this process, and the test data shipped in `tests/data`.
+//! Helpers shared by the end-to-end tests: the real `bench` binary ([`Bench`]), a mock
+//! server with known delays in this process, the test data shipped in `tests/data`, the
+//! gate that lets timing tests run alone ([`gate`]) and time bounds that tell a busy
+//! machine from a slow bench ([`timing`]).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+mod command;
 pub mod fixtures;
+pub mod gate;
+pub mod timing;
 
+pub use command::{Bench, Run, Running};
 pub use fixtures::repo;
+pub use timing::within_bounds;
 
 pub fn data(rel: &str) -> PathBuf {
     repo().join("tests/data").join(rel)
@@ -22,22 +28,9 @@ pub fn sharegpt() -> String {
         .to_string()
 }
 
-/// Runs `bench` with `args`, returning its output (never panics on a non-zero exit).
-pub fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(args)
-        .env("BENCH_LOG", "warn")
-        .output()
-        .expect("running bench")
-}
-
-pub fn text(out: &Output) -> String {
-    format!(
-        "status: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// Runs `bench` with `args` to its end (never panics on a non-zero exit).
+pub fn bench<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
+    Bench::new().args(args).run()
 }
 
 /// A tokio runtime running a mock server with the given delays; dropped with the test.
@@ -48,6 +41,7 @@ pub struct Mock {
 }
 
 pub fn mock(config: bench::mock::MockConfig) -> Mock {
+    gate::enter();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -139,98 +133,6 @@ pub const DETAILED_KEYS: &[&str] = &[
     "generated_texts",
     "errors",
 ];
-
-/// A `bench` process started in the background, with its output read by threads so it
-/// never blocks on a full pipe; stdout lines are also handed over as they arrive.
-pub struct Running {
-    pub child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    stdout: std::thread::JoinHandle<String>,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-/// Starts `bench` with `args` in the background.
-pub fn spawn_bench(args: &[&str]) -> Running {
-    use std::io::{BufRead, Read};
-    use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(args)
-        .env("BENCH_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting bench");
-    let (tx, lines) = std::sync::mpsc::channel();
-    let out = child.stdout.take().unwrap();
-    let stdout = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in std::io::BufReader::new(out).lines() {
-            let line = line.unwrap_or_default();
-            all.push_str(&line);
-            all.push('\n');
-            let _ = tx.send(line);
-        }
-        all
-    });
-    let mut err = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut all = String::new();
-        let _ = err.read_to_string(&mut all);
-        all
-    });
-    Running {
-        child,
-        lines,
-        stdout,
-        stderr,
-    }
-}
-
-impl Running {
-    /// Blocks until a stdout line contains `needle` (panics after `timeout`).
-    pub fn wait_for_line(&self, needle: &str, timeout: std::time::Duration) {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return,
-                Ok(_) => {}
-                Err(e) => panic!("no line with {needle:?} from bench: {e}"),
-            }
-        }
-    }
-
-    /// Sends `signal` (e.g. `libc::SIGINT`) to the process.
-    pub fn signal(&self, signal: i32) {
-        // SAFETY: kill(2) on the pid of a child we started and have not reaped.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-        assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
-    }
-
-    /// Waits for the process to end (panics after `timeout`, killing it).
-    pub fn wait(mut self, timeout: std::time::Duration) -> Output {
-        let deadline = std::time::Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if std::time::Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "bench still running after {timeout:?}\nstderr:\n{}",
-                    self.stderr.join().unwrap()
-                );
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        };
-        Output {
-            status,
-            stdout: self.stdout.join().unwrap().into_bytes(),
-            stderr: self.stderr.join().unwrap().into_bytes(),
-        }
-    }
-}
 
 /// Raises this process's open-file limit to its hard limit (servers in the test process
 /// hold one descriptor per connection) and returns the new soft limit.

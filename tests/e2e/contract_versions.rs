@@ -19,40 +19,27 @@ fn old_plugin(name: &str) -> String {
 #[test]
 fn a_plugin_built_for_0_2_0_loads_and_names_its_version() {
     let plugin = old_plugin("random");
-    let out = bench(&["plugin", "inspect", &plugin]);
-    assert!(out.status.success(), "{}", text(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let out = bench(&["plugin", "inspect", &plugin]).assert_success();
     assert!(
-        stdout.starts_with("random 0.1.0 (dataset plugin, API bench:plugin@0.2.0)"),
-        "{stdout}"
+        out.stdout
+            .starts_with("random 0.1.0 (dataset plugin, API bench:plugin@0.2.0)"),
+        "{out}"
     );
     // Its options are listed; 0.2.0 could not give them flags of their own.
-    assert!(stdout.contains("input-len"), "{stdout}");
+    assert!(out.stdout.contains("input-len"), "{out}");
 }
 
 /// `bench dataset sample` with `dataset`, as JSON lines.
 fn sample(dataset: &str) -> String {
-    let tokenizer = gpt2();
-    let out = bench(&[
-        "dataset",
-        "sample",
-        "--dataset-name",
-        dataset,
-        "--tokenizer",
-        &tokenizer,
-        "--num-prompts",
-        "40",
-        "--seed",
-        "7",
-        "--dataset-option",
-        "input-len=48",
-        "--dataset-option",
-        "output-len=9",
-        "--dataset-option",
-        "range-ratio=0.5",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    String::from_utf8(out.stdout).unwrap()
+    Bench::new()
+        .args(["dataset", "sample", "--dataset-name", dataset])
+        .args(["--tokenizer", &gpt2(), "--num-prompts", "40", "--seed", "7"])
+        .args(["--dataset-option", "input-len=48"])
+        .args(["--dataset-option", "output-len=9"])
+        .args(["--dataset-option", "range-ratio=0.5"])
+        .run()
+        .assert_success()
+        .stdout
 }
 
 #[test]
@@ -73,38 +60,20 @@ fn serve_with(backend: &str, dataset: &str) -> Value {
         },
         ..MockConfig::default()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let tokenizer = gpt2();
-    let out = bench(&[
-        "serve",
-        "--backend",
-        backend,
-        "--dataset-name",
-        dataset,
-        "--model",
-        "mock",
-        "--tokenizer",
-        &tokenizer,
-        "--base-url",
-        &m.url,
-        "--dataset-option",
-        "input-len=16",
-        "--dataset-option",
-        "output-len=8",
-        "--ignore-eos",
+    Bench::new()
+        .arg("serve")
+        .args(["--backend", backend, "--dataset-name", dataset])
+        .with_server(&m.url)
+        .args(["--dataset-option", "input-len=16"])
+        .args(["--dataset-option", "output-len=8"])
+        .arg("--ignore-eos")
         // One at a time: the mock faults every 4th arrival, the same requests both runs.
-        "--max-concurrency",
-        "1",
-        "--num-prompts",
-        "20",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--disable-tqdm",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    result_json(dir.path())
+        .args(["--max-concurrency", "1"])
+        .prompts(20)
+        .save_detailed()
+        .run()
+        .assert_success()
+        .json()
 }
 
 #[test]
@@ -144,6 +113,8 @@ fn a_0_2_0_backend_measures_and_fails_requests_as_the_current_one() {
 #[test]
 fn a_multi_turn_source_continues_a_conversation_from_the_reported_answer() {
     use bench::runtime::{HostContext, Prompt, Runtime, RuntimeConfig, Session, TurnResult};
+    // Building and compiling the fixture keeps the cores busy.
+    gate::enter();
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(cache.path().to_path_buf()),

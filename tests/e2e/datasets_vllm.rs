@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
-use crate::common::{bench, data, text};
 use serde_json::Value;
+
+use crate::common::{Bench, Run, bench, data, gpt2, sharegpt};
 
 /// The `meta` object and the requests of a reference file.
 fn reference(name: &str) -> (Value, Vec<Value>) {
@@ -55,7 +56,7 @@ fn flags(meta: &Value) -> Vec<String> {
         }
         "sharegpt" => {
             args.push("--dataset-path".into());
-            args.push(crate::common::sharegpt());
+            args.push(sharegpt());
         }
         "custom" => {
             args.push("--dataset-path".into());
@@ -79,17 +80,9 @@ fn flags(meta: &Value) -> Vec<String> {
 /// request.
 fn check(name: &str) {
     let (meta, want) = reference(name);
-    let args = flags(&meta);
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = bench(&argv);
-    assert!(
-        out.status.success(),
-        "bench {}\n{}",
-        args.join(" "),
-        text(&out)
-    );
-    let got: Vec<Value> = String::from_utf8(out.stdout.clone())
-        .expect("UTF-8 output")
+    let out = bench(&flags(&meta)).assert_success();
+    let got: Vec<Value> = out
+        .stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
         .collect();
@@ -156,36 +149,37 @@ fn custom_gpt2_seed42_oversampled() {
     check("custom-gpt2-seed42");
 }
 
-fn sample_custom(dir: &Path, file: &str, body: &str) -> std::process::Output {
+fn sample_custom(dir: &Path, file: &str, body: &str) -> Run {
     let path = dir.join(file);
     std::fs::write(&path, body).unwrap();
-    let path = path.display().to_string();
-    bench(&[
-        "dataset",
-        "sample",
-        "--dataset-name",
-        "custom",
-        "--dataset-path",
-        &path,
-        "--tokenizer",
-        &crate::common::gpt2(),
-        "--skip-chat-template",
-        "--num-prompts",
-        "2",
-    ])
+    Bench::new()
+        .args([
+            "dataset",
+            "sample",
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+        ])
+        .arg(&path)
+        .args([
+            "--tokenizer",
+            &gpt2(),
+            "--skip-chat-template",
+            "--num-prompts",
+            "2",
+        ])
+        .run()
 }
 
 #[test]
 fn custom_malformed_row_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let body = "{\"prompt\": \"first\"}\n\n{\"prompt\": \"second\",}\n{\"prompt\": \"third\"}\n";
-    let out = sample_custom(dir.path(), "data.jsonl", body);
-    let all = text(&out);
-    assert!(!out.status.success(), "{all}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = sample_custom(dir.path(), "data.jsonl", body).assert_failure();
     assert!(
-        stderr.contains("data.jsonl:3: trailing comma at column 21"),
-        "the error should name the file, line 3 and the column:\n{all}"
+        out.stderr
+            .contains("data.jsonl:3: trailing comma at column 21"),
+        "the error should name the file, line 3 and the column:\n{out}"
     );
 }
 
@@ -196,12 +190,11 @@ fn custom_row_without_prompt_names_file_and_line() {
         dir.path(),
         "rows.jsonl",
         "{\"prompt\": \"a\"}\n{\"text\": \"b\"}\n",
-    );
-    assert!(!out.status.success(), "{}", text(&out));
+    )
+    .assert_failure();
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("rows.jsonl:2: no \"prompt\" field"),
-        "{}",
-        text(&out)
+        out.stderr.contains("rows.jsonl:2: no \"prompt\" field"),
+        "{out}"
     );
 }
 
@@ -213,18 +206,14 @@ fn unknown_dataset_option_is_refused() {
         "--dataset-name",
         "random",
         "--tokenizer",
-        &crate::common::gpt2(),
+        &gpt2(),
         "--num-prompts",
         "1",
         "--dataset-option",
         "inputlen=5",
-    ]);
-    assert!(!out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("unknown option \"inputlen\""),
-        "{}",
-        text(&out)
-    );
+    ])
+    .assert_failure();
+    assert!(out.stderr.contains("unknown option \"inputlen\""), "{out}");
 }
 
 #[test]
@@ -235,14 +224,10 @@ fn sharegpt_needs_a_dataset_path() {
         "--dataset-name",
         "sharegpt",
         "--tokenizer",
-        &crate::common::gpt2(),
+        &gpt2(),
         "--num-prompts",
         "1",
-    ]);
-    assert!(!out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--dataset-path"),
-        "{}",
-        text(&out)
-    );
+    ])
+    .assert_failure();
+    assert!(out.stderr.contains("--dataset-path"), "{out}");
 }

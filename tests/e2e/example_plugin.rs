@@ -7,6 +7,7 @@ use crate::common::*;
 
 #[test]
 fn third_party_dataset_plugin_builds_and_runs() {
+    gate::enter();
     let example = repo().join("examples/dataset-lines");
     let target = repo().join("target/example-plugin");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -23,7 +24,12 @@ fn third_party_dataset_plugin_builds_and_runs() {
         .env_remove("CARGO_TARGET_DIR")
         .output()
         .expect("running cargo");
-    assert!(build.status.success(), "{}", text(&build));
+    assert!(
+        build.status.success(),
+        "building {}:\n{}",
+        example.display(),
+        String::from_utf8_lossy(&build.stderr)
+    );
     let wasm = target.join("wasm32-wasip2/release/dataset_lines.wasm");
     assert!(wasm.exists(), "{} missing", wasm.display());
 
@@ -35,34 +41,19 @@ fn third_party_dataset_plugin_builds_and_runs() {
     )
     .unwrap();
     let m = mock(Default::default());
-    let results = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "--plugin",
-        wasm.to_str().unwrap(),
-        "--dataset-path",
-        prompts.to_str().unwrap(),
-        "--dataset-option",
-        "output-len=6",
-        "--backend",
-        "openai",
-        "--model",
-        "mock",
-        "--tokenizer",
-        &gpt2(),
-        "--base-url",
-        &m.url,
-        "--num-prompts",
-        "3",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        results.path().to_str().unwrap(),
-        "--disable-tqdm",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    let r = result_json(results.path());
+    let out = Bench::against(&m.url)
+        .arg("--plugin")
+        .arg(&wasm)
+        .arg("--dataset-path")
+        .arg(&prompts)
+        .args(["--dataset-option", "output-len=6", "--backend", "openai"])
+        .prompts(3)
+        .save_detailed()
+        .run()
+        .assert_success();
+    let r = out.json();
     // One request per non-empty line, each asking for 6 tokens.
-    assert_eq!(r["completed"], 3, "{}", text(&out));
+    assert_eq!(r["completed"], 3, "{out}");
     assert_eq!(r["total_output_tokens"], 18);
     let mut lens: Vec<u64> = r["input_lens"]
         .as_array()

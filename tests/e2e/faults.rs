@@ -6,51 +6,32 @@
 //! The mock picks faulted requests by arrival order: with rate 0.25, the 4th, 8th, ...
 //! request to arrive, so of 20 exactly 5 fail, whichever workload indices they are.
 
-use std::process::Output;
+use std::time::Duration;
 
-use crate::common::*;
 use bench::mock::{Closing, Faults, MockConfig, SilentClose};
 use serde_json::Value;
+
+use crate::common::*;
 
 const PROMPTS: usize = 20;
 const OUTPUT_LEN: u64 = 8;
 
 /// Runs `bench` (streaming chat, 20 requests of 8 output tokens) against `url` with
-/// `extra` flags; returns its output and the saved result.
-fn run(url: &str, extra: &[&str]) -> (Output, Value) {
+/// `extra` flags; returns the run and its saved result.
+fn run(url: &str, extra: &[&str]) -> (Run, Value) {
     run_with("openai-chat", url, extra)
 }
 
 /// [`run`] with another backend.
-fn run_with(backend: &str, url: &str, extra: &[&str]) -> (Output, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let num_prompts = PROMPTS.to_string();
-    let output_len = OUTPUT_LEN.to_string();
-    let tokenizer = gpt2();
-    let mut args = vec![
-        "--backend",
-        backend,
-        "--model",
-        "mock",
-        "--tokenizer",
-        &tokenizer,
-        "--base-url",
-        url,
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        &output_len,
-        "--num-prompts",
-        &num_prompts,
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--disable-tqdm",
-    ];
-    args.extend_from_slice(extra);
-    let out = bench(&args);
-    let result = result_json(dir.path());
+fn run_with(backend: &str, url: &str, extra: &[&str]) -> (Run, Value) {
+    let out = Bench::against(url)
+        .backend(backend)
+        .random(16, OUTPUT_LEN as u32)
+        .prompts(PROMPTS as u64)
+        .save_detailed()
+        .args(extra)
+        .run();
+    let result = out.json();
     (out, result)
 }
 
@@ -80,9 +61,9 @@ fn resetting(config: MockConfig) -> Mock {
 /// Checks a run in which `failed` requests failed, all with errors of `kind` that contain
 /// `needle`, and every other request was measured in full.
 #[track_caller]
-fn assert_failures(out: &Output, r: &Value, kind: &str, failed: usize, needle: &str) {
+fn assert_failures(out: &Run, r: &Value, kind: &str, failed: usize, needle: &str) {
     let completed = PROMPTS - failed;
-    assert_eq!(r["completed"], completed, "{}", text(out));
+    assert_eq!(r["completed"], completed, "{out}");
     assert_eq!(r["failed"], failed);
     let errors = r["errors"].as_array().unwrap();
     assert_eq!(errors.len(), PROMPTS);
@@ -106,22 +87,24 @@ fn assert_failures(out: &Output, r: &Value, kind: &str, failed: usize, needle: &
         assert_eq!(by_kind.len(), 1, "{by_kind:?}");
         assert_eq!(by_kind[kind], failed);
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let summary = stdout.lines().find(|l| l.starts_with("Failures by kind:"));
+    let summary = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Failures by kind:"));
     if failed == 0 {
-        assert_eq!(summary, None, "{stdout}");
+        assert_eq!(summary, None, "{out}");
     } else {
         assert_eq!(
             summary,
             Some(format!("Failures by kind: {kind}: {failed}").as_str()),
-            "{stdout}"
+            "{out}"
         );
     }
 }
 
 /// Checks a run in which nothing failed and every request was measured in full.
 #[track_caller]
-fn assert_no_failures(out: &Output, r: &Value) {
+fn assert_no_failures(out: &Run, r: &Value) {
     assert_failures(out, r, "none", 0, "");
 }
 
@@ -156,7 +139,7 @@ fn http_errors_fail_with_their_status() {
         ..Faults::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_failures(&out, &r, "http-503", 5, "Service Unavailable");
 }
 
@@ -174,7 +157,7 @@ fn a_reset_before_the_response_head_is_a_reset() {
         r["connection_retries"], 0,
         "fresh connections are never resent"
     );
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_failures(
         &out,
         &r,
@@ -191,7 +174,7 @@ fn a_stream_cut_mid_way_is_a_stream_cut() {
         ..Faults::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_failures(
         &out,
         &r,
@@ -220,7 +203,7 @@ fn a_malformed_chunk_is_an_invalid_chunk() {
         ..Faults::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_failures(
         &out,
         &r,
@@ -232,27 +215,27 @@ fn a_malformed_chunk_is_an_invalid_chunk() {
 
 #[test]
 fn a_stall_past_the_request_timeout_is_a_timeout() {
-    let m = faulty(Faults {
-        stall_rate: 0.25,
-        ..Faults::default()
+    within_bounds("a run with stalled responses", || {
+        let m = faulty(Faults {
+            stall_rate: 0.25,
+            ..Faults::default()
+        });
+        let (out, r) = run(&m.url, &["--request-timeout", "1.5"]);
+        assert!(out.success(), "{out}");
+        assert_failures(
+            &out,
+            &r,
+            "timeout",
+            5,
+            "no complete response within the request timeout of 1.5 s",
+        );
+        assert!(r["duration"].as_f64().unwrap() >= 1.5);
+        // The run waited for the timeout, not for the (hour-long) stall.
+        if out.took >= Duration::from_secs(10) {
+            return Err(format!("the run took {:?}", out.took));
+        }
+        Ok(())
     });
-    let started = std::time::Instant::now();
-    let (out, r) = run(&m.url, &["--request-timeout", "1.5"]);
-    assert!(out.status.success(), "{}", text(&out));
-    assert_failures(
-        &out,
-        &r,
-        "timeout",
-        5,
-        "no complete response within the request timeout of 1.5 s",
-    );
-    // The run waited for the timeout, not for the (hour-long) stall.
-    assert!(
-        started.elapsed().as_secs_f64() < 10.0,
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(r["duration"].as_f64().unwrap() >= 1.5);
 }
 
 #[test]
@@ -262,7 +245,7 @@ fn an_in_band_error_event_is_a_server_error() {
         ..Faults::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_failures(
         &out,
         &r,
@@ -279,7 +262,7 @@ fn an_answer_without_tokens_is_no_output() {
         ..Faults::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_failures(
         &out,
         &r,
@@ -296,7 +279,7 @@ fn a_stream_without_done_is_measured_normally() {
         ..Faults::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_no_failures(&out, &r);
 }
 
@@ -307,7 +290,7 @@ fn a_dribbled_response_is_measured_normally() {
         ..Faults::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     assert_no_failures(&out, &r);
     // The text was reassembled from single bytes: every answer tokenizes to 8 tokens (the
     // tokenizer count above) and reads as the mock's words.
@@ -325,12 +308,8 @@ fn a_closed_port_fails_every_request_with_connect_and_still_saves() {
     };
     let url = format!("http://127.0.0.1:{port}");
     let (out, r) = run(&url, &[]);
-    assert!(!out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("every request failed"),
-        "{}",
-        text(&out)
-    );
+    assert!(!out.success(), "{out}");
+    assert!(out.stderr.contains("every request failed"), "{out}");
     assert_failures(&out, &r, "connect", PROMPTS, "Connection refused");
 }
 
@@ -345,24 +324,24 @@ fn several_kinds_are_counted_apart_most_frequent_first() {
         ..MockConfig::default()
     });
     let (out, r) = run(&m.url, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     // Both are due at the 4th, 8th, ... arrival; --fail-rate goes first and the reset
     // follows at the next arrival, so the 20th arrival leaves the fifth reset undone.
-    assert_eq!(r["failed"], 9, "{}", text(&out));
+    assert_eq!(r["failed"], 9, "{out}");
     assert_measured(&r, PROMPTS - 9);
     assert_eq!(
         r["failures_by_kind"],
         serde_json::json!({"http-500": 5, "reset": 4})
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = &out.stdout;
     assert!(
         stdout.contains("Failures by kind: http-500: 5, reset: 4\n"),
-        "{stdout}"
+        "{out}"
     );
     // vLLM's block is unchanged and comes first; the summary follows it.
     let block_end = stdout.find("==================================================\n");
     let summary = stdout.find("Failures by kind:");
-    assert!(block_end.unwrap() < summary.unwrap(), "{stdout}");
+    assert!(block_end.unwrap() < summary.unwrap(), "{out}");
 }
 
 #[test]
@@ -374,11 +353,11 @@ fn non_streaming_faults_fail_the_same_way() {
         ..Faults::default()
     });
     let (out, r) = run_with("openai", &m.url, &["--backend-option", "stream=false"]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.success(), "{out}");
     let by_kind = r["failures_by_kind"].as_object().unwrap();
     // Cut and malformed are both due at every 4th arrival, dribble too; each arrival
     // serves one, the others follow: 20 arrivals serve cut 5, malformed 4, dribble 4.
-    assert_eq!(by_kind["stream-cut"], 5, "{by_kind:?}\n{}", text(&out));
+    assert_eq!(by_kind["stream-cut"], 5, "{by_kind:?}\n{out}");
     assert_eq!(by_kind["invalid-chunk"], 4, "{by_kind:?}");
     assert_eq!(by_kind.len(), 2, "{by_kind:?}");
     assert_eq!(r["completed"], 11);
@@ -408,7 +387,7 @@ fn a_server_that_closes_after_every_stream_loses_no_request() {
                 &m.url,
                 &["--http-client", client, "--max-concurrency", concurrency],
             );
-            assert!(out.status.success(), "{}", text(&out));
+            assert!(out.success(), "{out}");
             assert_eq!(r["http_client"], client);
             assert_no_failures(&out, &r);
             // The server counts a dropped request before it closes the connection, so

@@ -8,38 +8,34 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-/// The common flags of a run against `url` that saves a detailed result into `dir`.
-fn run_args<'a>(url: &'a str, dir: &'a Path, extra: &[&'a str]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--backend",
-        "openai-chat",
-        "--model",
-        "mock",
-        "--tokenizer",
-        &gpt2(),
-        "--base-url",
-        url,
-        "--random-input-len",
-        "8",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        dir.to_str().unwrap(),
-        "--disable-tqdm",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args
-}
-
-fn start(args: &[String]) -> Running {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = spawn_bench(&args);
+/// A detailed `openai-chat` run against `m` (8-token prompts, `output` tokens per answer,
+/// `prompts` requests, `extra` flags) in the background, once its signal handlers are in
+/// place.
+fn start(m: &Mock, output: u32, prompts: u64, extra: &[&str]) -> Running {
+    let run = Bench::against(&m.url)
+        .backend("openai-chat")
+        .random(8, output)
+        .prompts(prompts)
+        .args(extra)
+        .save_detailed()
+        .spawn();
     // Printed once the signal handlers are in place, just before the first request.
     run.wait_for_line("Starting main benchmark run", Duration::from_secs(120));
     run
+}
+
+/// Waits until the server has sent the first token of `n` requests: they have arrived.
+fn wait_for_first_tokens(m: &Mock, n: u64) {
+    let server = m.server.as_ref().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.timing().first_tokens < n {
+        assert!(
+            Instant::now() < deadline,
+            "{n} requests never got their first token: {:?}",
+            server.timing()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Files in `dir` that are neither results nor PyTorch records: leftovers of a write.
@@ -53,149 +49,133 @@ fn stray_files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn sigint_saves_what_completed_marked_interrupted_and_exits_130() {
-    // 10 tokens 20 ms apart: each request takes about 200 ms; 4 at a time, 1000 of them
-    // would take 50 s.
-    let m = mock(bench::mock::MockConfig {
-        itl: Duration::from_millis(20),
-        ..Default::default()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let grace = 3.0;
-    let run = start(&run_args(
-        &m.url,
-        dir.path(),
-        &[
-            "--random-output-len",
-            "10",
-            "--num-prompts",
-            "1000",
-            "--max-concurrency",
-            "4",
-            "--shutdown-grace-sec",
-            "3",
-        ],
-    ));
-    std::thread::sleep(Duration::from_millis(1500));
-    run.signal(libc::SIGINT);
-    let signalled = Instant::now();
-    let out = run.wait(Duration::from_secs(30));
-    let took = signalled.elapsed();
-    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
-    // Requests in flight end within 200 ms, well inside the grace period; the rest is
-    // computing and writing the report.
-    assert!(
-        took < Duration::from_secs_f64(grace),
-        "took {took:?}\n{}",
-        text(&out)
-    );
+    within_bounds("the end of a run stopped by SIGINT", || {
+        // 10 tokens 20 ms apart: each request takes about 200 ms; 4 at a time, 1000 of
+        // them would take 50 s.
+        let m = mock(bench::mock::MockConfig {
+            itl: Duration::from_millis(20),
+            ..Default::default()
+        });
+        let grace = Duration::from_secs(3);
+        let run = start(
+            &m,
+            10,
+            1000,
+            &["--max-concurrency", "4", "--shutdown-grace-sec", "3"],
+        );
+        // The fifth request goes out once one of the first four has completed.
+        wait_for_first_tokens(&m, 5);
+        run.signal(libc::SIGINT);
+        let signalled = Instant::now();
+        let out = run.wait(Duration::from_secs(30));
+        let took = signalled.elapsed();
+        assert_eq!(out.code(), Some(130), "{out}");
+        // Requests in flight end within 200 ms, well inside the grace period; the rest is
+        // computing and writing the report. Past the grace period bench cancels what is
+        // still in flight, so the counts below hold only within it.
+        if took >= grace {
+            return Err(format!(
+                "bench took {took:?} after SIGINT, the grace period is {grace:?}"
+            ));
+        }
 
-    let r = result_json(dir.path());
-    assert_eq!(r["interrupted"], true, "{}", text(&out));
-    assert!(r["interrupt_reason"].as_str().unwrap().contains("SIGINT"));
-    let completed = r["completed"].as_u64().unwrap();
-    let not_sent = r["requests_not_sent"].as_u64().unwrap();
-    assert!(completed > 0 && completed < 1000, "completed {completed}");
-    // Everything in flight finished within the grace period: nothing failed, and the
-    // requests never sent are not counted as failures.
-    assert_eq!(r["failed"], 0);
-    assert_eq!(r["requests_cancelled"], 0);
-    assert_eq!(completed + not_sent, 1000);
-    assert_eq!(r["errors"].as_array().unwrap().len() as u64, completed);
-    assert_eq!(r["total_output_tokens"].as_u64().unwrap(), completed * 10);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains(&format!(
-            "Benchmark interrupted (SIGINT received): {not_sent} of 1000 requests not sent"
-        )),
-        "{stdout}"
-    );
-    assert!(stdout.contains("(marked as interrupted)"), "{stdout}");
-    assert!(stray_files(dir.path()).is_empty());
+        let r = out.json();
+        assert_eq!(r["interrupted"], true, "{out}");
+        assert!(r["interrupt_reason"].as_str().unwrap().contains("SIGINT"));
+        let completed = r["completed"].as_u64().unwrap();
+        let not_sent = r["requests_not_sent"].as_u64().unwrap();
+        assert!(completed > 0 && completed < 1000, "completed {completed}");
+        // Everything in flight finished within the grace period: nothing failed, and the
+        // requests never sent are not counted as failures.
+        assert_eq!(r["failed"], 0);
+        assert_eq!(r["requests_cancelled"], 0);
+        assert_eq!(completed + not_sent, 1000);
+        assert_eq!(r["errors"].as_array().unwrap().len() as u64, completed);
+        assert_eq!(r["total_output_tokens"].as_u64().unwrap(), completed * 10);
+        assert!(
+            out.stdout.contains(&format!(
+                "Benchmark interrupted (SIGINT received): {not_sent} of 1000 requests not sent"
+            )),
+            "{out}"
+        );
+        assert!(out.stdout.contains("(marked as interrupted)"), "{out}");
+        assert!(stray_files(out.result_dir()).is_empty());
+        Ok(())
+    });
 }
 
 #[test]
 fn sigterm_is_a_first_ctrl_c_and_cancels_what_outlives_the_grace_period() {
-    // Each request streams for 20 s: all three in flight outlive a 1 s grace period.
-    let m = mock(bench::mock::MockConfig {
-        itl: Duration::from_millis(500),
-        ..Default::default()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let run = start(&run_args(
-        &m.url,
-        dir.path(),
-        &[
-            "--random-output-len",
-            "40",
-            "--num-prompts",
-            "50",
-            "--max-concurrency",
-            "3",
-            "--shutdown-grace-sec",
-            "1",
-        ],
-    ));
-    std::thread::sleep(Duration::from_millis(700));
-    run.signal(libc::SIGTERM);
-    let signalled = Instant::now();
-    let out = run.wait(Duration::from_secs(30));
-    let took = signalled.elapsed();
-    assert_eq!(out.status.code(), Some(143), "{}", text(&out));
-    assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
-        "took {took:?}\n{}",
-        text(&out)
-    );
-    let r = result_json(dir.path());
-    assert_eq!(r["interrupted"], true);
-    assert!(r["interrupt_reason"].as_str().unwrap().contains("SIGTERM"));
-    assert_eq!(r["completed"], 0);
-    assert_eq!(r["failed"], 3);
-    assert_eq!(r["requests_cancelled"], 3);
-    assert_eq!(r["requests_not_sent"], 47);
-    for e in r["errors"].as_array().unwrap() {
-        assert!(
-            e.as_str().unwrap().starts_with("interrupted: "),
-            "error kind: {e}"
+    within_bounds("the end of a run stopped by SIGTERM", || {
+        // Each request streams for 20 s: all three in flight outlive a 1 s grace period.
+        let m = mock(bench::mock::MockConfig {
+            itl: Duration::from_millis(500),
+            ..Default::default()
+        });
+        let run = start(
+            &m,
+            40,
+            50,
+            &["--max-concurrency", "3", "--shutdown-grace-sec", "1"],
         );
-    }
+        wait_for_first_tokens(&m, 3);
+        run.signal(libc::SIGTERM);
+        let signalled = Instant::now();
+        let out = run.wait(Duration::from_secs(30));
+        let took = signalled.elapsed();
+        assert_eq!(out.code(), Some(143), "{out}");
+        // The grace period was given in full.
+        assert!(took >= Duration::from_secs(1), "took {took:?}\n{out}");
+        let r = out.json();
+        assert_eq!(r["interrupted"], true);
+        assert!(r["interrupt_reason"].as_str().unwrap().contains("SIGTERM"));
+        assert_eq!(r["completed"], 0);
+        assert_eq!(r["failed"], 3);
+        assert_eq!(r["requests_cancelled"], 3);
+        assert_eq!(r["requests_not_sent"], 47);
+        for e in r["errors"].as_array().unwrap() {
+            assert!(
+                e.as_str().unwrap().starts_with("interrupted: "),
+                "error kind: {e}"
+            );
+        }
+        // ... and not much more: cancelling, reporting and saving are quick.
+        if took >= Duration::from_secs(5) {
+            return Err(format!(
+                "bench took {took:?} after SIGTERM with a 1 s grace period"
+            ));
+        }
+        Ok(())
+    });
 }
 
 #[test]
 fn a_second_ctrl_c_quits_at_once_without_saving() {
-    let m = mock(bench::mock::MockConfig {
-        itl: Duration::from_millis(500),
-        ..Default::default()
+    within_bounds("the exit after a second Ctrl-C", || {
+        let m = mock(bench::mock::MockConfig {
+            itl: Duration::from_millis(500),
+            ..Default::default()
+        });
+        let run = start(&m, 40, 10, &["--shutdown-grace-sec", "60"]);
+        wait_for_first_tokens(&m, 1);
+        run.signal(libc::SIGINT);
+        // The first one is acknowledged on stderr once the handler has seen it.
+        run.wait_for_stderr_line(
+            "SIGINT received: sending no more requests",
+            Duration::from_secs(30),
+        );
+        run.signal(libc::SIGINT);
+        let signalled = Instant::now();
+        let out = run.wait(Duration::from_secs(30));
+        let took = signalled.elapsed();
+        assert_eq!(out.code(), Some(130), "{out}");
+        assert!(out.stderr.contains("quitting without saving"), "{out}");
+        assert_eq!(std::fs::read_dir(out.result_dir()).unwrap().count(), 0);
+        if took >= Duration::from_secs(2) {
+            return Err(format!("bench took {took:?} after the second Ctrl-C"));
+        }
+        Ok(())
     });
-    let dir = tempfile::tempdir().unwrap();
-    let run = start(&run_args(
-        &m.url,
-        dir.path(),
-        &[
-            "--random-output-len",
-            "40",
-            "--num-prompts",
-            "10",
-            "--shutdown-grace-sec",
-            "60",
-        ],
-    ));
-    std::thread::sleep(Duration::from_millis(500));
-    run.signal(libc::SIGINT);
-    // The first one is acknowledged on stderr; give the handler a moment to see it.
-    std::thread::sleep(Duration::from_millis(300));
-    run.signal(libc::SIGINT);
-    let signalled = Instant::now();
-    let out = run.wait(Duration::from_secs(30));
-    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
-    assert!(
-        signalled.elapsed() < Duration::from_secs(2),
-        "took {:?} after the second Ctrl-C",
-        signalled.elapsed()
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("quitting without saving"), "{stderr}");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]
@@ -206,29 +186,16 @@ fn append_result_keeps_the_existing_entry_and_adds_the_new_one() {
     // An earlier result, byte for byte as vLLM's json.dump writes it.
     let old = br#"{"date": "20250101-000000", "backend": "vllm", "completed": 7}"#;
     std::fs::write(&path, old).unwrap();
-    let out = bench(&[
-        "--backend",
-        "openai-chat",
-        "--model",
-        "mock",
-        "--tokenizer",
-        &gpt2(),
-        "--base-url",
-        &m.url,
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "4",
-        "--num-prompts",
-        "5",
-        "--append-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "results.json",
-        "--disable-tqdm",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    Bench::against(&m.url)
+        .backend("openai-chat")
+        .random(8, 4)
+        .prompts(5)
+        .arg("--append-result")
+        .arg("--result-dir")
+        .arg(dir.path())
+        .args(["--result-filename", "results.json"])
+        .run()
+        .assert_success();
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes.starts_with(old));
     assert_eq!(bytes[old.len()], b'\n');

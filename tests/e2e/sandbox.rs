@@ -10,7 +10,6 @@
 //! (against the mock server, for the runs).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -21,9 +20,12 @@ use bench::runtime::{
 use bench::tokenizer::Tokenizer;
 
 use crate::common::fixtures::{fixture, repo};
+use crate::common::{Bench, Run, gate, mock, result_json, within_bounds};
 
 /// A runtime with a private compile cache and the given limits.
 fn runtime(cache: &Path, budget: Duration, memory_mib: u64) -> Runtime {
+    // Compiling components keeps the cores busy.
+    gate::enter();
     Runtime::new(RuntimeConfig {
         memory_limit: memory_mib << 20,
         call_budget: budget,
@@ -86,26 +88,32 @@ fn an_endless_loop_is_stopped_by_the_time_budget() {
     let cache = tempfile::tempdir().unwrap();
     let runtime = runtime(cache.path(), Duration::from_millis(300), 256);
     let plugin = fixture("hostile-spin");
-    let start = Instant::now();
-    let err = sample_error(&runtime, &plugin);
-    let elapsed = start.elapsed();
-    assert!(
-        err.contains(&format!(
-            "plugin '{}': call 'next-batch' exceeded its 300ms time budget",
-            plugin.display()
-        )),
-        "{err}"
-    );
-    assert!(
-        elapsed >= Duration::from_millis(300),
-        "stopped too early: {elapsed:?}"
-    );
-    // The bound includes compiling the component into a fresh cache, on a machine that may
-    // be busy; an unstopped loop would run forever.
-    assert!(
-        elapsed < Duration::from_secs(15),
-        "stopped too late: {elapsed:?}"
-    );
+    within_bounds("a plugin call stopped by its time budget", || {
+        // Loading compiles the component (into the cache, the first time); only the call
+        // is timed.
+        let mut dataset = runtime
+            .load_dataset(&plugin, HostContext::default(), None)
+            .unwrap();
+        let start = Instant::now();
+        let err = format!("{:#}", dataset.sample(10, Vec::new(), false).unwrap_err());
+        let elapsed = start.elapsed();
+        assert!(
+            err.contains(&format!(
+                "plugin '{}': call 'next-batch' exceeded its 300ms time budget",
+                plugin.display()
+            )),
+            "{err}"
+        );
+        assert!(
+            elapsed >= Duration::from_millis(300),
+            "stopped too early: {elapsed:?}"
+        );
+        // An unstopped loop would run forever.
+        if elapsed >= Duration::from_secs(5) {
+            return Err(format!("stopped too late: {elapsed:?}"));
+        }
+        Ok(())
+    });
 }
 
 /// However long a prompt takes to make, sampling never runs into the per-call budget: the
@@ -775,55 +783,18 @@ fn a_decoder_trap_kills_only_its_instance_and_a_fork_goes_on() {
 }
 
 /// `bench serve` against the mock with the `hostile-decoder` fixture as the backend.
-fn serve_hostile(
-    url: &str,
-    trap_every: u32,
-    num_prompts: u32,
-    result_dir: &Path,
-) -> std::process::Output {
-    let backend = path_of(&fixture("hostile-decoder"));
-    let tokenizer = repo().join("tests/data/tokenizers/gpt2");
-    let trap = format!("trap-every={trap_every}");
-    let num_prompts = num_prompts.to_string();
-    Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args([
-            "--backend",
-            &backend,
-            "--backend-option",
-            &trap,
-            "--model",
-            "mock",
-            "--tokenizer",
-            tokenizer.to_str().unwrap(),
-            "--base-url",
-            url,
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            "4",
-            "--num-prompts",
-            &num_prompts,
-            // Slow enough that a stop raised after a few dozen responses is early.
-            "--request-rate",
-            "25",
-            "--save-result",
-            "--save-detailed",
-            "--result-dir",
-            result_dir.to_str().unwrap(),
-            "--disable-tqdm",
-        ])
-        .env("BENCH_LOG", "warn")
-        .output()
-        .expect("running bench")
-}
-
-fn describe_output(out: &std::process::Output) -> String {
-    format!(
-        "status: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+fn serve_hostile(url: &str, trap_every: u32, num_prompts: u64) -> Run {
+    Bench::against(url)
+        .arg("--backend")
+        .arg(path_of(&fixture("hostile-decoder")))
+        .arg("--backend-option")
+        .arg(format!("trap-every={trap_every}"))
+        .args(["--random-input-len", "8", "--random-output-len", "4"])
+        .prompts(num_prompts)
+        // Slow enough that a stop raised after a few dozen responses is early.
+        .args(["--request-rate", "25"])
+        .save_detailed()
+        .run()
 }
 
 /// The non-empty per-request errors of a detailed result file.
@@ -839,14 +810,12 @@ fn errors_of(result: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn cli_a_decoder_trap_fails_that_request_only_and_the_run_goes_on() {
-    let mock = crate::common::mock(Default::default());
-    let dir = tempfile::tempdir().unwrap();
+    let mock = mock(Default::default());
     // The sixth response traps; the replacement instance counts from zero and decodes the
     // remaining four without trapping.
-    let out = serve_hostile(&mock.url, 6, 10, dir.path());
-    let log = describe_output(&out);
-    assert!(out.status.success(), "{log}");
-    let result = crate::common::result_json(dir.path());
+    let out = serve_hostile(&mock.url, 6, 10).assert_success();
+    let log = out.to_string();
+    let result = out.json();
     assert_eq!(result["completed"], 9, "{log}");
     assert_eq!(result["failed"], 1, "{log}");
     assert_eq!(result["total_output_tokens"], 9 * 4, "{log}");
@@ -866,16 +835,13 @@ fn cli_a_decoder_trap_fails_that_request_only_and_the_run_goes_on() {
 #[test]
 fn cli_a_decoder_that_keeps_trapping_stops_the_run_and_keeps_its_results() {
     let plugin = path_of(&fixture("hostile-decoder"));
-    let mock = crate::common::mock(Default::default());
+    let mock = mock(Default::default());
 
     // Every response traps: the fifth fault in a row stops the run.
-    let dir = tempfile::tempdir().unwrap();
-    let out = serve_hostile(&mock.url, 1, 100, dir.path());
-    let log = describe_output(&out);
-    assert!(!out.status.success(), "{log}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = serve_hostile(&mock.url, 1, 100).assert_failure();
+    let log = out.to_string();
     assert!(
-        stderr.contains(&format!(
+        out.stderr.contains(&format!(
             "backend plugin '{plugin}' faulted on 5 responses in a row (last: call 'decode' trapped"
         )),
         "{log}"
@@ -883,18 +849,15 @@ fn cli_a_decoder_that_keeps_trapping_stops_the_run_and_keeps_its_results() {
 
     // Every other response traps: never five in a row, but the eleventh fault stops the
     // run; the responses decoded before it are kept in the result file.
-    let dir = tempfile::tempdir().unwrap();
-    let out = serve_hostile(&mock.url, 2, 100, dir.path());
-    let log = describe_output(&out);
-    assert!(!out.status.success(), "{log}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = serve_hostile(&mock.url, 2, 100).assert_failure();
+    let log = out.to_string();
     assert!(
-        stderr.contains(&format!(
+        out.stderr.contains(&format!(
             "backend plugin '{plugin}' faulted on 11 responses in this run (more than 10)"
         )),
         "{log}"
     );
-    let result = crate::common::result_json(dir.path());
+    let result = result_json(out.result_dir());
     // Decoded: ok, trap, ok, trap, ... until the eleventh trap.
     assert_eq!(result["completed"], 11, "{log}");
     assert_eq!(result["total_output_tokens"], 11 * 4, "{log}");
@@ -941,22 +904,9 @@ fn compiled_components_are_cached_and_a_bad_cache_entry_is_only_a_warning() {
     assert!(std::fs::metadata(&cached[0]).unwrap().len() > 1000);
 }
 
-/// Runs the real binary with a private cache; returns (success, stdout, stderr, elapsed).
-fn bench(args: &[&str], envs: &[(&str, &str)]) -> (bool, String, String, Duration) {
-    let cache = tempfile::tempdir().unwrap();
-    let start = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(args)
-        .env("BENCH_CACHE_DIR", cache.path())
-        .envs(envs.iter().copied())
-        .output()
-        .expect("running bench");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-        start.elapsed(),
-    )
+/// Runs the real binary with a private compiled-plugin cache.
+fn bench(args: &[&str]) -> Run {
+    Bench::new().private_cache().args(args).run()
 }
 
 fn path_of(plugin: &PluginRef) -> String {
@@ -969,16 +919,15 @@ fn path_of(plugin: &PluginRef) -> String {
 #[test]
 fn cli_inspect_describes_a_plugin_file() {
     let plugin = path_of(&fixture("sandbox-probe"));
-    let (ok, stdout, stderr, _) = bench(&["plugin", "inspect", &plugin], &[]);
-    assert!(ok, "{stderr}");
+    let out = bench(&["plugin", "inspect", &plugin]).assert_success();
     assert!(
-        stdout.starts_with(&format!(
+        out.stdout.starts_with(&format!(
             "sandbox-probe 0.1.0 (dataset plugin, API bench:plugin@{})",
             bench::runtime::API_VERSION
         )),
-        "{stdout}"
+        "{out}"
     );
-    assert!(stdout.contains("  vocab [default: false]"), "{stdout}");
+    assert!(out.stdout.contains("  vocab [default: false]"), "{out}");
 }
 
 #[test]
@@ -991,11 +940,11 @@ fn cli_refuses_bad_plugin_files_with_a_clear_error() {
         (future.as_str(), "bench:plugin@9.0.0"),
         (module.to_str().unwrap(), "not a component"),
     ] {
-        let (ok, _, stderr, elapsed) = bench(&["plugin", "inspect", plugin], &[]);
-        assert!(!ok, "{plugin} was accepted");
-        assert!(stderr.contains(&format!("plugin '{plugin}'")), "{stderr}");
-        assert!(stderr.contains(cause), "{stderr}");
-        assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
+        let out = bench(&["plugin", "inspect", plugin]);
+        assert!(!out.success(), "{plugin} was accepted:\n{out}");
+        assert!(out.stderr.contains(&format!("plugin '{plugin}'")), "{out}");
+        assert!(out.stderr.contains(cause), "{out}");
+        assert!(out.took < Duration::from_secs(60), "{out}");
     }
 }
 
@@ -1009,26 +958,21 @@ fn cli_stops_misbehaving_dataset_plugins() {
         ("hostile-hog", "memory limit"),
     ] {
         let plugin = path_of(&fixture(name));
-        let (ok, _, stderr, elapsed) = bench(
-            &[
-                "dataset",
-                "sample",
-                "--dataset-name",
-                &plugin,
-                "--tokenizer",
-                tokenizer,
-                "--num-prompts",
-                "3",
-            ],
-            &[("BENCH_PLUGIN_TIMEOUT", "1"), ("BENCH_PLUGIN_MEMORY", "64")],
-        );
-        assert!(!ok, "{name} was accepted");
+        let out = Bench::new()
+            .private_cache()
+            .args(["dataset", "sample", "--dataset-name", &plugin])
+            .args(["--tokenizer", tokenizer, "--num-prompts", "3"])
+            .env("BENCH_PLUGIN_TIMEOUT", "1")
+            .env("BENCH_PLUGIN_MEMORY", "64")
+            .run();
+        assert!(!out.success(), "{name} was accepted:\n{out}");
         assert!(
-            stderr.contains(&format!("plugin '{plugin}': call 'next-batch'")),
-            "{stderr}"
+            out.stderr
+                .contains(&format!("plugin '{plugin}': call 'next-batch'")),
+            "{out}"
         );
-        assert!(stderr.contains(cause), "{stderr}");
-        // Within the (default) 10 s budget plus start-up, never a hang.
-        assert!(elapsed < Duration::from_secs(60), "{name} took {elapsed:?}");
+        assert!(out.stderr.contains(cause), "{out}");
+        // Within the 1 s budget plus start-up, never a hang.
+        assert!(out.took < Duration::from_secs(60), "{name}: {out}");
     }
 }

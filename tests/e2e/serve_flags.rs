@@ -77,11 +77,10 @@ fn host_port_endpoint_names_labels_metadata_percentiles_goodput_and_sampling() {
         "run.json",
         "--disable-tqdm",
     ];
-    let out = bench(&args);
-    assert!(out.status.success(), "{}", text(&out));
+    let out = bench(&args).assert_success();
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("run.json")).unwrap()).unwrap();
-    assert_eq!(r["completed"], 12, "{}", text(&out));
+    assert_eq!(r["completed"], 12, "{out}");
     assert_eq!(r["label"], "flagrun");
     assert_eq!(r["model_id"], "org/some-model");
     assert_eq!(r["version"], "1.2");
@@ -116,15 +115,15 @@ fn host_port_endpoint_names_labels_metadata_percentiles_goodput_and_sampling() {
     assert!(dir.path().join("run.pytorch.json").exists());
     // Console: vLLM's configured-rate line.
     assert!(
-        String::from_utf8_lossy(&out.stdout)
-            .contains("Request rate configured (RPS):           400.00")
+        out.stdout
+            .contains("Request rate configured (RPS):           400.00"),
+        "{out}"
     );
 
     // --append-result adds a second run to the same file.
     let mut again: Vec<&str> = args.to_vec();
     again.push("--append-result");
-    let out = bench(&again);
-    assert!(out.status.success(), "{}", text(&out));
+    bench(&again).assert_success();
     let body = std::fs::read_to_string(dir.path().join("run.json")).unwrap();
     let runs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&body)
         .into_iter::<serde_json::Value>()
@@ -137,35 +136,16 @@ fn host_port_endpoint_names_labels_metadata_percentiles_goodput_and_sampling() {
 #[test]
 fn linear_ramp_up_records_rate_changes() {
     let m = mock(Default::default());
-    let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "--backend",
-        "openai-chat",
-        "--model",
-        "mock",
-        "--tokenizer",
-        &gpt2(),
-        "--base-url",
-        &m.url,
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "2",
-        "--num-prompts",
-        "30",
-        "--ramp-up-strategy",
-        "linear",
-        "--ramp-up-start-rps",
-        "50",
-        "--ramp-up-end-rps",
-        "60",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--disable-tqdm",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    let r = result_json(dir.path());
+    let out = Bench::against(&m.url)
+        .backend("openai-chat")
+        .random(8, 2)
+        .prompts(30)
+        .args(["--ramp-up-strategy", "linear"])
+        .args(["--ramp-up-start-rps", "50", "--ramp-up-end-rps", "60"])
+        .save_result()
+        .run()
+        .assert_success();
+    let r = out.json();
     assert_eq!(r["completed"], 30);
     assert_eq!(r["ramp_up_strategy"], "linear");
     assert_eq!(r["ramp_up_start_rps"], 50);
@@ -176,7 +156,10 @@ fn linear_ramp_up_records_rate_changes() {
     let rps: Vec<u64> = events.iter().map(|e| e["rps"].as_u64().unwrap()).collect();
     // vLLM records the start rate, then every whole rate the ramp passes.
     assert_eq!(rps, (50..=60).collect::<Vec<_>>(), "{r}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Traffic ramp-up strategy: linear."));
+    assert!(
+        out.stdout.contains("Traffic ramp-up strategy: linear."),
+        "{out}"
+    );
 }
 
 /// `total_input_tokens` follows vLLM by default (the server's `usage.prompt_tokens`, which
@@ -187,32 +170,15 @@ fn linear_ramp_up_records_rate_changes() {
 fn input_tokens_and_start_times_are_computed_as_vllm_computes_them() {
     let m = mock(Default::default());
     let run = |source: &str| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = bench(&[
-            "--backend",
-            "openai-chat",
-            "--model",
-            "mock",
-            "--tokenizer",
-            &gpt2(),
-            "--base-url",
-            &m.url,
-            "--random-input-len",
-            "64",
-            "--random-output-len",
-            "4",
-            "--num-prompts",
-            "10",
-            "--input-tokens",
-            source,
-            "--save-result",
-            "--save-detailed",
-            "--result-dir",
-            dir.path().to_str().unwrap(),
-            "--disable-tqdm",
-        ]);
-        assert!(out.status.success(), "{}", text(&out));
-        (result_json(dir.path()), text(&out))
+        let out = Bench::against(&m.url)
+            .backend("openai-chat")
+            .random(64, 4)
+            .prompts(10)
+            .args(["--input-tokens", source])
+            .save_detailed()
+            .run()
+            .assert_success();
+        (out.json(), out.to_string())
     };
     let before = bench::client::cpu::monotonic().as_secs_f64();
     let (usage, console) = run("usage");

@@ -1,5 +1,6 @@
 //! Measured TTFT and ITL against a server whose delays are known (issue: "tests that would
-//! catch a lie"). One test in its own binary so that no other test competes for the CPU.
+//! catch a lie"). The test holds the gate alone (`common::gate`), so that no other test in
+//! this binary competes for the CPU.
 
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ fn measured_ttft_and_itl_match_the_servers_delays_at_concurrency_32() {
     // nothing about bench (whose error is measured against what the server actually did),
     // so it is repeated, and after `ATTEMPTS` late servers the accuracy check is skipped
     // with a message instead of failing on the machine's load.
+    let _alone = gate::exclusive();
     for attempt in 1..=ATTEMPTS {
         if let Some(late) = run_and_check() {
             eprintln!("attempt {attempt}/{ATTEMPTS}: the mock server itself ran late: {late}");
@@ -36,39 +38,23 @@ fn run_and_check() -> Option<String> {
         itl: Duration::from_millis(10),
         ..Default::default()
     });
-    let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "serve",
-        "--backend",
-        "openai",
-        "--model",
-        "mock",
-        "--tokenizer",
-        &gpt2(),
-        "--base-url",
-        &m.url,
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "32",
-        "--random-output-len",
-        "16",
-        "--num-prompts",
-        "96",
-        "--max-concurrency",
-        "32",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--disable-tqdm",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    let r = result_json(dir.path());
+    // The explicit subcommand and dataset name, as vLLM's users type them.
+    let out = Bench::new()
+        .arg("serve")
+        .args(["--dataset-name", "random"])
+        .with_server(&m.url)
+        .backend("openai")
+        .random(32, 16)
+        .prompts(96)
+        .args(["--max-concurrency", "32"])
+        .save_detailed()
+        .run()
+        .assert_success();
+    let r = out.json();
     for key in VLLM_RESULT_KEYS.iter().chain(DETAILED_KEYS) {
         assert!(r.get(key).is_some(), "result lacks vLLM key {key}: {r}");
     }
-    assert_eq!(r["completed"], 96, "{}", text(&out));
+    assert_eq!(r["completed"], 96, "{out}");
     assert_eq!(r["failed"], 0);
     // Token counts are exact: the server's usage and the tokenizer agree on 16 per request.
     assert_eq!(r["total_output_tokens"], 96 * 16);
@@ -93,15 +79,13 @@ fn run_and_check() -> Option<String> {
     eprintln!("bench: TTFT {ttft:.3} ms, ITL {itl:.3} ms; server: {truth:?}");
     assert!(
         (ttft - truth.mean_ttft_ms).abs() < 2.0,
-        "mean TTFT {ttft} ms, the server's was {} ms\n{}",
+        "mean TTFT {ttft} ms, the server's was {} ms\n{out}",
         truth.mean_ttft_ms,
-        text(&out)
     );
     assert!(
         (itl - truth.mean_itl_ms).abs() < 2.0,
-        "mean ITL {itl} ms, the server's was {} ms\n{}",
+        "mean ITL {itl} ms, the server's was {} ms\n{out}",
         truth.mean_itl_ms,
-        text(&out)
     );
     // 15 gaps per request, pooled.
     let itls = r["itls"].as_array().unwrap();

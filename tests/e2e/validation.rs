@@ -1,7 +1,7 @@
 //! Every flag of `bench serve` is checked before anything slow happens (tokenizer,
 //! plugins, network): a bad value fails in well under 2 s with a message naming the flag.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -12,24 +12,25 @@ const NO_SERVER: &str = "http://127.0.0.1:9";
 /// Runs `bench` with `args` after a model and a server address and checks that it fails
 /// within 2 s with `needle` in its error output and without starting a run.
 fn fails_fast(args: &[&str], needle: &str) {
-    let base = ["--model", "m", "--base-url", NO_SERVER];
-    let all = [&base[..], args].concat();
-    let t = Instant::now();
-    let out = bench(&all);
-    let took = t.elapsed();
-    assert!(
-        !out.status.success(),
-        "{args:?} should fail:\n{}",
-        text(&out)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(needle), "{args:?}: {needle:?} not in:\n{err}");
-    assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        !stdout.contains("Starting main benchmark run"),
-        "{args:?}: {stdout}"
-    );
+    within_bounds(&format!("{args:?} failing fast"), || {
+        let out = Bench::new()
+            .args(["--model", "m", "--base-url", NO_SERVER])
+            .args(args)
+            .run();
+        assert!(!out.success(), "{args:?} should fail:\n{out}");
+        assert!(
+            out.stderr.contains(needle),
+            "{args:?}: {needle:?} not in:\n{out}"
+        );
+        assert!(
+            !out.stdout.contains("Starting main benchmark run"),
+            "{args:?}: {out}"
+        );
+        if out.took >= Duration::from_secs(2) {
+            return Err(format!("{args:?} took {:?}", out.took));
+        }
+        Ok(())
+    });
 }
 
 #[test]
@@ -212,18 +213,14 @@ fn an_unwritable_result_dir_fails_before_the_run() {
     // Nothing is probed (or created) unless a result is to be saved: this run gets past
     // the flags and fails later, at the tokenizer.
     let unused = dir.path().join("unused");
-    let out = bench(&[
-        "--model",
-        "m",
-        "--base-url",
-        NO_SERVER,
-        "--tokenizer",
-        dir.path().join("none").to_str().unwrap(),
-        "--result-dir",
-        unused.to_str().unwrap(),
-    ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--tokenizer"));
+    let out = Bench::new()
+        .args(["--model", "m", "--base-url", NO_SERVER, "--tokenizer"])
+        .arg(dir.path().join("none"))
+        .arg("--result-dir")
+        .arg(&unused)
+        .run()
+        .assert_failure();
+    assert!(out.stderr.contains("--tokenizer"), "{out}");
     assert!(!unused.exists());
 }
 
@@ -238,18 +235,13 @@ fn a_missing_or_corrupt_tokenizer_is_named() {
     std::fs::create_dir(&corrupt).unwrap();
     let file = corrupt.join("tokenizer.json");
     std::fs::write(&file, b"{\"model\": {\"type\": \"BPE\", \"vocab\": ").unwrap();
-    let out = bench(&[
-        "--model",
-        "m",
-        "--base-url",
-        NO_SERVER,
-        "--tokenizer",
-        corrupt.to_str().unwrap(),
-    ]);
-    assert!(!out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--tokenizer"), "{err}");
-    assert!(err.contains(file.to_str().unwrap()), "{err}");
+    let out = Bench::new()
+        .args(["--model", "m", "--base-url", NO_SERVER, "--tokenizer"])
+        .arg(&corrupt)
+        .run()
+        .assert_failure();
+    assert!(out.stderr.contains("--tokenizer"), "{out}");
+    assert!(out.stderr.contains(file.to_str().unwrap()), "{out}");
 
     // A directory without tokenizer.json says so.
     let empty = dir.path().join("empty");
@@ -266,23 +258,16 @@ fn negative_sampling_values_pass_through_as_in_vllm() {
     // gets past the flags and only fails later, at the missing tokenizer.
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("none");
-    let out = bench(&[
-        "--model",
-        "m",
-        "--base-url",
-        NO_SERVER,
-        "--top-k",
-        "-1",
-        "--temperature",
-        "-0.5",
-        "--tokenizer",
-        missing.to_str().unwrap(),
-    ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--tokenizer"), "{err}");
+    let out = Bench::new()
+        .args(["--model", "m", "--base-url", NO_SERVER])
+        .args(["--top-k", "-1", "--temperature", "-0.5", "--tokenizer"])
+        .arg(&missing)
+        .run()
+        .assert_failure();
+    let err = &out.stderr;
+    assert!(err.contains("--tokenizer"), "{out}");
     assert!(
         !err.contains("--top-k") && !err.contains("--temperature"),
-        "{err}"
+        "{out}"
     );
 }
