@@ -15,6 +15,8 @@ pub use save::{SaveOptions, pytorch_format_requested, result_path, save};
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
 
 #[cfg(test)]
+mod console_snapshots;
+#[cfg(test)]
 mod tests;
 
 /// vLLM's date format for the result's `date` key and file name.

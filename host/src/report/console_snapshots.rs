@@ -1,0 +1,114 @@
+//! Snapshots (`insta`, in `snapshots/`) of the console report for the hand-made run of
+//! `metrics::tests`: every line, label, column and trailing space of the block vLLM's users
+//! read, in each shape the run's options give it. `tests.rs` checks the vLLM part against
+//! vLLM's own text; these pin the whole output, so any change to it shows up as a diff to
+//! review (`INSTA_UPDATE=always cargo test -p bench --lib console_snapshots` accepts it).
+
+use chrono::{Local, TimeZone};
+
+use super::{RunInfo, console};
+use crate::metrics::tests::{FIXTURE, words};
+use crate::metrics::{
+    ClientCpu, Goodput, Metrics, MetricsConfig, PercentileMetric, PromptTokenCheck, TokenCounter,
+    calculate,
+};
+use crate::server_metrics::ServerCache;
+
+/// A run of the fixture's four requests at 2 req/s with at most 4 in flight.
+fn run() -> RunInfo {
+    RunInfo {
+        date: Local.with_ymd_and_hms(2025, 3, 4, 5, 6, 7).unwrap(),
+        started_at: Local.with_ymd_and_hms(2025, 3, 4, 5, 5, 0).unwrap(),
+        backend: "openai-chat".into(),
+        label: None,
+        model_id: "meta-llama/Llama-3.1-8B".into(),
+        tokenizer_id: Some("meta-llama/Llama-3.1-8B".into()),
+        num_prompts: 4,
+        request_rate: 2.0,
+        burstiness: 1.0,
+        max_concurrency: Some(4),
+        ramp_up: None,
+        rps_change_events: vec![],
+        metadata: vec![],
+        args: serde_json::Map::new(),
+    }
+}
+
+/// Every optional line: p50 and p99 of every metric, a goodput SLO, the queue sections
+/// (a concurrency cap and a finite rate), the failures, and every client and server
+/// figure bench can report.
+#[test]
+fn every_section() {
+    let mut m = calculate(
+        &FIXTURE,
+        10.0,
+        Some(&words),
+        &MetricsConfig {
+            percentiles: vec![50.0, 99.0],
+            percentile_metrics: PercentileMetric::ALL.to_vec(),
+            goodput: Goodput {
+                ttft_ms: Some(250.0),
+                ..Goodput::default()
+            },
+            ..MetricsConfig::default()
+        },
+    )
+    .unwrap();
+    m.client.http_client = Some("h1");
+    m.client.cpu = Some(ClientCpu {
+        total_s: 4.0,
+        decode_s: 1.0,
+    });
+    m.client.connection_retries = 2;
+    m.client.prompt_tokens = Some(PromptTokenCheck {
+        requests_with_usage: 3,
+        server_tokens: 190,
+        dataset_tokens: 180,
+        mismatched_requests: 1,
+    });
+    m.server_cache = Some(ServerCache {
+        server: "vllm",
+        cached_prompt_tokens: 90,
+        queried_prompt_tokens: 180,
+    });
+    insta::assert_snapshot!(console(&m, &run()));
+}
+
+/// vLLM's defaults (p99 of TTFT, TPOT and ITL, no goodput), all requests at once with
+/// no cap, nothing measured beyond the requests themselves: the block as a plain `vllm bench serve` prints it.
+#[test]
+fn defaults_at_an_infinite_rate() {
+    let m = metrics(MetricsConfig::default(), true);
+    let run = RunInfo {
+        request_rate: f64::INFINITY,
+        max_concurrency: None,
+        ..run()
+    };
+    insta::assert_snapshot!(console(&m, &run));
+}
+
+/// Without a tokenizer vLLM drops the token counts, the token throughputs and the
+/// token-based sections; with a cap but no finite rate, client queueing is reported but
+/// not the queue-inclusive latency.
+#[test]
+fn without_a_tokenizer_capped_at_an_infinite_rate() {
+    let m = metrics(
+        MetricsConfig {
+            percentile_metrics: PercentileMetric::ALL.to_vec(),
+            ..MetricsConfig::default()
+        },
+        false,
+    );
+    let run = RunInfo {
+        tokenizer_id: None,
+        request_rate: f64::INFINITY,
+        ..run()
+    };
+    insta::assert_snapshot!(console(&m, &run));
+}
+
+/// The fixture's metrics, its tokens counted by words or not at all.
+fn metrics(config: MetricsConfig, tokenizer: bool) -> Metrics<'static> {
+    let count: Option<TokenCounter> = if tokenizer { Some(&words) } else { None };
+    calculate(&FIXTURE, 10.0, count, &config).unwrap()
+}
