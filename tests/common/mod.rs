@@ -10,7 +10,7 @@ pub mod fixtures;
 pub mod gate;
 pub mod timing;
 
-pub use command::{Bench, Run, Running};
+pub use command::{Bench, COLUMNS, Run, Running};
 pub use fixtures::repo;
 pub use timing::within_bounds;
 

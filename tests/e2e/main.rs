@@ -9,10 +9,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod console;
 mod contract_versions;
 mod datasets_vllm;
 mod example_plugin;
 mod faults;
+mod help;
 mod interrupts;
 mod load;
 mod sandbox;
