@@ -1,5 +1,6 @@
 //! End-to-end: the real `bench` binary against the built-in mock server on loopback.
 
+use crate::common::timing::ATTEMPTS;
 use crate::common::*;
 
 #[test]
@@ -144,10 +145,6 @@ fn bad_flags_fail_before_any_work_naming_the_flag() {
         assert!(out.stderr.contains(needle), "{args:?}: {out}");
     }
 }
-
-/// How often a timing run is repeated when the server's own timer ran late (a busy
-/// machine) before the check of the server's timing is skipped.
-const ATTEMPTS: usize = 3;
 
 #[test]
 fn selfcheck_prints_the_ceiling_and_the_timing_error_per_level() {

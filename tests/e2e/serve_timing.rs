@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
+use crate::common::timing::{ATTEMPTS, BUSY, CpuWatch};
 use crate::common::*;
-
-/// How often the run is repeated when the server's own timer ran late (a busy machine).
-const ATTEMPTS: usize = 3;
 
 #[test]
 fn measured_ttft_and_itl_match_the_servers_delays_at_concurrency_32() {
@@ -15,24 +13,29 @@ fn measured_ttft_and_itl_match_the_servers_delays_at_concurrency_32() {
     // the request's arrival. On a busy machine its own timer may run late; that run says
     // nothing about bench (whose error is measured against what the server actually did),
     // so it is repeated, and after `ATTEMPTS` late servers the accuracy check is skipped
-    // with a message instead of failing on the machine's load.
+    // with a message instead of failing on the machine's load. Likewise when bench's own
+    // timing missed its bounds while other processes kept the machine busy; missed on a
+    // quiet machine, they fail the test.
     let _alone = gate::exclusive();
     for attempt in 1..=ATTEMPTS {
         if let Some(late) = run_and_check() {
-            eprintln!("attempt {attempt}/{ATTEMPTS}: the mock server itself ran late: {late}");
+            eprintln!("attempt {attempt}/{ATTEMPTS}: the machine was busy: {late}");
         } else {
             return;
         }
     }
     eprintln!(
-        "SKIPPED: in {ATTEMPTS} attempts the mock server's own timer never kept within 5 ms of \
-         its configured delays (the machine is busy); bench's accuracy was not measured"
+        "SKIPPED: in {ATTEMPTS} attempts the machine was busy (the mock server's own timer \
+         was 5 ms or more off its configured delays, or other processes took the CPU while \
+         bench missed its bounds); bench's accuracy was not measured"
     );
 }
 
-/// One run with every check; `Some(why)` when the server's own timing was off, before
-/// any check of bench's timing.
+/// One run with every check; `Some(why)` when the server's own timing was off (before
+/// any check of bench's timing), or when bench's timing missed its bounds while other
+/// processes kept the machine busy.
 fn run_and_check() -> Option<String> {
+    let watch = CpuWatch::start();
     let m = mock(bench::mock::MockConfig {
         ttft: Duration::from_millis(50),
         itl: Duration::from_millis(10),
@@ -77,16 +80,20 @@ fn run_and_check() -> Option<String> {
     let ttft = r["mean_ttft_ms"].as_f64().unwrap();
     let itl = r["mean_itl_ms"].as_f64().unwrap();
     eprintln!("bench: TTFT {ttft:.3} ms, ITL {itl:.3} ms; server: {truth:?}");
-    assert!(
-        (ttft - truth.mean_ttft_ms).abs() < 2.0,
-        "mean TTFT {ttft} ms, the server's was {} ms\n{out}",
-        truth.mean_ttft_ms,
-    );
-    assert!(
-        (itl - truth.mean_itl_ms).abs() < 2.0,
-        "mean ITL {itl} ms, the server's was {} ms\n{out}",
-        truth.mean_itl_ms,
-    );
+    // Bench's timing bounds, judged together at the end.
+    let mut missed = Vec::new();
+    if (ttft - truth.mean_ttft_ms).abs() >= 2.0 {
+        missed.push(format!(
+            "mean TTFT {ttft} ms, the server's was {} ms",
+            truth.mean_ttft_ms
+        ));
+    }
+    if (itl - truth.mean_itl_ms).abs() >= 2.0 {
+        missed.push(format!(
+            "mean ITL {itl} ms, the server's was {} ms",
+            truth.mean_itl_ms
+        ));
+    }
     // 15 gaps per request, pooled.
     let itls = r["itls"].as_array().unwrap();
     assert!(itls.iter().all(|l| l.as_array().unwrap().len() == 15));
@@ -95,7 +102,10 @@ fn run_and_check() -> Option<String> {
     // slot), and what the run cost the client's CPU.
     assert_eq!(r["http_client"], "h1");
     let lag = r["schedule_lag_ms_p99"].as_f64().unwrap();
-    assert!((0.0..50.0).contains(&lag), "schedule lag p99 {lag} ms");
+    assert!(lag >= 0.0, "schedule lag p99 {lag} ms");
+    if lag >= 50.0 {
+        missed.push(format!("schedule lag p99 {lag} ms"));
+    }
     let cpu = r["client_cpu_seconds"].as_f64().unwrap();
     assert!(
         cpu > 0.0 && cpu < r["duration"].as_f64().unwrap() * 2.0,
@@ -103,5 +113,15 @@ fn run_and_check() -> Option<String> {
     );
     let share = r["decode_cpu_share"].as_f64().unwrap();
     assert!(share > 0.0 && share < 1.0, "{share}");
-    None
+    if missed.is_empty() {
+        return None;
+    }
+    let missed = missed.join("; ");
+    if watch.others().is_some_and(|others| others >= BUSY) {
+        return Some(format!("{missed} ({})", watch.describe()));
+    }
+    panic!(
+        "{missed}\n({}: not the machine's load)\n{out}",
+        watch.describe()
+    );
 }
