@@ -257,7 +257,10 @@ fn sigkill_while_saving_never_leaves_a_damaged_file() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(150 + round * 37));
+        // From the writer's first write on (however long it took to start), a kill at a
+        // different moment of its loop each round.
+        wait_for_a_write(dir.path(), &path);
+        std::thread::sleep(Duration::from_millis(round * 37));
         // SAFETY: kill(2) on our own child, not yet reaped.
         assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
         child.wait().unwrap();
@@ -282,4 +285,19 @@ fn sigkill_while_saving_never_leaves_a_damaged_file() {
     }
     // The test only means something if some kills did interrupt a write.
     assert!(kills_mid_write > 0, "no kill landed during a write");
+}
+
+/// Waits until a file other than `path` (a write's temporary file) appears in `dir`.
+fn wait_for_a_write(dir: &Path, path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(dir)
+        .unwrap()
+        .all(|e| e.unwrap().path() == path)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the writer never started writing"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }

@@ -128,13 +128,24 @@ fn long_prompts_never_run_into_the_call_budget() {
         tokenizer: Some(gpt2()),
         seed: 0,
     };
-    let mut dataset = runtime
-        .load_dataset(&PluginRef::parse("random").unwrap(), host, None)
-        .unwrap();
-    let options = vec![("input-len".to_owned(), "8192".to_owned())];
-    let requests = dataset.sample(400, options, false).unwrap();
-    assert_eq!(requests.len(), 400);
-    assert!(requests.iter().all(|r| r.prompt_len == 8192));
+    // Calls are sized to a quarter of that budget from the calls before them; a machine
+    // that slows down fourfold between two calls breaks it all the same.
+    within_bounds("sampling long prompts within the call budget", || {
+        let mut dataset = runtime
+            .load_dataset(&PluginRef::parse("random").unwrap(), host.clone(), None)
+            .unwrap();
+        let options = vec![("input-len".to_owned(), "8192".to_owned())];
+        let requests = match dataset.sample(400, options, false) {
+            Ok(requests) => requests,
+            Err(e) if format!("{e:#}").contains("exceeded its 1s time budget") => {
+                return Err(format!("{e:#}"));
+            }
+            Err(e) => panic!("{e:#}"),
+        };
+        assert_eq!(requests.len(), 400);
+        assert!(requests.iter().all(|r| r.prompt_len == 8192));
+        Ok(())
+    });
 }
 
 #[test]
