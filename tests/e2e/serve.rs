@@ -159,10 +159,10 @@ fn selfcheck_prints_the_ceiling_and_the_timing_error_per_level() {
             }
         }
     }
-    eprintln!(
-        "SKIPPED: in {ATTEMPTS} attempts the selfcheck server's TTFT never came within 5 ms \
-         of its configured 20 ms (the machine is busy); its report was checked, its timing not"
-    );
+    timing::skipped(format_args!(
+        "in {ATTEMPTS} attempts the selfcheck server's TTFT never came within 5 ms of its \
+         configured 20 ms (the machine is busy); its report was checked, its timing not"
+    ));
 }
 
 /// One `bench selfcheck` with every check of its report; `Some(rows)` when a level's

@@ -24,11 +24,11 @@ fn measured_ttft_and_itl_match_the_servers_delays_at_concurrency_32() {
             return;
         }
     }
-    eprintln!(
-        "SKIPPED: in {ATTEMPTS} attempts the machine was busy (the mock server's own timer \
-         was 5 ms or more off its configured delays, or other processes took the CPU while \
-         bench missed its bounds); bench's accuracy was not measured"
-    );
+    timing::skipped(format_args!(
+        "in {ATTEMPTS} attempts the machine was busy (the mock server's own timer was 5 ms \
+         or more off its configured delays, or other processes took the CPU while bench \
+         missed its bounds); bench's accuracy was not measured"
+    ));
 }
 
 /// One run with every check; `Some(why)` when the server's own timing was off (before
