@@ -375,7 +375,7 @@ mod tests {
     /// A reader polling the file while it is rewritten with large documents only ever
     /// sees one of the complete documents. (An in-place write would expose a truncated
     /// or half-written file to it.) What a SIGKILL leaves is tested end to end in
-    /// `tests/interrupts.rs`.
+    /// `tests/e2e/interrupts.rs`.
     #[test]
     fn readers_never_see_a_partial_file() {
         let dir = tempfile::tempdir().unwrap();
