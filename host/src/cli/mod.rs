@@ -5,6 +5,7 @@ pub mod args;
 pub mod dataset;
 pub mod limits;
 pub mod plugin;
+pub mod plugin_flags;
 pub mod selfcheck;
 pub mod serve;
 

@@ -1,0 +1,512 @@
+//! Plugins own their flags: the options a dataset or backend plugin declares with a
+//! command-line flag (`cli-flag` in the contract, vLLM's `--sonnet-input-len` style) become
+//! flags of the subcommand that loads it, at run time.
+//!
+//! The command line is read twice. [`PluginChoice::scan`] first picks the plugins out of
+//! the raw arguments (`--dataset-name`/`--plugin`, `--backend`); the caller describes them
+//! and [`PluginFlags::add`] adds their flags to clap's command, so clap itself parses,
+//! validates, suggests and prints `--help` with them (under a heading per plugin). After
+//! parsing, [`PluginFlags::options`] turns what was given into the plugin's `KEY=VALUE`
+//! options. The flags of the other first-party plugins are added hidden: vLLM accepts
+//! every dataset's flags whatever the dataset, so a vLLM command line keeps working, and
+//! bench says which ones the chosen plugin ignores instead of ignoring them silently.
+//!
+//! Nothing here knows a plugin by name: everything comes from the descriptions.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+use clap::builder::PossibleValuesParser;
+use clap::{Arg, ArgAction, ArgMatches, Command};
+
+use crate::runtime::{OptionInfo, PluginInfo, SharedFlag};
+
+/// Which kind of plugin a flag configures (its options go to `--dataset-option` or
+/// `--backend-option`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Dataset,
+    Backend,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Dataset => "dataset",
+            Role::Backend => "backend",
+        }
+    }
+}
+
+/// The plugins named on a command line, read before clap parses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginChoice {
+    /// `--dataset-name` (alias `--plugin`), when given.
+    pub dataset: Option<String>,
+    /// `--backend`, when given.
+    pub backend: Option<String>,
+}
+
+impl PluginChoice {
+    /// Finds `--dataset-name`/`--plugin` and `--backend` (as `--flag value` or
+    /// `--flag=value`; the last one wins, as clap's) in `args`, stopping at `--`.
+    pub fn scan<S: AsRef<str>>(args: &[S]) -> PluginChoice {
+        let mut choice = PluginChoice {
+            dataset: None,
+            backend: None,
+        };
+        let mut iter = args.iter().map(AsRef::as_ref);
+        while let Some(arg) = iter.next() {
+            if arg == "--" {
+                break;
+            }
+            let (flag, inline) = match arg.split_once('=') {
+                Some((flag, value)) => (flag, Some(value)),
+                None => (arg, None),
+            };
+            let slot = match flag {
+                "--dataset-name" | "--plugin" => &mut choice.dataset,
+                "--backend" => &mut choice.backend,
+                _ => continue,
+            };
+            let value = match inline {
+                Some(value) => Some(value),
+                None => iter.next(),
+            };
+            if let Some(value) = value {
+                *slot = Some(value.to_owned());
+            }
+        }
+        choice
+    }
+}
+
+/// The flags added for the plugins of one command line.
+#[derive(Debug, Default)]
+pub struct PluginFlags {
+    flags: Vec<Flag>,
+}
+
+#[derive(Debug)]
+struct Flag {
+    /// clap's id of the argument.
+    id: String,
+    /// The flag as typed, with its dashes.
+    long: String,
+    role: Role,
+    plugin: String,
+    option: String,
+    switch: bool,
+    shared: Vec<SharedFlag>,
+    /// A flag of another first-party plugin, accepted and reported as ignored.
+    foreign: bool,
+}
+
+/// The general flags (`--input-len`, `--output-len`) as given; they set every option that
+/// declares them and win over the option's own flag, as in vLLM.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SharedValues {
+    pub input_len: Option<u32>,
+    pub output_len: Option<u32>,
+}
+
+impl SharedValues {
+    fn get(&self, flag: SharedFlag) -> Option<u32> {
+        match flag {
+            SharedFlag::InputLen => self.input_len,
+            SharedFlag::OutputLen => self.output_len,
+        }
+    }
+}
+
+impl PluginFlags {
+    /// Adds the flags of the plugin `name` (described by `info`) to `cmd`, under a heading
+    /// of its own. A flag that the command already has is an error naming the plugin.
+    pub fn add(
+        &mut self,
+        cmd: Command,
+        role: Role,
+        name: &str,
+        info: &PluginInfo,
+    ) -> Result<Command> {
+        let mut cmd = cmd;
+        for option in info.options.iter().filter(|o| o.cli_flag.is_some()) {
+            let long = option.cli_flag.as_deref().unwrap_or_default();
+            check_flag_name(long, name)?;
+            if let Some(taken) = self.flags.iter().find(|f| f.long == format!("--{long}")) {
+                bail!(
+                    "{} plugin '{name}' declares the flag --{long}, which {} plugin '{}' \
+                     declares too",
+                    role.as_str(),
+                    taken.role.as_str(),
+                    taken.plugin
+                );
+            }
+            if cmd.get_arguments().any(|a| a.get_long() == Some(long)) {
+                bail!(
+                    "{} plugin '{name}' declares the flag --{long}, which bench itself has; \
+                     the plugin must name its option's flag differently (its option can still \
+                     be set with --{}-option {}=VALUE)",
+                    role.as_str(),
+                    role.as_str(),
+                    option.name
+                );
+            }
+            let id = format!("{}-option:{}", role.as_str(), option.name);
+            cmd = cmd.arg(arg(
+                &id,
+                long,
+                option,
+                &format!("{} options ({name})", title(role)),
+            ));
+            self.flags.push(Flag {
+                id,
+                long: format!("--{long}"),
+                role,
+                plugin: name.to_owned(),
+                option: option.name.clone(),
+                switch: option.switch,
+                shared: option.shared_flags.clone(),
+                foreign: false,
+            });
+        }
+        Ok(cmd)
+    }
+
+    /// Adds, hidden, the flags of another plugin (`name`) that the command does not have
+    /// yet: accepted, and reported by [`PluginFlags::ignored`].
+    pub fn add_foreign(
+        &mut self,
+        cmd: Command,
+        role: Role,
+        name: &str,
+        info: &PluginInfo,
+    ) -> Command {
+        let mut cmd = cmd;
+        for option in info.options.iter() {
+            let Some(long) = option.cli_flag.as_deref() else {
+                continue;
+            };
+            if check_flag_name(long, name).is_err()
+                || self.flags.iter().any(|f| f.long == format!("--{long}"))
+                || cmd.get_arguments().any(|a| a.get_long() == Some(long))
+            {
+                continue;
+            }
+            let id = format!("foreign-{}-option:{name}:{}", role.as_str(), option.name);
+            cmd = cmd.arg(arg(&id, long, option, "").hide(true));
+            self.flags.push(Flag {
+                id,
+                long: format!("--{long}"),
+                role,
+                plugin: name.to_owned(),
+                option: option.name.clone(),
+                switch: option.switch,
+                shared: Vec::new(),
+                foreign: true,
+            });
+        }
+        cmd
+    }
+
+    /// The options of the `role` plugin that its flags and the general flags set, in the
+    /// order they apply (the general flags after the plugin's own, so they win).
+    pub fn options(
+        &self,
+        matches: &ArgMatches,
+        role: Role,
+        shared: SharedValues,
+    ) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mine = || self.flags.iter().filter(|f| f.role == role && !f.foreign);
+        for flag in mine() {
+            if let Some(value) = given(matches, flag) {
+                out.push((flag.option.clone(), value));
+            }
+        }
+        for flag in mine() {
+            for shared_flag in &flag.shared {
+                if let Some(v) = shared.get(*shared_flag) {
+                    out.push((flag.option.clone(), v.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Warnings for the flags of other plugins that were given: `--sharegpt-output-len is
+    /// a flag of dataset plugin 'sharegpt'; ignored with dataset plugin 'random'`.
+    pub fn ignored(
+        &self,
+        matches: &ArgMatches,
+        chosen: &BTreeMap<&'static str, String>,
+    ) -> Vec<String> {
+        self.flags
+            .iter()
+            .filter(|f| f.foreign && given(matches, f).is_some())
+            .map(|f| {
+                let role = f.role.as_str();
+                format!(
+                    "{} is a flag of {role} plugin '{}'; ignored with {role} plugin '{}'",
+                    f.long,
+                    f.plugin,
+                    chosen.get(role).map(String::as_str).unwrap_or("?")
+                )
+            })
+            .collect()
+    }
+
+    /// Whether any of the `role` plugin's own flags or the general flags it answers to
+    /// were given (so that `--input-len` does not go unused silently).
+    pub fn answers_to(&self, role: Role, flag: SharedFlag) -> bool {
+        self.flags
+            .iter()
+            .any(|f| f.role == role && !f.foreign && f.shared.contains(&flag))
+    }
+}
+
+/// The value a flag was given on the command line, if any.
+fn given(matches: &ArgMatches, flag: &Flag) -> Option<String> {
+    if flag.switch {
+        matches.get_flag(&flag.id).then(|| "true".to_owned())
+    } else {
+        matches.get_one::<String>(&flag.id).cloned()
+    }
+}
+
+fn title(role: Role) -> &'static str {
+    match role {
+        Role::Dataset => "Dataset",
+        Role::Backend => "Backend",
+    }
+}
+
+/// A flag name is lowercase ASCII letters, digits and dashes, without the leading dashes.
+fn check_flag_name(long: &str, plugin: &str) -> Result<()> {
+    let ok = !long.is_empty()
+        && !long.starts_with('-')
+        && long
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !ok {
+        bail!(
+            "plugin '{plugin}' declares the flag {long:?}: a flag is lowercase letters, digits \
+             and dashes, given without the leading dashes"
+        );
+    }
+    Ok(())
+}
+
+/// The clap argument of one option.
+fn arg(id: &str, long: &str, option: &OptionInfo, heading: &str) -> Arg {
+    let mut help = option.description.clone();
+    if let Some(default) = &option.default_value {
+        help.push_str(&format!(" [default: {default}]"));
+    }
+    let arg = Arg::new(id.to_owned())
+        .long(long.to_owned())
+        .help(help)
+        .help_heading(heading.to_owned());
+    if option.switch {
+        return arg.action(ArgAction::SetTrue);
+    }
+    // A leading minus sign reaches the plugin's parser, which names the option.
+    let arg = arg
+        .action(ArgAction::Set)
+        .value_name("VALUE")
+        .allow_negative_numbers(true);
+    if option.choices.is_empty() {
+        arg
+    } else {
+        arg.value_parser(PossibleValuesParser::new(option.choices.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn option(name: &str, flag: Option<&str>) -> OptionInfo {
+        OptionInfo {
+            name: name.into(),
+            description: format!("the {name}"),
+            default_value: Some("1".into()),
+            required: false,
+            cli_flag: flag.map(str::to_owned),
+            switch: false,
+            choices: vec![],
+            shared_flags: vec![],
+        }
+    }
+
+    fn info(name: &str, options: Vec<OptionInfo>) -> PluginInfo {
+        PluginInfo {
+            name: name.into(),
+            version: "0.1.0".into(),
+            description: String::new(),
+            options,
+        }
+    }
+
+    fn base() -> Command {
+        Command::new("bench")
+            .no_binary_name(true)
+            .arg(Arg::new("model").long("model"))
+    }
+
+    #[test]
+    fn plugins_are_picked_out_of_the_raw_arguments() {
+        let c = PluginChoice::scan(&[
+            "--model",
+            "m",
+            "--plugin",
+            "a.wasm",
+            "--backend=openai-chat",
+            "--dataset-name",
+            "sharegpt",
+            "--",
+            "--backend",
+            "x",
+        ]);
+        assert_eq!(c.dataset.as_deref(), Some("sharegpt"));
+        assert_eq!(c.backend.as_deref(), Some("openai-chat"));
+        assert_eq!(PluginChoice::scan(&["--backend"]).backend, None);
+    }
+
+    #[test]
+    fn declared_flags_parse_into_options_and_general_flags_win() {
+        let mut len = option("input-len", Some("lines-input-len"));
+        len.shared_flags.push(SharedFlag::InputLen);
+        let mut shuffle = option("shuffle", Some("lines-shuffle"));
+        shuffle.switch = true;
+        let mut mode = option("mode", Some("lines-mode"));
+        mode.choices = vec!["a".into(), "b".into()];
+        let plugin = info("lines", vec![len, shuffle, mode, option("quiet", None)]);
+        let mut flags = PluginFlags::default();
+        let cmd = flags.add(base(), Role::Dataset, "lines", &plugin).unwrap();
+        let m = cmd
+            .clone()
+            .try_get_matches_from([
+                "--lines-input-len",
+                "7",
+                "--lines-shuffle",
+                "--lines-mode",
+                "b",
+            ])
+            .unwrap();
+        assert_eq!(
+            flags.options(&m, Role::Dataset, SharedValues::default()),
+            [
+                ("input-len".to_string(), "7".to_string()),
+                ("shuffle".to_string(), "true".to_string()),
+                ("mode".to_string(), "b".to_string()),
+            ]
+        );
+        let shared = SharedValues {
+            input_len: Some(9),
+            output_len: Some(3),
+        };
+        let opts = flags.options(&m, Role::Dataset, shared);
+        assert_eq!(
+            opts.last().unwrap(),
+            &("input-len".to_string(), "9".to_string())
+        );
+        assert!(flags.answers_to(Role::Dataset, SharedFlag::InputLen));
+        assert!(!flags.answers_to(Role::Dataset, SharedFlag::OutputLen));
+        // clap checks choices and suggests flags.
+        let err = cmd
+            .clone()
+            .try_get_matches_from(["--lines-mode", "c"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("possible values: a, b"), "{err}");
+        let err = cmd
+            .try_get_matches_from(["--lines-shufle"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--lines-shuffle"), "{err}");
+    }
+
+    #[test]
+    fn clashing_flags_are_refused_with_the_plugin_named() {
+        let mut flags = PluginFlags::default();
+        let err = flags
+            .add(
+                base(),
+                Role::Dataset,
+                "x.wasm",
+                &info("x", vec![option("m", Some("model"))]),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'x.wasm'") && err.contains("--model"), "{err}");
+        let cmd = flags
+            .add(
+                base(),
+                Role::Dataset,
+                "d",
+                &info("d", vec![option("a", Some("shared"))]),
+            )
+            .unwrap();
+        let err = flags
+            .add(
+                cmd,
+                Role::Backend,
+                "b",
+                &info("b", vec![option("a", Some("shared"))]),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("dataset plugin 'd'"), "{err}");
+        let err = flags
+            .add(
+                base(),
+                Role::Dataset,
+                "y",
+                &info("y", vec![option("a", Some("Bad_Flag"))]),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lowercase"), "{err}");
+    }
+
+    #[test]
+    fn other_plugins_flags_are_accepted_and_reported() {
+        let mut flags = PluginFlags::default();
+        let cmd = flags
+            .add(
+                base(),
+                Role::Dataset,
+                "random",
+                &info(
+                    "random",
+                    vec![option("output-len", Some("random-output-len"))],
+                ),
+            )
+            .unwrap();
+        let cmd = flags.add_foreign(
+            cmd,
+            Role::Dataset,
+            "sharegpt",
+            &info(
+                "sharegpt",
+                vec![option("output-len", Some("sharegpt-output-len"))],
+            ),
+        );
+        let m = cmd
+            .try_get_matches_from(["--sharegpt-output-len", "5"])
+            .unwrap();
+        assert!(
+            flags
+                .options(&m, Role::Dataset, SharedValues::default())
+                .is_empty()
+        );
+        let chosen = BTreeMap::from([("dataset", "random".to_string())]);
+        assert_eq!(
+            flags.ignored(&m, &chosen),
+            [
+                "--sharegpt-output-len is a flag of dataset plugin 'sharegpt'; ignored with dataset plugin 'random'"
+            ]
+        );
+    }
+}
