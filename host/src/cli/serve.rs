@@ -734,7 +734,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
 
     let counter = |text: &str| tokenizer.count_tokens(text);
     let mut computed = metrics::calculate(
-        &output.records,
+        output.records,
         output.duration,
         Some(&counter),
         &plan.metrics,
@@ -816,7 +816,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             "error: every request failed ({} of {}); first error: {}",
             computed.failed,
             prepared.len(),
-            output
+            computed
+                .per_request
                 .records
                 .iter()
                 .find_map(|r| r.failure().map(ToString::to_string))

@@ -157,11 +157,12 @@ impl Default for MetricsConfig {
 ///
 /// The lists are read from the records when the result is written rather than copied:
 /// on a long run the generated texts and ITLs are most of the client's memory, and a
-/// copy would double it.
+/// copy would double it. The records themselves live here, moved in by [`calculate`], so
+/// that the metrics of a run can be returned whole, records included.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct PerRequest<'a> {
+pub struct PerRequest {
     /// Every record, in workload (`index`) order.
-    pub records: Vec<&'a RequestRecord>,
+    pub records: Vec<RequestRecord>,
     /// Output tokens as counted for the metrics; 0 for a failed request.
     pub output_lens: Vec<u64>,
     /// Which prompt length `input_lens` reports.
@@ -172,14 +173,14 @@ pub struct PerRequest<'a> {
     pub clock_origin_s: f64,
 }
 
-impl<'a> PerRequest<'a> {
+impl PerRequest {
     /// The record of the request at `index` in the workload, if it was sent.
-    pub fn by_index(&self, index: usize) -> Option<&'a RequestRecord> {
+    pub fn by_index(&self, index: usize) -> Option<&RequestRecord> {
         let position = self
             .records
             .binary_search_by_key(&index, |r| r.index)
             .ok()?;
-        Some(self.records[position])
+        Some(&self.records[position])
     }
 
     /// Prompt lengths in tokens, failed requests included (vLLM's `input_lens`), under
@@ -195,7 +196,7 @@ impl<'a> PerRequest<'a> {
         self.records.iter().map(|r| r.ttft)
     }
 
-    pub fn itls(&self) -> impl ExactSizeIterator<Item = &'a [f64]> + '_ {
+    pub fn itls(&self) -> impl ExactSizeIterator<Item = &[f64]> + '_ {
         self.records.iter().map(|r| r.itl.as_slice())
     }
 
@@ -214,7 +215,7 @@ impl<'a> PerRequest<'a> {
         self.records.iter().map(|r| client_queue_time(r))
     }
 
-    pub fn generated_texts(&self) -> impl ExactSizeIterator<Item = &'a str> + '_ {
+    pub fn generated_texts(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.records.iter().map(|r| r.generated_text.as_str())
     }
 
@@ -297,11 +298,11 @@ pub struct ClientCpu {
     pub decode_s: f64,
 }
 
-/// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result (which
-/// borrow the records), and our client diagnostics. Latency statistics are in
+/// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result (read
+/// from the records, which it owns), and our client diagnostics. Latency statistics are in
 /// milliseconds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Metrics<'a> {
+pub struct Metrics {
     /// Benchmark duration in seconds (first send to last response).
     pub duration_s: f64,
     pub completed: usize,
@@ -333,7 +334,7 @@ pub struct Metrics<'a> {
     /// tokenizer, the console then omits token counts, throughputs and TTFT/TPOT/ITL.
     pub has_tokenizer: bool,
     pub config: MetricsConfig,
-    pub per_request: PerRequest<'a>,
+    pub per_request: PerRequest,
     /// Error messages of the failed requests, in workload order.
     pub failure_messages: Vec<String>,
     /// Failed requests per kind, most frequent first, ties in name order.
@@ -370,20 +371,21 @@ fn client_queue_time(record: &RequestRecord) -> f64 {
 /// `duration_s` is the benchmark duration; `count_tokens` counts a generated text's tokens
 /// (the fallback when a server reported no `usage.completion_tokens`, or reported 0, and
 /// the check against servers that did); without it such requests count as 1 token, as in
-/// vLLM without a tokenizer. Records may come in any order; they are processed in
-/// workload (`index`) order, which fixes the order of pooled ITLs and per-request lists.
-pub fn calculate<'a>(
-    records: &'a [RequestRecord],
+/// vLLM without a tokenizer. Records may come in any order; they are sorted into
+/// workload (`index`) order, which fixes the order of pooled ITLs and per-request lists,
+/// and kept in the metrics ([`Metrics::per_request`]).
+pub fn calculate(
+    mut records: Vec<RequestRecord>,
     duration_s: f64,
     count_tokens: Option<TokenCounter<'_>>,
     config: &MetricsConfig,
-) -> Result<Metrics<'a>> {
+) -> Result<Metrics> {
     ensure!(
         duration_s.is_finite() && duration_s > 0.0,
         "benchmark duration must be a positive number of seconds, got {duration_s}"
     );
-    let mut ordered: Vec<&'a RequestRecord> = records.iter().collect();
-    ordered.sort_by_key(|r| r.index);
+    records.sort_by_key(|r| r.index);
+    let ordered = records.as_slice();
 
     let mut output_lens = Vec::with_capacity(ordered.len());
     let mut total_input = 0u64;
@@ -396,7 +398,7 @@ pub fn calculate<'a>(
     let mut unread_usage = 0usize;
     let mut check = TokenCountCheck::default();
 
-    for record in &ordered {
+    for record in ordered {
         if !record.succeeded() {
             output_lens.push(0);
             continue;
@@ -486,16 +488,22 @@ pub fn calculate<'a>(
         ));
     }
 
-    let successful: Vec<&RequestRecord> =
-        ordered.iter().copied().filter(|r| r.succeeded()).collect();
+    let successful: Vec<&RequestRecord> = ordered.iter().filter(|r| r.succeeded()).collect();
     let peaks = timeline::peaks(&successful);
     let total_output: u64 = output_lens.iter().sum();
     let percentiles = &config.percentiles;
+    let failure_messages = ordered
+        .iter()
+        .filter_map(|r| r.failure().map(ToString::to_string))
+        .collect();
+    let failures_by_kind = count_by_kind(ordered.iter().filter_map(|r| r.failure()));
+    let client = client_stats(ordered, completed, duration_s, count_tokens.map(|_| check));
+    let failed = ordered.len() - completed;
 
     Ok(Metrics {
         duration_s,
         completed,
-        failed: ordered.len() - completed,
+        failed,
         total_input,
         total_output,
         request_throughput: completed as f64 / duration_s,
@@ -513,16 +521,13 @@ pub fn calculate<'a>(
         peak_concurrent_requests: peaks.peak_concurrent_requests,
         has_tokenizer: count_tokens.is_some(),
         config: config.clone(),
-        failure_messages: ordered
-            .iter()
-            .filter_map(|r| r.failure().map(ToString::to_string))
-            .collect(),
-        failures_by_kind: count_by_kind(ordered.iter().filter_map(|r| r.failure())),
-        client: client_stats(&ordered, completed, duration_s, count_tokens.map(|_| check)),
+        failure_messages,
+        failures_by_kind,
+        client,
         server_cache: None,
         warnings,
         per_request: PerRequest {
-            records: ordered,
+            records,
             output_lens,
             input_tokens: config.input_tokens,
             clock_origin_s: 0.0,
@@ -531,7 +536,7 @@ pub fn calculate<'a>(
 }
 
 fn client_stats(
-    ordered: &[&RequestRecord],
+    ordered: &[RequestRecord],
     completed: usize,
     duration_s: f64,
     token_counts: Option<TokenCountCheck>,
@@ -565,7 +570,7 @@ fn client_stats(
 
 /// The server's prompt counts against the dataset's, over successful requests that
 /// reported one; `None` when none did.
-fn prompt_token_check(ordered: &[&RequestRecord]) -> Option<PromptTokenCheck> {
+fn prompt_token_check(ordered: &[RequestRecord]) -> Option<PromptTokenCheck> {
     let mut check = PromptTokenCheck::default();
     for record in ordered.iter().filter(|r| r.succeeded()) {
         let Some(server) = record.server_prompt_tokens else {
@@ -579,7 +584,7 @@ fn prompt_token_check(ordered: &[&RequestRecord]) -> Option<PromptTokenCheck> {
     (check.requests_with_usage > 0).then_some(check)
 }
 
-impl Metrics<'_> {
+impl Metrics {
     /// The summary of one percentile metric.
     pub fn summary(&self, metric: PercentileMetric) -> &Summary {
         match metric {

@@ -80,12 +80,8 @@ pub(crate) fn config() -> MetricsConfig {
     }
 }
 
-/// [`fixture`], kept for the whole test run: metrics borrow their records.
-pub(crate) static FIXTURE: std::sync::LazyLock<Vec<RequestRecord>> =
-    std::sync::LazyLock::new(fixture);
-
-pub(crate) fn fixture_metrics() -> Metrics<'static> {
-    calculate(&FIXTURE, 10.0, Some(&words), &config()).unwrap()
+pub(crate) fn fixture_metrics() -> Metrics {
+    calculate(fixture(), 10.0, Some(&words), &config()).unwrap()
 }
 
 #[track_caller]
@@ -184,7 +180,7 @@ fn peaks() {
 fn per_request_lists_are_in_workload_order_even_when_records_are_not() {
     let mut shuffled = fixture();
     shuffled.reverse();
-    let m = calculate(&shuffled, 10.0, Some(&words), &config()).unwrap();
+    let m = calculate(shuffled, 10.0, Some(&words), &config()).unwrap();
     assert_eq!(m, fixture_metrics());
     let p = &m.per_request;
     let indices: Vec<usize> = p.records.iter().map(|r| r.index).collect();
@@ -246,7 +242,7 @@ fn failures_are_counted_by_kind_most_frequent_first() {
     {
         records.push(failed(10 + i, kind));
     }
-    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    let m = calculate(records, 10.0, Some(&words), &config()).unwrap();
     assert_eq!(m.failed, 9);
     let by_kind: Vec<(String, usize)> = m
         .failures_by_kind
@@ -310,7 +306,7 @@ fn input_tokens_follow_vllm_or_the_dataset_and_both_counts_are_reported() {
     // vLLM 0.32: a request's prompt_len becomes the server's usage.prompt_tokens when it
     // sent one; total_input_tokens sums the successful requests' prompt_len and
     // input_lens lists every request's.
-    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    let m = calculate(records.clone(), 10.0, Some(&words), &config()).unwrap();
     assert_eq!(m.total_input, 104 + 50 + 30);
     assert_eq!(
         m.per_request.input_lens().collect::<Vec<_>>(),
@@ -323,7 +319,7 @@ fn input_tokens_follow_vllm_or_the_dataset_and_both_counts_are_reported() {
         input_tokens: InputTokenSource::Dataset,
         ..config()
     };
-    let d = calculate(&records, 10.0, Some(&words), &dataset).unwrap();
+    let d = calculate(records, 10.0, Some(&words), &dataset).unwrap();
     assert_eq!(d.total_input, 100 + 50 + 30);
     assert_eq!(
         d.per_request.input_lens().collect::<Vec<_>>(),
@@ -352,7 +348,7 @@ fn goodput_with_each_slo() {
             goodput: goodput.unwrap(),
             ..config()
         };
-        calculate(&fixture(), 10.0, Some(&words), &config)
+        calculate(fixture(), 10.0, Some(&words), &config)
             .unwrap()
             .request_goodput
     };
@@ -372,7 +368,7 @@ fn goodput_with_each_slo() {
 
 #[test]
 fn without_tokenizer_missing_usage_counts_one_token() {
-    let m = calculate(&FIXTURE, 10.0, None, &config()).unwrap();
+    let m = calculate(fixture(), 10.0, None, &config()).unwrap();
     assert!(!m.has_tokenizer);
     // Request 3 now counts 1 token: [5, 1, 0, 1].
     assert_eq!(m.per_request.output_lens, vec![5, 1, 0, 1]);
@@ -392,7 +388,7 @@ fn zero_usage_falls_back_to_the_tokenizer_like_vllm() {
     let mut records = fixture();
     records[0].output_tokens = Some(0);
     records[0].server_output_tokens = Some(0);
-    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    let m = calculate(records, 10.0, Some(&words), &config()).unwrap();
     // "one two three four five" is 5 words, so the count is unchanged, but the request
     // no longer takes part in the server/tokenizer comparison.
     assert_eq!(m.per_request.output_lens[0], 5);
@@ -406,7 +402,7 @@ fn usage_vllm_does_not_read_is_compared_but_not_counted() {
     let mut records = fixture();
     records[1].output_tokens = None;
     records[1].server_prompt_tokens = Some(60);
-    let m = calculate(&records, 10.0, Some(&words), &config()).unwrap();
+    let m = calculate(records, 10.0, Some(&words), &config()).unwrap();
     assert_eq!(m.per_request.output_lens[1], 2);
     // Its prompt count likewise: vLLM keeps the dataset's 50, the diagnostics show 60.
     assert_eq!(m.per_request.input_lens().nth(1), Some(50));
@@ -432,7 +428,7 @@ fn all_failed_warns_and_reports_zeros() {
     for r in &mut records {
         r.outcome = Err(FailureKind::Transport.failure("x"));
     }
-    let m = calculate(&records, 2.0, Some(&words), &config()).unwrap();
+    let m = calculate(records, 2.0, Some(&words), &config()).unwrap();
     assert_eq!((m.completed, m.failed), (0, 4));
     assert_eq!(m.total_output, 0);
     assert_eq!(m.ttft.mean, 0.0);
@@ -457,14 +453,14 @@ fn all_failed_warns_and_reports_zeros() {
 #[test]
 fn tokenizer_errors_name_the_request() {
     let failing = |_: &str| -> Result<usize> { anyhow::bail!("boom") };
-    let err = calculate(&fixture(), 10.0, Some(&failing), &config()).unwrap_err();
+    let err = calculate(fixture(), 10.0, Some(&failing), &config()).unwrap_err();
     assert_eq!(err.to_string(), "counting the output tokens of request 0");
 }
 
 #[test]
 fn rejects_a_non_positive_duration() {
-    assert!(calculate(&fixture(), 0.0, None, &config()).is_err());
-    assert!(calculate(&fixture(), f64::NAN, None, &config()).is_err());
+    assert!(calculate(fixture(), 0.0, None, &config()).is_err());
+    assert!(calculate(fixture(), f64::NAN, None, &config()).is_err());
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use chrono::{Local, TimeZone};
 
 use super::{RunInfo, console};
-use crate::metrics::tests::{FIXTURE, words};
+use crate::metrics::tests::{fixture, words};
 use crate::metrics::{
     ClientCpu, Goodput, Metrics, MetricsConfig, PercentileMetric, PromptTokenCheck, TokenCounter,
     calculate,
@@ -40,7 +40,7 @@ fn run() -> RunInfo {
 #[test]
 fn every_section() {
     let mut m = calculate(
-        &FIXTURE,
+        fixture(),
         10.0,
         Some(&words),
         &MetricsConfig {
@@ -108,7 +108,7 @@ fn without_a_tokenizer_capped_at_an_infinite_rate() {
 }
 
 /// The fixture's metrics, its tokens counted by words or not at all.
-fn metrics(config: MetricsConfig, tokenizer: bool) -> Metrics<'static> {
+fn metrics(config: MetricsConfig, tokenizer: bool) -> Metrics {
     let count: Option<TokenCounter> = if tokenizer { Some(&words) } else { None };
-    calculate(&FIXTURE, 10.0, count, &config).unwrap()
+    calculate(fixture(), 10.0, count, &config).unwrap()
 }

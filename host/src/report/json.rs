@@ -100,7 +100,7 @@ enum List {
 #[derive(Debug, Clone)]
 enum Field<'m> {
     Value(Value),
-    List(&'m PerRequest<'m>, List),
+    List(&'m PerRequest, List),
 }
 
 impl Serialize for Field<'_> {
@@ -187,7 +187,7 @@ impl Serialize for ResultDoc<'_> {
 /// The result object vLLM saves, plus our client diagnostics. Without `detailed` the
 /// per-request lists in [`DETAILED_KEYS`] are removed, as vLLM does without
 /// `--save-detailed`.
-pub fn result_doc<'m>(m: &'m Metrics<'_>, run: &RunInfo, detailed: bool) -> ResultDoc<'m> {
+pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDoc<'m> {
     let mut r = ResultDoc::default();
     // Run settings (vLLM's `main`).
     r.insert("date", json!(run.date_string()));

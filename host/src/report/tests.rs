@@ -4,17 +4,17 @@ use chrono::{Local, TimeZone};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::metrics::tests::{FIXTURE, words};
+use crate::metrics::tests::{fixture, words};
 use crate::metrics::{Goodput, Metrics, MetricsConfig, PercentileMetric, calculate};
 use crate::pyjson;
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
 
-fn metrics_with(config: MetricsConfig) -> Metrics<'static> {
-    calculate(&FIXTURE, 10.0, Some(&words), &config).unwrap()
+fn metrics_with(config: MetricsConfig) -> Metrics {
+    calculate(fixture(), 10.0, Some(&words), &config).unwrap()
 }
 
 /// p50 and p99 of every metric, a TTFT SLO of 250 ms (two of three requests meet it).
-fn full_metrics() -> Metrics<'static> {
+fn full_metrics() -> Metrics {
     metrics_with(MetricsConfig {
         percentiles: vec![50.0, 99.0],
         percentile_metrics: PercentileMetric::ALL.to_vec(),
@@ -159,7 +159,7 @@ fn console_follows_vllms_conditions() {
         percentile_metrics: PercentileMetric::ALL.to_vec(),
         ..MetricsConfig::default()
     };
-    let m = calculate(&FIXTURE, 10.0, None, &config).unwrap();
+    let m = calculate(fixture(), 10.0, None, &config).unwrap();
     let text = console(&m, &r);
     for absent in [
         "Total generated tokens:",
@@ -602,7 +602,7 @@ fn client_cpu_and_http_client_are_reported_when_measured() {
 /// benchmark's own key overrides in place, as in vLLM's dict merge), a ramp-up with rate
 /// changes, a finite rate with a concurrency cap (the queue-inclusive section), the
 /// client's CPU and HTTP client, and an interruption.
-fn golden_run() -> (Metrics<'static>, RunInfo, SaveOptions) {
+fn golden_run() -> (Metrics, RunInfo, SaveOptions) {
     let mut m = full_metrics();
     m.client.http_client = Some("h1");
     m.client.cpu = Some(crate::metrics::ClientCpu {
