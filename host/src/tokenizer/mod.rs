@@ -73,9 +73,16 @@ pub type TemplateMessage = Json;
 
 impl Tokenizer {
     /// Loads a tokenizer from `spec`: a `tokenizer.json` path, a directory containing one,
-    /// or a Hugging Face hub id present in the local cache.
+    /// or a Hugging Face hub id present in the local cache that the environment names
+    /// ([`hub_cache_roots_from_env`]).
     pub fn load(spec: &str) -> Result<Tokenizer> {
-        let path = resolve(spec)?;
+        Self::load_from(spec, &hub_cache_roots_from_env())
+    }
+
+    /// [`Tokenizer::load`] with the Hugging Face cache directories to search for a hub id
+    /// given, most specific first.
+    pub fn load_from(spec: &str, hub_cache: &[PathBuf]) -> Result<Tokenizer> {
+        let path = resolve(spec, hub_cache)?;
         Self::from_file(&path).with_context(|| format!("loading tokenizer '{spec}'"))
     }
 
@@ -281,7 +288,7 @@ impl Tokenizer {
 }
 
 /// Finds `tokenizer.json` for `spec` (file, directory or cached hub id).
-fn resolve(spec: &str) -> Result<PathBuf> {
+fn resolve(spec: &str, roots: &[PathBuf]) -> Result<PathBuf> {
     let path = Path::new(spec);
     if path.is_file() {
         return Ok(path.to_path_buf());
@@ -305,8 +312,7 @@ fn resolve(spec: &str) -> Result<PathBuf> {
             "tokenizer '{spec}' does not exist (expected a tokenizer.json file or a directory containing one)"
         );
     }
-    let roots = hub_cache_roots();
-    for root in &roots {
+    for root in roots {
         if let Some(file) = find_in_hub_cache(root, spec) {
             return Ok(file);
         }
@@ -324,8 +330,9 @@ fn resolve(spec: &str) -> Result<PathBuf> {
     )
 }
 
-/// The Hugging Face hub cache directories to search, most specific first.
-fn hub_cache_roots() -> Vec<PathBuf> {
+/// The Hugging Face hub cache directories the environment names, most specific first:
+/// `$HF_HUB_CACHE`, `$HUGGINGFACE_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`.
+pub fn hub_cache_roots_from_env() -> Vec<PathBuf> {
     let mut roots = Vec::new();
     if let Some(dir) = std::env::var_os("HF_HUB_CACHE").filter(|v| !v.is_empty()) {
         roots.push(PathBuf::from(dir));
