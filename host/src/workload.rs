@@ -2,50 +2,159 @@
 //! subcommand), then turned into requests ready to send: every body is built by the
 //! backend plugin here, before the clock starts, so no plugin code runs on the send path.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::client::PreparedRequest;
-use crate::runtime::{BackendPlugin, HostContext, PluginRef, RequestSpec, Runtime};
+use crate::observer::{Event, Observer};
+use crate::runtime::{BackendPlugin, HostContext, PluginRef, RequestSpec, Runtime, RuntimeConfig};
+use crate::tokenizer::Tokenizer;
 
 /// What to sample, resolved from the command line.
-pub struct SampleConfig<'a> {
-    pub dataset: &'a PluginRef,
-    /// `--dataset-path`.
-    pub dataset_path: Option<&'a Path>,
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    /// The dataset plugin.
+    pub dataset: PluginRef,
+    /// The dataset file or directory, the one path the plugin may read.
+    pub dataset_path: Option<PathBuf>,
     pub num_prompts: u32,
-    /// Show a progress bar when preparation takes more than a second.
+    /// Seeds the plugin's sampling (and, for `serve`, the arrival times).
+    pub seed: u64,
+    /// The options the user set, each for the plugins it applies to.
+    pub options: Vec<DatasetOption>,
+    /// Ids `<prefix><index>` for requests the plugin left without one; `None` leaves them.
+    pub request_id_prefix: Option<String>,
+    /// Where the tokenizer may be found besides a path: the Hugging Face cache roots
+    /// ([`crate::tokenizer::hub_cache_roots_from_env`]).
+    pub hub_cache: Vec<PathBuf>,
+    /// The plugin sandbox.
+    pub runtime: RuntimeConfig,
+    /// Let the plugin runtime show its preparation bar (on standard error, once
+    /// preparation has taken a second).
     pub progress: bool,
 }
 
-/// A sampled workload and the name the dataset plugin gave itself.
-pub struct Sampled {
+/// One option destined for the dataset plugin of a given name (`None`: any plugin that
+/// declares the option).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetOption {
+    pub plugin: Option<&'static str>,
+    pub key: String,
+    pub value: String,
+    /// What the user called it (the CLI: the flag it came from), for messages.
+    pub flag: String,
+}
+
+/// The options of `options` for a plugin that calls itself `name`, later ones replacing
+/// earlier ones of the same key; an option meant only for other plugins is reported to
+/// `observer` (vLLM ignores those silently).
+pub fn options_for(
+    options: &[DatasetOption],
+    name: &str,
+    observer: &mut dyn Observer,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for opt in options {
+        if opt.plugin.is_none_or(|p| p == name) {
+            out.retain(|(k, _)| *k != opt.key);
+            out.push((opt.key.clone(), opt.value.clone()));
+        }
+    }
+    for opt in options {
+        let applies = |o: &DatasetOption| o.flag == opt.flag && o.plugin.is_none_or(|p| p == name);
+        if !options.iter().any(applies) {
+            observer.event(Event::DatasetOptionIgnored {
+                option: &opt.flag,
+                dataset: name,
+            });
+        }
+    }
+    out
+}
+
+/// A sampled workload, with what sampling loaded: the plugin runtime and the tokenizer,
+/// which the backend plugin and the metrics need too.
+pub struct Workload {
+    pub runtime: Runtime,
+    pub tokenizer: Arc<Tokenizer>,
+    /// The seed plugins were given.
+    pub seed: u64,
+    /// The name the dataset plugin gave itself.
     pub dataset_name: String,
     pub specs: Vec<RequestSpec>,
 }
 
-/// Samples `config.num_prompts` requests; `options` gives the plugin's options once its
-/// name is known (the options a user gave are checked against the plugin that runs).
-pub fn sample(
-    runtime: &Runtime,
-    host: HostContext,
-    config: &SampleConfig,
-    options: impl FnOnce(&str) -> Result<Vec<(String, String)>>,
-) -> Result<Sampled> {
-    let mut dataset = runtime.load_dataset(config.dataset, host, config.dataset_path)?;
-    let dataset_name = dataset.describe()?.name;
-    let specs = dataset.sample(config.num_prompts, options(&dataset_name)?, config.progress)?;
-    Ok(Sampled {
-        dataset_name,
-        specs,
-    })
+impl Workload {
+    /// What the host lends a plugin of this workload: its tokenizer and seed.
+    pub fn host(&self) -> HostContext {
+        HostContext {
+            tokenizer: Some(self.tokenizer.clone()),
+            seed: self.seed,
+        }
+    }
+}
+
+/// The tokenizer could not be loaded. A distinct type so that callers can say where the
+/// id came from (the CLI names the flag); shown alone it reads `loading tokenizer "id"`.
+#[derive(Debug)]
+pub struct TokenizerError {
+    pub id: String,
+    pub source: anyhow::Error,
+}
+
+impl std::fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loading tokenizer {:?}", self.id)
+    }
+}
+
+impl std::error::Error for TokenizerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.source.as_ref())
+    }
+}
+
+/// Loads the tokenizer `tokenizer` and the dataset plugin, and samples
+/// `config.num_prompts` requests: the one place that samples a workload, for every
+/// subcommand. The tokenizer is loaded first, so a missing one fails before any plugin is
+/// compiled; a [`TokenizerError`] says it was the tokenizer.
+pub fn load(
+    config: &WorkloadConfig,
+    tokenizer: &str,
+    observer: &mut dyn Observer,
+) -> Result<Workload> {
+    let loaded =
+        Tokenizer::load_from(tokenizer, &config.hub_cache).map_err(|source| TokenizerError {
+            id: tokenizer.to_owned(),
+            source,
+        })?;
+    let mut workload = Workload {
+        runtime: Runtime::new(config.runtime.clone())?,
+        tokenizer: Arc::new(loaded),
+        seed: config.seed,
+        dataset_name: String::new(),
+        specs: Vec::new(),
+    };
+    let mut dataset = workload.runtime.load_dataset(
+        &config.dataset,
+        workload.host(),
+        config.dataset_path.as_deref(),
+    )?;
+    workload.dataset_name = dataset.describe()?.name;
+    let options = options_for(&config.options, &workload.dataset_name, observer);
+    workload.specs = dataset.sample(config.num_prompts, options, config.progress)?;
+    if let Some(prefix) = &config.request_id_prefix {
+        assign_request_ids(&mut workload.specs, prefix);
+    }
+    Ok(workload)
 }
 
 /// Gives every request without an id vLLM's `<prefix><index>`.
-pub fn assign_request_ids(specs: &mut [RequestSpec], prefix: &str) {
+fn assign_request_ids(specs: &mut [RequestSpec], prefix: &str) {
     for (i, spec) in specs.iter_mut().enumerate() {
         if spec.request_id.is_none() {
             spec.request_id = Some(format!("{prefix}{i}"));

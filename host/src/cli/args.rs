@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::workload::DatasetOption;
+
 /// The model and its tokenizer.
 #[derive(Args, Debug, Clone, Default, serde::Serialize)]
 pub struct ModelArgs {
@@ -101,19 +103,10 @@ pub struct DatasetArgs {
     pub dataset_options: Vec<String>,
 }
 
-/// One option destined for the dataset plugin of a given name (`None`: any plugin that
-/// declares the option).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DatasetOption {
-    pub plugin: Option<&'static str>,
-    pub key: String,
-    pub value: String,
-    /// The flag it came from, for messages.
-    pub flag: String,
-}
-
 impl DatasetArgs {
-    /// The options the flags set, in the order: vLLM flags, then `--dataset-option`.
+    /// The options the flags set, each for the plugins it applies to, in the order: vLLM
+    /// flags, then `--dataset-option` (so that those win; see
+    /// [`crate::workload::options_for`]).
     pub fn options(&self) -> Result<Vec<DatasetOption>> {
         let mut out = Vec::new();
         let mut add = |plugin: Option<&'static str>, key: &str, value: String, flag: &str| {
@@ -199,31 +192,6 @@ impl DatasetArgs {
         }
         Ok(out)
     }
-
-    /// The options for a plugin that calls itself `name`, warning about flags meant for
-    /// another dataset (vLLM ignores those silently).
-    pub fn options_for(&self, name: &str) -> Result<Vec<(String, String)>> {
-        let options = self.options()?;
-        let mut out: Vec<(String, String)> = Vec::new();
-        for opt in &options {
-            if opt.plugin.is_none_or(|p| p == name) {
-                out.retain(|(k, _)| *k != opt.key);
-                out.push((opt.key.clone(), opt.value.clone()));
-            }
-        }
-        // A flag meant only for other datasets (vLLM ignores those silently).
-        for opt in &options {
-            let applies =
-                |o: &DatasetOption| o.flag == opt.flag && o.plugin.is_none_or(|p| p == name);
-            if !options.iter().any(applies) {
-                tracing::warn!(
-                    "{} does not apply to the '{name}' dataset; ignored",
-                    opt.flag
-                );
-            }
-        }
-        Ok(out)
-    }
 }
 
 /// Splits `KEY=VALUE` (vLLM's format for --header and --metadata), trimming both sides.
@@ -237,7 +205,30 @@ pub fn split_key_value(item: &str) -> Result<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observer::{Event, Observer};
     use clap::Parser;
+
+    /// The options ignored as meant for other datasets.
+    #[derive(Default)]
+    struct Ignored(Vec<String>);
+
+    impl Observer for Ignored {
+        fn event(&mut self, event: Event<'_>) {
+            if let Event::DatasetOptionIgnored { option, .. } = event {
+                self.0.push(option.to_owned());
+            }
+        }
+    }
+
+    /// The options `d` gives the plugin `name`.
+    fn options_for(d: &DatasetArgs, name: &str) -> Result<Vec<(String, String)>> {
+        let options = d.options()?;
+        Ok(crate::workload::options_for(
+            &options,
+            name,
+            &mut Ignored::default(),
+        ))
+    }
 
     #[derive(Parser)]
     struct T {
@@ -255,14 +246,27 @@ mod tests {
     fn vllm_flags_map_to_the_named_plugin_only() {
         let d = parse(&["--random-input-len", "256", "--sharegpt-output-len", "7"]);
         assert_eq!(
-            d.options_for("random").unwrap(),
+            options_for(&d, "random").unwrap(),
             vec![("input-len".into(), "256".into())]
         );
         assert_eq!(
-            d.options_for("sharegpt").unwrap(),
+            options_for(&d, "sharegpt").unwrap(),
             vec![("output-len".into(), "7".into())]
         );
-        assert!(d.options_for("custom").unwrap().is_empty());
+        assert!(options_for(&d, "custom").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_flag_is_reported_ignored_only_when_none_of_its_options_applies() {
+        let d = parse(&["--random-input-len", "256", "--disable-shuffle"]);
+        let mut ignored = Ignored::default();
+        let options = d.options().unwrap();
+        // --disable-shuffle is two options, sharegpt's and custom's: one applies here.
+        assert_eq!(
+            crate::workload::options_for(&options, "sharegpt", &mut ignored),
+            vec![("disable-shuffle".to_string(), "true".to_string())]
+        );
+        assert_eq!(ignored.0, ["--random-input-len"]);
     }
 
     #[test]
@@ -277,14 +281,14 @@ mod tests {
         ]);
         // vLLM: --output-len overrides every dataset's output length.
         assert_eq!(
-            d.options_for("random").unwrap(),
+            options_for(&d, "random").unwrap(),
             vec![
                 ("input-len".into(), "100".into()),
                 ("output-len".into(), "9".into())
             ]
         );
         assert_eq!(
-            d.options_for("custom").unwrap(),
+            options_for(&d, "custom").unwrap(),
             vec![("output-len".into(), "9".into())]
         );
     }
@@ -300,12 +304,12 @@ mod tests {
             "x = y",
         ]);
         assert_eq!(
-            d.options_for("random").unwrap(),
+            options_for(&d, "random").unwrap(),
             vec![("input-len".into(), "6".into()), ("x".into(), "y".into())]
         );
         let bad = parse(&["--dataset-option", "novalue"]);
         assert!(
-            bad.options_for("random")
+            options_for(&bad, "random")
                 .unwrap_err()
                 .to_string()
                 .contains("--dataset-option")
@@ -324,10 +328,10 @@ mod tests {
             ("disable-shuffle".to_string(), "true".to_string()),
             ("no-oversample".to_string(), "true".to_string()),
         ];
-        assert_eq!(d.options_for("sharegpt").unwrap(), both);
-        assert_eq!(d.options_for("custom").unwrap(), both);
+        assert_eq!(options_for(&d, "sharegpt").unwrap(), both);
+        assert_eq!(options_for(&d, "custom").unwrap(), both);
         assert_eq!(
-            d.options_for("random").unwrap(),
+            options_for(&d, "random").unwrap(),
             vec![("range-ratio".into(), r#"{"input":0.5}"#.into())]
         );
     }

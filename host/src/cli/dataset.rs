@@ -4,14 +4,16 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use super::args::{DatasetArgs, ModelArgs};
-use crate::runtime::{ChatMessage, ContentPart, PluginRef, Prompt, Runtime};
-use crate::tokenizer::Tokenizer;
+use super::console::Console;
+use crate::runtime::{ChatMessage, ContentPart, PluginRef, Prompt};
+use crate::tokenizer::hub_cache_roots_from_env;
+use crate::workload::{self, WorkloadConfig};
 
 #[derive(Args, Debug)]
 pub struct DatasetCommand {
@@ -47,35 +49,29 @@ struct SampleArgs {
 
 pub fn run(cmd: DatasetCommand) -> Result<()> {
     let DatasetAction::Sample(args) = cmd.action;
-    let tokenizer_id = args
+    let tokenizer = args
         .model
         .tokenizer
-        .clone()
-        .or_else(|| args.model.model.clone())
+        .as_ref()
+        .or(args.model.model.as_ref())
         .context("--tokenizer (or --model) is needed to sample a dataset")?;
-    let tokenizer = Arc::new(
-        Tokenizer::load(&tokenizer_id)
-            .with_context(|| format!("loading tokenizer {tokenizer_id:?}"))?,
-    );
-    let runtime = Runtime::new(args.sandbox.runtime_config()?)?;
-    let host = crate::runtime::HostContext {
-        tokenizer: Some(tokenizer),
-        seed: args.dataset.seed,
-    };
-    let plugin = PluginRef::parse(&args.dataset.dataset_name)?;
-    let sample = crate::workload::SampleConfig {
-        dataset: &plugin,
-        dataset_path: args.dataset.dataset_path.as_deref(),
+    let config = WorkloadConfig {
+        dataset: PluginRef::parse(&args.dataset.dataset_name)?,
+        dataset_path: args.dataset.dataset_path.clone(),
         num_prompts: args.dataset.num_prompts,
+        seed: args.dataset.seed,
+        options: args.dataset.options()?,
+        request_id_prefix: args.request_id_prefix.clone(),
+        hub_cache: hub_cache_roots_from_env(),
+        runtime: args.sandbox.runtime_config()?,
         progress: true,
     };
-    let mut specs = crate::workload::sample(&runtime, host, &sample, |name| {
-        args.dataset.options_for(name)
-    })?
-    .specs;
-    if let Some(prefix) = &args.request_id_prefix {
-        crate::workload::assign_request_ids(&mut specs, prefix);
-    }
+    // Only the ignored-option warnings reach it: no run, no signals.
+    let mut console = Console {
+        progress_bar: false,
+        shutdown_grace: Duration::ZERO,
+    };
+    let specs = workload::load(&config, tokenizer, &mut console)?.specs;
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,

@@ -2,7 +2,9 @@
 //! `bench --plugin sharegpt.wasm --backend openai-chat.wasm ...` runs a serving benchmark.
 
 pub mod args;
+mod console;
 pub mod dataset;
+mod interrupt;
 pub mod limits;
 pub mod plugin;
 pub mod plugin_flags;

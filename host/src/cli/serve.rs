@@ -3,25 +3,23 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 
 use super::args::{DatasetArgs, ModelArgs, split_key_value};
+use super::console::Console;
 use super::limits;
-use crate::client::framing::FramingKind;
-use crate::client::load;
-use crate::client::stop::StopSignal;
-use crate::client::worker::{self, DecodeWorker};
-use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
-use crate::report::save::Interruption;
-use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef, Runtime, RuntimeConfig};
-use crate::schedule::{self, RampUp, RampUpStrategy, ScheduleConfig};
-use crate::tokenizer::Tokenizer;
-use crate::workload::{self, HostHeaders};
-use crate::{metrics, report, server_metrics};
+use crate::benchmark::{self, LoadConfig, Outcome, ReportConfig, ServeConfig};
+use crate::client::HttpClientKind;
+use crate::metrics;
+use crate::report::SaveOptions;
+use crate::runtime::PluginRef;
+use crate::schedule::{RampUp, RampUpStrategy};
+use crate::target::http::HttpConfig;
+use crate::tokenizer::hub_cache_roots_from_env;
+use crate::workload::{TokenizerError, WorkloadConfig};
 
 /// The flags of `bench serve`, vLLM's by name and meaning. Numeric flags accept a leading
 /// minus sign so that a negative value is refused by the flag's own parser, naming it.
@@ -230,30 +228,21 @@ pub enum RampUpArg {
     Exponential,
 }
 
-/// Everything `serve` derives from its flags before doing any work.
-struct Plan {
-    base_url: String,
-    headers: Vec<(String, String)>,
-    metadata: Vec<(String, String)>,
-    metrics: metrics::MetricsConfig,
-    ramp_up: Option<RampUp>,
-    extra_body: Option<String>,
-    backend_options: Vec<(String, String)>,
-    runtime: RuntimeConfig,
-    dataset: PluginRef,
-    backend: PluginRef,
-    request_timeout: Duration,
-    shutdown_grace: Duration,
+/// What `serve`'s flags resolve to before any work.
+struct Resolved {
+    config: ServeConfig,
     /// The most connections the run may hold open at once.
     connections: limits::ConnectionNeed,
     /// Flags vLLM accepts but that do nothing here, said once before the run.
     warnings: Vec<String>,
 }
 
-/// Checks every flag before any work, with messages naming the flag. Nothing here reads
-/// more than file metadata, so a bad command line fails in milliseconds; the only side
-/// effect is creating `--result-dir` (as vLLM does) to prove it is writable.
-fn plan(args: &ServeArgs) -> Result<Plan> {
+/// Checks every flag before any work, with messages naming the flag, and resolves them
+/// (with `OPENAI_API_KEY` and the Hugging Face cache variables) into the library's
+/// configuration. Nothing here reads more than file metadata, so a bad command line fails
+/// in milliseconds; the only side effect is creating `--result-dir` (as vLLM does) to
+/// prove it is writable.
+fn resolve(args: &ServeArgs) -> Result<Resolved> {
     let mut warnings = Vec::new();
     if let Some(c) = args.max_concurrency
         && c == 0
@@ -304,7 +293,7 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
     }
     let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
     let backend = plugin_ref(&args.backend, "--backend")?;
-    args.dataset.options()?;
+    let dataset_options = args.dataset.options()?;
     let runtime = args.sandbox.runtime_config()?;
     let headers = args
         .header
@@ -366,24 +355,78 @@ fn plan(args: &ServeArgs) -> Result<Plan> {
             certain: args.request_rate.is_infinite() && args.ramp_up_strategy.is_none(),
         },
     };
-    Ok(Plan {
-        base_url,
-        headers,
-        metadata,
-        metrics: metrics::MetricsConfig {
-            percentiles,
-            percentile_metrics,
-            goodput,
-            input_tokens: args.input_tokens,
-        },
-        ramp_up,
-        extra_body,
-        backend_options,
-        runtime,
+    let workload = WorkloadConfig {
         dataset,
+        dataset_path: args.dataset.dataset_path.clone(),
+        num_prompts: args.dataset.num_prompts,
+        seed: args.dataset.seed,
+        options: dataset_options,
+        request_id_prefix: Some(
+            args.request_id_prefix
+                .clone()
+                .unwrap_or_else(|| format!("bench-{:08x}-", rand::random::<u32>())),
+        ),
+        hub_cache: hub_cache_roots_from_env(),
+        runtime,
+        progress: !args.disable_tqdm,
+    };
+    let http = HttpConfig {
+        base_url,
+        endpoint: args.endpoint.clone(),
         backend,
+        backend_options,
+        ignore_eos: args.ignore_eos,
+        extra_body,
+        headers,
+        api_key: std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
         request_timeout,
+        http_client: args.http_client,
+        preconnect: args.preconnect.or(args.max_concurrency).unwrap_or(0),
+    };
+    let load = LoadConfig {
+        request_rate: args.request_rate,
+        burstiness: args.burstiness,
+        ramp_up,
+        max_concurrency: args.max_concurrency,
+        ready_check: (args.ready_check_timeout_sec > 0)
+            .then(|| Duration::from_secs(args.ready_check_timeout_sec)),
+        warm_ups: args.num_warmups,
         shutdown_grace,
+    };
+    let report = ReportConfig {
+        label: args.label.clone(),
+        metadata,
+        command_line: args_record(args)?,
+        save: SaveOptions {
+            save_result: args.save_result,
+            save_detailed: args.save_detailed,
+            append_result: args.append_result,
+            result_dir: args.result_dir.clone(),
+            result_filename: args.result_filename.clone(),
+            // The issue's contract: the PyTorch-benchmark records are always written
+            // beside the result (vLLM gates them behind an environment variable).
+            pytorch_format: true,
+            interrupted: None,
+        },
+    };
+    Ok(Resolved {
+        config: ServeConfig {
+            model: args.model.model.clone(),
+            served_model_name: args.model.served_model_name.clone(),
+            tokenizer: args.model.tokenizer.clone(),
+            workload,
+            http,
+            load,
+            metrics: metrics::MetricsConfig {
+                percentiles,
+                percentile_metrics,
+                goodput,
+                input_tokens: args.input_tokens,
+            },
+            report,
+        },
         connections,
         warnings,
     })
@@ -544,288 +587,63 @@ fn sampling_body(args: &ServeArgs) -> Result<Option<String>> {
 }
 
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
-    let plan = plan(&args)?;
-    check_system_limits(&plan.connections)?;
-    for w in &plan.warnings {
+    let Resolved {
+        config,
+        connections,
+        warnings,
+    } = resolve(&args)?;
+    check_system_limits(&connections)?;
+    for w in &warnings {
         eprintln!("WARNING: {w}");
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let extra_headers = plan.headers.clone();
+    let mut console = Console {
+        progress_bar: !args.disable_tqdm,
+        shutdown_grace: config.load.shutdown_grace,
+    };
+    let outcome = benchmark::serve(&config, &mut console)
+        .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
+    Ok(exit_code(&outcome))
+}
 
-    // A client for the model lookup; the benchmark's own client is built once the
-    // backend's framing is known.
-    let (model_id, model_name) = match &args.model.model {
-        Some(m) => (
-            m.clone(),
-            args.model
-                .served_model_name
-                .clone()
-                .unwrap_or_else(|| m.clone()),
-        ),
-        None => {
-            println!("Model not specified, fetching first model from server...");
-            let id = rt.block_on(first_model(&plan.base_url, &extra_headers))?;
-            println!("First model name: {id}, first model id: {id}");
-            (
-                id.clone(),
-                args.model.served_model_name.clone().unwrap_or(id),
-            )
+/// A tokenizer that did not load, named by the flag it came from (`--tokenizer`, or
+/// `--model` when it defaulted to the model); other errors as they are.
+fn name_the_tokenizer_flag(e: anyhow::Error, model: &ModelArgs) -> anyhow::Error {
+    match e.downcast::<TokenizerError>() {
+        Ok(TokenizerError { id, source }) => {
+            let flag = match model.tokenizer {
+                Some(_) => "--tokenizer",
+                None => "--model (the default --tokenizer)",
+            };
+            source.context(format!("{flag} {id:?}"))
         }
-    };
-    // Before the plugins are compiled: a missing or broken tokenizer fails at once.
-    let (tokenizer_id, tokenizer_flag) = match &args.model.tokenizer {
-        Some(t) => (t.clone(), "--tokenizer"),
-        None => (model_id.clone(), "--model (the default --tokenizer)"),
-    };
-    let tokenizer = Arc::new(
-        Tokenizer::load(&tokenizer_id)
-            .with_context(|| format!("{tokenizer_flag} {tokenizer_id:?}"))?,
-    );
-    let runtime = Runtime::new(plan.runtime.clone())?;
+        Err(e) => e,
+    }
+}
 
-    let host = crate::runtime::HostContext {
-        tokenizer: Some(tokenizer.clone()),
-        seed: args.dataset.seed,
-    };
-    let sample = workload::SampleConfig {
-        dataset: &plan.dataset,
-        dataset_path: args.dataset.dataset_path.as_deref(),
-        num_prompts: args.dataset.num_prompts,
-        progress: !args.disable_tqdm,
-    };
-    let workload::Sampled {
-        dataset_name,
-        mut specs,
-    } = workload::sample(&runtime, host.clone(), &sample, |name| {
-        args.dataset.options_for(name)
-    })?;
-    if specs.is_empty() {
-        bail!("dataset {} produced no requests", plan.dataset.display());
+/// The process's exit code for a run that finished: a signal's own (128 + its number,
+/// what shells and schedulers read as "stopped by it"), failure for a run stopped early
+/// otherwise or one where every request failed, success else.
+fn exit_code(outcome: &Outcome) -> ExitCode {
+    if let Some(signal) = outcome.signal {
+        return ExitCode::from(signal.exit_code());
     }
-    // vLLM re-aligns these datasets' prompts to the server's tokenizer, before the clock.
-    if matches!(dataset_name.as_str(), "random" | "prefix_repetition") {
-        let alignment = rt.block_on(crate::server_tokenizer::align(
-            &plan.base_url,
-            &model_id,
-            &mut specs,
-        ));
-        report_alignment(&alignment);
-    }
-    let prefix = args
-        .request_id_prefix
-        .clone()
-        .unwrap_or_else(|| format!("bench-{:08x}-", rand::random::<u32>()));
-    workload::assign_request_ids(&mut specs, &prefix);
-
-    let mut backend = runtime.load_backend(&plan.backend, host)?;
-    let backend_name = backend.describe()?.name;
-    // vLLM: the random dataset ignores EOS by default on OpenAI-compatible backends, so
-    // generation runs to the requested length.
-    let ignore_eos =
-        args.ignore_eos || (dataset_name == "random" && backend_name.starts_with("openai"));
-    backend.open(ClientConfig {
-        model: model_name.clone(),
-        ignore_eos,
-        extra_body: plan.extra_body.clone(),
-        options: plan.backend_options.clone(),
-        // vLLM's request functions stream; `--no-stream` comes with the backend issue.
-        stream: true,
-    })?;
-    let framing = match backend.framing()? {
-        Framing::Sse => FramingKind::Sse,
-        Framing::Ndjson => FramingKind::Ndjson,
-        Framing::Raw => FramingKind::Raw,
-    };
-    let endpoint = match &args.endpoint {
-        Some(e) => e.clone(),
-        None => backend.default_path()?,
-    };
-    let api_url = format!("{}{}", plan.base_url, endpoint);
-    let host_headers = HostHeaders {
-        api_key: std::env::var("OPENAI_API_KEY")
-            .ok()
-            .filter(|k| !k.is_empty()),
-        extra: extra_headers,
-    };
-    let prepared = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
-    drop(specs);
-
-    let schedule = schedule::build(&ScheduleConfig {
-        num_requests: prepared.len(),
-        request_rate: args.request_rate,
-        burstiness: args.burstiness,
-        ramp_up: plan.ramp_up,
-        seed: args.dataset.seed,
-    })?;
-
-    let client = HttpClient::new(
-        &api_url,
-        framing,
-        Some(plan.request_timeout),
-        args.http_client,
-    )
-    .context("--http-client")?;
-    rt.block_on(ready_and_warm_up(
-        &client,
-        &prepared[0],
-        &mut backend,
-        &args,
-    ))?;
-
-    // Raised by Ctrl-C/SIGTERM, and by the decode worker when the backend plugin cannot
-    // go on; the load generator then stops releasing requests. Installed before the run is
-    // announced, so a Ctrl-C after the announcement is always handled.
-    let preconnect = args
-        .preconnect
-        .or(args.max_concurrency)
-        .unwrap_or(0)
-        .min(prepared.len());
-    rt.block_on(client.preconnect(preconnect))
-        .context("--preconnect")?;
-    // The server's own counters before the clock starts (after the warm-up, whose
-    // requests would otherwise count); compared with a second scrape after the run.
-    let metrics_before = rt.block_on(server_metrics::scrape(&plan.base_url));
-    let stop = Arc::new(StopSignal::new());
-    let signalled = rt.block_on(interrupt::watch(stop.clone(), plan.shutdown_grace))?;
-    println!("Starting main benchmark run...");
-    match &plan.ramp_up {
-        Some(r) => {
-            println!(
-                "Traffic ramp-up strategy: {}.",
-                args.ramp_up_strategy
-                    .map(|s| format!("{s:?}").to_lowercase())
-                    .unwrap_or_default()
-            );
-            println!(
-                "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
-                r.start_rps, r.end_rps
-            );
-        }
-        None => println!("Traffic request rate: {}", args.request_rate),
-    }
-    let distribution = if args.burstiness == 1.0 {
-        "Poisson process"
-    } else {
-        "Gamma distribution"
-    };
-    println!("Burstiness factor: {} ({distribution})", args.burstiness);
-    match args.max_concurrency {
-        Some(c) => println!("Maximum request concurrency: {c}"),
-        None => println!("Maximum request concurrency: None"),
-    }
-    let worker = DecodeWorker::spawn_with_stop(backend, stop.clone())?;
-    let transport = client.transport();
-    let started_at = chrono::Local::now();
-    let output = rt.block_on(load::run(
-        client,
-        prepared.clone(),
-        &schedule.offsets,
-        worker,
-        stop,
-        &load::RunOptions {
-            max_concurrency: args.max_concurrency,
-            shutdown_grace: plan.shutdown_grace,
-            progress: !args.disable_tqdm,
-        },
-    ))?;
-
-    let counter = |text: &str| tokenizer.count_tokens(text);
-    let mut computed = metrics::calculate(
-        output.records,
-        output.duration,
-        Some(&counter),
-        &plan.metrics,
-    )?;
-    computed.client.cpu = Some(output.cpu);
-    computed.client.http_client = Some(transport);
-    computed.per_request.clock_origin_s = output.clock_origin_s;
-    computed.server_cache = server_cache(metrics_before, &plan.base_url, &rt);
-    for w in &computed.warnings {
-        eprintln!("WARNING: {w}");
-    }
-    let info = report::RunInfo {
-        date: chrono::Local::now(),
-        started_at,
-        // The plugin's own name (also for a .wasm path), so results name the API.
-        backend: backend_name.clone(),
-        label: args.label.clone(),
-        model_id: model_id.clone(),
-        tokenizer_id: Some(tokenizer_id),
-        num_prompts: args.dataset.num_prompts as usize,
-        request_rate: args.request_rate,
-        burstiness: args.burstiness,
-        max_concurrency: args.max_concurrency,
-        ramp_up: plan.ramp_up,
-        rps_change_events: schedule.rps_change_events.clone(),
-        metadata: plan.metadata.clone(),
-        args: args_record(&args)?,
-    };
-    print!("{}", report::console(&computed, &info));
-    let interruption = output.stopped.clone().map(|reason| Interruption {
-        reason,
-        not_sent: output.not_sent,
-        cancelled: output.cancelled,
-    });
-    if let Some(i) = &interruption {
-        println!(
-            "Benchmark interrupted ({}): {} of {} requests not sent (not counted), {} \
-             cancelled after the {:.1} s grace period (counted as failed with kind '{}').",
-            i.reason,
-            i.not_sent,
-            prepared.len(),
-            i.cancelled,
-            plan.shutdown_grace.as_secs_f64(),
-            crate::record::FailureKind::Interrupted,
-        );
-    }
-    let save = report::SaveOptions {
-        save_result: args.save_result,
-        save_detailed: args.save_detailed,
-        append_result: args.append_result,
-        result_dir: args.result_dir.clone(),
-        result_filename: args.result_filename.clone(),
-        // The issue's contract: the PyTorch-benchmark records are always written beside
-        // the result (vLLM gates them behind an environment variable).
-        pytorch_format: true,
-        interrupted: interruption.clone(),
-    };
-    if let Some(path) = report::save(&computed, &info, &save)? {
-        println!(
-            "Results saved to {}{}",
-            path.display(),
-            if interruption.is_some() {
-                " (marked as interrupted)"
-            } else {
-                ""
-            }
-        );
-    }
-    // A signal wins: shells and schedulers read 128 + its number as "stopped by it".
-    if let Some(signal) = signalled.get() {
-        return Ok(ExitCode::from(signal.exit_code()));
-    }
-    if let Some(i) = &interruption {
+    if let Some(i) = &outcome.interrupted {
         eprintln!("error: the benchmark was stopped early: {}", i.reason);
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    if computed.completed == 0 {
+    if outcome.all_failed() {
         eprintln!(
             "error: every request failed ({} of {}); first error: {}",
-            computed.failed,
-            prepared.len(),
-            computed
-                .per_request
-                .records
-                .iter()
-                .find_map(|r| r.failure().map(ToString::to_string))
+            outcome.metrics.failed,
+            outcome.requests,
+            outcome
+                .first_failure()
+                .map(ToString::to_string)
                 .unwrap_or_default()
         );
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
 
 /// Raises the open-file limit as far as allowed and checks that the run's connections
@@ -845,77 +663,6 @@ fn check_system_limits(need: &limits::ConnectionNeed) -> Result<()> {
     Ok(())
 }
 
-/// Ctrl-C and SIGTERM during the measured run.
-mod interrupt {
-    use std::sync::{Arc, OnceLock};
-    use std::time::Duration;
-
-    use anyhow::{Context, Result};
-    use tokio::signal::unix::{SignalKind, signal};
-
-    use crate::client::stop::StopSignal;
-
-    /// A signal that stops the run.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Signal {
-        Interrupt,
-        Terminate,
-    }
-
-    impl Signal {
-        fn name(self) -> &'static str {
-            match self {
-                Signal::Interrupt => "SIGINT",
-                Signal::Terminate => "SIGTERM",
-            }
-        }
-
-        /// 128 + the signal number, as a shell reports a process the signal ended.
-        pub fn exit_code(self) -> u8 {
-            match self {
-                Signal::Interrupt => 128 + 2,
-                Signal::Terminate => 128 + 15,
-            }
-        }
-    }
-
-    /// From now on, the first SIGINT or SIGTERM raises `stop` (no more requests; those in
-    /// flight get `grace`), and a second one ends the process at once with the exit code
-    /// of that signal. Returns the first signal received, once there is one.
-    ///
-    /// Installed only for the measured run: before it (loading, warm-up) nothing is lost
-    /// by dying on the spot, which is what the default handlers do.
-    pub async fn watch(stop: Arc<StopSignal>, grace: Duration) -> Result<Arc<OnceLock<Signal>>> {
-        let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
-        let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
-        let first = Arc::new(OnceLock::new());
-        let seen = first.clone();
-        tokio::spawn(async move {
-            let next = async |int: &mut tokio::signal::unix::Signal,
-                              term: &mut tokio::signal::unix::Signal| {
-                tokio::select! {
-                    _ = int.recv() => Signal::Interrupt,
-                    _ = term.recv() => Signal::Terminate,
-                }
-            };
-            let signal = next(&mut int, &mut term).await;
-            let _ = seen.set(signal);
-            eprintln!(
-                "\n{} received: sending no more requests; requests in flight get {:.1} s to \
-                 finish, then the results so far are reported and saved. Press Ctrl-C again \
-                 to quit at once.",
-                signal.name(),
-                grace.as_secs_f64()
-            );
-            stop.stop(format!("{} received", signal.name()));
-            let again = next(&mut int, &mut term).await;
-            eprintln!("{} received again: quitting without saving.", again.name());
-            std::process::exit(i32::from(again.exit_code()));
-        });
-        Ok(first)
-    }
-}
-
 /// The command line as vLLM's `vars(args)` for the `.pytorch.json` records: snake_case
 /// keys, headers redacted, an infinite rate written as "inf".
 fn args_record(args: &ServeArgs) -> Result<serde_json::Map<String, serde_json::Value>> {
@@ -929,149 +676,4 @@ fn args_record(args: &ServeArgs) -> Result<serde_json::Map<String, serde_json::V
         map.insert("request_rate".into(), serde_json::json!("inf"));
     }
     Ok(map)
-}
-
-/// The server's prefix-cache counters over the run, from a scrape of its `/metrics`
-/// before the run and one now; a server without them gets a note on stderr, never an error.
-fn server_cache(
-    before: Result<server_metrics::Snapshot>,
-    base_url: &str,
-    rt: &tokio::runtime::Runtime,
-) -> Option<server_metrics::ServerCache> {
-    let scraped =
-        before.and_then(|before| Ok((before, rt.block_on(server_metrics::scrape(base_url))?)));
-    let cache = match scraped {
-        Ok((before, after)) => server_metrics::ServerCache::between(&before, &after),
-        Err(e) => {
-            eprintln!("note: no server metrics ({e:#})");
-            return None;
-        }
-    };
-    match cache {
-        Some(cache) if cache.cached_prompt_tokens > 0 => eprintln!(
-            "note: the server served {} of {} prompt tokens ({:.1}%) from its prefix cache \
-             during this run; its TTFTs reflect that cache",
-            cache.cached_prompt_tokens,
-            cache.queried_prompt_tokens,
-            100.0 * cache.hit_rate()
-        ),
-        Some(_) => {}
-        None => eprintln!("note: the server's /metrics has no prefix-cache counters bench knows"),
-    }
-    cache
-}
-
-/// vLLM's messages about the prompt re-alignment, with what bench adds in parentheses.
-fn report_alignment(alignment: &crate::server_tokenizer::Alignment) {
-    use crate::server_tokenizer::Alignment;
-    match alignment {
-        Alignment::NotText | Alignment::Agrees => {}
-        Alignment::Unavailable(why) => {
-            println!("WARNING: /tokenize unavailable, skipping alignment. ({why})");
-        }
-        Alignment::Realigned {
-            server,
-            expected,
-            shortened,
-            failed,
-        } => {
-            println!(
-                "WARNING: tokenizer mismatch (server={server}, expected={expected}), \
-                 re-aligning prompts."
-            );
-            println!(
-                "Re-aligned prompts: {shortened} cut to their prompt_len in the server's \
-                 tokens, {failed} kept as sampled because a /tokenize or /detokenize call \
-                 failed."
-            );
-        }
-    }
-}
-
-/// The first model the server lists (vLLM does this when --model is not given).
-async fn first_model(base_url: &str, headers: &[(String, String)]) -> Result<String> {
-    let client = HttpClient::new(
-        &format!("{base_url}/v1/models"),
-        FramingKind::Raw,
-        Some(Duration::from_secs(30)),
-        HttpClientKind::Reqwest,
-    )?;
-    let mut map = reqwest::header::HeaderMap::new();
-    for (k, v) in headers {
-        map.insert(
-            reqwest::header::HeaderName::from_bytes(k.as_bytes())?,
-            reqwest::header::HeaderValue::from_str(v)?,
-        );
-    }
-    let v = client.get_json(base_url, "/v1/models", &map).await.context(
-        "Failed to fetch models from the server. Check that the server is running and the URL is correct, or pass --model",
-    )?;
-    v["data"][0]["id"]
-        .as_str()
-        .map(str::to_string)
-        .with_context(|| format!("No models found on the server at {base_url}; pass --model"))
-}
-
-/// vLLM's initial test request (when --ready-check-timeout-sec > 0) and warm-ups, both
-/// before the clock starts and excluded from the statistics.
-async fn ready_and_warm_up(
-    client: &HttpClient,
-    first: &PreparedRequest,
-    backend: &mut BackendPlugin,
-    args: &ServeArgs,
-) -> Result<()> {
-    let t0 = Instant::now();
-    let check =
-        |raw: &crate::client::RawResponse, backend: &mut BackendPlugin| -> crate::record::Outcome {
-            let meta = crate::client::decode::RequestMeta {
-                index: 0,
-                request_id: first.request_id.clone(),
-                prompt_len: first.prompt_len,
-                expected_output_len: first.expected_output_len,
-                intended_start_time: 0.0,
-                dispatch: raw.start,
-                concurrency_wait: Duration::ZERO,
-            };
-            let events = worker::decode_response(backend, raw);
-            let rec = crate::client::decode::build_record(&meta, raw, events, t0);
-            rec.outcome
-        };
-    if args.ready_check_timeout_sec > 0 {
-        println!("Starting initial single prompt test run...");
-        let deadline = Instant::now() + Duration::from_secs(args.ready_check_timeout_sec);
-        loop {
-            let raw = client.send(first).await;
-            match check(&raw, backend) {
-                Ok(()) => break,
-                Err(e) if Instant::now() >= deadline => bail!(
-                    "Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: {e}"
-                ),
-                Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
-            }
-        }
-        println!("Initial test run completed.");
-    } else {
-        println!("Skipping endpoint ready check.");
-    }
-    if args.num_warmups > 0 {
-        println!("Warming up with {} requests...", args.num_warmups);
-        let limit = args
-            .max_concurrency
-            .unwrap_or(usize::MAX)
-            .min(args.num_warmups as usize);
-        let sem = Arc::new(tokio::sync::Semaphore::new(limit));
-        let mut set = tokio::task::JoinSet::new();
-        for _ in 0..args.num_warmups {
-            let (client, req, sem) = (client.clone(), first.clone(), sem.clone());
-            set.spawn(async move {
-                let _permit = sem.acquire_owned().await;
-                client.send(&req).await
-            });
-        }
-        while set.join_next().await.is_some() {}
-        println!(
-            "Warmup run completed. (Warm-ups repeat the first prompt: a server prefix cache is now warm for it.)"
-        );
-    }
-    Ok(())
 }

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::decode::RequestMeta;
@@ -24,40 +23,9 @@ use super::framing::Frames;
 use super::stop::StopSignal;
 use super::worker::{DecodeWorker, Job};
 use super::{HttpClient, PreparedRequest, RawResponse};
-pub use crate::metrics::ClientCpu;
-use crate::record::{FailureKind, RequestRecord};
-
-/// What a run measured.
-pub struct RunOutput {
-    /// One record per request sent, in workload order.
-    pub records: Vec<RequestRecord>,
-    /// From the first scheduled send to the end of the last response (vLLM's
-    /// `benchmark_duration`).
-    pub duration: f64,
-    /// Why the run was stopped before its workload ended; `None` when it ran to the end.
-    pub stopped: Option<String>,
-    /// Requests never sent because the run was stopped (not among `records`).
-    pub not_sent: usize,
-    /// Requests cancelled at the end of the grace period (in `records`, failed).
-    pub cancelled: usize,
-    /// The monotonic clock ([`super::cpu::monotonic`]) at the benchmark start, in seconds:
-    /// added to the records' start times it gives vLLM's `start_times` (`perf_counter()`
-    /// values).
-    pub clock_origin_s: f64,
-    /// What the run cost the client's CPU.
-    pub cpu: ClientCpu,
-}
-
-/// How a run is driven, besides its requests and schedule.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// `--max-concurrency`: requests in flight at once (`None`: no cap).
-    pub max_concurrency: Option<usize>,
-    /// How long requests in flight may go on once the run is stopped.
-    pub shutdown_grace: Duration,
-    /// Show a progress bar.
-    pub progress: bool,
-}
+use crate::metrics::ClientCpu;
+use crate::record::FailureKind;
+use crate::target::{RunOptions, RunOutput};
 
 /// What became of one released request.
 enum Outcome {
@@ -69,35 +37,38 @@ enum Outcome {
     NotSent,
 }
 
-/// Drives the whole workload: request `i` is released at `t0 + offsets[i]`, until `stop`
-/// is raised.
+/// Drives the whole workload: request `i` is released at `t0 + offsets[i]`, until
+/// `options.stop` is raised.
 ///
 /// Releases happen on a dedicated thread that sleeps until shortly before each target and
 /// spins the rest, so the schedule is kept to microseconds; tokio's timer wheel rounds
-/// every sleep up to the next millisecond. The decode worker may hold a clone of `stop`
-/// and raise it too.
+/// every sleep up to the next millisecond. The decode worker may hold a clone of the stop
+/// signal and raise it too.
 pub async fn run(
     client: HttpClient,
     requests: Arc<Vec<PreparedRequest>>,
     offsets: &[f64],
     worker: DecodeWorker,
-    stop: Arc<StopSignal>,
-    options: &RunOptions,
+    options: RunOptions,
 ) -> Result<RunOutput> {
     anyhow::ensure!(
         offsets.len() == requests.len(),
         "schedule and workload differ in length"
     );
+    let RunOptions {
+        max_concurrency,
+        stop,
+        shutdown_grace: grace,
+        progress: pb,
+    } = options;
     let total = requests.len();
-    let pb = progress_bar(total as u64, options.progress);
+    let transport = client.transport();
     // More permits than requests change nothing, and would make tokio panic past its
     // maximum.
-    let permits = options
-        .max_concurrency
-        .map(|n| InOrderPermits::new(n.clamp(1, total.max(1)), stop.clone()));
+    let permits =
+        max_concurrency.map(|n| InOrderPermits::new(n.clamp(1, total.max(1)), stop.clone()));
     // Raised once the grace period after a stop is over: requests still running end.
     let cancel = Arc::new(StopSignal::new());
-    let grace = options.shutdown_grace;
     let grace_timer = tokio::spawn({
         let (stop, cancel) = (stop.clone(), cancel.clone());
         async move {
@@ -210,6 +181,8 @@ pub async fn run(
             total_s: (super::cpu::process() - cpu_at_start).as_secs_f64(),
             decode_s: decode_cpu.as_secs_f64(),
         },
+        transport: Some(transport),
+        server_cache: None,
     })
 }
 
@@ -344,19 +317,6 @@ fn sleep_until(target: Instant, stop: &StopSignal) -> bool {
             std::hint::spin_loop();
         }
     }
-}
-
-fn progress_bar(len: u64, show: bool) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
-    ) {
-        pb.set_style(style);
-    }
-    pb
 }
 
 #[cfg(test)]

@@ -212,7 +212,7 @@ impl PerRequest {
 
     /// Client queue times, failed requests included.
     pub fn queue_times(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
-        self.records.iter().map(|r| client_queue_time(r))
+        self.records.iter().map(client_queue_time)
     }
 
     pub fn generated_texts(&self) -> impl ExactSizeIterator<Item = &str> + '_ {

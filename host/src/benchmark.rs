@@ -1,0 +1,283 @@
+//! The library core: a benchmark from a resolved configuration to its outcome, with no
+//! command line below it. [`serve`] is `bench serve`'s whole pipeline: the model and the
+//! tokenizer, the workload ([`workload::load`], shared with `bench dataset sample`), the
+//! requests built for the [`HttpTarget`], then the part every target shares: the schedule,
+//! the warm-up, the measured run under a stop signal, the metrics, the reports and the
+//! result files.
+//!
+//! Nothing here prints, reads the environment or installs signal handlers: what the run
+//! shows goes to the caller's [`Observer`], and the caller decides what a signal does
+//! through [`Observer::arm_stop`]. The run's [`Outcome`] says how it went; the CLI turns
+//! it into an exit code.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::client::stop::{Signal, StopSignal};
+use crate::metrics::{self, Metrics, MetricsConfig};
+use crate::observer::{Event, Observer};
+use crate::record::{Failure, RequestRecord};
+use crate::report::save::Interruption;
+use crate::report::{self, RunInfo, SaveOptions};
+use crate::schedule::{self, RampUp, ScheduleConfig};
+use crate::target::http::{self, HttpConfig, HttpTarget};
+use crate::target::{RunOptions, Target, WarmUp};
+use crate::tokenizer::Tokenizer;
+use crate::workload::{self, WorkloadConfig};
+
+/// Everything [`serve`] needs, resolved and checked (the CLI builds it from its flags).
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The model's name; `None`: the first model the server lists.
+    pub model: Option<String>,
+    /// The name the API knows the model by; `None`: the model's.
+    pub served_model_name: Option<String>,
+    /// The tokenizer (see [`Tokenizer::load_from`]); `None`: the model's name.
+    pub tokenizer: Option<String>,
+    pub workload: WorkloadConfig,
+    pub http: HttpConfig,
+    pub load: LoadConfig,
+    pub metrics: MetricsConfig,
+    pub report: ReportConfig,
+}
+
+/// When requests are sent, how many at once, and what happens before and after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadConfig {
+    /// Requests per second; `f64::INFINITY` sends everything at once. Ignored with a
+    /// ramp-up (the CLI then passes infinity, as vLLM does).
+    pub request_rate: f64,
+    /// The gamma shape of the gaps: 1 is a Poisson process.
+    pub burstiness: f64,
+    pub ramp_up: Option<RampUp>,
+    /// Requests in flight at once; `None`: no cap.
+    pub max_concurrency: Option<usize>,
+    /// How long to wait for one request to succeed before the run; `None`: no check.
+    pub ready_check: Option<Duration>,
+    /// Requests sent before the run, excluded from the statistics.
+    pub warm_ups: u32,
+    /// After a stop, how long requests in flight may go on before they are cancelled.
+    pub shutdown_grace: Duration,
+}
+
+/// What the reports say about the run, and where its result goes.
+#[derive(Debug, Clone)]
+pub struct ReportConfig {
+    /// The result's label; `None` names it after the backend.
+    pub label: Option<String>,
+    /// Extra top-level keys of the result.
+    pub metadata: Vec<(String, String)>,
+    /// The command line as vLLM's `vars(args)`, for the PyTorch records.
+    pub command_line: serde_json::Map<String, serde_json::Value>,
+    /// Where and how to save the result. `interrupted` is the run's to set.
+    pub save: SaveOptions,
+}
+
+/// How a run went: what [`serve`] returns when the benchmark itself did not break.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The metrics, with the records they were computed from.
+    pub metrics: Metrics,
+    /// What the reports say about the run.
+    pub run: RunInfo,
+    /// The workload's size (requests prepared, sent or not).
+    pub requests: usize,
+    /// Set when the run was stopped before its workload ended: why, and what it cost.
+    pub interrupted: Option<Interruption>,
+    /// The first signal the stop signal received during the run (also one that came
+    /// after another reason stopped it, or after the run, while saving).
+    pub signal: Option<Signal>,
+    /// Where the result was written, when it was.
+    pub saved: Option<PathBuf>,
+}
+
+impl Outcome {
+    /// One record per request sent, in workload order.
+    pub fn records(&self) -> &[RequestRecord] {
+        &self.metrics.per_request.records
+    }
+
+    /// Whether no request succeeded.
+    pub fn all_failed(&self) -> bool {
+        self.metrics.completed == 0
+    }
+
+    /// The failure of the first failed request, in workload order.
+    pub fn first_failure(&self) -> Option<&Failure> {
+        self.records().iter().find_map(RequestRecord::failure)
+    }
+}
+
+/// Runs `bench serve`'s benchmark: see the module documentation. Errors are the
+/// benchmark's own (a tokenizer that does not load is a [`workload::TokenizerError`]);
+/// failed requests are not errors, they are in the outcome.
+pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcome> {
+    // Synchronous steps (plugin calls, sampling) run on this thread, outside the async
+    // runtime: WASI's synchronous host calls may block on a runtime of their own.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let model = match &config.model {
+        Some(m) => m.clone(),
+        None => {
+            observer.event(Event::FetchingModel);
+            let id = rt.block_on(http::first_model(
+                &config.http.base_url,
+                &config.http.headers,
+            ))?;
+            observer.event(Event::ModelFound { id: &id });
+            id
+        }
+    };
+    let served_model = config.served_model_name.as_ref().unwrap_or(&model);
+    let tokenizer_id = config.tokenizer.as_ref().unwrap_or(&model);
+    let workload = workload::load(&config.workload, tokenizer_id, observer)?;
+    if workload.specs.is_empty() {
+        bail!(
+            "dataset {} produced no requests",
+            config.workload.dataset.display()
+        );
+    }
+    let tokenizer = workload.tokenizer.clone();
+    let target = HttpTarget::prepare(&config.http, &model, served_model, workload, &rt, observer)?;
+    let described = Described {
+        model_id: model.clone(),
+        tokenizer_id: tokenizer_id.clone(),
+        num_prompts: config.workload.num_prompts as usize,
+        seed: config.workload.seed,
+    };
+    measure(&rt, target, &tokenizer, &described, config, observer)
+}
+
+/// What the result names besides the target.
+struct Described {
+    model_id: String,
+    tokenizer_id: String,
+    num_prompts: usize,
+    /// The schedule's seed (the workload's).
+    seed: u64,
+}
+
+/// The part of a benchmark every target shares: schedule, warm-up, the measured run,
+/// metrics, reports and the result file. Generic, so the target's calls are static.
+fn measure<T: Target>(
+    rt: &tokio::runtime::Runtime,
+    mut target: T,
+    tokenizer: &Tokenizer,
+    described: &Described,
+    config: &ServeConfig,
+    observer: &mut dyn Observer,
+) -> Result<Outcome> {
+    let load = &config.load;
+    let requests = target.requests();
+    let schedule = schedule::build(&ScheduleConfig {
+        num_requests: requests,
+        request_rate: load.request_rate,
+        burstiness: load.burstiness,
+        ramp_up: load.ramp_up,
+        seed: described.seed,
+    })?;
+    rt.block_on(target.warm_up(
+        &WarmUp {
+            ready_check: load.ready_check,
+            requests: load.warm_ups,
+            max_concurrency: load.max_concurrency,
+        },
+        observer,
+    ))?;
+
+    // Raised by the caller (Ctrl-C), and by the target when a part of the run cannot go
+    // on; armed before the run is announced, so a stop after the announcement is honoured.
+    let stop = Arc::new(StopSignal::new());
+    {
+        let _runtime = rt.enter();
+        observer.arm_stop(&stop)?;
+    }
+    observer.event(Event::RunStarting {
+        request_rate: load.request_rate,
+        burstiness: load.burstiness,
+        ramp_up: load.ramp_up.as_ref(),
+        max_concurrency: load.max_concurrency,
+    });
+    let backend = target.name().to_owned();
+    let options = RunOptions {
+        max_concurrency: load.max_concurrency,
+        stop: stop.clone(),
+        shutdown_grace: load.shutdown_grace,
+        progress: observer.progress_bar(requests as u64),
+    };
+    let started_at = chrono::Local::now();
+    let output = rt.block_on(target.run(&schedule.offsets, options, observer))?;
+
+    let counter = |text: &str| tokenizer.count_tokens(text);
+    let mut computed = metrics::calculate(
+        output.records,
+        output.duration,
+        Some(&counter),
+        &config.metrics,
+    )?;
+    computed.client.cpu = Some(output.cpu);
+    computed.client.http_client = output.transport;
+    computed.per_request.clock_origin_s = output.clock_origin_s;
+    computed.server_cache = output.server_cache;
+    for w in &computed.warnings {
+        observer.event(Event::Warning(w));
+    }
+    let report = &config.report;
+    let run = RunInfo {
+        date: chrono::Local::now(),
+        started_at,
+        backend,
+        label: report.label.clone(),
+        model_id: described.model_id.clone(),
+        tokenizer_id: Some(described.tokenizer_id.clone()),
+        num_prompts: described.num_prompts,
+        request_rate: load.request_rate,
+        burstiness: load.burstiness,
+        max_concurrency: load.max_concurrency,
+        ramp_up: load.ramp_up,
+        rps_change_events: schedule.rps_change_events,
+        metadata: report.metadata.clone(),
+        args: report.command_line.clone(),
+    };
+    observer.event(Event::Results {
+        metrics: &computed,
+        run: &run,
+    });
+    let interrupted = output.stopped.map(|reason| Interruption {
+        reason: reason.to_string(),
+        not_sent: output.not_sent,
+        cancelled: output.cancelled,
+    });
+    if let Some(interruption) = &interrupted {
+        observer.event(Event::Interrupted {
+            interruption,
+            requests,
+            grace: load.shutdown_grace,
+        });
+    }
+    let save = SaveOptions {
+        interrupted: interrupted.clone(),
+        ..report.save.clone()
+    };
+    let saved = report::save(&computed, &run, &save)?;
+    if let Some(path) = &saved {
+        observer.event(Event::Saved {
+            path,
+            interrupted: interrupted.is_some(),
+        });
+    }
+    Ok(Outcome {
+        metrics: computed,
+        run,
+        requests,
+        interrupted,
+        // Read last: a signal while saving still decides the exit code.
+        signal: stop.signal(),
+        saved,
+    })
+}

@@ -1,0 +1,146 @@
+//! The CLI's observer: prints what a run shows as `vllm bench serve` prints it (its
+//! progress lines and result block on standard output, warnings and notes on standard
+//! error), draws the progress bar, and arms Ctrl-C/SIGTERM for the measured run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::interrupt;
+use crate::client::stop::StopSignal;
+use crate::observer::{Event, Observer};
+use crate::record::FailureKind;
+use crate::report;
+use crate::server_tokenizer::Alignment;
+
+/// Prints a run's events on the terminal.
+pub struct Console {
+    /// Draw the progress bar of the measured run (off with `--disable-tqdm`).
+    pub progress_bar: bool,
+    /// `--shutdown-grace-sec`, for what a Ctrl-C says.
+    pub shutdown_grace: Duration,
+}
+
+impl Observer for Console {
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::FetchingModel => {
+                println!("Model not specified, fetching first model from server...");
+            }
+            Event::ModelFound { id } => println!("First model name: {id}, first model id: {id}"),
+            // Through the log, as before the library: `BENCH_LOG` can silence it.
+            Event::DatasetOptionIgnored { option, dataset } => {
+                tracing::warn!("{option} does not apply to the '{dataset}' dataset; ignored");
+            }
+            Event::Alignment(alignment) => print_alignment(alignment),
+            Event::ReadyCheckStarted => println!("Starting initial single prompt test run..."),
+            Event::ReadyCheckPassed => println!("Initial test run completed."),
+            Event::ReadyCheckSkipped => println!("Skipping endpoint ready check."),
+            Event::WarmUpStarted { requests } => println!("Warming up with {requests} requests..."),
+            Event::WarmUpDone => println!(
+                "Warmup run completed. (Warm-ups repeat the first prompt: a server prefix cache is now warm for it.)"
+            ),
+            Event::RunStarting {
+                request_rate,
+                burstiness,
+                ramp_up,
+                max_concurrency,
+            } => {
+                println!("Starting main benchmark run...");
+                match ramp_up {
+                    Some(r) => {
+                        println!(
+                            "Traffic ramp-up strategy: {}.",
+                            report::strategy_name(r.strategy)
+                        );
+                        println!(
+                            "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
+                            r.start_rps, r.end_rps
+                        );
+                    }
+                    None => println!("Traffic request rate: {request_rate}"),
+                }
+                let distribution = if burstiness == 1.0 {
+                    "Poisson process"
+                } else {
+                    "Gamma distribution"
+                };
+                println!("Burstiness factor: {burstiness} ({distribution})");
+                match max_concurrency {
+                    Some(c) => println!("Maximum request concurrency: {c}"),
+                    None => println!("Maximum request concurrency: None"),
+                }
+            }
+            Event::Warning(w) => eprintln!("WARNING: {w}"),
+            Event::Note(n) => eprintln!("note: {n}"),
+            Event::Results { metrics, run } => print!("{}", report::console(metrics, run)),
+            Event::Interrupted {
+                interruption: i,
+                requests,
+                grace,
+            } => println!(
+                "Benchmark interrupted ({}): {} of {requests} requests not sent (not counted), {} \
+                 cancelled after the {:.1} s grace period (counted as failed with kind '{}').",
+                i.reason,
+                i.not_sent,
+                i.cancelled,
+                grace.as_secs_f64(),
+                FailureKind::Interrupted,
+            ),
+            Event::Saved { path, interrupted } => println!(
+                "Results saved to {}{}",
+                path.display(),
+                if interrupted {
+                    " (marked as interrupted)"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+
+    fn progress_bar(&mut self, requests: u64) -> ProgressBar {
+        if !self.progress_bar {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(requests);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
+        ) {
+            pb.set_style(style);
+        }
+        pb
+    }
+
+    fn arm_stop(&mut self, stop: &Arc<StopSignal>) -> Result<()> {
+        interrupt::watch(stop.clone(), self.shutdown_grace)
+    }
+}
+
+/// vLLM's messages about the prompt re-alignment, with what bench adds in parentheses.
+fn print_alignment(alignment: &Alignment) {
+    match alignment {
+        Alignment::NotText | Alignment::Agrees => {}
+        Alignment::Unavailable(why) => {
+            println!("WARNING: /tokenize unavailable, skipping alignment. ({why})");
+        }
+        Alignment::Realigned {
+            server,
+            expected,
+            shortened,
+            failed,
+        } => {
+            println!(
+                "WARNING: tokenizer mismatch (server={server}, expected={expected}), \
+                 re-aligning prompts."
+            );
+            println!(
+                "Re-aligned prompts: {shortened} cut to their prompt_len in the server's \
+                 tokens, {failed} kept as sampled because a /tokenize or /detokenize call \
+                 failed."
+            );
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! The HTTP target: an inference server behind an HTTP API (vLLM, SGLang, TGI,
+//! llama.cpp, any OpenAI-compatible API), reached with the requests of a backend plugin.
+//!
+//! Before the clock, the plugin builds every request body ([`workload::prepare`]) and,
+//! as vLLM's client does, the prompts of the datasets vLLM re-aligns are cut to the
+//! server's own tokenizer. The run is the load generator ([`load::run`]) with the decode
+//! worker turning responses into records on its own thread; around it, the server's
+//! `/metrics` counters are read before and after.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::{RunOptions, RunOutput, Target, WarmUp};
+use crate::client::framing::FramingKind;
+use crate::client::load;
+use crate::client::worker::{self, DecodeWorker};
+use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
+use crate::observer::{Event, Observer};
+use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef};
+use crate::server_metrics::{self, ServerCache, Snapshot};
+use crate::server_tokenizer;
+use crate::workload::{self, HostHeaders, Workload};
+
+/// How to reach the server and build its requests.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// The server's base URL, without a trailing slash (`http://127.0.0.1:8000`).
+    pub base_url: String,
+    /// The API path; `None`: the backend plugin's default (e.g. `/v1/chat/completions`).
+    pub endpoint: Option<String>,
+    /// The backend plugin, which builds the requests and decodes the responses.
+    pub backend: PluginRef,
+    /// The backend plugin's options.
+    pub backend_options: Vec<(String, String)>,
+    /// Ask the server to ignore EOS. When false, vLLM's default still applies: on for the
+    /// `random` dataset with an OpenAI backend, so generation runs to the requested length.
+    pub ignore_eos: bool,
+    /// A JSON object merged into every request body (sampling parameters, extra fields).
+    pub extra_body: Option<String>,
+    /// Headers sent with every request; they override the plugin's.
+    pub headers: Vec<(String, String)>,
+    /// Sent as `Authorization: Bearer <key>` (vLLM reads it from `OPENAI_API_KEY`).
+    pub api_key: Option<String>,
+    /// How long one request may take.
+    pub request_timeout: Duration,
+    pub http_client: HttpClientKind,
+    /// Connections opened before the clock starts (bench's own HTTP/1.1 client only);
+    /// never more than there are requests.
+    pub preconnect: usize,
+}
+
+/// An HTTP server with a prepared workload.
+pub struct HttpTarget {
+    client: HttpClient,
+    /// The instance that built the requests; it decodes the responses too.
+    backend: BackendPlugin,
+    requests: Arc<Vec<PreparedRequest>>,
+    /// The backend plugin's own name (also for a `.wasm` path), so results name the API.
+    name: String,
+    base_url: String,
+    preconnect: usize,
+    /// The server's counters read just before the clock started (by `warm_up`).
+    metrics_before: Option<Result<Snapshot>>,
+}
+
+impl HttpTarget {
+    /// Builds every request of `workload` for the server: re-aligns the prompts of the
+    /// datasets vLLM re-aligns to the server's tokenizer (asking `model`'s `/tokenize`, on
+    /// `rt`), loads and opens the backend plugin for `served_model` (the name the API
+    /// knows), and builds the request bodies and the HTTP client.
+    ///
+    /// Plugin calls run on the calling thread, outside the async runtime: WASI's
+    /// synchronous host calls may block on a runtime of their own.
+    pub fn prepare(
+        config: &HttpConfig,
+        model: &str,
+        served_model: &str,
+        workload: Workload,
+        rt: &tokio::runtime::Runtime,
+        observer: &mut dyn Observer,
+    ) -> Result<HttpTarget> {
+        let host = workload.host();
+        let Workload {
+            runtime,
+            dataset_name,
+            mut specs,
+            ..
+        } = workload;
+        // vLLM re-aligns these datasets' prompts to the server's tokenizer, before the clock.
+        if matches!(dataset_name.as_str(), "random" | "prefix_repetition") {
+            let alignment =
+                rt.block_on(server_tokenizer::align(&config.base_url, model, &mut specs));
+            observer.event(Event::Alignment(&alignment));
+        }
+        let mut backend = runtime.load_backend(&config.backend, host)?;
+        let name = backend.describe()?.name;
+        // vLLM: the random dataset ignores EOS by default on OpenAI-compatible backends, so
+        // generation runs to the requested length.
+        let ignore_eos =
+            config.ignore_eos || (dataset_name == "random" && name.starts_with("openai"));
+        backend.open(ClientConfig {
+            model: served_model.to_owned(),
+            ignore_eos,
+            extra_body: config.extra_body.clone(),
+            options: config.backend_options.clone(),
+            // vLLM's request functions stream; `--no-stream` comes with the backend issue.
+            stream: true,
+        })?;
+        let framing = match backend.framing()? {
+            Framing::Sse => FramingKind::Sse,
+            Framing::Ndjson => FramingKind::Ndjson,
+            Framing::Raw => FramingKind::Raw,
+        };
+        let endpoint = match &config.endpoint {
+            Some(e) => e.clone(),
+            None => backend.default_path()?,
+        };
+        let host_headers = HostHeaders {
+            api_key: config.api_key.clone(),
+            extra: config.headers.clone(),
+        };
+        let requests = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
+        drop(specs);
+        let client = HttpClient::new(
+            &format!("{}{}", config.base_url, endpoint),
+            framing,
+            Some(config.request_timeout),
+            config.http_client,
+        )
+        .context("--http-client")?;
+        Ok(HttpTarget {
+            client,
+            backend,
+            requests,
+            name,
+            base_url: config.base_url.clone(),
+            preconnect: config.preconnect,
+            metrics_before: None,
+        })
+    }
+}
+
+impl Target for HttpTarget {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// vLLM's readiness check and warm-ups (both send the first request), then the
+    /// connections opened ahead and the server's counters read before the clock (after
+    /// the warm-ups, whose requests would otherwise count).
+    async fn warm_up(&mut self, warm_up: &WarmUp, observer: &mut dyn Observer) -> Result<()> {
+        let first = self
+            .requests
+            .first()
+            .context("the workload has no requests")?;
+        ready_check(
+            &self.client,
+            first,
+            &mut self.backend,
+            warm_up.ready_check,
+            observer,
+        )
+        .await?;
+        if warm_up.requests > 0 {
+            observer.event(Event::WarmUpStarted {
+                requests: warm_up.requests,
+            });
+            send_warm_ups(&self.client, first, warm_up).await;
+            observer.event(Event::WarmUpDone);
+        }
+        self.client
+            .preconnect(self.preconnect.min(self.requests.len()))
+            .await
+            .context("--preconnect")?;
+        self.metrics_before = Some(server_metrics::scrape(&self.base_url).await);
+        Ok(())
+    }
+
+    async fn run(
+        self,
+        offsets: &[f64],
+        options: RunOptions,
+        observer: &mut dyn Observer,
+    ) -> Result<RunOutput> {
+        let worker = DecodeWorker::spawn_with_stop(self.backend, options.stop.clone())?;
+        let mut output = load::run(self.client, self.requests, offsets, worker, options).await?;
+        if let Some(before) = self.metrics_before {
+            output.server_cache = server_cache(before, &self.base_url, observer).await;
+        }
+        Ok(output)
+    }
+}
+
+/// The first model the server lists (vLLM does this when no model is given).
+pub async fn first_model(base_url: &str, headers: &[(String, String)]) -> Result<String> {
+    let client = HttpClient::new(
+        &format!("{base_url}/v1/models"),
+        FramingKind::Raw,
+        Some(Duration::from_secs(30)),
+        HttpClientKind::Reqwest,
+    )?;
+    let mut map = reqwest::header::HeaderMap::new();
+    for (k, v) in headers {
+        map.insert(
+            reqwest::header::HeaderName::from_bytes(k.as_bytes())?,
+            reqwest::header::HeaderValue::from_str(v)?,
+        );
+    }
+    let v = client.get_json(base_url, "/v1/models", &map).await.context(
+        "Failed to fetch models from the server. Check that the server is running and the URL is correct, or pass --model",
+    )?;
+    v["data"][0]["id"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("No models found on the server at {base_url}; pass --model"))
+}
+
+/// vLLM's initial test request: the first request, sent until it succeeds or `timeout`
+/// has passed (`None`: skipped).
+async fn ready_check(
+    client: &HttpClient,
+    first: &PreparedRequest,
+    backend: &mut BackendPlugin,
+    timeout: Option<Duration>,
+    observer: &mut dyn Observer,
+) -> Result<()> {
+    let Some(timeout) = timeout else {
+        observer.event(Event::ReadyCheckSkipped);
+        return Ok(());
+    };
+    let t0 = Instant::now();
+    let check =
+        |raw: &crate::client::RawResponse, backend: &mut BackendPlugin| -> crate::record::Outcome {
+            let meta = crate::client::decode::RequestMeta {
+                index: 0,
+                request_id: first.request_id.clone(),
+                prompt_len: first.prompt_len,
+                expected_output_len: first.expected_output_len,
+                intended_start_time: 0.0,
+                dispatch: raw.start,
+                concurrency_wait: Duration::ZERO,
+            };
+            let events = worker::decode_response(backend, raw);
+            let rec = crate::client::decode::build_record(&meta, raw, events, t0);
+            rec.outcome
+        };
+    observer.event(Event::ReadyCheckStarted);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let raw = client.send(first).await;
+        match check(&raw, backend) {
+            Ok(()) => break,
+            Err(e) if Instant::now() >= deadline => bail!(
+                "Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: {e}"
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    observer.event(Event::ReadyCheckPassed);
+    Ok(())
+}
+
+/// vLLM's warm-ups: the first request `warm_up.requests` times, at most the concurrency
+/// cap at once; their answers are not looked at.
+async fn send_warm_ups(client: &HttpClient, first: &PreparedRequest, warm_up: &WarmUp) {
+    let limit = warm_up
+        .max_concurrency
+        .unwrap_or(usize::MAX)
+        .min(warm_up.requests as usize);
+    let sem = Arc::new(tokio::sync::Semaphore::new(limit));
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..warm_up.requests {
+        let (client, req, sem) = (client.clone(), first.clone(), sem.clone());
+        set.spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            client.send(&req).await
+        });
+    }
+    while set.join_next().await.is_some() {}
+}
+
+/// The server's prefix-cache counters over the run, from the scrape `before` the run and
+/// one now; a server without them gets a note, never an error.
+async fn server_cache(
+    before: Result<Snapshot>,
+    base_url: &str,
+    observer: &mut dyn Observer,
+) -> Option<ServerCache> {
+    let scraped = match before {
+        Ok(before) => server_metrics::scrape(base_url)
+            .await
+            .map(|after| (before, after)),
+        Err(e) => Err(e),
+    };
+    let cache = match scraped {
+        Ok((before, after)) => ServerCache::between(&before, &after),
+        Err(e) => {
+            observer.event(Event::Note(&format!("no server metrics ({e:#})")));
+            return None;
+        }
+    };
+    match cache {
+        Some(cache) if cache.cached_prompt_tokens > 0 => {
+            observer.event(Event::Note(&format!(
+                "the server served {} of {} prompt tokens ({:.1}%) from its prefix cache \
+                 during this run; its TTFTs reflect that cache",
+                cache.cached_prompt_tokens,
+                cache.queried_prompt_tokens,
+                100.0 * cache.hit_rate()
+            )));
+        }
+        Some(_) => {}
+        None => observer.event(Event::Note(
+            "the server's /metrics has no prefix-cache counters bench knows",
+        )),
+    }
+    cache
+}
