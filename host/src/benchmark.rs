@@ -144,42 +144,48 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
     }
     let tokenizer = workload.tokenizer.clone();
     let target = HttpTarget::prepare(&config.http, &model, served_model, workload, &rt, observer)?;
-    let described = Described {
-        model_id: model.clone(),
-        tokenizer_id: tokenizer_id.clone(),
-        num_prompts: config.workload.num_prompts as usize,
+    let plan = Plan {
+        load: &config.load,
+        metrics: &config.metrics,
+        report: &config.report,
         seed: config.workload.seed,
+        model_id: &model,
+        tokenizer_id,
+        num_prompts: config.workload.num_prompts as usize,
     };
-    measure(&rt, target, &tokenizer, &described, config, observer)
+    measure(&rt, target, &tokenizer, &plan, observer)
 }
 
-/// What the result names besides the target.
-struct Described {
-    model_id: String,
-    tokenizer_id: String,
-    num_prompts: usize,
+/// What [`measure`] needs besides the target: how to drive it, and what the reports say.
+struct Plan<'a> {
+    load: &'a LoadConfig,
+    metrics: &'a MetricsConfig,
+    report: &'a ReportConfig,
     /// The schedule's seed (the workload's).
     seed: u64,
+    model_id: &'a str,
+    tokenizer_id: &'a str,
+    num_prompts: usize,
 }
 
 /// The part of a benchmark every target shares: schedule, warm-up, the measured run,
-/// metrics, reports and the result file. Generic, so the target's calls are static.
+/// metrics, reports and the result file. Generic, so the target's calls are static;
+/// `tokenizer` counts output tokens a response did not report.
 fn measure<T: Target>(
     rt: &tokio::runtime::Runtime,
     mut target: T,
     tokenizer: &Tokenizer,
-    described: &Described,
-    config: &ServeConfig,
+    plan: &Plan,
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
-    let load = &config.load;
+    let load = plan.load;
     let requests = target.requests();
     let schedule = schedule::build(&ScheduleConfig {
         num_requests: requests,
         request_rate: load.request_rate,
         burstiness: load.burstiness,
         ramp_up: load.ramp_up,
-        seed: described.seed,
+        seed: plan.seed,
     })?;
     rt.block_on(target.warm_up(
         &WarmUp {
@@ -218,7 +224,7 @@ fn measure<T: Target>(
         output.records,
         output.duration,
         Some(&counter),
-        &config.metrics,
+        plan.metrics,
     )?;
     computed.client.cpu = Some(output.cpu);
     computed.client.http_client = output.transport;
@@ -227,15 +233,15 @@ fn measure<T: Target>(
     for w in &computed.warnings {
         observer.event(Event::Warning(w));
     }
-    let report = &config.report;
+    let report = plan.report;
     let run = RunInfo {
         date: chrono::Local::now(),
         started_at,
         backend,
         label: report.label.clone(),
-        model_id: described.model_id.clone(),
-        tokenizer_id: Some(described.tokenizer_id.clone()),
-        num_prompts: described.num_prompts,
+        model_id: plan.model_id.to_owned(),
+        tokenizer_id: Some(plan.tokenizer_id.to_owned()),
+        num_prompts: plan.num_prompts,
         request_rate: load.request_rate,
         burstiness: load.burstiness,
         max_concurrency: load.max_concurrency,

@@ -132,25 +132,27 @@ pub fn load(
             id: tokenizer.to_owned(),
             source,
         })?;
-    let mut workload = Workload {
-        runtime: Runtime::new(config.runtime.clone())?,
-        tokenizer: Arc::new(loaded),
+    let tokenizer = Arc::new(loaded);
+    let runtime = Runtime::new(config.runtime.clone())?;
+    let host = HostContext {
+        tokenizer: Some(tokenizer.clone()),
         seed: config.seed,
-        dataset_name: String::new(),
-        specs: Vec::new(),
     };
-    let mut dataset = workload.runtime.load_dataset(
-        &config.dataset,
-        workload.host(),
-        config.dataset_path.as_deref(),
-    )?;
-    workload.dataset_name = dataset.describe()?.name;
-    let options = options_for(&config.options, &workload.dataset_name, observer);
-    workload.specs = dataset.sample(config.num_prompts, options, config.progress)?;
+    let mut dataset =
+        runtime.load_dataset(&config.dataset, host, config.dataset_path.as_deref())?;
+    let dataset_name = dataset.describe()?.name;
+    let options = options_for(&config.options, &dataset_name, observer);
+    let mut specs = dataset.sample(config.num_prompts, options, config.progress)?;
     if let Some(prefix) = &config.request_id_prefix {
-        assign_request_ids(&mut workload.specs, prefix);
+        assign_request_ids(&mut specs, prefix);
     }
-    Ok(workload)
+    Ok(Workload {
+        runtime,
+        tokenizer,
+        seed: config.seed,
+        dataset_name,
+        specs,
+    })
 }
 
 /// Gives every request without an id vLLM's `<prefix><index>`.
