@@ -34,11 +34,17 @@ pub enum Event<'a> {
     ModelFound {
         id: &'a str,
     },
-    /// A dataset option meant for other dataset plugins, ignored (vLLM ignores those
-    /// silently); `option` is what the caller called it (the CLI: the flag).
-    DatasetOptionIgnored {
-        option: &'a str,
-        dataset: &'a str,
+    /// The dataset plugin has made `made` of `total` requests in `elapsed` (after each
+    /// batch, a few times a second at most).
+    Preparing {
+        made: u64,
+        total: u64,
+        elapsed: Duration,
+    },
+    /// The workload is ready: `requests` made in `took`.
+    Prepared {
+        requests: usize,
+        took: Duration,
     },
     /// What the re-alignment of the prompts to the server's tokenizer did.
     Alignment(&'a Alignment),

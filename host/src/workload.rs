@@ -2,16 +2,19 @@
 //! subcommand), then turned into requests ready to send: every body is built by the
 //! backend plugin here, before the clock starts, so no plugin code runs on the send path.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::client::PreparedRequest;
 use crate::observer::{Event, Observer};
-use crate::runtime::{BackendPlugin, HostContext, PluginRef, RequestSpec, Runtime, RuntimeConfig};
+use crate::runtime::{
+    BackendPlugin, DatasetDescription, HostContext, PathUse, PluginRef, RequestSpec, Runtime,
+    RuntimeConfig,
+};
 use crate::tokenizer::Tokenizer;
 
 /// What to sample, resolved from the command line.
@@ -24,8 +27,9 @@ pub struct WorkloadConfig {
     pub num_prompts: u32,
     /// Seeds the plugin's sampling (and, for `serve`, the arrival times).
     pub seed: u64,
-    /// The options the user set, each for the plugins it applies to.
-    pub options: Vec<DatasetOption>,
+    /// The dataset plugin's options (`KEY=VALUE`), later ones replacing earlier ones of
+    /// the same key.
+    pub options: Vec<(String, String)>,
     /// Ids `<prefix><index>` for requests the plugin left without one; `None` leaves them.
     pub request_id_prefix: Option<String>,
     /// Where the tokenizer may be found besides a path: the Hugging Face cache roots
@@ -33,47 +37,27 @@ pub struct WorkloadConfig {
     pub hub_cache: Vec<PathBuf>,
     /// The plugin sandbox.
     pub runtime: RuntimeConfig,
-    /// Let the plugin runtime show its preparation bar (on standard error, once
-    /// preparation has taken a second).
+    /// Report the preparation's progress to the observer ([`Event::Preparing`] and
+    /// [`Event::Prepared`]).
     pub progress: bool,
 }
 
-/// One option destined for the dataset plugin of a given name (`None`: any plugin that
-/// declares the option).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DatasetOption {
-    pub plugin: Option<&'static str>,
-    pub key: String,
-    pub value: String,
-    /// What the user called it (the CLI: the flag it came from), for messages.
-    pub flag: String,
-}
-
-/// The options of `options` for a plugin that calls itself `name`, later ones replacing
-/// earlier ones of the same key; an option meant only for other plugins is reported to
-/// `observer` (vLLM ignores those silently).
-pub fn options_for(
-    options: &[DatasetOption],
-    name: &str,
-    observer: &mut dyn Observer,
-) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for opt in options {
-        if opt.plugin.is_none_or(|p| p == name) {
-            out.retain(|(k, _)| *k != opt.key);
-            out.push((opt.key.clone(), opt.value.clone()));
-        }
+/// Applies the dataset's rule for `--dataset-path` (its description's `path`), with
+/// vLLM's message for a synthetic dataset given a file.
+pub fn check_dataset_path(description: &DatasetDescription, path: Option<&Path>) -> Result<()> {
+    let name = &description.info.name;
+    match (description.path, path) {
+        (PathUse::Refused, Some(path)) => bail!(
+            "Cannot use the '{name}' dataset with --dataset-path. Please specify the \
+             appropriate --dataset-name (e.g., 'sharegpt', 'custom') for your dataset file: {}",
+            path.display()
+        ),
+        (PathUse::Required, None) => bail!(
+            "the '{name}' dataset reads a file: give it with --dataset-path (`bench plugin \
+             inspect {name}` describes what it reads)"
+        ),
+        _ => Ok(()),
     }
-    for opt in options {
-        let applies = |o: &DatasetOption| o.flag == opt.flag && o.plugin.is_none_or(|p| p == name);
-        if !options.iter().any(applies) {
-            observer.event(Event::DatasetOptionIgnored {
-                option: &opt.flag,
-                dataset: name,
-            });
-        }
-    }
-    out
 }
 
 /// A sampled workload, with what sampling loaded: the plugin runtime and the tokenizer,
@@ -83,8 +67,9 @@ pub struct Workload {
     pub tokenizer: Arc<Tokenizer>,
     /// The seed plugins were given.
     pub seed: u64,
-    /// The name the dataset plugin gave itself.
-    pub dataset_name: String,
+    /// What the dataset plugin said of itself (its name, and the rules the run applies
+    /// for it).
+    pub description: DatasetDescription,
     pub specs: Vec<RequestSpec>,
 }
 
@@ -140,9 +125,29 @@ pub fn load(
     };
     let mut dataset =
         runtime.load_dataset(&config.dataset, host, config.dataset_path.as_deref())?;
-    let dataset_name = dataset.describe()?.name;
-    let options = options_for(&config.options, &dataset_name, observer);
-    let mut specs = dataset.sample(config.num_prompts, options, config.progress)?;
+    let description = dataset.description()?;
+    check_dataset_path(&description, config.dataset_path.as_deref())?;
+    let started = std::time::Instant::now();
+    let total = u64::from(config.num_prompts);
+    let mut specs = dataset.sample_with_progress(
+        config.num_prompts,
+        config.options.clone(),
+        &mut |made, elapsed| {
+            if config.progress {
+                observer.event(Event::Preparing {
+                    made,
+                    total,
+                    elapsed,
+                });
+            }
+        },
+    )?;
+    if config.progress {
+        observer.event(Event::Prepared {
+            requests: specs.len(),
+            took: started.elapsed(),
+        });
+    }
     if let Some(prefix) = &config.request_id_prefix {
         assign_request_ids(&mut specs, prefix);
     }
@@ -150,7 +155,7 @@ pub fn load(
         runtime,
         tokenizer,
         seed: config.seed,
-        dataset_name,
+        description,
         specs,
     })
 }

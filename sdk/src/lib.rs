@@ -36,8 +36,8 @@ pub use backend_bindings::exports::bench::plugin::backend::{
 };
 pub use dataset::Dataset;
 pub use dataset_bindings::bench::plugin::types::{
-    BinaryData, ChatMessage, ContentPart, OptionInfo, Options, PluginError, PluginInfo, Prompt,
-    RequestSpec, RerankInput, Session, SharedFlag,
+    BinaryData, ChatMessage, ContentPart, OptionInfo, OptionKind, Options, PluginError, PluginInfo,
+    Prompt, RequestSpec, RerankInput, Session, SharedFlag,
 };
 pub use dataset_bindings::exports::bench::plugin::dataset::{
     DatasetConfig, DatasetDescription, PathUse, TurnResult,

@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use crate::{OptionInfo, PluginError, SharedFlag};
+use crate::{OptionInfo, OptionKind, PluginError, SharedFlag};
 
 /// Reads options by name; [`OptionReader::finish`] fails on any key that was not read,
 /// so a misspelt option is an error instead of being silently ignored.
@@ -108,7 +108,7 @@ pub fn option(name: &str, description: &str, default_value: Option<&str>) -> Opt
         default_value: default_value.map(str::to_string),
         required: false,
         cli_flag: None,
-        switch: false,
+        kind: OptionKind::Text,
         choices: Vec::new(),
         shared_flags: Vec::new(),
     }
@@ -123,7 +123,25 @@ impl OptionInfo {
 
     /// The flag takes no value: present means `true`.
     pub fn switch(mut self) -> Self {
-        self.switch = true;
+        self.kind = OptionKind::Switch;
+        self
+    }
+
+    /// The value is a whole number >= 0.
+    pub fn count(mut self) -> Self {
+        self.kind = OptionKind::Count;
+        self
+    }
+
+    /// The value is a whole number, possibly negative.
+    pub fn integer(mut self) -> Self {
+        self.kind = OptionKind::Integer;
+        self
+    }
+
+    /// The value is a decimal number.
+    pub fn number(mut self) -> Self {
+        self.kind = OptionKind::Number;
         self
     }
 

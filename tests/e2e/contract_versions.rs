@@ -136,7 +136,7 @@ fn a_multi_turn_source_continues_a_conversation_from_the_reported_answer() {
         ("conversations".to_string(), "2".to_string()),
         ("think-time".to_string(), "0.25".to_string()),
     ];
-    let first = dataset.sample(10, options, false).unwrap();
+    let first = dataset.sample(10, options).unwrap();
     assert_eq!(first.len(), 2);
     let session = first[1].session.clone().unwrap();
     assert_eq!((session.id.as_str(), session.turn), ("conv-1", 0));

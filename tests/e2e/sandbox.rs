@@ -55,7 +55,7 @@ fn sample_error(runtime: &Runtime, plugin: &PluginRef) -> String {
     let mut dataset = runtime
         .load_dataset(plugin, HostContext::default(), None)
         .unwrap();
-    format!("{:#}", dataset.sample(10, Vec::new(), false).unwrap_err())
+    format!("{:#}", dataset.sample(10, Vec::new()).unwrap_err())
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn a_panic_is_reported_with_plugin_call_and_message() {
         .unwrap();
     // describe works: the plugin only breaks in next-batch.
     assert_eq!(dataset.describe().unwrap().name, "hostile-trap");
-    let err = format!("{:#}", dataset.sample(10, Vec::new(), false).unwrap_err());
+    let err = format!("{:#}", dataset.sample(10, Vec::new()).unwrap_err());
     assert!(
         err.contains(&format!("plugin '{}'", plugin.display())),
         "{err}"
@@ -95,7 +95,7 @@ fn an_endless_loop_is_stopped_by_the_time_budget() {
             .load_dataset(&plugin, HostContext::default(), None)
             .unwrap();
         let start = Instant::now();
-        let err = format!("{:#}", dataset.sample(10, Vec::new(), false).unwrap_err());
+        let err = format!("{:#}", dataset.sample(10, Vec::new()).unwrap_err());
         let elapsed = start.elapsed();
         assert!(
             err.contains(&format!(
@@ -135,7 +135,7 @@ fn long_prompts_never_run_into_the_call_budget() {
             .load_dataset(&PluginRef::parse("random").unwrap(), host.clone(), None)
             .unwrap();
         let options = vec![("input-len".to_owned(), "8192".to_owned())];
-        let requests = match dataset.sample(400, options, false) {
+        let requests = match dataset.sample(400, options) {
             Ok(requests) => requests,
             Err(e) if format!("{e:#}").contains("exceeded its 1s time budget") => {
                 return Err(format!("{e:#}"));
@@ -267,7 +267,7 @@ fn probe(
     let mut dataset = runtime
         .load_dataset(&fixture("sandbox-probe"), host, path)
         .unwrap();
-    let requests: Vec<RequestSpec> = dataset.sample(100, options, false).unwrap();
+    let requests: Vec<RequestSpec> = dataset.sample(100, options).unwrap();
     requests
         .into_iter()
         .map(|r| match r.prompt {
@@ -529,7 +529,7 @@ fn tokenizer_calls_without_an_error_channel_trap_with_a_clear_message() {
     let err = format!(
         "{:#}",
         dataset
-            .sample(5, vec![("vocab".into(), "true".into())], false)
+            .sample(5, vec![("vocab".into(), "true".into())])
             .unwrap_err()
     );
     assert!(
@@ -559,7 +559,7 @@ fn plugin_errors_name_the_plugin_and_the_call() {
     let err = format!(
         "{:#}",
         dataset
-            .sample(5, vec![("colour".into(), "blue".into())], false)
+            .sample(5, vec![("colour".into(), "blue".into())])
             .unwrap_err()
     );
     assert!(
@@ -571,7 +571,7 @@ fn plugin_errors_name_the_plugin_and_the_call() {
     );
     assert!(err.contains("unknown option \"colour\""), "{err}");
     // A plugin error is not a fault: the instance stays usable.
-    assert_eq!(dataset.sample(3, Vec::new(), false).unwrap().len(), 3);
+    assert_eq!(dataset.sample(3, Vec::new()).unwrap().len(), 3);
 }
 
 #[test]

@@ -30,6 +30,7 @@ fn options() -> Vec<OptionInfo> {
             Some("128"),
         )
         .flag("lines-output-len")
+        .count()
         .shared(SharedFlag::OutputLen),
         option(
             "shuffle",

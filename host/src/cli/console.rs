@@ -15,12 +15,28 @@ use crate::record::FailureKind;
 use crate::report;
 use crate::server_tokenizer::Alignment;
 
+/// Preparation shows a progress bar once it has taken this long (a quick one shows none).
+const PREPARATION_BAR_AFTER: Duration = Duration::from_secs(1);
+
 /// Prints a run's events on the terminal.
 pub struct Console {
     /// Draw the progress bar of the measured run (off with `--disable-tqdm`).
     pub progress_bar: bool,
     /// `--shutdown-grace-sec`, for what a Ctrl-C says.
     pub shutdown_grace: Duration,
+    /// The preparation's bar, once preparation has taken [`PREPARATION_BAR_AFTER`].
+    preparation: Option<ProgressBar>,
+}
+
+impl Console {
+    /// A console; `progress_bar` draws the bars (off with `--disable-tqdm`).
+    pub fn new(progress_bar: bool, shutdown_grace: Duration) -> Console {
+        Console {
+            progress_bar,
+            shutdown_grace,
+            preparation: None,
+        }
+    }
 }
 
 impl Observer for Console {
@@ -30,9 +46,33 @@ impl Observer for Console {
                 println!("Model not specified, fetching first model from server...");
             }
             Event::ModelFound { id } => println!("First model name: {id}, first model id: {id}"),
-            // Through the log, as before the library: `BENCH_LOG` can silence it.
-            Event::DatasetOptionIgnored { option, dataset } => {
-                tracing::warn!("{option} does not apply to the '{dataset}' dataset; ignored");
+            Event::Preparing {
+                made,
+                total,
+                elapsed,
+            } => {
+                if self.preparation.is_none() && elapsed >= PREPARATION_BAR_AFTER {
+                    let bar = ProgressBar::new(total);
+                    if let Ok(style) = ProgressStyle::with_template(
+                        "Preparing requests {percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
+                    ) {
+                        bar.set_style(style);
+                    }
+                    self.preparation = Some(bar);
+                }
+                if let Some(bar) = &self.preparation {
+                    bar.set_position(made);
+                }
+            }
+            Event::Prepared { requests, took } => {
+                if let Some(bar) = self.preparation.take() {
+                    bar.finish_and_clear();
+                    eprintln!(
+                        "Prepared {requests} requests in {:.1} s ({:.0} requests/s)",
+                        took.as_secs_f64(),
+                        requests as f64 / took.as_secs_f64().max(1e-9)
+                    );
+                }
             }
             Event::Alignment(alignment) => print_alignment(alignment),
             Event::ReadyCheckStarted => println!("Starting initial single prompt test run..."),

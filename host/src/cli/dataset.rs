@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 
 use super::args::{DatasetArgs, ModelArgs};
 use super::console::Console;
+use super::plugin_flags::{Parsed, Role};
 use crate::runtime::{ChatMessage, ContentPart, PluginRef, Prompt};
 use crate::tokenizer::hub_cache_roots_from_env;
 use crate::workload::{self, WorkloadConfig};
@@ -47,7 +48,7 @@ struct SampleArgs {
     output: Option<PathBuf>,
 }
 
-pub fn run(cmd: DatasetCommand) -> Result<()> {
+pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
     let DatasetAction::Sample(args) = cmd.action;
     let tokenizer = args
         .model
@@ -60,17 +61,22 @@ pub fn run(cmd: DatasetCommand) -> Result<()> {
         dataset_path: args.dataset.dataset_path.clone(),
         num_prompts: args.dataset.num_prompts,
         seed: args.dataset.seed,
-        options: args.dataset.options()?,
+        options: {
+            // The plugin's own flags and the general ones, then --dataset-option (which wins).
+            let mut options = plugins.options(Role::Dataset, args.dataset.shared_values());
+            options.extend(args.dataset.option_pairs()?);
+            options
+        },
         request_id_prefix: args.request_id_prefix.clone(),
         hub_cache: hub_cache_roots_from_env(),
         runtime: args.sandbox.runtime_config()?,
         progress: true,
     };
-    // Only the ignored-option warnings reach it: no run, no signals.
-    let mut console = Console {
-        progress_bar: false,
-        shutdown_grace: Duration::ZERO,
-    };
+    for w in plugins.warnings(args.dataset.shared_values()) {
+        eprintln!("WARNING: {w}");
+    }
+    // No run, no signals: only the preparation's messages reach it.
+    let mut console = Console::new(false, Duration::ZERO);
     let specs = workload::load(&config, tokenizer, &mut console)?.specs;
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(

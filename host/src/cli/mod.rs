@@ -13,7 +13,12 @@ pub mod serve;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::runtime::{
+    HostContext, PluginInfo, PluginKind, PluginRef, Runtime, RuntimeConfig, builtin_plugins,
+};
+use plugin_flags::Role;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -56,15 +61,17 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let cli = Cli::parse();
-    let result = match cli.command {
-        None => serve::run(cli.serve),
-        Some(Command::Serve(args)) => serve::run(args),
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let result = parse(&argv).and_then(|(cli, parsed)| match cli.command {
+        None => serve::run(cli.serve, &parsed),
+        Some(Command::Serve(args)) => serve::run(args, &parsed),
         Some(Command::MockServer(args)) => run_mock(args),
         Some(Command::Plugin(args)) => plugin::run(args).map(|()| ExitCode::SUCCESS),
-        Some(Command::Dataset(cmd)) => dataset::run(cmd).map(|()| ExitCode::SUCCESS),
+        Some(Command::Dataset(cmd)) => dataset::run(cmd, &parsed).map(|()| ExitCode::SUCCESS),
         Some(Command::Selfcheck(args)) => selfcheck::run(args).map(|()| ExitCode::SUCCESS),
-    };
+    });
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -72,6 +79,46 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Parses the command line with the flags of the plugins it names (see `plugin_flags`):
+/// clap's errors and `--help` exit the process; a plugin that cannot be loaded to learn its
+/// flags is an error naming the flag that chose it.
+fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
+    let mut runtime: Option<Runtime> = None;
+    let mut describe = |role: Role, name: &str| -> anyhow::Result<PluginInfo> {
+        let flag = match role {
+            Role::Dataset => "--dataset-name",
+            Role::Backend => "--backend",
+        };
+        let plugin = PluginRef::parse(name).map_err(|e| e.context(format!("{flag} {name}")))?;
+        let runtime = match &mut runtime {
+            Some(r) => r,
+            None => runtime.insert(Runtime::new(RuntimeConfig::default())?),
+        };
+        let info = match role {
+            Role::Dataset => runtime
+                .load_dataset(&plugin, HostContext::default(), None)
+                .and_then(|mut d| Ok(d.describe()?)),
+            Role::Backend => runtime
+                .load_backend(&plugin, HostContext::default())
+                .and_then(|mut b| Ok(b.describe()?)),
+        };
+        info.map_err(|e| e.context(format!("{flag} {name}")))
+    };
+    let builtins: Vec<(Role, &'static str)> = builtin_plugins()
+        .iter()
+        .map(|p| {
+            let role = match p.kind {
+                PluginKind::Dataset => Role::Dataset,
+                PluginKind::Backend => Role::Backend,
+            };
+            (role, p.name)
+        })
+        .collect();
+    let parsed = plugin_flags::parse(Cli::command(), argv, &mut describe, &builtins)?;
+    let cli = Cli::from_arg_matches(&parsed.matches).unwrap_or_else(|e| e.exit());
+    Ok((cli, parsed))
 }
 
 fn run_mock(args: crate::mock::MockServerArgs) -> anyhow::Result<ExitCode> {

@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::runtime::{
-    PluginKind, PluginRef, PluginSummary, Runtime, RuntimeConfig, builtin_plugins,
-    builtin_plugins_note,
+    OptionKind, PluginKind, PluginRef, PluginSummary, Runtime, RuntimeConfig, SharedFlag,
+    builtin_plugins, builtin_plugins_note,
 };
 
 /// Sandbox limits for plugins; flatten into any subcommand that runs plugins.
@@ -146,13 +146,34 @@ fn render_summary(summary: &PluginSummary) -> String {
             if let Some(default) = &option.default_value {
                 notes.push(format!("default: {default}"));
             }
+            if !option.choices.is_empty() {
+                notes.push(format!("one of: {}", option.choices.join(", ")));
+            }
             let notes = if notes.is_empty() {
                 String::new()
             } else {
                 format!(" [{}]", notes.join(", "))
             };
+            // The option's own flag, and the general flags that set it too.
+            let mut flags: Vec<String> = option
+                .cli_flag
+                .iter()
+                .map(|f| match option.kind {
+                    OptionKind::Switch => format!("--{f}"),
+                    _ => format!("--{f} VALUE"),
+                })
+                .collect();
+            flags.extend(option.shared_flags.iter().map(|f| match f {
+                SharedFlag::InputLen => "--input-len".to_owned(),
+                SharedFlag::OutputLen => "--output-len".to_owned(),
+            }));
+            let flags = if flags.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", flags.join(", "))
+            };
             text.push_str(&format!(
-                "  {}{notes}\n      {}\n",
+                "  {}{flags}{notes}\n      {}\n",
                 option.name, option.description
             ));
         }
@@ -230,7 +251,7 @@ mod tests {
                     default_value: Some("1024".into()),
                     required: false,
                     cli_flag: None,
-                    switch: false,
+                    kind: OptionKind::Text,
                     choices: vec![],
                     shared_flags: vec![],
                 }],

@@ -19,7 +19,7 @@ use anyhow::{Result, bail};
 use clap::builder::PossibleValuesParser;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
-use crate::runtime::{OptionInfo, PluginInfo, SharedFlag};
+use crate::runtime::{OptionInfo, OptionKind, PluginInfo, SharedFlag};
 
 /// Which kind of plugin a flag configures (its options go to `--dataset-option` or
 /// `--backend-option`).
@@ -165,7 +165,7 @@ impl PluginFlags {
                 role,
                 plugin: name.to_owned(),
                 option: option.name.clone(),
-                switch: option.switch,
+                switch: option.kind == OptionKind::Switch,
                 shared: option.shared_flags.clone(),
                 foreign: false,
             });
@@ -201,7 +201,7 @@ impl PluginFlags {
                 role,
                 plugin: name.to_owned(),
                 option: option.name.clone(),
-                switch: option.switch,
+                switch: option.kind == OptionKind::Switch,
                 shared: Vec::new(),
                 foreign: true,
             });
@@ -307,19 +307,221 @@ fn arg(id: &str, long: &str, option: &OptionInfo, heading: &str) -> Arg {
         .long(long.to_owned())
         .help(help)
         .help_heading(heading.to_owned());
-    if option.switch {
+    if option.kind == OptionKind::Switch {
         return arg.action(ArgAction::SetTrue);
     }
-    // A leading minus sign reaches the plugin's parser, which names the option.
-    let arg = arg
+    // A leading minus sign reaches the value's parser, which then names the flag.
+    let valued = arg
         .action(ArgAction::Set)
         .value_name("VALUE")
         .allow_negative_numbers(true);
-    if option.choices.is_empty() {
-        arg
-    } else {
-        arg.value_parser(PossibleValuesParser::new(option.choices.clone()))
+    if !option.choices.is_empty() {
+        return valued.value_parser(PossibleValuesParser::new(option.choices.clone()));
     }
+    // Values are checked here but kept as written: the plugin parses them itself.
+    match option.kind {
+        OptionKind::Text | OptionKind::Switch => valued,
+        OptionKind::Count => valued.value_parser(checked::<u64>),
+        OptionKind::Integer => valued.value_parser(checked::<i64>),
+        OptionKind::Number => valued.value_parser(checked::<f64>),
+    }
+}
+
+/// A value parser that checks the text parses as `T` and keeps the text.
+fn checked<T: std::str::FromStr>(text: &str) -> Result<String, String>
+where
+    T::Err: std::fmt::Display,
+{
+    text.trim()
+        .parse::<T>()
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// Which subcommand a command line (without the program name) runs, as far as plugin
+/// flags go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runs {
+    /// `serve`, or the bare form (`bench --backend ...`).
+    Serve { bare: bool },
+    /// `dataset sample`.
+    Sample,
+    /// Anything else: no plugin flags.
+    Other,
+}
+
+impl Runs {
+    fn of(args: &[String]) -> Runs {
+        match args.first().map(String::as_str) {
+            None => Runs::Serve { bare: true },
+            Some(a) if a.starts_with('-') => Runs::Serve { bare: true },
+            Some("serve") => Runs::Serve { bare: false },
+            Some("dataset") if args.get(1).map(String::as_str) == Some("sample") => Runs::Sample,
+            _ => Runs::Other,
+        }
+    }
+
+    fn roles(self) -> &'static [Role] {
+        match self {
+            Runs::Serve { .. } => &[Role::Dataset, Role::Backend],
+            Runs::Sample => &[Role::Dataset],
+            Runs::Other => &[],
+        }
+    }
+
+    /// The command whose flags these are, inside the top-level command.
+    fn edit(self, cmd: Command, f: impl FnOnce(Command) -> Result<Command>) -> Result<Command> {
+        match self {
+            Runs::Serve { bare: true } => f(cmd),
+            Runs::Serve { bare: false } => {
+                let mut result = Ok(());
+                let cmd = cmd.mut_subcommand("serve", |sub| {
+                    f(sub.clone()).unwrap_or_else(|e| {
+                        result = Err(e);
+                        sub
+                    })
+                });
+                result.map(|()| cmd)
+            }
+            Runs::Sample => {
+                let mut result = Ok(());
+                let cmd = cmd.mut_subcommand("dataset", |dataset| {
+                    dataset.mut_subcommand("sample", |sub| {
+                        f(sub.clone()).unwrap_or_else(|e| {
+                            result = Err(e);
+                            sub
+                        })
+                    })
+                });
+                result.map(|()| cmd)
+            }
+            Runs::Other => Ok(cmd),
+        }
+    }
+
+    /// The matches of this subcommand.
+    fn matches(self, m: &ArgMatches) -> &ArgMatches {
+        match self {
+            Runs::Serve { bare: false } => m.subcommand_matches("serve").unwrap_or(m),
+            Runs::Sample => m
+                .subcommand_matches("dataset")
+                .and_then(|d| d.subcommand_matches("sample"))
+                .unwrap_or(m),
+            _ => m,
+        }
+    }
+}
+
+/// A parsed command line with the plugins it chose and their flags.
+pub struct Parsed {
+    pub matches: ArgMatches,
+    runs: Runs,
+    flags: PluginFlags,
+    /// The chosen plugin per role, as the user named it (or the default).
+    chosen: BTreeMap<&'static str, String>,
+}
+
+impl Parsed {
+    /// The options the `role` plugin's flags and the general flags set, in the order they
+    /// apply (`--dataset-option`/`--backend-option` go after them, and win).
+    pub fn options(&self, role: Role, shared: SharedValues) -> Vec<(String, String)> {
+        self.flags
+            .options(self.runs.matches(&self.matches), role, shared)
+    }
+
+    /// Flags given that no option of the chosen plugins takes: other plugins' flags, and
+    /// general lengths the dataset has no option for.
+    pub fn warnings(&self, shared: SharedValues) -> Vec<String> {
+        let mut out = self
+            .flags
+            .ignored(self.runs.matches(&self.matches), &self.chosen);
+        if let Some(dataset) = self.chosen.get("dataset") {
+            for (flag, given, shared_flag) in [
+                ("--input-len", shared.input_len, SharedFlag::InputLen),
+                ("--output-len", shared.output_len, SharedFlag::OutputLen),
+            ] {
+                if given.is_some() && !self.flags.answers_to(Role::Dataset, shared_flag) {
+                    out.push(format!(
+                        "{flag} is ignored: dataset plugin '{dataset}' has no option it sets"
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Parses `argv` (program name first) with `cmd` and the flags of the plugins it chooses:
+/// the dataset and backend plugins are described (default ones when none is named) and
+/// their flags added; when clap finds an unknown flag, the other first-party plugins'
+/// flags are added too, hidden, and the line parsed again. `describe` gives the options of
+/// a plugin as the user named it. Clap's own errors and `--help` exit the process, as
+/// `Command::get_matches` does.
+pub fn parse(
+    cmd: Command,
+    argv: &[String],
+    describe: &mut dyn FnMut(Role, &str) -> Result<PluginInfo>,
+    builtins: &[(Role, &'static str)],
+) -> Result<Parsed> {
+    let runs = Runs::of(argv.get(1..).unwrap_or_default());
+    let choice = PluginChoice::scan(argv.get(1..).unwrap_or_default());
+    let mut flags = PluginFlags::default();
+    let mut chosen = BTreeMap::new();
+    let mut cmd = cmd;
+    for &role in runs.roles() {
+        let (named, id) = match role {
+            Role::Dataset => (&choice.dataset, "dataset_name"),
+            Role::Backend => (&choice.backend, "backend"),
+        };
+        let name = match named {
+            Some(name) => name.clone(),
+            None => default_of(&cmd, runs, id)?,
+        };
+        let info = describe(role, &name)?;
+        cmd = runs.edit(cmd, |c| flags.add(c, role, &name, &info))?;
+        chosen.insert(role.as_str(), name);
+    }
+    let matches = match cmd.clone().try_get_matches_from(argv) {
+        Ok(m) => m,
+        Err(e)
+            if e.kind() == clap::error::ErrorKind::UnknownArgument && !runs.roles().is_empty() =>
+        {
+            // Maybe a flag of another first-party plugin (vLLM accepts every dataset's).
+            for &(role, name) in builtins {
+                if !runs.roles().contains(&role)
+                    || chosen.get(role.as_str()).is_some_and(|c| c == name)
+                {
+                    continue;
+                }
+                let info = describe(role, name)?;
+                cmd = runs.edit(cmd, |c| Ok(flags.add_foreign(c, role, name, &info)))?;
+            }
+            cmd.try_get_matches_from(argv).unwrap_or_else(|e| e.exit())
+        }
+        Err(e) => e.exit(),
+    };
+    Ok(Parsed {
+        matches,
+        runs,
+        flags,
+        chosen,
+    })
+}
+
+/// The default value of the argument `id` of the subcommand `runs` names.
+fn default_of(cmd: &Command, runs: Runs, id: &str) -> Result<String> {
+    let sub = match runs {
+        Runs::Serve { bare: false } => cmd.find_subcommand("serve"),
+        Runs::Sample => cmd
+            .find_subcommand("dataset")
+            .and_then(|d| d.find_subcommand("sample")),
+        _ => Some(cmd),
+    };
+    sub.and_then(|c| c.get_arguments().find(|a| a.get_id() == id))
+        .and_then(|a| a.get_default_values().first())
+        .and_then(|v| v.to_str())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("no default for --{id}"))
 }
 
 #[cfg(test)]
@@ -333,7 +535,7 @@ mod tests {
             default_value: Some("1".into()),
             required: false,
             cli_flag: flag.map(str::to_owned),
-            switch: false,
+            kind: OptionKind::Text,
             choices: vec![],
             shared_flags: vec![],
         }
@@ -378,7 +580,7 @@ mod tests {
         let mut len = option("input-len", Some("lines-input-len"));
         len.shared_flags.push(SharedFlag::InputLen);
         let mut shuffle = option("shuffle", Some("lines-shuffle"));
-        shuffle.switch = true;
+        shuffle.kind = OptionKind::Switch;
         let mut mode = option("mode", Some("lines-mode"));
         mode.choices = vec!["a".into(), "b".into()];
         let plugin = info("lines", vec![len, shuffle, mode, option("quiet", None)]);

@@ -30,7 +30,7 @@ use crate::report::SaveOptions;
 use crate::runtime::{PluginRef, RuntimeConfig};
 use crate::target::http::HttpConfig;
 use crate::tokenizer::hub_cache_roots_from_env;
-use crate::workload::{DatasetOption, WorkloadConfig};
+use crate::workload::WorkloadConfig;
 
 /// The `--request-id-prefix` of every run: client request `i` is `selfcheck-<i>` at the
 /// server too.
@@ -371,12 +371,6 @@ fn measure(rt: &tokio::runtime::Runtime, tokenizer: &str, load: &Load) -> Result
 /// --random-input-len 128 --random-output-len L --num-prompts N --max-concurrency C
 /// --request-id-prefix selfcheck- --disable-tqdm` resolves to, with no result file.
 fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeConfig> {
-    let random = |key: &str, value: String, flag: &str| DatasetOption {
-        plugin: Some("random"),
-        key: key.to_owned(),
-        value,
-        flag: flag.to_owned(),
-    };
     Ok(ServeConfig {
         model: Some("mock".to_owned()),
         served_model_name: None,
@@ -387,12 +381,8 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             num_prompts: u32::try_from(load.requests).context("--requests")?,
             seed: 0,
             options: vec![
-                random("input-len", "128".to_owned(), "--random-input-len"),
-                random(
-                    "output-len",
-                    load.output_len.to_string(),
-                    "--random-output-len",
-                ),
+                ("input-len".to_owned(), "128".to_owned()),
+                ("output-len".to_owned(), load.output_len.to_string()),
             ],
             request_id_prefix: Some(REQUEST_ID_PREFIX.to_owned()),
             hub_cache: hub_cache_roots_from_env(),

@@ -11,6 +11,7 @@ use clap::{Args, ValueEnum};
 use super::args::{DatasetArgs, ModelArgs, split_key_value};
 use super::console::Console;
 use super::limits;
+use super::plugin_flags::{Parsed, Role, SharedValues};
 use crate::benchmark::{self, LoadConfig, Outcome, ReportConfig, ServeConfig};
 use crate::client::HttpClientKind;
 use crate::metrics;
@@ -242,7 +243,7 @@ struct Resolved {
 /// configuration. Nothing here reads more than file metadata, so a bad command line fails
 /// in milliseconds; the only side effect is creating `--result-dir` (as vLLM does) to
 /// prove it is writable.
-fn resolve(args: &ServeArgs) -> Result<Resolved> {
+fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     let mut warnings = Vec::new();
     if let Some(c) = args.max_concurrency
         && c == 0
@@ -276,13 +277,6 @@ fn resolve(args: &ServeArgs) -> Result<Resolved> {
             )
         })?;
     let ramp_up = ramp_up(args, &mut warnings)?;
-    let is_random = matches!(args.dataset.dataset_name.as_str(), "random");
-    if is_random && args.dataset.dataset_path.is_some() {
-        bail!(
-            "Cannot use the 'random' dataset with --dataset-path. Please specify the appropriate \
-             --dataset-name (e.g., 'sharegpt', 'custom') for your dataset file"
-        );
-    }
     if let Some(path) = &args.dataset.dataset_path
         && !path.exists()
     {
@@ -293,7 +287,11 @@ fn resolve(args: &ServeArgs) -> Result<Resolved> {
     }
     let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
     let backend = plugin_ref(&args.backend, "--backend")?;
-    let dataset_options = args.dataset.options()?;
+    // The plugins' own flags and the general ones, then --dataset-option (which wins).
+    let shared = args.dataset.shared_values();
+    let mut dataset_options = plugins.options(Role::Dataset, shared);
+    dataset_options.extend(args.dataset.option_pairs()?);
+    warnings.extend(plugins.warnings(shared));
     let runtime = args.sandbox.runtime_config()?;
     let headers = args
         .header
@@ -305,11 +303,11 @@ fn resolve(args: &ServeArgs) -> Result<Resolved> {
         .iter()
         .map(|h| split_key_value(h).with_context(|| format!("--metadata {h:?}")))
         .collect::<Result<Vec<_>>>()?;
-    let backend_options = args
-        .backend_options
-        .iter()
-        .map(|h| split_key_value(h).with_context(|| format!("--backend-option {h:?}")))
-        .collect::<Result<Vec<_>>>()?;
+    let mut backend_options = plugins.options(Role::Backend, SharedValues::default());
+    for item in &args.backend_options {
+        backend_options
+            .push(split_key_value(item).with_context(|| format!("--backend-option {item:?}"))?);
+    }
     let goodput = metrics::parse_goodput(&args.goodput).context("--goodput")?;
     let percentile_metrics = metrics::parse_percentile_metrics(
         args.percentile_metrics
@@ -586,20 +584,17 @@ fn sampling_body(args: &ServeArgs) -> Result<Option<String>> {
     Ok((!body.is_empty()).then(|| serde_json::Value::Object(body).to_string()))
 }
 
-pub fn run(args: ServeArgs) -> Result<ExitCode> {
+pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     let Resolved {
         config,
         connections,
         warnings,
-    } = resolve(&args)?;
+    } = resolve(&args, plugins)?;
     check_system_limits(&connections)?;
     for w in &warnings {
         eprintln!("WARNING: {w}");
     }
-    let mut console = Console {
-        progress_bar: !args.disable_tqdm,
-        shutdown_grace: config.load.shutdown_grace,
-    };
+    let mut console = Console::new(!args.disable_tqdm, config.load.shutdown_grace);
     let outcome = benchmark::serve(&config, &mut console)
         .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
     Ok(exit_code(&outcome))

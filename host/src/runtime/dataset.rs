@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::bindings::current::dataset::DatasetPlugin as Bindings;
 use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
@@ -26,9 +25,6 @@ const MAX_BATCH: u32 = 4096;
 /// the host's parallel encoding pay off, far inside the plugin's time budget (10 s by
 /// default) whatever a prompt costs to make and however loaded the machine is.
 const CALL_TARGET: Duration = Duration::from_millis(250);
-
-/// Preparation shows a progress bar once it has taken this long.
-const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 /// Sizes `next-batch` calls so that each takes about [`CALL_TARGET`]: a size grows at most
 /// twofold per call and shrinks as far as the last call's time says.
@@ -131,13 +127,22 @@ impl DatasetPlugin {
 
     /// Opens the source with `options` and collects up to `num_requests` requests, asking
     /// for them in batches until the source has given that many or reports it is exhausted.
-    /// With `progress`, a bar on standard error shows the preparation once it has taken
-    /// more than a second.
     pub fn sample(
         &mut self,
         num_requests: u32,
         options: Vec<(String, String)>,
-        progress: bool,
+    ) -> Result<Vec<RequestSpec>, PluginCallError> {
+        self.sample_with_progress(num_requests, options, &mut |_, _| {})
+    }
+
+    /// [`DatasetPlugin::sample`], telling `progress` after each batch how many requests
+    /// there are so far and how long sampling has taken (a few times a second at most: a
+    /// batch is sized to take about a quarter of a second).
+    pub fn sample_with_progress(
+        &mut self,
+        num_requests: u32,
+        options: Vec<(String, String)>,
+        progress: &mut dyn FnMut(u64, Duration),
     ) -> Result<Vec<RequestSpec>, PluginCallError> {
         let config = DatasetConfig {
             num_requests,
@@ -159,7 +164,6 @@ impl DatasetPlugin {
         };
         let mut requests = Vec::with_capacity(num_requests.min(1 << 16) as usize);
         let started = Instant::now();
-        let mut bar = Progress::new(u64::from(num_requests), progress);
         let mut sizer = BatchSizer::new();
         let drained = loop {
             let remaining = num_requests - requests.len() as u32;
@@ -198,9 +202,8 @@ impl DatasetPlugin {
                 ));
             }
             requests.extend(batch);
-            bar.set(requests.len() as u64, started.elapsed());
+            progress(requests.len() as u64, started.elapsed());
         };
-        bar.finish(requests.len(), started.elapsed());
         drained?;
         // A multi-turn source goes on during the run; any other is done.
         if let Some(old) = self.open_source.take() {
@@ -261,49 +264,6 @@ impl<'a> Source<'a> {
         match guest {
             Guest::Current(b) => Source::Current(b.bench_plugin_dataset().request_source()),
             Guest::V0_2_0(b) => Source::V0_2_0(b.bench_plugin_dataset().request_source()),
-        }
-    }
-}
-
-/// The preparation progress bar: hidden until [`PROGRESS_AFTER`] has passed.
-struct Progress {
-    bar: Option<ProgressBar>,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(len: u64, enabled: bool) -> Progress {
-        let bar = enabled.then(|| {
-            let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
-            if let Ok(style) = ProgressStyle::with_template(
-                "Preparing requests {percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
-            ) {
-                bar.set_style(style);
-            }
-            bar
-        });
-        Progress { bar, shown: false }
-    }
-
-    fn set(&mut self, done: u64, elapsed: Duration) {
-        let Some(bar) = &self.bar else { return };
-        if !self.shown && elapsed >= PROGRESS_AFTER {
-            bar.set_draw_target(ProgressDrawTarget::stderr());
-            self.shown = true;
-        }
-        bar.set_position(done);
-    }
-
-    /// Clears the bar and, when it was shown, says how long preparation took.
-    fn finish(&self, made: usize, elapsed: Duration) {
-        let Some(bar) = &self.bar else { return };
-        bar.finish_and_clear();
-        if self.shown {
-            eprintln!(
-                "Prepared {made} requests in {:.1} s ({:.0} requests/s)",
-                elapsed.as_secs_f64(),
-                made as f64 / elapsed.as_secs_f64().max(1e-9)
-            );
         }
     }
 }

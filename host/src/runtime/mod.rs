@@ -32,8 +32,8 @@ pub use bindings::current::backend::exports::bench::plugin::backend::{
     Framing, HttpRequest, Pooled, PooledKind, ResponseHead, Usage,
 };
 pub use bindings::current::dataset::bench::plugin::types::{
-    BinaryData, ChatMessage, ContentPart, OptionInfo, PluginError, PluginInfo, Prompt, RequestSpec,
-    RerankInput, Session, SharedFlag,
+    BinaryData, ChatMessage, ContentPart, OptionInfo, OptionKind, PluginError, PluginInfo, Prompt,
+    RequestSpec, RerankInput, Session, SharedFlag,
 };
 pub use bindings::current::dataset::exports::bench::plugin::dataset::{
     DatasetConfig, DatasetDescription, PathUse, TurnResult,

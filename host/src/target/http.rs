@@ -18,7 +18,9 @@ use crate::client::load;
 use crate::client::worker::{self, DecodeWorker};
 use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
 use crate::observer::{Event, Observer};
-use crate::runtime::{BackendPlugin, ClientConfig, Framing, PluginRef};
+use crate::runtime::{
+    BackendDescription, BackendPlugin, ClientConfig, DatasetDescription, Framing, PluginRef,
+};
 use crate::server_metrics::{self, ServerCache, Snapshot};
 use crate::server_tokenizer;
 use crate::workload::{self, HostHeaders, Workload};
@@ -35,7 +37,8 @@ pub struct HttpConfig {
     /// The backend plugin's options.
     pub backend_options: Vec<(String, String)>,
     /// Ask the server to ignore EOS. When false, vLLM's default still applies: on for the
-    /// `random` dataset with an OpenAI backend, so generation runs to the requested length.
+    /// dataset that asks for it (`ignore-eos-by-default`) with an OpenAI-compatible backend,
+    /// so generation runs to the requested length.
     pub ignore_eos: bool,
     /// A JSON object merged into every request body (sampling parameters, extra fields).
     pub extra_body: Option<String>,
@@ -84,22 +87,21 @@ impl HttpTarget {
         let host = workload.host();
         let Workload {
             runtime,
-            dataset_name,
+            description: dataset,
             mut specs,
             ..
         } = workload;
-        // vLLM re-aligns these datasets' prompts to the server's tokenizer, before the clock.
-        if matches!(dataset_name.as_str(), "random" | "prefix_repetition") {
+        // vLLM re-aligns the prompts of its synthetic token-id datasets to the server's
+        // tokenizer, before the clock; the dataset says whether it is one.
+        if dataset.align_to_server_tokenizer {
             let alignment =
                 rt.block_on(server_tokenizer::align(&config.base_url, model, &mut specs));
             observer.event(Event::Alignment(&alignment));
         }
         let mut backend = runtime.load_backend(&config.backend, host)?;
-        let name = backend.describe()?.name;
-        // vLLM: the random dataset ignores EOS by default on OpenAI-compatible backends, so
-        // generation runs to the requested length.
-        let ignore_eos =
-            config.ignore_eos || (dataset_name == "random" && name.starts_with("openai"));
+        let description = backend.description()?;
+        let ignore_eos = ignore_eos(config.ignore_eos, &dataset, &description);
+        let name = description.info.name;
         backend.open(ClientConfig {
             model: served_model.to_owned(),
             ignore_eos,
@@ -321,4 +323,44 @@ async fn server_cache(
         )),
     }
     cache
+}
+/// Whether requests ask the server to ignore EOS: when the user says so, or by vLLM's rule,
+/// which each plugin's description states: a synthetic dataset on an OpenAI-compatible
+/// backend, so that generation runs to the requested length.
+fn ignore_eos(forced: bool, dataset: &DatasetDescription, backend: &BackendDescription) -> bool {
+    forced || (dataset.ignore_eos_by_default && backend.openai_compatible)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{PathUse, PluginInfo};
+
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "p".into(),
+            version: "0".into(),
+            description: String::new(),
+            options: vec![],
+        }
+    }
+
+    #[test]
+    fn eos_is_ignored_by_the_plugins_rule_or_when_asked() {
+        let dataset = |synthetic| DatasetDescription {
+            info: info(),
+            path: PathUse::Refused,
+            ignore_eos_by_default: synthetic,
+            align_to_server_tokenizer: false,
+            multi_turn: false,
+        };
+        let backend = |openai| BackendDescription {
+            info: info(),
+            openai_compatible: openai,
+        };
+        assert!(ignore_eos(false, &dataset(true), &backend(true)));
+        assert!(!ignore_eos(false, &dataset(true), &backend(false)));
+        assert!(!ignore_eos(false, &dataset(false), &backend(true)));
+        assert!(ignore_eos(true, &dataset(false), &backend(false)));
+    }
 }

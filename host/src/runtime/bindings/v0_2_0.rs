@@ -142,7 +142,7 @@ pub(crate) fn plugin_info_up(info: old::PluginInfo) -> cur::PluginInfo {
                 default_value: o.default_value,
                 required: o.required,
                 cli_flag: None,
-                switch: false,
+                kind: cur::OptionKind::Text,
                 choices: Vec::new(),
                 shared_flags: Vec::new(),
             })

@@ -35,11 +35,15 @@ impl Backend for Completions {
 
     fn describe() -> BackendDescription {
         let mut options = common_options();
-        options.push(option(
-            "logprobs",
-            "Number of log probabilities to request per token (vLLM's --logprobs); unset sends null.",
-            None,
-        ));
+        options.push(
+            option(
+                "logprobs",
+                "Number of log probabilities to request per token; unset sends null.",
+                None,
+            )
+            .flag("logprobs")
+            .count(),
+        );
         BackendDescription {
             info: PluginInfo {
                 name: NAME.into(),

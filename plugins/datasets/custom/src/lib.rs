@@ -28,6 +28,7 @@ fn options() -> Vec<OptionInfo> {
             Some("256"),
         )
         .flag("custom-output-len")
+        .integer()
         .shared(SharedFlag::OutputLen),
         option(
             "skip-chat-template",

@@ -28,9 +28,11 @@ fn options() -> Vec<OptionInfo> {
             Some("1024"),
         )
         .flag("random-input-len")
+        .count()
         .shared(SharedFlag::InputLen),
         option("output-len", "Output tokens per request", Some("128"))
             .flag("random-output-len")
+            .count()
             .shared(SharedFlag::OutputLen),
         option(
             "range-ratio",
@@ -45,7 +47,8 @@ fn options() -> Vec<OptionInfo> {
             "Tokens of a fixed random prefix shared by every prompt",
             Some("0"),
         )
-        .flag("random-prefix-len"),
+        .flag("random-prefix-len")
+        .count(),
     ]
 }
 

@@ -27,6 +27,7 @@ fn options() -> Vec<OptionInfo> {
             None,
         )
         .flag("sharegpt-output-len")
+        .count()
         .shared(SharedFlag::OutputLen),
     ];
     options.extend(SampleFlags::options());
