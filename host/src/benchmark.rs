@@ -22,6 +22,7 @@ use crate::observer::{Event, Observer};
 use crate::record::{Failure, RequestRecord};
 use crate::report::save::Interruption;
 use crate::report::{self, RunInfo, SaveOptions};
+use crate::runtime::RequestSpec;
 use crate::schedule::{self, RampUp, ScheduleConfig};
 use crate::target::http::{self, HttpConfig, HttpTarget};
 use crate::target::{RunOptions, Target, WarmUp};
@@ -61,6 +62,11 @@ pub struct LoadConfig {
     pub warm_ups: u32,
     /// After a stop, how long requests in flight may go on before they are cancelled.
     pub shutdown_grace: Duration,
+    /// vLLM's `--self-timed`: send each request at the time its dataset gave it (trace
+    /// replay) instead of by rate. `None`: when the dataset gives send times.
+    pub self_timed: Option<bool>,
+    /// Multiplies the dataset's send times when self-timed (0.5 replays twice as fast).
+    pub time_scale: f64,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -143,6 +149,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         );
     }
     let tokenizer = workload.tokenizer.clone();
+    let send_at = self_timed(&config.load, &workload.specs)?;
     let target = HttpTarget::prepare(&config.http, &model, served_model, workload, &rt, observer)?;
     let plan = Plan {
         load: &config.load,
@@ -152,8 +159,23 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         model_id: &model,
         tokenizer_id,
         num_prompts: config.workload.num_prompts as usize,
+        send_at,
     };
     measure(&rt, target, &tokenizer, &plan, observer)
+}
+
+/// The requests' send times when the run is self-timed (vLLM's `--self-timed`), else
+/// `None`: self-timed when asked, or by default when the dataset gave any request one.
+fn self_timed(load: &LoadConfig, specs: &[RequestSpec]) -> Result<Option<Vec<Option<f64>>>> {
+    let timed = specs.iter().any(|s| s.send_at.is_some());
+    match load.self_timed {
+        Some(true) if !timed => {
+            bail!("--self-timed: the dataset gave no request a send time; it replays no trace")
+        }
+        Some(false) => Ok(None),
+        _ if timed => Ok(Some(specs.iter().map(|s| s.send_at).collect())),
+        _ => Ok(None),
+    }
 }
 
 /// What [`measure`] needs besides the target: how to drive it, and what the reports say.
@@ -166,6 +188,8 @@ struct Plan<'a> {
     model_id: &'a str,
     tokenizer_id: &'a str,
     num_prompts: usize,
+    /// The dataset's send times, when the run is self-timed.
+    send_at: Option<Vec<Option<f64>>>,
 }
 
 /// The part of a benchmark every target shares: schedule, warm-up, the measured run,
@@ -180,13 +204,16 @@ fn measure<T: Target>(
 ) -> Result<Outcome> {
     let load = plan.load;
     let requests = target.requests();
-    let schedule = schedule::build(&ScheduleConfig {
-        num_requests: requests,
-        request_rate: load.request_rate,
-        burstiness: load.burstiness,
-        ramp_up: load.ramp_up,
-        seed: plan.seed,
-    })?;
+    let schedule = match &plan.send_at {
+        Some(send_at) => schedule::timed(send_at, load.time_scale)?,
+        None => schedule::build(&ScheduleConfig {
+            num_requests: requests,
+            request_rate: load.request_rate,
+            burstiness: load.burstiness,
+            ramp_up: load.ramp_up,
+            seed: plan.seed,
+        })?,
+    };
     rt.block_on(target.warm_up(
         &WarmUp {
             ready_check: load.ready_check,
@@ -208,6 +235,7 @@ fn measure<T: Target>(
         burstiness: load.burstiness,
         ramp_up: load.ramp_up.as_ref(),
         max_concurrency: load.max_concurrency,
+        self_timed: plan.send_at.is_some(),
     });
     let backend = target.name().to_owned();
     let options = RunOptions {

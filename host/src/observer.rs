@@ -65,6 +65,8 @@ pub enum Event<'a> {
         burstiness: f64,
         ramp_up: Option<&'a RampUp>,
         max_concurrency: Option<usize>,
+        /// Requests go at the dataset's send times (trace replay), not by rate.
+        self_timed: bool,
     },
     /// Something the user should know about the run's numbers.
     Warning(&'a str),

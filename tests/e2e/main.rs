@@ -21,6 +21,7 @@ mod sandbox;
 mod serve;
 mod serve_flags;
 mod serve_timing;
+mod trace_replay;
 mod validation;
 
 /// Every `.rs` file in `tests/e2e` is declared as a module of this crate (a file that is

@@ -87,8 +87,13 @@ impl Observer for Console {
                 burstiness,
                 ramp_up,
                 max_concurrency,
+                self_timed,
             } => {
                 println!("Starting main benchmark run...");
+                if self_timed {
+                    println!("Self timing is set, using the timestamps from the trace file.");
+                    return;
+                }
                 match ramp_up {
                     Some(r) => {
                         println!(

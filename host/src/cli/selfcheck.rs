@@ -410,6 +410,8 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             ready_check: None,
             warm_ups: 0,
             shutdown_grace: Duration::from_secs(5),
+            self_timed: Some(false),
+            time_scale: 1.0,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {

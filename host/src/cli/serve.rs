@@ -68,6 +68,19 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = f64::INFINITY, allow_negative_numbers = true)]
     pub request_rate: f64,
 
+    /// Send each request at the time its dataset gives it (trace replay) instead of by
+    /// rate; the default when the dataset gives send times. --no-self-timed uses the rate.
+    #[arg(long, overrides_with = "no_self_timed")]
+    pub self_timed: bool,
+
+    /// Use the request rate even when the dataset gives send times.
+    #[arg(long, overrides_with = "self_timed")]
+    pub no_self_timed: bool,
+
+    /// Multiplies the dataset's send times when self-timed (0.5 replays twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+
     /// Burstiness of arrivals: 1 is a Poisson process, lower is burstier, higher more uniform.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub burstiness: f64,
@@ -259,6 +272,12 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             args.request_rate
         );
     }
+    if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
+        bail!(
+            "--time-scale must be a positive number, got {}",
+            args.time_scale
+        );
+    }
     if !(args.burstiness > 0.0 && args.burstiness.is_finite()) {
         bail!(
             "--burstiness must be a positive number, got {}",
@@ -392,6 +411,12 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             .then(|| Duration::from_secs(args.ready_check_timeout_sec)),
         warm_ups: args.num_warmups,
         shutdown_grace,
+        self_timed: match (args.self_timed, args.no_self_timed) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
+        time_scale: args.time_scale,
     };
     let report = ReportConfig {
         label: args.label.clone(),
