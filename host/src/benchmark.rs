@@ -243,6 +243,7 @@ fn measure<T: Target>(
         stop: stop.clone(),
         shutdown_grace: load.shutdown_grace,
         progress: observer.progress_bar(requests as u64),
+        time_scale: load.time_scale,
     };
     let started_at = chrono::Local::now();
     let output = rt.block_on(target.run(&schedule.offsets, options, observer))?;

@@ -12,8 +12,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use crate::client::PreparedRequest;
 use crate::observer::{Event, Observer};
 use crate::runtime::{
-    BackendPlugin, DatasetDescription, HostContext, PathUse, PluginRef, RequestSpec, Runtime,
-    RuntimeConfig,
+    BackendPlugin, DatasetDescription, DatasetPlugin, HostContext, PathUse, PluginRef, RequestSpec,
+    Runtime, RuntimeConfig,
 };
 use crate::tokenizer::Tokenizer;
 
@@ -71,6 +71,16 @@ pub struct Workload {
     /// for it).
     pub description: DatasetDescription,
     pub specs: Vec<RequestSpec>,
+    /// A multi-turn dataset, its conversations still open: it makes their next turns
+    /// during the run.
+    pub conversations: Option<Conversations>,
+}
+
+/// A multi-turn dataset plugin whose conversations go on during the run.
+pub struct Conversations {
+    pub dataset: DatasetPlugin,
+    /// The prefix of the ids of turns the plugin leaves without one.
+    pub request_id_prefix: Option<String>,
 }
 
 impl Workload {
@@ -155,6 +165,10 @@ pub fn load(
         runtime,
         tokenizer,
         seed: config.seed,
+        conversations: description.multi_turn.then(|| Conversations {
+            dataset,
+            request_id_prefix: config.request_id_prefix.clone(),
+        }),
         description,
         specs,
     })
@@ -183,47 +197,59 @@ pub fn prepare(
     specs: &[RequestSpec],
     host: &HostHeaders,
 ) -> Result<Vec<PreparedRequest>> {
-    let mut out = Vec::with_capacity(specs.len());
-    for (index, spec) in specs.iter().enumerate() {
-        let request_id = spec.request_id.clone().unwrap_or_default();
-        let http = backend
-            .build_request(spec)
-            .with_context(|| format!("building request {index} ({request_id})"))?;
-        let method = reqwest::Method::from_bytes(http.method.as_bytes())
-            .with_context(|| format!("request {index}: invalid HTTP method {:?}", http.method))?;
-        // Sized for these headers: a default map has room for six, and 100,000 requests
-        // held for the whole run would carry about 30 MB of empty slots.
-        let count = usize::from(host.api_key.is_some()) + http.headers.len() + host.extra.len();
-        let mut headers = HeaderMap::with_capacity(count);
-        if let Some(key) = &host.api_key {
-            insert(&mut headers, "authorization", &format!("Bearer {key}"))?;
-        }
-        let mut request_id_header = None;
-        for (k, v) in &http.headers {
-            insert(&mut headers, k, v)
-                .with_context(|| format!("request {index}: header from the backend plugin"))?;
-            if k.eq_ignore_ascii_case("x-request-id") {
-                request_id_header = Some(v.clone());
-            }
-        }
-        for (k, v) in &host.extra {
-            insert(&mut headers, k, v).with_context(|| format!("--header {k}={v}"))?;
-        }
-        // vLLM: request ids win over --header values.
-        if let Some(v) = request_id_header {
-            insert(&mut headers, "x-request-id", &v)?;
-        }
-        out.push(PreparedRequest {
-            index,
-            request_id,
-            method,
-            headers,
-            body: Bytes::from(http.body),
-            prompt_len: spec.prompt_len,
-            expected_output_len: spec.expected_output_len,
-        });
+    specs
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| prepare_one(backend, index, spec, host))
+        .collect()
+}
+
+/// Builds request `index` of the workload with the backend plugin (also during a run, for
+/// a conversation's next turn).
+pub fn prepare_one(
+    backend: &mut BackendPlugin,
+    index: usize,
+    spec: &RequestSpec,
+    host: &HostHeaders,
+) -> Result<PreparedRequest> {
+    let request_id = spec.request_id.clone().unwrap_or_default();
+    let http = backend
+        .build_request(spec)
+        .with_context(|| format!("building request {index} ({request_id})"))?;
+    let method = reqwest::Method::from_bytes(http.method.as_bytes())
+        .with_context(|| format!("request {index}: invalid HTTP method {:?}", http.method))?;
+    // Sized for these headers: a default map has room for six, and 100,000 requests
+    // held for the whole run would carry about 30 MB of empty slots.
+    let count = usize::from(host.api_key.is_some()) + http.headers.len() + host.extra.len();
+    let mut headers = HeaderMap::with_capacity(count);
+    if let Some(key) = &host.api_key {
+        insert(&mut headers, "authorization", &format!("Bearer {key}"))?;
     }
-    Ok(out)
+    let mut request_id_header = None;
+    for (k, v) in &http.headers {
+        insert(&mut headers, k, v)
+            .with_context(|| format!("request {index}: header from the backend plugin"))?;
+        if k.eq_ignore_ascii_case("x-request-id") {
+            request_id_header = Some(v.clone());
+        }
+    }
+    for (k, v) in &host.extra {
+        insert(&mut headers, k, v).with_context(|| format!("--header {k}={v}"))?;
+    }
+    // vLLM: request ids win over --header values.
+    if let Some(v) = request_id_header {
+        insert(&mut headers, "x-request-id", &v)?;
+    }
+    Ok(PreparedRequest {
+        index,
+        request_id,
+        method,
+        headers,
+        body: Bytes::from(http.body),
+        prompt_len: spec.prompt_len,
+        expected_output_len: spec.expected_output_len,
+        session: spec.session.clone(),
+    })
 }
 
 fn insert(headers: &mut HeaderMap, k: &str, v: &str) -> Result<()> {

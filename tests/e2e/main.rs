@@ -11,6 +11,7 @@ mod common;
 
 mod console;
 mod contract_versions;
+mod conversations;
 mod datasets_vllm;
 mod example_plugin;
 mod faults;

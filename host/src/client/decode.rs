@@ -37,6 +37,8 @@ pub struct RequestMeta {
     pub dispatch: Instant,
     /// How long it then waited for a `--max-concurrency` slot.
     pub concurrency_wait: Duration,
+    /// The conversation the request is a turn of, if any.
+    pub session: Option<crate::runtime::Session>,
 }
 
 /// vLLM's message for a 200 response that never carried output (kind `no-output`).
@@ -297,6 +299,7 @@ mod tests {
 
     fn meta(t0: Instant) -> RequestMeta {
         RequestMeta {
+            session: None,
             index: 3,
             request_id: "r3".into(),
             prompt_len: 10,

@@ -13,6 +13,7 @@
 //! kept.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -37,8 +38,25 @@ enum Outcome {
     NotSent,
 }
 
+/// Conversations that go on during a run (multi-turn workloads): the dataset's next turns
+/// arrive on `next` while the run goes on, built and ready to send.
+pub struct MoreTurns {
+    pub next: std::sync::mpsc::Receiver<NextTurn>,
+    /// Turns that may still lead to more: sent or queued, and not yet answered by the
+    /// dataset. The run ends when the workload is sent, no turn is queued and this is 0.
+    pub open: Arc<AtomicUsize>,
+}
+
+/// A conversation's next turn.
+pub struct NextTurn {
+    pub request: PreparedRequest,
+    /// When to send it, in seconds after the benchmark start; `None`: at once.
+    pub due: Option<f64>,
+}
+
 /// Drives the whole workload: request `i` is released at `t0 + offsets[i]`, until
-/// `options.stop` is raised.
+/// `options.stop` is raised; with `more`, the conversations' next turns too, at their
+/// times, until every conversation has ended.
 ///
 /// Releases happen on a dedicated thread that sleeps until shortly before each target and
 /// spins the rest, so the schedule is kept to microseconds; tokio's timer wheel rounds
@@ -50,6 +68,7 @@ pub async fn run(
     offsets: &[f64],
     worker: DecodeWorker,
     options: RunOptions,
+    more: Option<MoreTurns>,
 ) -> Result<RunOutput> {
     anyhow::ensure!(
         offsets.len() == requests.len(),
@@ -60,13 +79,19 @@ pub async fn run(
         stop,
         shutdown_grace: grace,
         progress: pb,
+        // The dispatcher takes times already scaled.
+        time_scale: _,
     } = options;
     let total = requests.len();
     let transport = client.transport();
     // More permits than requests change nothing, and would make tokio panic past its
-    // maximum.
-    let permits =
-        max_concurrency.map(|n| InOrderPermits::new(n.clamp(1, total.max(1)), stop.clone()));
+    // maximum (conversations add requests as they go: no such bound).
+    let bound = if more.is_some() {
+        usize::MAX >> 4
+    } else {
+        total.max(1)
+    };
+    let permits = max_concurrency.map(|n| InOrderPermits::new(n.clamp(1, bound), stop.clone()));
     // Raised once the grace period after a stop is over: requests still running end.
     let cancel = Arc::new(StopSignal::new());
     let grace_timer = tokio::spawn({
@@ -77,86 +102,37 @@ pub async fn run(
             cancel.stop(format!("still running {grace:?} after the run was stopped"));
         }
     });
-    let handle = tokio::runtime::Handle::current();
     let offsets = offsets.to_vec();
-    let tx = worker.sender();
-    let pb_task = pb.clone();
-    let dispatch_stop = stop.clone();
     let cpu_at_start = super::cpu::process();
     let t0 = Instant::now();
     let clock_origin_s = super::cpu::monotonic().as_secs_f64();
+    let spawner = Spawner {
+        handle: tokio::runtime::Handle::current(),
+        client,
+        tx: worker.sender(),
+        pb: pb.clone(),
+        stop: stop.clone(),
+        cancel,
+        permits,
+        grace,
+        t0,
+    };
     let dispatcher = std::thread::Builder::new()
         .name("bench-dispatch".into())
         .spawn(move || {
             precise_sleeps();
-            let stop = dispatch_stop;
-            let mut tasks = Vec::with_capacity(offsets.len());
-            for (i, &offset) in offsets.iter().enumerate() {
-                if !sleep_until(t0 + Duration::from_secs_f64(offset), &stop) {
-                    break;
-                }
-                let dispatch = Instant::now();
-                // Queued here, on the one dispatch thread, so permits follow release order.
-                let turn = permits.as_ref().map(InOrderPermits::queue);
-                let (client, requests) = (client.clone(), requests.clone());
-                let (tx, pb, stop, cancel) =
-                    (tx.clone(), pb_task.clone(), stop.clone(), cancel.clone());
-                tasks.push(handle.spawn(async move {
-                    let (permit, concurrency_wait) = match turn {
-                        Some(turn) => {
-                            let turn = tokio::select! {
-                                biased;
-                                () = stop.stopped() => return Outcome::NotSent,
-                                t = turn => match t {
-                                    Ok(t) => t,
-                                    // The gate stops granting once the run is stopped.
-                                    Err(_) => return Outcome::NotSent,
-                                },
-                            };
-                            (Some(turn), dispatch.elapsed())
-                        }
-                        None => (None, Duration::ZERO),
-                    };
-                    if stop.is_stopped() {
-                        return Outcome::NotSent;
-                    }
-                    let req = &requests[i];
-                    let start = Instant::now();
-                    // Started: the gate may hand the next request its turn.
-                    let permit = permit.map(Turn::started);
-                    let (raw, outcome) = tokio::select! {
-                        biased;
-                        raw = client.send_started(req, start) => (raw, Outcome::Done),
-                        () = cancel.stopped() => (
-                            cancelled(req.index, start, grace),
-                            Outcome::Cancelled,
-                        ),
-                    };
-                    drop(permit);
-                    let meta = RequestMeta {
-                        index: req.index,
-                        request_id: req.request_id.clone(),
-                        prompt_len: req.prompt_len,
-                        expected_output_len: req.expected_output_len,
-                        intended_start_time: offset,
-                        dispatch,
-                        concurrency_wait,
-                    };
-                    // The receiver lives until `finish`, after every task has ended.
-                    let _ = tx.send(Job { meta, raw, t0 });
-                    pb.inc(1);
-                    outcome
-                }));
+            match more {
+                None => spawner.workload(&requests, &offsets),
+                Some(more) => spawner.conversations(&requests, &offsets, more),
             }
-            tasks
         })
         .context("starting the dispatch thread")?;
-    let tasks = tokio::task::spawn_blocking(move || dispatcher.join())
+    let (tasks, sent_of_workload) = tokio::task::spawn_blocking(move || dispatcher.join())
         .await
         .context("waiting for the dispatch thread")?
         .map_err(|_| anyhow::anyhow!("the dispatch thread panicked"))?;
-    // Requests the dispatcher never reached were not sent either.
-    let (mut not_sent, mut cancelled) = (total - tasks.len(), 0);
+    // Requests of the workload the dispatcher never reached were not sent either.
+    let (mut not_sent, mut cancelled) = (total - sent_of_workload, 0);
     for task in tasks {
         match task.await.context("a request task failed")? {
             Outcome::Done => {}
@@ -184,6 +160,209 @@ pub async fn run(
         transport: Some(transport),
         server_cache: None,
     })
+}
+
+/// A request to send: one of the workload's, or a conversation's next turn.
+enum Slot {
+    Workload(Arc<Vec<PreparedRequest>>, usize),
+    Turn(Box<PreparedRequest>),
+}
+
+impl Slot {
+    fn request(&self) -> &PreparedRequest {
+        match self {
+            Slot::Workload(requests, i) => &requests[*i],
+            Slot::Turn(request) => request,
+        }
+    }
+}
+
+/// What the dispatcher needs to release requests: everything a request's task takes along.
+struct Spawner {
+    handle: tokio::runtime::Handle,
+    client: HttpClient,
+    tx: std::sync::mpsc::Sender<Job>,
+    pb: indicatif::ProgressBar,
+    stop: Arc<StopSignal>,
+    cancel: Arc<StopSignal>,
+    permits: Option<InOrderPermits>,
+    grace: Duration,
+    t0: Instant,
+}
+
+type Tasks = Vec<tokio::task::JoinHandle<Outcome>>;
+
+impl Spawner {
+    /// Releases the workload at its offsets; returns the tasks and how many of the
+    /// workload's requests were released.
+    fn workload(self, requests: &Arc<Vec<PreparedRequest>>, offsets: &[f64]) -> (Tasks, usize) {
+        let mut tasks = Vec::with_capacity(offsets.len());
+        for (i, &offset) in offsets.iter().enumerate() {
+            if !sleep_until(self.t0 + Duration::from_secs_f64(offset), &self.stop) {
+                break;
+            }
+            tasks.push(self.release(Slot::Workload(requests.clone(), i), offset));
+        }
+        let sent = tasks.len();
+        (tasks, sent)
+    }
+
+    /// Releases the workload at its offsets and each conversation's next turns as they
+    /// come, until every conversation has ended (or the run is stopped). Waits on the
+    /// turns' channel rather than spinning: a turn can arrive at any moment.
+    fn conversations(
+        self,
+        requests: &Arc<Vec<PreparedRequest>>,
+        offsets: &[f64],
+        more: MoreTurns,
+    ) -> (Tasks, usize) {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        use std::sync::mpsc::RecvTimeoutError;
+
+        /// A queued turn, ordered by due time, then arrival.
+        struct Queued(f64, u64, Box<PreparedRequest>);
+        impl PartialEq for Queued {
+            fn eq(&self, other: &Self) -> bool {
+                self.cmp(other).is_eq()
+            }
+        }
+        impl Eq for Queued {}
+        impl PartialOrd for Queued {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for Queued {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+            }
+        }
+
+        let mut tasks = Vec::with_capacity(offsets.len());
+        let mut queued: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+        let mut arrivals = 0u64;
+        let mut next = 0usize;
+        let mut channel_open = true;
+        let mut enqueue = |turn: NextTurn, queued: &mut BinaryHeap<Reverse<Queued>>| {
+            let now = self.t0.elapsed().as_secs_f64();
+            let due = turn.due.unwrap_or(now).max(0.0);
+            arrivals += 1;
+            queued.push(Reverse(Queued(due, arrivals, Box::new(turn.request))));
+        };
+        while !self.stop.is_stopped() {
+            while let Ok(turn) = more.next.try_recv() {
+                enqueue(turn, &mut queued);
+            }
+            let workload_due = offsets.get(next).copied();
+            let turn_due = queued.peek().map(|Reverse(q)| q.0);
+            let due = match (workload_due, turn_due) {
+                (Some(w), Some(t)) => w.min(t),
+                (Some(w), None) => w,
+                (None, Some(t)) => t,
+                (None, None) => {
+                    if !channel_open || more.open.load(Ordering::Acquire) == 0 {
+                        break;
+                    }
+                    // Waiting for answers: wake for a turn, or to see whether all ended.
+                    match more.next.recv_timeout(STOP_POLL) {
+                        Ok(turn) => enqueue(turn, &mut queued),
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => channel_open = false,
+                    }
+                    continue;
+                }
+            };
+            let target = self.t0 + Duration::from_secs_f64(due);
+            let now = Instant::now();
+            if now < target && channel_open {
+                // A turn arriving meanwhile may be due earlier.
+                match more.next.recv_timeout((target - now).min(STOP_POLL)) {
+                    Ok(turn) => enqueue(turn, &mut queued),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => channel_open = false,
+                }
+                continue;
+            }
+            if !sleep_until(target, &self.stop) {
+                break;
+            }
+            if workload_due == Some(due) {
+                if requests[next].session.is_some() {
+                    more.open.fetch_add(1, Ordering::AcqRel);
+                }
+                tasks.push(self.release(Slot::Workload(requests.clone(), next), due));
+                next += 1;
+            } else if let Some(Reverse(Queued(due, _, request))) = queued.pop() {
+                // Counted in `open` since the dataset made it.
+                self.pb.inc_length(1);
+                tasks.push(self.release(Slot::Turn(request), due));
+            }
+        }
+        (tasks, next)
+    }
+
+    /// Spawns the task of one request, released now, scheduled at `offset`.
+    fn release(&self, slot: Slot, offset: f64) -> tokio::task::JoinHandle<Outcome> {
+        let dispatch = Instant::now();
+        // Queued here, on the one dispatch thread, so permits follow release order.
+        let turn = self.permits.as_ref().map(InOrderPermits::queue);
+        let (client, tx, pb, stop, cancel) = (
+            self.client.clone(),
+            self.tx.clone(),
+            self.pb.clone(),
+            self.stop.clone(),
+            self.cancel.clone(),
+        );
+        let (grace, t0) = (self.grace, self.t0);
+        self.handle.spawn(async move {
+            let (permit, concurrency_wait) = match turn {
+                Some(turn) => {
+                    let turn = tokio::select! {
+                        biased;
+                        () = stop.stopped() => return Outcome::NotSent,
+                        t = turn => match t {
+                            Ok(t) => t,
+                            // The gate stops granting once the run is stopped.
+                            Err(_) => return Outcome::NotSent,
+                        },
+                    };
+                    (Some(turn), dispatch.elapsed())
+                }
+                None => (None, Duration::ZERO),
+            };
+            if stop.is_stopped() {
+                return Outcome::NotSent;
+            }
+            let req = slot.request();
+            let start = Instant::now();
+            // Started: the gate may hand the next request its turn.
+            let permit = permit.map(Turn::started);
+            let (raw, outcome) = tokio::select! {
+                biased;
+                raw = client.send_started(req, start) => (raw, Outcome::Done),
+                () = cancel.stopped() => (
+                    cancelled(req.index, start, grace),
+                    Outcome::Cancelled,
+                ),
+            };
+            drop(permit);
+            let meta = RequestMeta {
+                index: req.index,
+                request_id: req.request_id.clone(),
+                prompt_len: req.prompt_len,
+                expected_output_len: req.expected_output_len,
+                intended_start_time: offset,
+                dispatch,
+                concurrency_wait,
+                session: req.session.clone(),
+            };
+            // The receiver lives until `finish`, after every task has ended.
+            let _ = tx.send(Job { meta, raw, t0 });
+            pb.inc(1);
+            outcome
+        })
+    }
 }
 
 /// `--max-concurrency`'s gate: requests start strictly in the order they were queued,

@@ -37,6 +37,9 @@ pub struct PreparedRequest {
     pub body: Bytes,
     pub prompt_len: u32,
     pub expected_output_len: u32,
+    /// The conversation this request is a turn of (multi-turn workloads): its response
+    /// goes back to the dataset plugin for the next turn.
+    pub session: Option<crate::runtime::Session>,
 }
 
 /// What the network delivered for one request, before decoding.

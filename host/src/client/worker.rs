@@ -39,6 +39,12 @@ pub(crate) struct Job {
     pub t0: Instant,
 }
 
+/// A turn of a conversation that ended (answered or failed), for the dataset's next turn.
+#[derive(Debug, Clone)]
+pub struct TurnDone {
+    pub turn: crate::runtime::TurnResult,
+}
+
 /// The thread that owns a backend plugin instance and decodes responses as they arrive.
 pub struct DecodeWorker {
     tx: mpsc::Sender<Job>,
@@ -47,8 +53,14 @@ pub struct DecodeWorker {
 
 impl DecodeWorker {
     /// A worker that raises `stop`, naming the plugin, when the plugin keeps faulting
-    /// (the run's signal, so the load generator stops releasing requests).
-    pub fn spawn_with_stop(backend: BackendPlugin, stop: Arc<StopSignal>) -> Result<Self> {
+    /// (the run's signal, so the load generator stops releasing requests). With `turns`,
+    /// the record of every request that is a turn of a conversation is also sent there,
+    /// as soon as it is built.
+    pub fn spawn_with_stop(
+        backend: BackendPlugin,
+        stop: Arc<StopSignal>,
+        turns: Option<mpsc::Sender<TurnDone>>,
+    ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>();
         let handle = std::thread::Builder::new()
             .name("bench-decode".into())
@@ -59,7 +71,12 @@ impl DecodeWorker {
                     .into_iter()
                     .map(|job| {
                         let events = decoding.decode(&job.raw);
-                        build_record(&job.meta, &job.raw, events, job.t0)
+                        let record = build_record(&job.meta, &job.raw, events, job.t0);
+                        if let (Some(turns), Some(session)) = (&turns, &job.meta.session) {
+                            // The driver is gone only once the run has ended.
+                            let _ = turns.send(turn_done(&record, session, &job));
+                        }
+                        record
                     })
                     .collect();
                 (records, super::cpu::thread() - start)
@@ -83,6 +100,22 @@ impl DecodeWorker {
             .map_err(|_| anyhow::anyhow!("the decode thread panicked"))?;
         records.sort_by_key(|r| r.index);
         Ok((records, cpu))
+    }
+}
+
+/// What the dataset plugin learns about a turn: the answer's text and timing, and when it
+/// ended (its last frame, in seconds since the benchmark started).
+fn turn_done(record: &RequestRecord, session: &crate::runtime::Session, job: &Job) -> TurnDone {
+    let end = job.raw.frame_times.last().copied().unwrap_or(job.raw.start);
+    TurnDone {
+        turn: crate::runtime::TurnResult {
+            session: session.clone(),
+            success: record.succeeded(),
+            generated_text: record.generated_text.clone(),
+            ttft: record.ttft,
+            latency: record.latency,
+            finished_at: end.saturating_duration_since(job.t0).as_secs_f64(),
+        },
     }
 }
 

@@ -8,18 +8,21 @@
 //! `/metrics` counters are read before and after.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
 use super::{RunOptions, RunOutput, Target, WarmUp};
 use crate::client::framing::FramingKind;
-use crate::client::load;
-use crate::client::worker::{self, DecodeWorker};
+use crate::client::load::{self, MoreTurns, NextTurn};
+use crate::client::stop::StopSignal;
+use crate::client::worker::{self, DecodeWorker, TurnDone};
 use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
 use crate::observer::{Event, Observer};
 use crate::runtime::{
     BackendDescription, BackendPlugin, ClientConfig, DatasetDescription, Framing, PluginRef,
+    TurnResult,
 };
 use crate::server_metrics::{self, ServerCache, Snapshot};
 use crate::server_tokenizer;
@@ -66,6 +69,16 @@ pub struct HttpTarget {
     preconnect: usize,
     /// The server's counters read just before the clock started (by `warm_up`).
     metrics_before: Option<Result<Snapshot>>,
+    /// A multi-turn workload's conversations, continued during the run.
+    conversations: Option<Conversations>,
+}
+
+/// What continues a multi-turn workload during the run: the dataset plugin that makes the
+/// next turns and a backend instance of its own that builds them.
+struct Conversations {
+    source: workload::Conversations,
+    backend: BackendPlugin,
+    headers: HostHeaders,
 }
 
 impl HttpTarget {
@@ -89,6 +102,7 @@ impl HttpTarget {
             runtime,
             description: dataset,
             mut specs,
+            conversations,
             ..
         } = workload;
         // vLLM re-aligns the prompts of its synthetic token-id datasets to the server's
@@ -125,6 +139,14 @@ impl HttpTarget {
         };
         let requests = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
         drop(specs);
+        let conversations = match conversations {
+            Some(source) => Some(Conversations {
+                source,
+                backend: backend.fork()?,
+                headers: host_headers,
+            }),
+            None => None,
+        };
         let client = HttpClient::new(
             &format!("{}{}", config.base_url, endpoint),
             framing,
@@ -140,6 +162,7 @@ impl HttpTarget {
             base_url: config.base_url.clone(),
             preconnect: config.preconnect,
             metrics_before: None,
+            conversations,
         })
     }
 }
@@ -190,12 +213,103 @@ impl Target for HttpTarget {
         options: RunOptions,
         observer: &mut dyn Observer,
     ) -> Result<RunOutput> {
-        let worker = DecodeWorker::spawn_with_stop(self.backend, options.stop.clone())?;
-        let mut output = load::run(self.client, self.requests, offsets, worker, options).await?;
+        let (turns, more, driver) = match self.conversations {
+            None => (None, None, None),
+            Some(conversations) => {
+                let (done_tx, done_rx) = std::sync::mpsc::channel();
+                let (next_tx, next_rx) = std::sync::mpsc::channel();
+                let open = Arc::new(AtomicUsize::new(0));
+                let driver = conversations.drive(
+                    done_rx,
+                    next_tx,
+                    open.clone(),
+                    self.requests.len(),
+                    options.time_scale,
+                    options.stop.clone(),
+                )?;
+                let more = MoreTurns {
+                    next: next_rx,
+                    open,
+                };
+                (Some(done_tx), Some(more), Some(driver))
+            }
+        };
+        let worker = DecodeWorker::spawn_with_stop(self.backend, options.stop.clone(), turns)?;
+        let mut output =
+            load::run(self.client, self.requests, offsets, worker, options, more).await?;
+        if let Some(driver) = driver {
+            tokio::task::spawn_blocking(move || driver.join())
+                .await
+                .context("waiting for the conversations' thread")?
+                .map_err(|_| anyhow::anyhow!("the conversations' thread panicked"))?;
+        }
         if let Some(before) = self.metrics_before {
             output.server_cache = server_cache(before, &self.base_url, observer).await;
         }
         Ok(output)
+    }
+}
+
+impl Conversations {
+    /// Starts the thread that continues the conversations: for each turn that ended
+    /// (`done`, from the decode worker) it asks the dataset for the next one, builds it
+    /// with the backend and queues it for the dispatcher (`next`), its send time scaled
+    /// by `time_scale`. New turns are numbered from `first_index`. A plugin that fails
+    /// stops the run. `open` counts turns whose answer the dataset has not seen yet.
+    fn drive(
+        mut self,
+        done: std::sync::mpsc::Receiver<TurnDone>,
+        next: std::sync::mpsc::Sender<NextTurn>,
+        open: Arc<AtomicUsize>,
+        first_index: usize,
+        time_scale: f64,
+        stop: Arc<StopSignal>,
+    ) -> Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("bench-turns".into())
+            .spawn(move || {
+                let mut index = first_index;
+                // Ends when the decode worker has finished (it holds the sender).
+                for TurnDone { turn } in done {
+                    if !stop.is_stopped() {
+                        match self.next_turn(&turn, index) {
+                            Ok(Some((request, due))) => {
+                                index += 1;
+                                open.fetch_add(1, Ordering::AcqRel);
+                                let due = due.map(|t| t * time_scale);
+                                // The dispatcher is gone only once the run has ended.
+                                let _ = next.send(NextTurn { request, due });
+                            }
+                            Ok(None) => {}
+                            Err(e) => stop.stop(format!(
+                                "conversation {} turn {}: {e:#}",
+                                turn.session.id,
+                                turn.session.turn + 1
+                            )),
+                        }
+                    }
+                    open.fetch_sub(1, Ordering::AcqRel);
+                }
+            })
+            .context("starting the conversations' thread")
+    }
+
+    /// The next turn after `turn`, built as request `index`, with its send time.
+    fn next_turn(
+        &mut self,
+        turn: &TurnResult,
+        index: usize,
+    ) -> Result<Option<(PreparedRequest, Option<f64>)>> {
+        let Some(mut spec) = self.source.dataset.next_turn(turn)? else {
+            return Ok(None);
+        };
+        if spec.request_id.is_none()
+            && let Some(prefix) = &self.source.request_id_prefix
+        {
+            spec.request_id = Some(format!("{prefix}{index}"));
+        }
+        let request = workload::prepare_one(&mut self.backend, index, &spec, &self.headers)?;
+        Ok(Some((request, spec.send_at)))
     }
 }
 
@@ -240,6 +354,7 @@ async fn ready_check(
     let check =
         |raw: &crate::client::RawResponse, backend: &mut BackendPlugin| -> crate::record::Outcome {
             let meta = crate::client::decode::RequestMeta {
+                session: None,
                 index: 0,
                 request_id: first.request_id.clone(),
                 prompt_len: first.prompt_len,

@@ -86,6 +86,9 @@ pub struct RunOptions {
     pub shutdown_grace: Duration,
     /// Advanced by one per request answered (hidden unless the observer draws it).
     pub progress: ProgressBar,
+    /// Multiplies the dataset's send times (`--time-scale`): the offsets already are, and
+    /// a conversation's later turns are scaled by it too.
+    pub time_scale: f64,
 }
 
 /// What a run measured.

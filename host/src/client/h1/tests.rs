@@ -175,6 +175,7 @@ fn request(body: &str) -> PreparedRequest {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("content-type", "application/json".parse().unwrap());
     PreparedRequest {
+        session: None,
         index: 0,
         request_id: "r".into(),
         method: reqwest::Method::POST,
