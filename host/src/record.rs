@@ -33,7 +33,8 @@ pub enum FailureKind {
     Decode,
     /// Any other transport failure, such as a response head that is not HTTP.
     Transport,
-    /// Still running when the benchmark was stopped (a signal or `--max-duration`) and
+    /// Still running when the benchmark was stopped (a signal, or a part of the run that
+    /// could not go on) and
     /// its grace period ran out: cancelled.
     Interrupted,
 }

@@ -94,7 +94,10 @@ fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
         let plugin = PluginRef::parse(name).map_err(|e| e.context(format!("{flag} {name}")))?;
         let runtime = match &mut runtime {
             Some(r) => r,
-            None => runtime.insert(Runtime::new(RuntimeConfig::default())?),
+            None => runtime.insert(Runtime::new(RuntimeConfig {
+                cache_dir: crate::runtime::cache_dir_from_env(),
+                ..RuntimeConfig::default()
+            })?),
         };
         let info = match role {
             Role::Dataset => runtime

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 pub use console::console;
 pub use json::{PyTorchRecords, ResultDoc, pytorch_records, result_doc};
-pub use save::{SaveOptions, pytorch_format_requested, result_path, save};
+pub use save::{SaveOptions, result_path, save};
 
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
 

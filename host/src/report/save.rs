@@ -1,8 +1,9 @@
 //! `--save-result`, `--append-result`, `--save-detailed`, `--result-dir` and
 //! `--result-filename`, as vLLM's `main` handles them: the same default file name, the
 //! same bytes (Python `json.dump` formatting), appends separated by a newline, and the
-//! PyTorch benchmark records written beside the result when
-//! `SAVE_TO_PYTORCH_BENCHMARK_FORMAT` is set.
+//! PyTorch benchmark records written beside the result when asked
+//! ([`SaveOptions::pytorch_format`]; vLLM asks its environment for
+//! `SAVE_TO_PYTORCH_BENCHMARK_FORMAT`, bench always writes them).
 //!
 //! Unlike vLLM, which writes in place, every file is replaced atomically (temporary file,
 //! fsync, rename), so a benchmark interrupted while saving never corrupts a result file
@@ -22,9 +23,6 @@ use super::{RunInfo, strategy_name};
 use crate::metrics::Metrics;
 use crate::pyjson::{self, float_repr};
 
-/// The environment variable that makes vLLM write `.pytorch.json` records.
-pub const PYTORCH_FORMAT_ENV: &str = "SAVE_TO_PYTORCH_BENCHMARK_FORMAT";
-
 /// Where and how to save the result.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SaveOptions {
@@ -37,16 +35,10 @@ pub struct SaveOptions {
     pub result_dir: Option<PathBuf>,
     /// Replaces the default name (still placed under `result_dir`).
     pub result_filename: Option<String>,
-    /// Also write `<name>.pytorch.json` (see [`pytorch_format_requested`]).
+    /// Also write `<name>.pytorch.json` (vLLM's PyTorch-benchmark records).
     pub pytorch_format: bool,
     /// Set when the run was stopped early: the result says so.
     pub interrupted: Option<Interruption>,
-}
-
-/// Whether the environment asks for the PyTorch records, as vLLM decides it: the variable
-/// is set to a non-empty value.
-pub fn pytorch_format_requested() -> bool {
-    std::env::var_os(PYTORCH_FORMAT_ENV).is_some_and(|v| !v.is_empty())
 }
 
 /// The result file's path (vLLM's `compute_result_filename`), or `None` when nothing is

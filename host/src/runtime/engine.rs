@@ -60,9 +60,10 @@ pub(crate) fn budget_ticks(budget: Duration) -> u64 {
     u64::try_from(budget.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX / 2) + 1
 }
 
-/// The default cache directory: `$BENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/bench`, else
-/// `~/.cache/bench`.
-pub(crate) fn default_cache_dir() -> Option<PathBuf> {
+/// The compile cache's usual directory, from the environment: `$BENCH_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/bench`, else `~/.cache/bench`. For the CLI: the library reads no
+/// environment, it takes the directory in [`super::RuntimeConfig::cache_dir`].
+pub fn cache_dir_from_env() -> Option<PathBuf> {
     let var = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())

@@ -41,6 +41,7 @@ pub use bindings::current::dataset::exports::bench::plugin::dataset::{
 pub use bindings::{CURRENT_VERSION as API_VERSION, SUPPORTED_VERSIONS};
 pub use dataset::DatasetPlugin;
 pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
+pub use engine::cache_dir_from_env;
 pub use error::{CallFailure, Fault, PluginCallError, plugin_error_message};
 pub use host::derive_seed;
 
@@ -145,11 +146,9 @@ pub struct RuntimeConfig {
     pub memory_limit: u64,
     /// How long one plugin call may run before it is interrupted.
     pub call_budget: Duration,
-    /// Where compiled components are cached; `None` means the default location
-    /// (`$BENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/bench`, else `~/.cache/bench`).
+    /// Where compiled components are cached; `None`: nowhere (each load compiles). The
+    /// CLI uses [`cache_dir_from_env`].
     pub cache_dir: Option<PathBuf>,
-    /// Whether to use the compiled-component cache at all.
-    pub use_cache: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -158,7 +157,6 @@ impl Default for RuntimeConfig {
             memory_limit: 512 << 20,
             call_budget: Duration::from_secs(10),
             cache_dir: None,
-            use_cache: true,
         }
     }
 }
@@ -240,11 +238,7 @@ impl Runtime {
         >(&mut linker, |state| state)
         .map_err(wasm_error)
         .context("linking the plugin host interfaces of bench:plugin@0.2.0")?;
-        let cache_dir = if config.use_cache {
-            config.cache_dir.clone().or_else(engine::default_cache_dir)
-        } else {
-            None
-        };
+        let cache_dir = config.cache_dir.clone();
         Ok(Runtime {
             engine,
             linker: Arc::new(linker),
