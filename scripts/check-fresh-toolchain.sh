@@ -44,7 +44,7 @@ bash scripts/toolchain.sh
 rustup target list --installed --toolchain "$toolchain" | grep -qx "$target" \
   || die "scripts/toolchain.sh did not install $target"
 
-# The nested plugin build host/build.rs runs, for one plugin: the target's std is usable.
+# The nested plugin build crates/runtime/build.rs runs, for one plugin: the target's std is usable.
 cargo build --quiet --release --target "$target" --manifest-path plugins/Cargo.toml \
   -p random --target-dir "$work/build"
 [ -s "$work/build/$target/release/random.wasm" ] || die "no random.wasm was built"

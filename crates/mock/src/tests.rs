@@ -623,7 +623,7 @@ async fn output_text_tokenizes_to_the_reported_token_count() {
 
     for family in ["gpt2", "qwen3"] {
         let path = format!(
-            "{}/../tests/data/tokenizers/{family}/tokenizer.json",
+            "{}/../../tests/data/tokenizers/{family}/tokenizer.json",
             env!("CARGO_MANIFEST_DIR")
         );
         let tokenizer =

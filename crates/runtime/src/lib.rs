@@ -164,7 +164,7 @@ impl Default for RuntimeConfig {
 /// What the host lends a plugin: the run's tokenizer (if any) and seed.
 #[derive(Clone, Debug, Default)]
 pub struct HostContext {
-    pub tokenizer: Option<Arc<crate::tokenizer::Tokenizer>>,
+    pub tokenizer: Option<Arc<bench_tokenizer::Tokenizer>>,
     pub seed: u64,
 }
 

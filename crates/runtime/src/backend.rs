@@ -287,7 +287,7 @@ fn check_decoded(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{Event, EventKind};
+    use crate::{Event, EventKind};
 
     /// One chunk with content `start..start+len` in `frame`.
     fn one_chunk(frame: u32, start: u32, len: u32) -> Decoded {

@@ -21,7 +21,7 @@ pub mod current {
     /// `log` interfaces).
     pub mod dataset {
         wasmtime::component::bindgen!({
-            path: "../wit/current",
+            path: "../../wit/current",
             world: "dataset-plugin",
             imports: {
                 // Without a tokenizer these have no error channel: the host traps with a
@@ -37,13 +37,13 @@ pub mod current {
     /// takes, and one linker serves both kinds of plugin.
     pub mod backend {
         wasmtime::component::bindgen!({
-            path: "../wit/current",
+            path: "../../wit/current",
             world: "backend-plugin",
             with: {
-                "bench:plugin/types": crate::runtime::bindings::current::dataset::bench::plugin::types,
-                "bench:plugin/tokenizer": crate::runtime::bindings::current::dataset::bench::plugin::tokenizer,
-                "bench:plugin/seed": crate::runtime::bindings::current::dataset::bench::plugin::seed,
-                "bench:plugin/log": crate::runtime::bindings::current::dataset::bench::plugin::log,
+                "bench:plugin/types": crate::bindings::current::dataset::bench::plugin::types,
+                "bench:plugin/tokenizer": crate::bindings::current::dataset::bench::plugin::tokenizer,
+                "bench:plugin/seed": crate::bindings::current::dataset::bench::plugin::seed,
+                "bench:plugin/log": crate::bindings::current::dataset::bench::plugin::log,
             },
         });
     }
@@ -56,7 +56,7 @@ mod tests {
 
     fn wit(rel: &str) -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../wit")
+            .join("../../wit")
             .join(rel)
     }
 

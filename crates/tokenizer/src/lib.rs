@@ -511,7 +511,7 @@ mod tests {
     const SENTENCE: &str = "Hello world! The quick brown fox jumps over the lazy dog.";
 
     fn data_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tokenizers")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/tokenizers")
     }
 
     fn load(name: &str) -> Tokenizer {

@@ -16,7 +16,7 @@ use super::current::dataset::bench::plugin::{
     log as cur_log, seed as cur_seed, tokenizer as cur_tokenizer, types as cur,
 };
 use super::current::dataset::exports::bench::plugin::dataset as cur_dataset;
-use crate::runtime::host::StoreState;
+use crate::host::StoreState;
 
 /// The version these bindings are for.
 pub const VERSION: &str = "0.2.0";
@@ -28,7 +28,7 @@ pub const FROZEN_SHA256: &str = "2659581f1407164153b17b18bf5adfc6c06bd3b215483ac
 /// The `dataset-plugin` world of 0.2.0 and its shared interfaces.
 pub mod dataset {
     wasmtime::component::bindgen!({
-        path: "../wit/since_v0.2.0",
+        path: "../../wit/since_v0.2.0",
         world: "dataset-plugin",
         imports: {
             "bench:plugin/tokenizer.vocab-size": trappable,
@@ -40,13 +40,13 @@ pub mod dataset {
 /// The `backend-plugin` world of 0.2.0, sharing the dataset world's interfaces.
 pub mod backend {
     wasmtime::component::bindgen!({
-        path: "../wit/since_v0.2.0",
+        path: "../../wit/since_v0.2.0",
         world: "backend-plugin",
         with: {
-            "bench:plugin/types": crate::runtime::bindings::v0_2_0::dataset::bench::plugin::types,
-            "bench:plugin/tokenizer": crate::runtime::bindings::v0_2_0::dataset::bench::plugin::tokenizer,
-            "bench:plugin/seed": crate::runtime::bindings::v0_2_0::dataset::bench::plugin::seed,
-            "bench:plugin/log": crate::runtime::bindings::v0_2_0::dataset::bench::plugin::log,
+            "bench:plugin/types": crate::bindings::v0_2_0::dataset::bench::plugin::types,
+            "bench:plugin/tokenizer": crate::bindings::v0_2_0::dataset::bench::plugin::tokenizer,
+            "bench:plugin/seed": crate::bindings::v0_2_0::dataset::bench::plugin::seed,
+            "bench:plugin/log": crate::bindings::v0_2_0::dataset::bench::plugin::log,
         },
     });
 }

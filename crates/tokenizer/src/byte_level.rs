@@ -422,7 +422,7 @@ mod tests {
     use std::sync::LazyLock;
 
     fn load(name: &str) -> tokenizers::Tokenizer {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tokenizers");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/tokenizers");
         tokenizers::Tokenizer::from_file(dir.join(name).join("tokenizer.json")).unwrap()
     }
 

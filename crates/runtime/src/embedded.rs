@@ -1,4 +1,4 @@
-//! The first-party plugins, built for wasm32-wasip2 by `host/build.rs` and embedded in the
+//! The first-party plugins, built for wasm32-wasip2 by `build.rs` and embedded in the
 //! binary so `--backend openai-chat` needs no file.
 
 use super::PluginKind;
