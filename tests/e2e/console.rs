@@ -1,7 +1,7 @@
 //! A real run's console output, snapshotted (`insta`, in `snapshots/`) with the measured
 //! numbers redacted: which lines `bench serve` prints, in what order, with what labels, for
 //! a run that takes most of the report's branches. The numbers themselves are pinned by the
-//! report's own snapshots (`host/src/report/console_snapshots.rs`).
+//! report's own snapshots (`crates/core/src/report/console_snapshots.rs`).
 
 use bench::mock::MockConfig;
 

@@ -143,6 +143,9 @@ impl Observer for Console {
                     ""
                 }
             ),
+            // `Event` may grow (it is non-exhaustive); a new kind is shown once this
+            // console learns it.
+            _ => {}
         }
     }
 

@@ -235,8 +235,24 @@ impl Target for HttpTarget {
             }
         };
         let worker = DecodeWorker::spawn_with_stop(self.backend, options.stop.clone(), turns)?;
-        let mut output =
-            load::run(self.client, self.requests, offsets, worker, options, more).await?;
+        let load = load::LoadOptions {
+            max_concurrency: options.max_concurrency,
+            stop: options.stop.clone(),
+            shutdown_grace: options.shutdown_grace,
+            progress: options.progress,
+        };
+        let measured = load::run(self.client, self.requests, offsets, worker, load, more).await?;
+        let mut output = RunOutput {
+            records: measured.records,
+            duration: measured.duration,
+            stopped: measured.stopped,
+            not_sent: measured.not_sent,
+            cancelled: measured.cancelled,
+            clock_origin_s: measured.clock_origin_s,
+            cpu: measured.cpu,
+            transport: Some(measured.transport),
+            server_cache: None,
+        };
         if let Some(driver) = driver {
             tokio::task::spawn_blocking(move || driver.join())
                 .await

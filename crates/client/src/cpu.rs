@@ -4,6 +4,16 @@
 
 use std::time::Duration;
 
+/// The client's CPU time during the run, from the first release to the last record
+/// decoded: what the load generator cost, and how much of it was the backend plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ClientCpu {
+    /// All threads of the process.
+    pub total_s: f64,
+    /// The decode thread (plugin calls and record building).
+    pub decode_s: f64,
+}
+
 fn clock(id: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -19,14 +19,49 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
+use super::cpu::ClientCpu;
 use super::decode::RequestMeta;
 use super::framing::Frames;
+use super::stop::StopReason;
 use super::stop::StopSignal;
 use super::worker::{DecodeWorker, Job};
 use super::{HttpClient, PreparedRequest, RawResponse};
-use crate::metrics::ClientCpu;
-use crate::record::FailureKind;
-use crate::target::{RunOptions, RunOutput};
+use crate::record::{FailureKind, RequestRecord};
+
+/// How the load generator drives a run, besides its requests and schedule.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Requests in flight at once (`None`: no cap).
+    pub max_concurrency: Option<usize>,
+    /// Raised to end the run early: no request is released after it.
+    pub stop: Arc<StopSignal>,
+    /// How long requests in flight may go on once the run is stopped; those still
+    /// running after it are recorded as failed with kind `interrupted`.
+    pub shutdown_grace: Duration,
+    /// Advanced by one per request answered.
+    pub progress: indicatif::ProgressBar,
+}
+
+/// What the load generator measured.
+#[derive(Debug)]
+pub struct LoadOutput {
+    /// One record per request sent, in workload order.
+    pub records: Vec<RequestRecord>,
+    /// From the first scheduled send to the end of the last response.
+    pub duration: f64,
+    /// Why the run was stopped before its workload ended.
+    pub stopped: Option<StopReason>,
+    /// Requests never sent because the run was stopped.
+    pub not_sent: usize,
+    /// Requests cancelled at the end of the grace period (in `records`, failed).
+    pub cancelled: usize,
+    /// The monotonic clock at the benchmark start, in seconds.
+    pub clock_origin_s: f64,
+    /// What the run cost the client's CPU.
+    pub cpu: ClientCpu,
+    /// Which HTTP client sent the requests (`h1`, `reqwest`).
+    pub transport: &'static str,
+}
 
 /// What became of one released request.
 enum Outcome {
@@ -67,20 +102,18 @@ pub async fn run(
     requests: Arc<Vec<PreparedRequest>>,
     offsets: &[f64],
     worker: DecodeWorker,
-    options: RunOptions,
+    options: LoadOptions,
     more: Option<MoreTurns>,
-) -> Result<RunOutput> {
+) -> Result<LoadOutput> {
     anyhow::ensure!(
         offsets.len() == requests.len(),
         "schedule and workload differ in length"
     );
-    let RunOptions {
+    let LoadOptions {
         max_concurrency,
         stop,
         shutdown_grace: grace,
         progress: pb,
-        // The dispatcher takes times already scaled.
-        time_scale: _,
     } = options;
     let total = requests.len();
     let transport = client.transport();
@@ -146,7 +179,7 @@ pub async fn run(
     let (records, decode_cpu) = tokio::task::spawn_blocking(move || worker.finish())
         .await
         .context("waiting for the decode thread")??;
-    Ok(RunOutput {
+    Ok(LoadOutput {
         records,
         duration,
         stopped: stop.reason(),
@@ -157,8 +190,7 @@ pub async fn run(
             total_s: (super::cpu::process() - cpu_at_start).as_secs_f64(),
             decode_s: decode_cpu.as_secs_f64(),
         },
-        transport: Some(transport),
-        server_cache: None,
+        transport,
     })
 }
 

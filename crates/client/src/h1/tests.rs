@@ -5,8 +5,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::client::{HttpClient, HttpClientKind};
-use crate::mock::{self, Closing, Faults, MockConfig, SilentClose};
+use crate::{HttpClient, HttpClientKind};
+use bench_mock::{self as mock, Closing, Faults, MockConfig, SilentClose};
 
 /// Feeds `pieces` one read at a time, the way [`H1Client::read_body`] does; returns the
 /// payload and whether the body ended, or the framing error.

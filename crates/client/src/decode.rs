@@ -241,7 +241,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::client::framing::Frames;
+    use crate::framing::Frames;
 
     /// The record's failure as written in results.
     fn error(rec: &RequestRecord) -> Option<String> {

@@ -288,15 +288,7 @@ pub struct ClientStats {
     pub prompt_tokens: Option<PromptTokenCheck>,
 }
 
-/// The client's CPU time during the run, from the first release to the last record
-/// decoded: what the load generator cost, and how much of it was the backend plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ClientCpu {
-    /// All threads of the process.
-    pub total_s: f64,
-    /// The decode thread (plugin calls and record building).
-    pub decode_s: f64,
-}
+pub use crate::client::cpu::ClientCpu;
 
 /// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result (read
 /// from the records, which it owns), and our client diagnostics. Latency statistics are in

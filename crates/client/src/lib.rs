@@ -6,6 +6,10 @@
 //! them. No plugin code runs here; decoding happens later on the decode worker
 //! ([`decode`]), so a slow plugin can delay the report, never a timestamp.
 
+// The crates below, under the names this crate's modules use.
+pub use bench_record as record;
+pub use bench_runtime as runtime;
+
 pub mod cpu;
 pub mod decode;
 pub mod failure;

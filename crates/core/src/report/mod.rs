@@ -63,7 +63,7 @@ impl RunInfo {
 }
 
 /// vLLM's name for a ramp-up strategy.
-pub(crate) fn strategy_name(strategy: RampUpStrategy) -> &'static str {
+pub fn strategy_name(strategy: RampUpStrategy) -> &'static str {
     match strategy {
         RampUpStrategy::Linear => "linear",
         RampUpStrategy::Exponential => "exponential",

@@ -1,0 +1,25 @@
+//! `bench-core`: the library core of `bench`. A benchmark is [`benchmark::serve`]: a
+//! resolved, typed configuration in, the run's [`benchmark::Outcome`] out, everything it
+//! shows on the way through an [`observer::Observer`]; it prints nothing and reads no
+//! environment. The target it drives ([`target::Target`]) is the HTTP server today.
+
+pub mod benchmark;
+pub mod metrics;
+pub mod observer;
+pub mod pyjson;
+pub mod report;
+pub mod schedule;
+pub mod server_metrics;
+pub mod server_tokenizer;
+pub mod target;
+pub mod workload;
+
+// The crates below the core, under the names the code uses.
+/// The HTTP client and load generator (crate `bench-client`).
+pub use bench_client as client;
+/// What one request produced (crate `bench-record`).
+pub use bench_record as record;
+/// The plugin runtime (crate `bench-runtime`).
+pub use bench_runtime as runtime;
+/// The run's tokenizer (crate `bench-tokenizer`).
+pub use bench_tokenizer as tokenizer;
