@@ -119,7 +119,9 @@ impl ResponseHeaders {
 }
 
 /// Which HTTP client carries the requests of a run.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+// A command line can take it as a flag's value (feature `clap`, which the CLI turns on).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HttpClientKind {
     /// bench's own HTTP/1.1 client for `http://` URLs, reqwest for `https://`.

@@ -100,7 +100,9 @@ pub fn parse_percentiles(arg: &str) -> Result<Vec<f64>> {
 
 /// Which prompt length of a request `total_input_tokens`, `total_token_throughput` and
 /// `input_lens` count (`--input-tokens`).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+// A command line can take it as a flag's value (feature `clap`, which the CLI turns on).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputTokenSource {
     /// vLLM's rule (0.32, `endpoint_request_func.py`): the server's `usage.prompt_tokens`
