@@ -4,8 +4,6 @@
 //! vLLM's own text; these pin the whole output, so any change to it shows up as a diff to
 //! review (`INSTA_UPDATE=always cargo test -p bench --lib console_snapshots` accepts it).
 
-use chrono::{Local, TimeZone};
-
 use super::{RunInfo, console};
 use crate::metrics::tests::{fixture, words};
 use crate::metrics::{
@@ -14,23 +12,13 @@ use crate::metrics::{
 };
 use crate::server_metrics::ServerCache;
 
-/// A run of the fixture's four requests at 2 req/s with at most 4 in flight.
+/// The report tests' run, through the chat backend, without extra keys.
 fn run() -> RunInfo {
     RunInfo {
-        date: Local.with_ymd_and_hms(2025, 3, 4, 5, 6, 7).unwrap(),
-        started_at: Local.with_ymd_and_hms(2025, 3, 4, 5, 5, 0).unwrap(),
         backend: "openai-chat".into(),
-        label: None,
-        model_id: "meta-llama/Llama-3.1-8B".into(),
-        tokenizer_id: Some("meta-llama/Llama-3.1-8B".into()),
-        num_prompts: 4,
-        request_rate: 2.0,
-        burstiness: 1.0,
-        max_concurrency: Some(4),
-        ramp_up: None,
-        rps_change_events: vec![],
         metadata: vec![],
         args: serde_json::Map::new(),
+        ..super::tests::run()
     }
 }
 

@@ -26,7 +26,9 @@ fn full_metrics() -> Metrics {
     })
 }
 
-fn run() -> RunInfo {
+/// A run of the fixture's four requests at 2 req/s with at most 4 in flight (also the
+/// console snapshots').
+pub(super) fn run() -> RunInfo {
     let mut args = serde_json::Map::new();
     args.insert("model".into(), json!("meta-llama/Llama-3.1-8B"));
     args.insert("request_rate".into(), json!(2.0));
