@@ -25,6 +25,8 @@ pub mod openai;
 pub mod options;
 pub mod rng;
 pub mod sampling;
+#[cfg(feature = "table")]
+pub mod table;
 
 // The generated bindings (`dataset_bindings`, `backend_bindings`): see `build.rs`.
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
