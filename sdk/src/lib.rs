@@ -25,6 +25,7 @@ pub mod openai;
 pub mod options;
 pub mod rng;
 pub mod sampling;
+pub mod synthetic;
 #[cfg(feature = "table")]
 pub mod table;
 

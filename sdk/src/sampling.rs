@@ -11,7 +11,7 @@
 //!   dataset uses to turn drawn tokens into a prompt of a given length.
 
 use crate::options::{OptionReader, option};
-use crate::rng::{Generator, Random};
+use crate::rng::{Generator, Random, RandomState};
 use crate::{ChatMessage, ContentPart, OptionInfo, PluginError, RequestSpec, host};
 
 /// Counting tokens, as `len(tokenizer(text).input_ids)` (special tokens added).
@@ -247,6 +247,35 @@ impl<T> Picker<T> {
     }
 }
 
+/// Where [`fit_to_length`] draws its padding tokens from `[0, vocab_size)`. vLLM's
+/// `gen_prompt_decode_to_target_len` draws with the numpy `Generator` it is given
+/// (`rng.integers`), else with the legacy global `np.random.randint` (what
+/// `PrefixRepetitionRandomDataset` relies on), so both streams implement this.
+pub trait TokenDraws {
+    /// `n` tokens drawn uniformly from `[0, vocab_size)`.
+    fn draw_tokens(&mut self, vocab_size: u32, n: usize) -> Vec<u32>;
+}
+
+impl TokenDraws for Generator {
+    /// `rng.integers(0, vocab_size, size=n)`.
+    fn draw_tokens(&mut self, vocab_size: u32, n: usize) -> Vec<u32> {
+        self.integers(0, i64::from(vocab_size), n)
+            .into_iter()
+            .map(|t| t as u32)
+            .collect()
+    }
+}
+
+impl TokenDraws for RandomState {
+    /// `np.random.randint(0, vocab_size, size=n)`.
+    fn draw_tokens(&mut self, vocab_size: u32, n: usize) -> Vec<u32> {
+        self.randint(0, i64::from(vocab_size), n)
+            .into_iter()
+            .map(|t| t as u32)
+            .collect()
+    }
+}
+
 /// The text of a token sequence whose re-encoding has (ideally) `target` tokens.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fitted {
@@ -302,10 +331,9 @@ impl Fit {
         tries_left: u32,
         target: usize,
         vocab_size: u32,
-        rng: &mut Generator,
+        rng: &mut impl TokenDraws,
     ) -> Fit {
-        let extra = rng.integers(0, i64::from(vocab_size), target - tokens.len());
-        tokens.extend(extra.into_iter().map(|t| t as u32));
+        tokens.extend(rng.draw_tokens(vocab_size, target - tokens.len()));
         Fit::RoundTrip {
             tokens,
             tries_left: tries_left - 1,
@@ -322,7 +350,7 @@ pub fn fit_to_length(
     tokens: Vec<u32>,
     target: usize,
     vocab_size: u32,
-    rng: &mut Generator,
+    rng: &mut impl TokenDraws,
 ) -> Result<Fitted, PluginError> {
     let mut fitted = fit_to_length_batch(tok, vec![(tokens, target)], vocab_size, rng)?;
     Ok(fitted.pop().expect("one fitted sequence per input"))
@@ -339,8 +367,61 @@ pub fn fit_to_length_batch(
     tok: &impl Codec,
     sequences: Vec<(Vec<u32>, usize)>,
     vocab_size: u32,
-    rng: &mut Generator,
+    rng: &mut impl TokenDraws,
 ) -> Result<Vec<Fitted>, PluginError> {
+    fit_to_length_pending(tok, sequences)?
+        .into_iter()
+        .map(|pending| pending.finish(tok, vocab_size, rng))
+        .collect()
+}
+
+/// A sequence of [`fit_to_length_pending`] whose steps without draws are done; the rest
+/// of vLLM's loop (padding with drawn tokens) runs in [`PendingFit::finish`].
+pub struct PendingFit {
+    fit: Fit,
+    target: usize,
+}
+
+impl PendingFit {
+    /// Whether finishing the fit will draw (the sequence re-encoded too short); a fit
+    /// that draws nothing finishes the same whatever state the generator is in.
+    pub fn needs_draws(&self) -> bool {
+        !matches!(self.fit, Fit::Done(_))
+    }
+
+    /// Finishes the fit, drawing from `rng` where the sequence needs padding (most need
+    /// none and draw nothing).
+    pub fn finish(
+        self,
+        tok: &impl Codec,
+        vocab_size: u32,
+        rng: &mut impl TokenDraws,
+    ) -> Result<Fitted, PluginError> {
+        let (mut fit, target) = (self.fit, self.target);
+        loop {
+            fit = match fit {
+                Fit::Done(fitted) => return Ok(fitted),
+                Fit::Pad { tokens, tries_left } => {
+                    Fit::pad(tokens, tries_left, target, vocab_size, rng)
+                }
+                Fit::RoundTrip { tokens, tries_left } => {
+                    let text = tok.decode(&tokens)?;
+                    let tokens = tok.encode(&text, false)?;
+                    Fit::after_round_trip(text, tokens, target, tries_left)
+                }
+            }
+        }
+    }
+}
+
+/// The first half of [`fit_to_length_batch`]: the steps that draw nothing, for all
+/// sequences together. A caller whose own draws come between one sequence's padding and
+/// the next (vLLM's `random-mm` draws each prompt's images right after its text) finishes
+/// the sequences one by one, in order, with its draws in between.
+pub fn fit_to_length_pending(
+    tok: &impl Codec,
+    sequences: Vec<(Vec<u32>, usize)>,
+) -> Result<Vec<PendingFit>, PluginError> {
     let targets: Vec<usize> = sequences.iter().map(|(_, target)| *target).collect();
     let mut fits: Vec<Fit> = sequences
         .into_iter()
@@ -379,25 +460,12 @@ pub fn fit_to_length_batch(
             fits[i] = Fit::after_round_trip(text, tokens, targets[i], tries_left);
         }
     }
-    // The sequences that need draws, in order, each to its end.
-    fits.into_iter()
+    // The sequences that need draws finish later, in order, each to its end.
+    Ok(fits
+        .into_iter()
         .zip(targets)
-        .map(|(mut fit, target)| {
-            loop {
-                fit = match fit {
-                    Fit::Done(fitted) => return Ok(fitted),
-                    Fit::Pad { tokens, tries_left } => {
-                        Fit::pad(tokens, tries_left, target, vocab_size, rng)
-                    }
-                    Fit::RoundTrip { tokens, tries_left } => {
-                        let text = tok.decode(&tokens)?;
-                        let tokens = tok.encode(&text, false)?;
-                        Fit::after_round_trip(text, tokens, target, tries_left)
-                    }
-                }
-            }
-        })
-        .collect()
+        .map(|(fit, target)| PendingFit { fit, target })
+        .collect())
 }
 
 #[cfg(test)]

@@ -199,6 +199,40 @@ impl Generator {
             .collect()
     }
 
+    /// `rng.integers(0, 256, size=out.len(), dtype=np.uint8)`: the full byte range takes
+    /// each 32-bit draw four bytes at a time, low byte first (numpy's `buffered_uint8`),
+    /// so a synthetic image of n pixels costs n * 3 / 4 32-bit draws.
+    pub fn fill_bytes(&mut self, out: &mut [u8]) {
+        let mut words = out.chunks_exact_mut(4);
+        for word in &mut words {
+            word.copy_from_slice(&self.bits.next_u32().to_le_bytes());
+        }
+        let rest = words.into_remainder();
+        if !rest.is_empty() {
+            let last = self.bits.next_u32().to_le_bytes();
+            rest.copy_from_slice(&last[..rest.len()]);
+        }
+    }
+
+    /// `rng.choice(len(p), p=p)` (one item, with replacement): one `random()` draw
+    /// against the cumulative sums of `p` divided by their total, the first index whose
+    /// sum exceeds the draw (`searchsorted(side="right")`). `p` must be non-empty.
+    pub fn choice_weighted(&mut self, p: &[f64]) -> usize {
+        let mut cdf: Vec<f64> = p
+            .iter()
+            .scan(0.0, |sum, &x| {
+                *sum += x;
+                Some(*sum)
+            })
+            .collect();
+        let total = *cdf.last().expect("choice_weighted: no probabilities");
+        for c in &mut cdf {
+            *c /= total;
+        }
+        let u = self.random();
+        cdf.partition_point(|&c| c <= u).min(p.len() - 1)
+    }
+
     /// numpy's `random_bounded_uint64` without masking: Lemire's multiply-and-reject,
     /// on 32-bit draws when the range fits in 32 bits.
     fn bounded(&mut self, range: u64) -> u64 {
@@ -387,6 +421,34 @@ mod tests {
         assert_eq!(g.random(), 0.8158535541215322);
         assert_eq!(g.integers(-5, 5, 4), [0, 1, -5, -2]);
         assert_eq!(g.integer(0, 50257), 43090);
+    }
+
+    #[test]
+    fn bytes_and_weighted_choices_match_numpy() {
+        // g = np.random.default_rng(3); g.integers(0, 10, size=3)
+        // g.integers(0, 256, (2, 3, 3), dtype=np.uint8); g.integers(0, 100, size=2)
+        // [int(g.choice(3, p=[0.2, 0.5, 0.3])) for _ in range(8)]
+        // g.choice([(1,1,1), (2,2,1), (3,3,1)], p=[0.2, 0.5, 0.3])
+        // g.integers(0, 256, (7,), dtype=np.uint8); g.integers(0, 1000)
+        let mut g = Generator::new(3);
+        assert_eq!(g.integers(0, 10, 3), [8, 0, 1]);
+        let mut pixels = [0u8; 18];
+        g.fill_bytes(&mut pixels);
+        assert_eq!(
+            pixels,
+            [
+                5, 157, 159, 60, 54, 236, 109, 46, 199, 82, 32, 205, 36, 7, 134, 222, 57, 146
+            ]
+        );
+        assert_eq!(g.integers(0, 100, 2), [3, 9]);
+        let p = [0.2, 0.5, 0.3];
+        let picks: Vec<usize> = (0..8).map(|_| g.choice_weighted(&p)).collect();
+        assert_eq!(picks, [1, 1, 0, 2, 0, 1, 1, 1]);
+        assert_eq!(g.choice_weighted(&p), 2);
+        let mut odd = [0u8; 7];
+        g.fill_bytes(&mut odd);
+        assert_eq!(odd, [74, 193, 62, 44, 238, 239, 226]);
+        assert_eq!(g.integer(0, 1000), 756);
     }
 
     #[test]

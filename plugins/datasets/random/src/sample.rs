@@ -1,66 +1,46 @@
-//! vLLM's `RandomDataset.sample` (vLLM 0.32), draw for draw.
-//!
-//! The steps and the order of the numpy draws are vLLM's, because the draws are shared
-//! by one `default_rng(seed)` stream and any reordering changes every later prompt:
+//! vLLM's `RandomDataset.sample` (vLLM 0.32), draw for draw, on the SDK's
+//! [`bench_sdk::synthetic`] module (which `random-mm` and `random-rerank` share):
 //! 1. input lengths, output lengths and vocabulary offsets, `num_requests` each;
 //! 2. the shared prefix (token indices), fitted to `prefix_len` tokens;
 //! 3. per request, consecutive allowed tokens from its offset after the prefix, fitted
-//!    to `prefix_len + input_len` tokens (fitting may draw extra tokens).
+//!    to `prefix_len + input_len` tokens (fitting may draw extra tokens);
+//! 4. with `--random-batch-size` above 1 (vLLM's embedding benchmarks), the prompts
+//!    grouped into requests of that many texts.
 //!
 //! The code is generic over the SDK's [`Codec`] so that it runs natively in unit tests.
 
 use bench_sdk::rng::Generator;
-use bench_sdk::sampling::{Codec, fit_to_length, fit_to_length_batch};
-use bench_sdk::{PluginError, RequestSpec};
+use bench_sdk::sampling::Codec;
+use bench_sdk::synthetic::{TextParams, TextSampler, check_min_input, prompt_len};
+use bench_sdk::{PluginError, Prompt, RequestSpec};
+
+use crate::NAME;
 
 /// The options of `vllm bench serve --dataset-name random`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {
-    /// `--random-input-len`.
-    pub input_len: i64,
-    /// `--random-output-len`.
-    pub output_len: i64,
-    /// `--random-range-ratio` for input lengths, in [0, 1).
-    pub input_range_ratio: f64,
-    /// `--random-range-ratio` for output lengths, in [0, 1).
-    pub output_range_ratio: f64,
-    /// `--random-prefix-len`, never negative.
-    pub prefix_len: u32,
+    /// The length options.
+    pub text: TextParams,
+    /// `--random-batch-size`: prompts per request, at least 1.
+    pub batch_size: u32,
 }
 
 impl Default for Params {
     /// vLLM's defaults.
     fn default() -> Self {
         Params {
-            input_len: 1024,
-            output_len: 128,
-            input_range_ratio: 0.0,
-            output_range_ratio: 0.0,
-            prefix_len: 0,
+            text: TextParams::default(),
+            batch_size: 1,
         }
     }
 }
 
 /// vLLM's `RandomDataset(random_seed=seed).sample(tokenizer, num_requests, ...)` with
-/// `rng = np.random.default_rng(seed)`, producing the requests in batches: [`Sampler::new`]
-/// makes the draws vLLM makes up front, [`Sampler::next_batch`] builds the prompts in
-/// order (so each host call stays short). Request ids are left to the host.
+/// `rng = np.random.default_rng(seed)`, producing the requests in batches. Request ids
+/// are left to the host.
 pub struct Sampler {
-    rng: Generator,
-    input_lens: Vec<i64>,
-    output_lens: Vec<i64>,
-    offsets: Vec<i64>,
-    /// The vocabulary without special tokens, ascending.
-    allowed: Vec<u32>,
-    vocab_size: u32,
-    prefix_len: u32,
-    /// The shared prefix, already fitted to `prefix_len` tokens.
-    prefix: Vec<u32>,
-    /// Tokens more (positive) or fewer than `prefix_len` in the shared prefix.
-    pub prefix_mismatch: i64,
-    /// Tokens more or fewer than asked for, summed over the prompts built so far.
-    pub token_mismatch: i64,
-    next: usize,
+    text: TextSampler,
+    batch_size: usize,
 }
 
 impl Sampler {
@@ -68,187 +48,77 @@ impl Sampler {
     /// prefix, in vLLM's order.
     pub fn new(
         tok: &impl Codec,
-        mut rng: Generator,
+        rng: Generator,
         num_requests: usize,
         p: &Params,
     ) -> Result<Self, PluginError> {
-        // transformers' num_special_tokens_to_add(): what encoding adds to any text.
-        let num_special = tok.encode("", true)?.len() as i64;
-        let real_input_len = (p.input_len - num_special).max(0) as f64;
-        let min_sampled_input = (real_input_len * (1.0 - p.input_range_ratio)).floor() as i64;
-        let min_total_input = i64::from(p.prefix_len) + min_sampled_input;
-        if min_total_input < 1 {
-            return Err(PluginError::InvalidConfig(format!(
-                "random: input-len is too small: with {num_special} special tokens added by the \
-                 tokenizer and an input range ratio of {}, the shortest possible prompt (prefix + \
-                 sampled) has {min_total_input} tokens; raise input-len or prefix-len, or lower \
-                 range-ratio, so that prefix-len + floor(max(0, input-len - special tokens) * \
-                 (1 - range ratio)) >= 1",
-                p.input_range_ratio
-            )));
-        }
-        let vocab_size = tok.vocab_size();
-        if vocab_size == 0 {
-            return Err(PluginError::InvalidConfig(
-                "random: the tokenizer reports an empty vocabulary".into(),
-            ));
-        }
-
-        // Bounds: floor for the low end, ceil for the high end; at least one output token.
-        let input_low = (real_input_len * (1.0 - p.input_range_ratio)).floor() as i64;
-        let input_high = (real_input_len * (1.0 + p.input_range_ratio)).ceil() as i64;
-        let output = p.output_len as f64;
-        let output_low = ((output * (1.0 - p.output_range_ratio)).floor() as i64).max(1);
-        let output_high = ((output * (1.0 + p.output_range_ratio)).ceil() as i64).max(1);
-        for (what, high) in [("input", input_high), ("output", output_high)] {
-            if u32::try_from(high).is_err() {
-                return Err(PluginError::InvalidConfig(format!(
-                    "random: {what} lengths up to {high} tokens do not fit in 32 bits"
-                )));
-            }
-        }
-        let input_lens = rng.integers(input_low, input_high + 1, num_requests);
-        let output_lens = rng.integers(output_low, output_high + 1, num_requests);
-        let offsets = rng.integers(0, i64::from(vocab_size), num_requests);
-
-        // vLLM lists the vocabulary minus special ids through a Python set of small ints,
-        // which iterates in ascending order.
-        let special = tok.special_token_ids();
-        let allowed: Vec<u32> = (0..vocab_size).filter(|t| !special.contains(t)).collect();
-        if allowed.is_empty() {
-            return Err(PluginError::InvalidConfig(
-                "random: every token of the vocabulary is a special token".into(),
-            ));
-        }
-
-        let (prefix, prefix_mismatch) = if p.prefix_len > 0 {
-            let picks = rng.integers(0, allowed.len() as i64, p.prefix_len as usize);
-            let ids = picks.iter().map(|&i| allowed[i as usize]).collect();
-            let fitted = fit_to_length(tok, ids, p.prefix_len as usize, vocab_size, &mut rng)?;
-            (fitted.tokens, fitted.mismatch)
-        } else {
-            (Vec::new(), 0)
-        };
+        check_min_input(NAME, tok, &p.text)?;
         Ok(Sampler {
-            rng,
-            input_lens,
-            output_lens,
-            offsets,
-            allowed,
-            vocab_size,
-            prefix_len: p.prefix_len,
-            prefix,
-            prefix_mismatch,
-            token_mismatch: 0,
-            next: 0,
+            text: TextSampler::new(NAME, tok, rng, num_requests, &p.text)?,
+            batch_size: p.batch_size.max(1) as usize,
         })
     }
 
-    /// How many requests are left to build.
-    pub fn remaining(&self) -> usize {
-        self.input_lens.len() - self.next
+    /// How many requests the source makes: one per prompt, or one per batch of prompts.
+    pub fn size(num_requests: u32, batch_size: u32) -> u32 {
+        num_requests.div_ceil(batch_size.max(1))
     }
 
-    /// The next (up to) `max` requests: consecutive allowed tokens after the prefix,
-    /// starting at the request's offset plus its index, fitted to the drawn length.
+    /// How many prompts are left to build.
+    pub fn remaining(&self) -> usize {
+        self.text.remaining()
+    }
+
+    /// Tokens more (positive) or fewer than `prefix_len` in the shared prefix.
+    pub fn prefix_mismatch(&self) -> i64 {
+        self.text.prefix_mismatch
+    }
+
+    /// Tokens more or fewer than asked for, summed over the prompts built so far.
+    pub fn token_mismatch(&self) -> i64 {
+        self.text.token_mismatch
+    }
+
+    /// The next (up to) `max` requests.
     pub fn next_batch(
         &mut self,
         tok: &impl Codec,
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
-        let end = self.input_lens.len().min(self.next + max);
-        let allowed_len = self.allowed.len() as i64;
-        let sequences: Vec<(Vec<u32>, usize)> = (self.next..end)
-            .map(|i| {
-                let (input_len, start) = (self.input_lens[i], self.offsets[i] + i as i64);
-                let mut ids = self.prefix.clone();
-                ids.extend(
-                    (0..input_len).map(|j| self.allowed[((start + j) % allowed_len) as usize]),
-                );
-                (ids, self.prefix_len as usize + input_len as usize)
-            })
-            .collect();
-        // The whole batch at once: the host encodes it on all cores, with the same draws as
-        // fitting one prompt after another.
-        let fitted = fit_to_length_batch(tok, sequences, self.vocab_size, &mut self.rng)?;
-        let mut out = Vec::with_capacity(fitted.len());
-        for (i, fitted) in (self.next..end).zip(fitted) {
-            self.token_mismatch += fitted.mismatch;
-            let prompt_len = u32::try_from(fitted.tokens.len()).map_err(|_| {
-                PluginError::Internal(format!(
-                    "random: a prompt of {} tokens",
-                    fitted.tokens.len()
-                ))
-            })?;
-            // Checked to fit in `new`.
-            let output_len = self.output_lens[i] as u32;
-            out.push(RequestSpec::text(fitted.text, prompt_len, output_len));
+        let prompts = self
+            .text
+            .next_batch(tok, max.saturating_mul(self.batch_size))?;
+        if self.batch_size == 1 {
+            return prompts
+                .into_iter()
+                .map(|p| {
+                    let len = prompt_len(NAME, &p.fitted)?;
+                    Ok(RequestSpec::text(p.fitted.text, len, p.output_len))
+                })
+                .collect();
         }
-        self.next = end;
-        Ok(out)
+        // vLLM's batches: the texts of `batch_size` consecutive prompts, their lengths
+        // summed, no output length (`SampleRequest`'s default of 0).
+        prompts
+            .chunks(self.batch_size)
+            .map(|batch| {
+                let mut len = 0u32;
+                for p in batch {
+                    len = len.saturating_add(prompt_len(NAME, &p.fitted)?);
+                }
+                let texts = batch.iter().map(|p| p.fitted.text.clone()).collect();
+                let mut spec = RequestSpec::text(String::new(), len, 0);
+                spec.prompt = Prompt::Texts(texts);
+                Ok(spec)
+            })
+            .collect()
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use bench_sdk::Prompt;
-
-    /// A toy greedy tokenizer: letters, a few pairs, one triple and a special token.
-    /// The same tokenizer in Python drove vLLM 0.32's own `RandomDataset` to produce the
-    /// expected values below (the vLLM wheel's `datasets.py` loaded with its heavy imports
-    /// stubbed, then `RandomDataset(random_seed=seed).sample(tokenizer=Toy(bos), ...)`).
-    pub(crate) struct Toy {
-        /// Prepend the special token when asked to add special tokens (like a BOS).
-        pub(crate) bos: bool,
-    }
-
-    const PAIRS: [&str; 12] = [
-        "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es",
-    ];
-    const EOS: u32 = 39;
-
-    fn piece(id: u32) -> String {
-        match id {
-            0..=25 => char::from(b'a' + id as u8).to_string(),
-            26..=37 => PAIRS[id as usize - 26].to_string(),
-            38 => "tic".to_string(),
-            _ => "<eos>".to_string(),
-        }
-    }
-
-    impl Codec for Toy {
-        fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, PluginError> {
-            let mut out = if self.bos && add_special_tokens {
-                vec![EOS]
-            } else {
-                vec![]
-            };
-            let mut rest = text;
-            while !rest.is_empty() {
-                let id = [5, 3, 2, 1]
-                    .iter()
-                    .filter(|&&n| n <= rest.len())
-                    .find_map(|&n| (0..40).find(|&id| piece(id) == rest[..n]))
-                    .ok_or_else(|| PluginError::Internal(format!("toy: cannot encode {rest:?}")))?;
-                rest = &rest[piece(id).len()..];
-                out.push(id);
-            }
-            Ok(out)
-        }
-
-        fn decode(&self, ids: &[u32]) -> Result<String, PluginError> {
-            Ok(ids.iter().map(|&id| piece(id)).collect())
-        }
-
-        fn vocab_size(&self) -> u32 {
-            40
-        }
-
-        fn special_token_ids(&self) -> Vec<u32> {
-            vec![EOS]
-        }
-    }
+    pub(crate) use bench_sdk::synthetic::toy::Toy;
 
     /// All requests, drained `batch` at a time.
     fn drain(seed: u128, bos: bool, n: usize, p: &Params, batch: usize) -> Vec<RequestSpec> {
@@ -266,7 +136,11 @@ pub(crate) mod tests {
 
     /// The requests as (prompt, prompt_len, expected_output_len), checking that the batch
     /// size the host drains with changes nothing.
-    fn run(seed: u128, bos: bool, n: usize, p: Params) -> Vec<(String, u32, u32)> {
+    fn run(seed: u128, bos: bool, n: usize, text: TextParams) -> Vec<(String, u32, u32)> {
+        let p = Params {
+            text,
+            batch_size: 1,
+        };
         let rows = |specs: Vec<RequestSpec>| -> Vec<(String, u32, u32)> {
             specs
                 .into_iter()
@@ -299,7 +173,7 @@ pub(crate) mod tests {
     #[test]
     fn matches_vllm_with_prefix_and_range() {
         // sample(num_requests=6, input_len=12, output_len=5, range_ratio=0.5, prefix_len=3)
-        let p = Params {
+        let p = TextParams {
             input_len: 12,
             output_len: 5,
             input_range_ratio: 0.5,
@@ -323,7 +197,7 @@ pub(crate) mod tests {
     fn matches_vllm_with_special_tokens_added_by_encoding() {
         // Toy(bos=True): num_special_tokens_to_add() == 1 shortens the sampled inputs.
         // sample(num_requests=5, input_len=8, output_len=4, range_ratio=0.25, prefix_len=0)
-        let p = Params {
+        let p = TextParams {
             input_len: 8,
             output_len: 4,
             input_range_ratio: 0.25,
@@ -346,7 +220,7 @@ pub(crate) mod tests {
     fn matches_vllm_with_separate_input_and_output_ratios() {
         // range_ratio={"input": 0.6, "output": 0.0}
         // sample(num_requests=4, input_len=10, output_len=3, prefix_len=5)
-        let p = Params {
+        let p = TextParams {
             input_len: 10,
             output_len: 3,
             input_range_ratio: 0.6,
@@ -366,10 +240,10 @@ pub(crate) mod tests {
 
     #[test]
     fn prompt_len_is_the_reencoded_length() {
-        let p = Params {
+        let p = TextParams {
             input_len: 30,
             input_range_ratio: 0.9,
-            ..Params::default()
+            ..TextParams::default()
         };
         for (text, len, _) in run(3, false, 20, p) {
             assert_eq!(
@@ -383,8 +257,11 @@ pub(crate) mod tests {
     fn too_short_an_input_is_refused_before_drawing() {
         // input_len 1 with a BOS-adding tokenizer leaves 0 sampled tokens and no prefix.
         let p = Params {
-            input_len: 1,
-            ..Params::default()
+            text: TextParams {
+                input_len: 1,
+                ..TextParams::default()
+            },
+            batch_size: 1,
         };
         let err = Sampler::new(&Toy { bos: true }, Generator::new(0), 3, &p)
             .err()
@@ -393,5 +270,48 @@ pub(crate) mod tests {
             matches!(&err, PluginError::InvalidConfig(m) if m.contains("input-len is too small")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn batches_group_consecutive_prompts_like_vllm() {
+        let text = TextParams {
+            input_len: 20,
+            output_len: 7,
+            input_range_ratio: 0.5,
+            output_range_ratio: 0.0,
+            prefix_len: 2,
+        };
+        let single = run(11, false, 7, text.clone());
+        let p = Params {
+            text,
+            batch_size: 3,
+        };
+        assert_eq!(Sampler::size(7, 3), 3);
+        let tok = Toy { bos: false };
+        for max in [1, 2, 10] {
+            let mut sampler = Sampler::new(&tok, Generator::new(11), 7, &p).unwrap();
+            let mut got = Vec::new();
+            loop {
+                let batch = sampler.next_batch(&tok, max).unwrap();
+                assert!(batch.len() <= max);
+                if batch.is_empty() {
+                    break;
+                }
+                got.extend(batch);
+            }
+            // 7 prompts in requests of 3, 3 and 1: the texts in order, lengths summed, no
+            // output length.
+            assert_eq!(got.len(), 3, "max {max}");
+            for (request, prompts) in got.iter().zip(single.chunks(3)) {
+                let Prompt::Texts(texts) = &request.prompt else {
+                    panic!("expected a batch of texts, got {:?}", request.prompt);
+                };
+                let want: Vec<&String> = prompts.iter().map(|(t, _, _)| t).collect();
+                assert_eq!(texts.iter().collect::<Vec<_>>(), want, "max {max}");
+                let len: u32 = prompts.iter().map(|(_, l, _)| l).sum();
+                assert_eq!(request.prompt_len, len);
+                assert_eq!(request.expected_output_len, 0);
+            }
+        }
     }
 }
