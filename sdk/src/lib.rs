@@ -18,6 +18,7 @@
 //! shared by every first-party plugin so that none of them carries its own copy.
 
 pub mod backend;
+pub mod conversation;
 pub mod dataset;
 pub mod host;
 pub mod json;

@@ -26,13 +26,26 @@ const QUOTE_BYTES: usize = 120;
 
 /// The options every OpenAI-format backend accepts, for its `describe`.
 pub fn common_options() -> Vec<OptionInfo> {
-    vec![option(
-        "stream",
-        "Stream the response as server-sent events. false sends \"stream\": false and reads one \
-         JSON body, so TTFT equals the end-to-end latency and there is no ITL.",
-        Some("true"),
-    )]
+    vec![
+        option(
+            "stream",
+            "Stream the response as server-sent events. false sends \"stream\": false and reads \
+             one JSON body, so TTFT equals the end-to-end latency and there is no ITL.",
+            Some("true"),
+        ),
+        option(
+            "session-header",
+            "The header that carries a multi-turn request's conversation id, so that a router \
+             can keep a conversation on one server (empty: not sent)",
+            Some(DEFAULT_SESSION_HEADER),
+        ),
+    ]
 }
+
+/// The header a conversation's turns carry their session id in: the name routers that
+/// keep a session on one replica key on (SGLang's router, llm-d, Envoy/Istio
+/// consistent-hash setups are configured with a header of this name).
+pub const DEFAULT_SESSION_HEADER: &str = "X-Session-Id";
 
 /// The settings both OpenAI backends take from their client configuration.
 #[derive(Debug, Clone)]
@@ -42,6 +55,8 @@ pub struct OpenAiClient {
     ignore_eos: bool,
     stream: bool,
     extra_body: Map<String, Value>,
+    /// Where a request's `session.id` goes (`None`: nowhere).
+    session_header: Option<String>,
 }
 
 impl OpenAiClient {
@@ -61,12 +76,26 @@ impl OpenAiClient {
                 PluginError::InvalidConfig(format!("{plugin}: the client's extra body {e}"))
             })?,
         };
+        let session_header = options
+            .string("session-header")
+            .unwrap_or_else(|| DEFAULT_SESSION_HEADER.to_string());
+        let session_header = session_header.trim();
+        if !session_header.is_empty()
+            && !session_header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(PluginError::InvalidConfig(format!(
+                "{plugin}: option session-header={session_header:?} is not a header name"
+            )));
+        }
         let client = OpenAiClient {
             plugin,
             model: config.model,
             ignore_eos: config.ignore_eos,
             stream,
             extra_body,
+            session_header: (!session_header.is_empty()).then(|| session_header.to_string()),
         };
         Ok((client, options))
     }
@@ -104,8 +133,9 @@ impl OpenAiClient {
     /// `ignore_eos` when set, then the client's extra body (sampling parameters, with
     /// `temperature` defaulting to [`DEFAULT_TEMPERATURE`], and `--extra-body`), then the
     /// request's own extra body. Headers: `Content-Type: application/json` and
-    /// `x-request-id` when the request has an id; the host adds authorization and
-    /// `--header` values.
+    /// `x-request-id` when the request has an id, and the session header (option
+    /// `session-header`, [`DEFAULT_SESSION_HEADER`]) with the conversation's id when the
+    /// request is a turn of one; the host adds authorization and `--header` values.
     pub fn request(
         &self,
         mut body: Map<String, Value>,
@@ -136,6 +166,9 @@ impl OpenAiClient {
         let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
         if let Some(id) = &spec.request_id {
             headers.push(("x-request-id".to_string(), id.clone()));
+        }
+        if let (Some(name), Some(session)) = (&self.session_header, &spec.session) {
+            headers.push((name.clone(), session.id.clone()));
         }
         Ok(HttpRequest {
             method: "POST".into(),
@@ -813,7 +846,7 @@ mod tests {
         assert_eq!(client.framing(), Framing::Sse);
         let err = options.finish(&common_options()).unwrap_err();
         assert!(
-            matches!(&err, PluginError::InvalidConfig(m) if m == "t: unknown option \"strem\" (known: stream)"),
+            matches!(&err, PluginError::InvalidConfig(m) if m == "t: unknown option \"strem\" (known: stream, session-header)"),
             "{err:?}"
         );
 
@@ -870,6 +903,39 @@ mod tests {
         assert!(
             matches!(&err, PluginError::InvalidInput(m) if m == "t: the request's extra body must be a JSON object, got null"),
             "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_turn_of_a_conversation_carries_its_session_id_in_a_header() {
+        let mut spec = RequestSpec::text("hi".into(), 1, 8);
+        spec.session = Some(crate::Session {
+            id: "conv-3".into(),
+            turn: 2,
+        });
+        let headers = |options: &[(&str, &str)], spec: &RequestSpec| {
+            let (client, _) = open(options, None).unwrap();
+            client.request(client.body(spec), spec).unwrap().headers
+        };
+        let json = ("Content-Type".to_string(), "application/json".to_string());
+        assert_eq!(
+            headers(&[], &spec),
+            vec![json.clone(), ("X-Session-Id".into(), "conv-3".into())]
+        );
+        assert_eq!(
+            headers(&[("session-header", "x-conversation")], &spec),
+            vec![json.clone(), ("x-conversation".into(), "conv-3".into())]
+        );
+        assert_eq!(
+            headers(&[("session-header", "")], &spec),
+            vec![json.clone()]
+        );
+        // A request of no conversation has no session header.
+        spec.session = None;
+        assert_eq!(headers(&[], &spec), vec![json]);
+        assert_eq!(
+            config_error(open(&[("session-header", "bad name")], None)),
+            "t: option session-header=\"bad name\" is not a header name"
         );
     }
 

@@ -165,10 +165,14 @@ pub fn load(
         runtime,
         tokenizer,
         seed: config.seed,
-        conversations: description.multi_turn.then(|| Conversations {
-            dataset,
-            request_id_prefix: config.request_id_prefix.clone(),
-        }),
+        // A dataset that can be multi-turn may be run single-turn (an option of its own):
+        // then no first turn has a session, and the run is an ordinary one.
+        conversations: (description.multi_turn && specs.iter().any(|s| s.session.is_some())).then(
+            || Conversations {
+                dataset,
+                request_id_prefix: config.request_id_prefix.clone(),
+            },
+        ),
         description,
         specs,
     })

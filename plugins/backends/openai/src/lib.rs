@@ -237,7 +237,7 @@ mod tests {
             matches!(open(&[("logprobs", "-1")]), Err(PluginError::InvalidConfig(m)) if m.contains("logprobs"))
         );
         assert!(
-            matches!(open(&[("max_tokens", "3")]), Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"max_tokens\" (known: stream, logprobs)"))
+            matches!(open(&[("max_tokens", "3")]), Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"max_tokens\" (known: stream, session-header, logprobs)"))
         );
         let names: Vec<String> = Completions::describe()
             .info
@@ -245,7 +245,7 @@ mod tests {
             .into_iter()
             .map(|o| o.name)
             .collect();
-        assert_eq!(names, ["stream", "logprobs"]);
+        assert_eq!(names, ["stream", "session-header", "logprobs"]);
     }
 
     #[test]

@@ -21,6 +21,17 @@ pub struct Conversation {
     /// The entry's `image` or, failing that, `video`, as vLLM's `process_image` /
     /// `process_video` turn a path or URL into a content part.
     pub media: Option<ContentPart>,
+    /// The entry's place among the kept conversations (its index in [`load`]'s result):
+    /// how a multi-turn run finds the turns after the second ([`Loaded::rest`]).
+    pub id: usize,
+}
+
+/// What [`load_turns`] keeps: the conversations, and for each (by [`Conversation::id`])
+/// the text of its turns after the first two (user, reply, user, reply, ...).
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub conversations: Vec<Conversation>,
+    pub rest: Vec<Vec<String>>,
 }
 
 /// An entry of the file. Only the first two turns' text is kept (with the turn count),
@@ -29,6 +40,17 @@ pub struct Conversation {
 struct Entry {
     #[serde(default)]
     conversations: Option<Turns>,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    video: Option<String>,
+}
+
+/// An entry with every turn kept (multi-turn runs).
+#[derive(Deserialize)]
+struct EntryAll {
+    #[serde(default)]
+    conversations: Option<Vec<Turn>>,
     #[serde(default)]
     image: Option<String>,
     #[serde(default)]
@@ -77,49 +99,133 @@ impl<'de> Deserialize<'de> for Turns {
 /// Reads a ShareGPT JSON file (`[{"conversations": [{"value": ...}, ...]}, ...]`) and
 /// keeps the entries with at least two turns, in file order, as vLLM's `load_data`.
 pub fn load(path: &str) -> Result<Vec<Conversation>, PluginError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| PluginError::InvalidConfig(format!("sharegpt: cannot open {path}: {e}")))?;
+    let file = open(path)?;
     parse(file, path)
+}
+
+/// [`load`] keeping every turn, for multi-turn runs.
+pub fn load_turns(path: &str) -> Result<Loaded, PluginError> {
+    let file = open(path)?;
+    parse_turns(file, path)
+}
+
+fn open(path: &str) -> Result<std::fs::File, PluginError> {
+    std::fs::File::open(path)
+        .map_err(|e| PluginError::InvalidConfig(format!("sharegpt: cannot open {path}: {e}")))
 }
 
 /// [`load`] from any reader; `name` is the file name shown in errors.
 pub fn parse(reader: impl std::io::Read, name: &str) -> Result<Vec<Conversation>, PluginError> {
-    let mut kept = Vec::new();
-    let mut index = 0usize;
-    let keep = |entry: Entry| {
-        let at = index;
-        index += 1;
-        let Some(turns) = entry.conversations.filter(|t| t.count >= 2) else {
+    let mut kept = Kept::new(name);
+    json_array::for_each_element(
+        reader,
+        |b| serde_json::from_slice::<Entry>(b),
+        |entry: Entry| {
+            let Some(turns) = entry.conversations else {
+                return kept.push(None, false, Vec::new(), entry.image, entry.video);
+            };
+            let two = (turns.count >= 2).then_some((turns.first, turns.second));
+            kept.push(two, false, Vec::new(), entry.image, entry.video)
+        },
+    )
+    .map_err(|e| json_error(e, name))?;
+    Ok(kept.loaded.conversations)
+}
+
+/// [`load_turns`] from any reader.
+pub fn parse_turns(reader: impl std::io::Read, name: &str) -> Result<Loaded, PluginError> {
+    let mut kept = Kept::new(name);
+    json_array::for_each_element(
+        reader,
+        |b| serde_json::from_slice::<EntryAll>(b),
+        |entry: EntryAll| {
+            let mut turns = entry.conversations.unwrap_or_default().into_iter();
+            if turns.len() < 2 {
+                return kept.push(None, false, Vec::new(), entry.image, entry.video);
+            }
+            let first = turns.next().map(|t| t.value);
+            let second = turns.next().map(|t| t.value);
+            let rest: Vec<Option<String>> = turns.map(|t| t.value).collect();
+            kept.push(Some((first, second)), true, rest, entry.image, entry.video)
+        },
+    )
+    .map_err(|e| json_error(e, name))?;
+    Ok(kept.loaded)
+}
+
+fn json_error(e: ElementError<PluginError>, name: &str) -> PluginError {
+    match e {
+        ElementError::Json(e) => PluginError::InvalidInput(format!("sharegpt: {name}: {e}")),
+        ElementError::Other(e) => e,
+    }
+}
+
+/// One of an entry's first two turns: absent, without a string `value`, or its text.
+type FirstTwo = Option<Option<String>>;
+
+/// The entries kept so far, and the index of the next entry of the file.
+struct Kept<'a> {
+    name: &'a str,
+    index: usize,
+    loaded: Loaded,
+}
+
+impl<'a> Kept<'a> {
+    fn new(name: &'a str) -> Self {
+        Kept {
+            name,
+            index: 0,
+            loaded: Loaded::default(),
+        }
+    }
+
+    /// Keeps an entry whose first two turns are `two` (none: fewer than two turns, not
+    /// kept, as vLLM skips them). With `all`, the turns after them (`rest`) are kept too.
+    fn push(
+        &mut self,
+        two: Option<(FirstTwo, FirstTwo)>,
+        all: bool,
+        rest: Vec<Option<String>>,
+        image: Option<String>,
+        video: Option<String>,
+    ) -> Result<(), PluginError> {
+        let at = self.index;
+        self.index += 1;
+        let Some((first, second)) = two else {
             return Ok(());
         };
-        let text = |turn: Option<Option<String>>, which: usize| {
-            turn.flatten().ok_or_else(|| {
-                PluginError::InvalidInput(format!(
-                    "sharegpt: {name}: entry {at}: conversations[{which}] has no string \"value\""
-                ))
-            })
+        let name = self.name;
+        let missing = |which: usize| {
+            PluginError::InvalidInput(format!(
+                "sharegpt: {name}: entry {at}: conversations[{which}] has no string \"value\""
+            ))
         };
-        let image = entry.image.filter(|s| !s.is_empty());
-        let video = entry.video.filter(|s| !s.is_empty());
+        let prompt = first.flatten().ok_or_else(|| missing(0))?;
+        let completion = second.flatten().ok_or_else(|| missing(1))?;
+        let image = image.filter(|s| !s.is_empty());
+        let video = video.filter(|s| !s.is_empty());
         let media = match (image, video) {
             (Some(image), _) => Some(ContentPart::ImageUrl(media_url(image, true))),
             (None, Some(video)) => Some(ContentPart::VideoUrl(media_url(video, false))),
             (None, None) => None,
         };
-        kept.push(Conversation {
-            prompt: text(turns.first, 0)?,
-            completion: text(turns.second, 1)?,
+        if all {
+            let rest = rest
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| t.ok_or_else(|| missing(i + 2)))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.loaded.rest.push(rest);
+        }
+        let id = self.loaded.conversations.len();
+        self.loaded.conversations.push(Conversation {
+            prompt,
+            completion,
             media,
+            id,
         });
         Ok(())
-    };
-    json_array::for_each_element(reader, |b| serde_json::from_slice::<Entry>(b), keep).map_err(
-        |e| match e {
-            ElementError::Json(e) => PluginError::InvalidInput(format!("sharegpt: {name}: {e}")),
-            ElementError::Other(e) => e,
-        },
-    )?;
-    Ok(kept)
+    }
 }
 
 /// vLLM's `process_image` / `process_video` for a string: URLs pass through, anything
@@ -145,6 +251,10 @@ pub struct Params {
     pub output_len: Option<u32>,
     /// `--disable-shuffle`, `--no-oversample`.
     pub flags: SampleFlags,
+    /// Multi-turn runs: each request made is a conversation's first turn, and carries
+    /// the conversation's [`Conversation::id`] as its session id (the dataset replaces it
+    /// with a session of its own).
+    pub tag_ids: bool,
 }
 
 /// vLLM's `is_valid_sequence` with its defaults: at least 4 prompt tokens and (unless the
@@ -173,6 +283,7 @@ const MAX_BATCH: usize = 256;
 pub struct Sampler {
     picker: Picker<Conversation>,
     output_len: Option<u32>,
+    tag_ids: bool,
     /// The file name, for errors.
     name: String,
 }
@@ -188,6 +299,7 @@ impl Sampler {
         Sampler {
             picker: Picker::new(conversations, seed, num_requests, params.flags),
             output_len: params.output_len,
+            tag_ids: params.tag_ids,
             name: name.to_string(),
         }
     }
@@ -198,9 +310,9 @@ impl Sampler {
         tok: &impl TokenCounter,
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
-        let fixed = self.output_len;
+        let (fixed, tag_ids) = (self.output_len, self.tag_ids);
         let make = |convs: &[Conversation], want: usize, out: &mut Vec<RequestSpec>| {
-            scan(tok, fixed, convs, want, out)
+            scan(tok, fixed, tag_ids, convs, want, out)
         };
         self.picker.next_batch(max, make, || {
             PluginError::InvalidInput(format!(
@@ -219,6 +331,7 @@ impl Sampler {
 fn scan(
     tok: &impl TokenCounter,
     fixed: Option<u32>,
+    tag_ids: bool,
     convs: &[Conversation],
     want: usize,
     out: &mut Vec<RequestSpec>,
@@ -248,6 +361,12 @@ fn scan(
         // Valid sequences are short (at most 2048 tokens), so the lengths fit.
         let mut spec = RequestSpec::text(c.prompt.clone(), prompt_len as u32, output_len as u32);
         spec.multimodal.extend(c.media.clone());
+        if tag_ids {
+            spec.session = Some(bench_sdk::Session {
+                id: c.id.to_string(),
+                turn: 0,
+            });
+        }
         out.push(spec);
         taken += 1;
     }
@@ -315,6 +434,7 @@ mod tests {
             prompt: words(prompt_words, tag),
             completion: words(completion_words, "c"),
             media: None,
+            id: 0,
         }
     }
 
@@ -424,6 +544,7 @@ mod tests {
                 disable_shuffle: true,
                 ..SampleFlags::default()
             },
+            ..Params::default()
         };
         let tok = Words(Default::default());
         let got = sample(&tok, convs, 0, 2, &p).unwrap();
