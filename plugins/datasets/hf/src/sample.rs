@@ -1,0 +1,420 @@
+//! vLLM's `HuggingFaceDataset.sample` for each kind, on items already in vLLM's order
+//! (see [`crate::order`]): requests are made from the items in order, skipping those
+//! vLLM's rules filter out, until there are `--num-prompts`; then vLLM's oversampling.
+//! Generic over the SDK's tokenizer traits, so that it runs natively in unit tests.
+
+use bench_sdk::sampling::{ChatTemplate, Picker, SampleFlags, TokenCounter};
+use bench_sdk::{ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
+
+use crate::kinds::{Item, Kind};
+
+/// vLLM's `is_valid_sequence` (its defaults: 4, 1024, 2048; AIMO raises the last two to
+/// 2048 and 32000).
+pub fn is_valid_sequence(
+    prompt_len: usize,
+    output_len: usize,
+    max_prompt_len: usize,
+    max_total_len: usize,
+) -> bool {
+    const MIN_LEN: usize = 4;
+    !(prompt_len < MIN_LEN
+        || output_len < MIN_LEN
+        || prompt_len > max_prompt_len
+        || prompt_len + output_len > max_total_len)
+}
+
+/// How a kind turns items into requests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rules {
+    pub kind: Kind,
+    /// `--hf-output-len`, else the kind's default; `None`: each item's completion length
+    /// (then vLLM's length filter applies).
+    pub output_len: Option<u32>,
+    /// Wrap the prompt in the tokenizer's chat template (the kinds vLLM templates, unless
+    /// `--skip-chat-template`).
+    pub chat_template: bool,
+    /// `--enable-multimodal-chat`: the prompt becomes a user message holding the text and
+    /// the media.
+    pub multimodal_chat: bool,
+    /// Items whose measure (Blazedit's distance, ASR's seconds) is outside are skipped.
+    pub measure_range: Option<(f64, f64)>,
+}
+
+impl Rules {
+    /// The `(max_prompt_len, max_total_len)` of vLLM's length filter, for kinds that take
+    /// the output length from the data.
+    fn length_limits(&self) -> (usize, usize) {
+        match self.kind {
+            Kind::Aimo => (2048, 32000),
+            _ => (1024, 2048),
+        }
+    }
+
+    /// The kinds vLLM applies the chat template to.
+    pub fn templated(kind: Kind) -> bool {
+        matches!(
+            kind,
+            Kind::InstructCoder | Kind::MtBench | Kind::HumanEval | Kind::Gsm8k | Kind::Blazedit
+        )
+    }
+}
+
+/// How many items are tokenized per host crossing.
+const MAX_BATCH: usize = 256;
+
+/// Why items made no request, counted for the log.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Skipped {
+    /// Outside vLLM's length limits.
+    pub length: usize,
+    /// Outside `measure_range`.
+    pub measure: usize,
+}
+
+pub struct Sampler {
+    picker: Picker<Item>,
+    rules: Rules,
+    skipped: Skipped,
+    /// The source, for errors.
+    name: String,
+}
+
+impl Sampler {
+    /// `items` are in the order vLLM reads them (already shuffled); `seed` seeds the
+    /// oversampling.
+    pub fn new(
+        items: Vec<Item>,
+        seed: u64,
+        num_requests: usize,
+        rules: Rules,
+        no_oversample: bool,
+        name: &str,
+    ) -> Self {
+        let flags = SampleFlags {
+            disable_shuffle: true,
+            no_oversample,
+        };
+        Sampler {
+            picker: Picker::new(items, seed, num_requests, flags),
+            rules,
+            skipped: Skipped::default(),
+            name: name.to_string(),
+        }
+    }
+
+    pub fn skipped(&self) -> &Skipped {
+        &self.skipped
+    }
+
+    /// The next (up to) `max` requests, in vLLM's order.
+    pub fn next_batch<T: TokenCounter + ChatTemplate>(
+        &mut self,
+        tok: &T,
+        max: usize,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let rules = &self.rules;
+        let skipped = &mut self.skipped;
+        let make = |items: &[Item], want: usize, out: &mut Vec<RequestSpec>| {
+            scan(tok, rules, items, want, out, skipped)
+        };
+        let name = &self.name;
+        self.picker.next_batch(max, make, || {
+            PluginError::InvalidInput(format!(
+                "hf: {name}: no row passes vLLM's filters for this dataset, so there is \
+                 nothing to sample"
+            ))
+        })
+    }
+}
+
+/// Makes requests from the front of `items`, at most `want`; returns how many items it
+/// looked at.
+fn scan<T: TokenCounter + ChatTemplate>(
+    tok: &T,
+    rules: &Rules,
+    items: &[Item],
+    want: usize,
+    out: &mut Vec<RequestSpec>,
+    skipped: &mut Skipped,
+) -> Result<usize, PluginError> {
+    let batch = &items[..want.clamp(16, MAX_BATCH).min(items.len())];
+    let in_range = |item: &Item| match (rules.measure_range, item.measure) {
+        (Some((lo, hi)), Some(m)) => m >= lo && m <= hi,
+        _ => true,
+    };
+    let dynamic = rules.output_len.is_none();
+    // The prompts as sent, and the texts to count: each prompt, then (when the output
+    // length comes from the data) its completion. Items filtered out before
+    // tokenizing are left out.
+    let mut prompts = Vec::with_capacity(batch.len());
+    let mut texts = Vec::with_capacity(batch.len() * 2);
+    for item in batch.iter().filter(|i| in_range(i)) {
+        let prompt = if rules.chat_template {
+            tok.chat_prompt(&item.prompt)?
+        } else {
+            item.prompt.clone()
+        };
+        texts.push(prompt.clone());
+        prompts.push(prompt);
+        if dynamic {
+            texts.push(item.completion.clone().unwrap_or_default());
+        }
+    }
+    let counts = tok.token_counts(&texts)?;
+    let per = if dynamic { 2 } else { 1 };
+    let mut counted = prompts.into_iter().zip(counts.chunks(per));
+    let (mut looked_at, mut taken) = (0, 0);
+    for item in batch {
+        if taken == want {
+            break;
+        }
+        looked_at += 1;
+        if !in_range(item) {
+            skipped.measure += 1;
+            continue;
+        }
+        let (prompt, n) = counted.next().expect("one count per item in range");
+        let prompt_len = n[0];
+        let output_len = match rules.output_len {
+            Some(fixed) => fixed as usize,
+            None => {
+                let (max_prompt, max_total) = rules.length_limits();
+                if !is_valid_sequence(n[0], n[1], max_prompt, max_total) {
+                    skipped.length += 1;
+                    continue;
+                }
+                n[1]
+            }
+        };
+        out.push(request(rules, item, prompt, prompt_len, output_len));
+        taken += 1;
+    }
+    Ok(looked_at)
+}
+
+fn request(
+    rules: &Rules,
+    item: &Item,
+    prompt: String,
+    prompt_len: usize,
+    output_len: usize,
+) -> RequestSpec {
+    let prompt_len = u32::try_from(prompt_len).unwrap_or(u32::MAX);
+    let output_len = u32::try_from(output_len).unwrap_or(u32::MAX);
+    let mut spec = RequestSpec::text(prompt, prompt_len, output_len);
+    if let Some(messages) = &item.messages {
+        spec.prompt = Prompt::Chat(messages.clone());
+    } else if rules.multimodal_chat {
+        let Prompt::Text(text) = std::mem::replace(&mut spec.prompt, Prompt::Text(String::new()))
+        else {
+            unreachable!("made as text above")
+        };
+        let mut content = vec![ContentPart::Text(text)];
+        content.extend(item.media.clone());
+        spec.prompt = Prompt::Chat(vec![ChatMessage {
+            role: "user".into(),
+            content,
+        }]);
+    } else {
+        spec.multimodal.extend(item.media.clone());
+    }
+    spec.extra_body = item.extra_body.clone();
+    spec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench_sdk::rng::Random;
+
+    /// Counts words; the chat template wraps the text in `<u> ... </u>` (two more words).
+    struct Words;
+
+    impl TokenCounter for Words {
+        fn token_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
+            Ok(texts.iter().map(|t| t.split_whitespace().count()).collect())
+        }
+    }
+
+    impl ChatTemplate for Words {
+        fn chat_prompt(&self, user: &str) -> Result<String, PluginError> {
+            Ok(format!("<u> {user} </u>"))
+        }
+    }
+
+    fn words(n: usize, tag: &str) -> String {
+        vec![tag; n].join(" ")
+    }
+
+    fn item(prompt_words: usize, completion_words: Option<usize>, tag: &str) -> Item {
+        let mut it = Item::text(words(prompt_words, tag));
+        it.completion = completion_words.map(|n| words(n, "c"));
+        it
+    }
+
+    fn rules(kind: Kind, output_len: Option<u32>) -> Rules {
+        Rules {
+            kind,
+            output_len,
+            chat_template: Rules::templated(kind),
+            multimodal_chat: false,
+            measure_range: None,
+        }
+    }
+
+    fn drain(
+        items: Vec<Item>,
+        n: usize,
+        rules: Rules,
+        no_oversample: bool,
+        batch: usize,
+    ) -> Result<(Vec<RequestSpec>, Skipped), PluginError> {
+        let mut s = Sampler::new(items, 3, n, rules, no_oversample, "t");
+        let mut all = Vec::new();
+        loop {
+            let got = s.next_batch(&Words, batch)?;
+            assert!(got.len() <= batch);
+            if got.is_empty() {
+                return Ok((all, s.skipped().clone()));
+            }
+            all.extend(got);
+        }
+    }
+
+    fn summary(specs: &[RequestSpec]) -> Vec<(String, u32, u32)> {
+        specs
+            .iter()
+            .map(|s| match &s.prompt {
+                Prompt::Text(t) => (t.clone(), s.prompt_len, s.expected_output_len),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// All requests, checking that the host's batch size changes nothing.
+    fn sample(items: Vec<Item>, n: usize, rules: Rules) -> (Vec<RequestSpec>, Skipped) {
+        let all = drain(items.clone(), n, rules.clone(), false, 1000).unwrap();
+        for batch in [1, 2, 5] {
+            let again = drain(items.clone(), n, rules.clone(), false, batch).unwrap();
+            assert_eq!(summary(&again.0), summary(&all.0), "batch {batch}");
+            assert_eq!(again.1, all.1, "batch {batch}");
+        }
+        all
+    }
+
+    #[test]
+    fn templated_kinds_wrap_and_count_the_template() {
+        let items = vec![item(3, None, "a"), item(5, None, "b")];
+        let (got, _) = sample(items.clone(), 2, rules(Kind::HumanEval, Some(256)));
+        assert_eq!(
+            summary(&got),
+            [
+                ("<u> a a a </u>".to_string(), 5, 256),
+                ("<u> b b b b b </u>".to_string(), 7, 256)
+            ]
+        );
+        let mut r = rules(Kind::Gsm8k, Some(9));
+        r.chat_template = false;
+        let (got, _) = sample(items, 1, r);
+        assert_eq!(summary(&got), [("a a a".to_string(), 3, 9)]);
+    }
+
+    #[test]
+    fn dynamic_output_filters_by_length_as_vllm() {
+        let items = vec![
+            item(5, Some(7), "a"),
+            item(3, Some(7), "short"),
+            item(5, Some(2), "tiny"),
+            item(1100, Some(10), "long"),
+            item(5, Some(6), "b"),
+        ];
+        let (got, skipped) = sample(items.clone(), 2, rules(Kind::Conversation, None));
+        let tags: Vec<(u32, u32)> = got
+            .iter()
+            .map(|s| (s.prompt_len, s.expected_output_len))
+            .collect();
+        assert_eq!(tags, [(5, 7), (5, 6)]);
+        assert_eq!(skipped.length, 3);
+        // AIMO's limits let the long prompt through.
+        let (got, _) = sample(items.clone(), 2, rules(Kind::Aimo, None));
+        assert_eq!(got[1].prompt_len, 1100);
+        // A fixed output length lifts the filter.
+        let (got, skipped) = sample(items, 5, rules(Kind::Conversation, Some(4)));
+        assert_eq!(got.len(), 5);
+        assert_eq!(skipped.length, 0);
+        assert!(got.iter().all(|s| s.expected_output_len == 4));
+    }
+
+    #[test]
+    fn measures_outside_the_range_are_skipped_and_counted() {
+        let mut items: Vec<Item> = (0..6).map(|i| item(4, None, &format!("t{i}"))).collect();
+        for (i, it) in items.iter_mut().enumerate() {
+            it.measure = Some(i as f64 / 10.0);
+        }
+        let mut r = rules(Kind::Blazedit, Some(4000));
+        r.chat_template = false;
+        r.measure_range = Some((0.1, 0.3));
+        let (got, skipped) = drain(items, 10, r, true, 100).unwrap();
+        let firsts: Vec<String> = summary(&got)
+            .into_iter()
+            .map(|(t, _, _)| t[..2].to_string())
+            .collect();
+        assert_eq!(firsts, ["t1", "t2", "t3"]);
+        assert_eq!(skipped.measure, 3);
+    }
+
+    #[test]
+    fn oversampling_picks_with_pythons_random() {
+        let items = vec![item(4, None, "a"), item(4, None, "b")];
+        let mut r = rules(Kind::Gsm8k, Some(1));
+        r.chat_template = false;
+        let (got, _) = sample(items, 6, r);
+        let tags: Vec<String> = summary(&got)
+            .into_iter()
+            .map(|(t, _, _)| t[..1].to_string())
+            .collect();
+        let mut rng = Random::new(3);
+        let extra: Vec<String> = (0..4)
+            .map(|_| rng.choice(&["a", "b"]).unwrap().to_string())
+            .collect();
+        assert_eq!(tags[..2], ["a", "b"]);
+        assert_eq!(tags[2..], extra[..]);
+    }
+
+    #[test]
+    fn multimodal_items_go_with_the_prompt_or_into_the_chat_message() {
+        let mut it = item(4, None, "a");
+        it.media = Some(ContentPart::ImageUrl("data:image/png;base64,AA==".into()));
+        let mut r = rules(Kind::VisionArena, Some(128));
+        let (got, _) = drain(vec![it.clone()], 1, r.clone(), false, 10).unwrap();
+        assert_eq!(
+            format!("{:?}", got[0].multimodal),
+            format!("{:?}", [it.media.clone().unwrap()])
+        );
+        r.multimodal_chat = true;
+        let (got, _) = drain(vec![it.clone()], 1, r, false, 10).unwrap();
+        assert!(got[0].multimodal.is_empty());
+        match &got[0].prompt {
+            Prompt::Chat(m) => {
+                assert_eq!(m.len(), 1);
+                assert_eq!(m[0].role, "user");
+                assert_eq!(
+                    format!("{:?}", m[0].content[1]),
+                    format!("{:?}", it.media.unwrap())
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_valid_is_an_input_error_unless_not_oversampling() {
+        let items = vec![item(1, Some(10), "a")];
+        assert!(matches!(
+            drain(items.clone(), 2, rules(Kind::Conversation, None), false, 10),
+            Err(PluginError::InvalidInput(m)) if m.contains("no row passes")
+        ));
+        let (got, _) = drain(items, 2, rules(Kind::Conversation, None), true, 10).unwrap();
+        assert!(got.is_empty());
+    }
+}
