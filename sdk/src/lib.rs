@@ -19,6 +19,7 @@
 
 pub mod backend;
 pub mod conversation;
+pub mod custom;
 pub mod dataset;
 pub mod host;
 pub mod json;

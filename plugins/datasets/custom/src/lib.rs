@@ -16,7 +16,7 @@ use bench_sdk::{
     PluginInfo, RequestSpec, SharedFlag, host,
 };
 
-use sample::{OUTPUT_LEN_FROM_DATA, Params, Sampler};
+use sample::{Params, Sampler};
 
 const NAME: &str = "custom";
 
@@ -47,12 +47,7 @@ pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError
     let mut reader = OptionReader::new(NAME, pairs);
     let defaults = Params::default();
     let output_len: i64 = reader.parse_or("output-len", defaults.output_len)?;
-    if output_len != OUTPUT_LEN_FROM_DATA && u32::try_from(output_len).is_err() {
-        return Err(PluginError::InvalidConfig(format!(
-            "{NAME}: option output-len={output_len}: expected a token count, or -1 to read each \
-             line's \"output_tokens\""
-        )));
-    }
+    Params::check_output_len(NAME, "output-len", output_len)?;
     let params = Params {
         output_len,
         skip_chat_template: reader.flag("skip-chat-template", defaults.skip_chat_template)?,
@@ -116,6 +111,7 @@ mod tests {
     use super::*;
 
     use bench_sdk::options::pairs as opts;
+    use sample::OUTPUT_LEN_FROM_DATA;
 
     #[test]
     fn options_are_read_with_vllms_defaults() {

@@ -1,21 +1,17 @@
 //! vLLM's `CustomDataset` (vLLM 0.32): a JSONL file with a `prompt` per line (and an
 //! optional `output_tokens`), shuffled with Python's `random.seed(seed)`, each prompt
-//! wrapped in the chat template unless told otherwise. Generic over the SDK's tokenizer
-//! traits so that it runs natively in unit tests.
+//! wrapped in the chat template unless told otherwise. The sampling is the SDK's
+//! [`bench_sdk::custom`] (shared with `spec_bench` and `speed_bench`); this module reads
+//! the file. Generic over the SDK's tokenizer traits so that it runs natively in unit tests.
 
-use bench_sdk::sampling::{ChatTemplate, Picker, SampleFlags, TokenCounter};
+use bench_sdk::custom::CustomSampler;
+pub use bench_sdk::custom::{CustomParams, OUTPUT_LEN_FROM_DATA, PromptRow};
+use bench_sdk::sampling::{ChatTemplate, TokenCounter};
 use bench_sdk::{PluginError, RequestSpec};
 use serde_json::Value;
 
 /// One line of the file.
-#[derive(Clone, Debug)]
-pub struct Row {
-    /// 1-based line number, for error messages.
-    pub line: usize,
-    pub prompt: String,
-    /// The raw `output_tokens` value, read only when `output-len` is -1.
-    pub output_tokens: Option<Value>,
-}
+pub type Row = PromptRow;
 
 /// Parses a JSONL file: one JSON object with a string `prompt` per non-blank line.
 /// Errors name the file and the 1-based line (`data.jsonl:3: expected value at column 5`).
@@ -51,60 +47,14 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Row>, PluginError> {
     Ok(rows)
 }
 
-/// vLLM's `--custom-output-len`: -1 takes each row's `output_tokens`.
-pub const OUTPUT_LEN_FROM_DATA: i64 = -1;
+/// The options of `vllm bench serve --dataset-name custom` this dataset honours:
+/// `--custom-output-len` (default 256; [`OUTPUT_LEN_FROM_DATA`] reads `output_tokens`),
+/// `--skip-chat-template`, `--disable-shuffle`, `--no-oversample`.
+pub type Params = CustomParams;
 
-/// The options of `vllm bench serve --dataset-name custom` this dataset honours.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Params {
-    /// `--custom-output-len` (default 256); [`OUTPUT_LEN_FROM_DATA`] reads `output_tokens`.
-    pub output_len: i64,
-    /// `--skip-chat-template`.
-    pub skip_chat_template: bool,
-    /// `--disable-shuffle`, `--no-oversample`.
-    pub flags: SampleFlags,
-}
-
-impl Default for Params {
-    /// vLLM's defaults.
-    fn default() -> Self {
-        Params {
-            output_len: 256,
-            skip_chat_template: false,
-            flags: SampleFlags::default(),
-        }
-    }
-}
-
-/// Python's `int(x)` for the values a JSON `output_tokens` can hold: integers, floats
-/// (truncated toward zero) and integer strings.
-fn python_int(v: &Value) -> Option<i64> {
-    match v {
-        Value::Number(n) => n.as_i64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.is_finite() && f.abs() < 9.2e18)
-                .map(|f| f.trunc() as i64)
-        }),
-        Value::String(s) => s.trim().replace('_', "").parse().ok(),
-        _ => None,
-    }
-}
-
-/// How many prompts are tokenized per host crossing.
-const MAX_BATCH: usize = 256;
-
-/// vLLM's `CustomDataset(dataset_path=..., random_seed=seed).sample(...)`, producing the
-/// requests in batches (so each host call stays short): shuffle, take `num_requests` rows
-/// in order (all of them when 0), then oversample with a fresh `random.seed(seed)` when
-/// the file is shorter.
-pub struct Sampler {
-    picker: Picker<Row>,
-    /// How many requests are made in all.
-    total: usize,
-    params: Params,
-    /// The file name, for errors.
-    name: String,
-}
+/// vLLM's `CustomDataset(dataset_path=..., random_seed=seed).sample(...)`: the SDK's
+/// [`CustomSampler`] on the file's rows.
+pub struct Sampler(CustomSampler);
 
 impl Sampler {
     pub fn new(
@@ -114,32 +64,12 @@ impl Sampler {
         params: Params,
         name: &str,
     ) -> Result<Self, PluginError> {
-        if rows.is_empty() {
-            // vLLM fails too (pandas finds no "prompt" column).
-            return Err(no_prompts(name));
-        }
-        let num_requests = if num_requests == 0 {
-            rows.len()
-        } else {
-            num_requests
-        };
-        // Every row makes a request, so only oversampling can make more than the rows.
-        let total = if params.flags.no_oversample {
-            num_requests.min(rows.len())
-        } else {
-            num_requests
-        };
-        Ok(Sampler {
-            picker: Picker::new(rows, seed, num_requests, params.flags),
-            total,
-            params,
-            name: name.to_string(),
-        })
+        CustomSampler::new("custom", rows, seed, num_requests, params, name).map(Sampler)
     }
 
     /// How many requests the source makes in all.
     pub fn total(&self) -> usize {
-        self.total
+        self.0.total()
     }
 
     /// The next (up to) `max` requests, in vLLM's order.
@@ -148,62 +78,15 @@ impl Sampler {
         tok: &(impl ChatTemplate + TokenCounter),
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
-        let (params, name) = (&self.params, self.name.as_str());
-        let make = |rows: &[Row], want: usize, out: &mut Vec<RequestSpec>| {
-            let batch = &rows[..want.min(MAX_BATCH).min(rows.len())];
-            let mut prompts = Vec::with_capacity(batch.len());
-            let mut output_lens = Vec::with_capacity(batch.len());
-            for row in batch {
-                output_lens.push(output_len(row, params.output_len, name)?);
-                prompts.push(if params.skip_chat_template {
-                    row.prompt.clone()
-                } else {
-                    tok.chat_prompt(&row.prompt)?
-                });
-            }
-            let counts = tok.token_counts(&prompts)?;
-            for ((prompt, n), output_len) in prompts.into_iter().zip(counts).zip(output_lens) {
-                let prompt_len = u32::try_from(n).map_err(|_| {
-                    PluginError::InvalidInput(format!(
-                        "custom: {name}: a prompt of {n} tokens is too long"
-                    ))
-                })?;
-                out.push(RequestSpec::text(prompt, prompt_len, output_len));
-            }
-            Ok(batch.len())
-        };
-        self.picker.next_batch(max, make, || no_prompts(name))
+        self.0.next_batch(tok, max)
     }
-}
-
-/// The error for a file without rows (so nothing to sample or oversample from).
-fn no_prompts(name: &str) -> PluginError {
-    PluginError::InvalidInput(format!("custom: {name}: the file has no prompts"))
-}
-
-/// The output length of one row: the option, or the row's `output_tokens` when it is -1.
-fn output_len(row: &Row, option: i64, name: &str) -> Result<u32, PluginError> {
-    let at = |why: String| PluginError::InvalidInput(format!("{name}:{}: {why}", row.line));
-    if option != OUTPUT_LEN_FROM_DATA {
-        // Options are checked to fit when they are read.
-        return Ok(option as u32);
-    }
-    let raw = row.output_tokens.as_ref().ok_or_else(|| {
-        at("no \"output_tokens\" field; with output-len -1 every row needs one".into())
-    })?;
-    python_int(raw)
-        .and_then(|n| u32::try_from(n).ok())
-        .ok_or_else(|| {
-            at(format!(
-                "\"output_tokens\" must be a non-negative integer, got {raw}"
-            ))
-        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use bench_sdk::Prompt;
+    use bench_sdk::sampling::SampleFlags;
 
     /// Wraps prompts in a marker template and counts characters as tokens.
     struct Chars;
