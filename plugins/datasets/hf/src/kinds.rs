@@ -5,7 +5,7 @@
 use bench_sdk::table::{Place, Row, Value};
 use bench_sdk::{ChatMessage, ContentPart, PluginError};
 
-use crate::media;
+use crate::{audio, media};
 
 /// A dataset kind, named after vLLM's class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +183,8 @@ pub struct Item {
     /// BFCL: the chat messages sent as they are, and the request body's `tools`.
     pub messages: Option<Vec<ChatMessage>>,
     pub extra_body: Option<String>,
+    /// vLLM looks at the row and skips it (BFCL rows without a usable question).
+    pub skip: bool,
 }
 
 impl Item {
@@ -194,6 +196,7 @@ impl Item {
             measure: None,
             messages: None,
             extra_body: None,
+            skip: false,
         }
     }
 }
@@ -255,15 +258,21 @@ fn field<'v>(v: &'v Value, name: &str, what: &str) -> Result<&'v Value, String> 
         .ok_or_else(|| format!("{what} has no \"{name}\" (it is {})", v.kind()))
 }
 
+/// What rows are read with besides their fields.
+pub struct Ctx<'a> {
+    /// Picks VisionArena's variant.
+    pub hub_id: &'a str,
+    /// MMVU: its remote video URL prefix and the local snapshot that replaces it.
+    pub video_root: Option<(String, String)>,
+    /// The snapshot or data folder, against which ASR clip paths are read.
+    pub root: &'a str,
+}
+
 /// The row's item, `None` when vLLM's pre-filter drops it (conversations with fewer than
-/// two turns). `hub_id` picks VisionArena's variant; `video_root` maps MMVU's remote
-/// video URLs to the local snapshot.
-pub fn item(
-    kind: Kind,
-    f: &Fields,
-    hub_id: &str,
-    video_root: Option<&(String, String)>,
-) -> Result<Option<Item>, PluginError> {
+/// two turns).
+pub fn item(kind: Kind, f: &Fields, ctx: &Ctx) -> Result<Option<Item>, PluginError> {
+    let hub_id = ctx.hub_id;
+    let video_root = ctx.video_root.as_ref();
     let item = match kind {
         Kind::Conversation => {
             let conv = f.value("conversations")?;
@@ -355,7 +364,23 @@ pub fn item(
             item.media = Some(media::video(video));
             item
         }
-        Kind::Asr | Kind::Bfcl => {
+        Kind::Asr => {
+            let root = ctx.root;
+            let read = |path: &str| {
+                let full = if path.starts_with('/') {
+                    path.to_string()
+                } else {
+                    format!("{root}/{path}")
+                };
+                std::fs::read(&full).map_err(|e| format!("cannot read audio file {full}: {e}"))
+            };
+            let clip = audio::clip(f.value("audio")?, &read).map_err(|e| f.error(e))?;
+            let mut item = Item::text(String::new());
+            item.media = Some(clip.part);
+            item.measure = Some(clip.seconds);
+            item
+        }
+        Kind::Bfcl => {
             return Err(PluginError::Internal(format!(
                 "{kind:?} rows are read by their own loader"
             )));
@@ -399,8 +424,11 @@ mod tests {
                 row: &r,
                 file: "d.jsonl",
             },
-            "x/y",
-            None,
+            &Ctx {
+                hub_id: "x/y",
+                video_root: None,
+                root: "/nonexistent",
+            },
         )
     }
 

@@ -12,6 +12,8 @@
 //! gives ([`order`]), mapped to prompts as vLLM's class does ([`kinds`]) and sampled with
 //! its filters, output lengths, chat template and oversampling ([`sample`]).
 
+pub mod audio;
+pub mod bfcl;
 pub mod files;
 pub mod kinds;
 pub mod media;
@@ -26,7 +28,7 @@ use bench_sdk::{
     PluginInfo, RequestSpec, host,
 };
 
-use kinds::{Fields, Item, Kind, Spec};
+use kinds::{Ctx, Fields, Item, Kind, Spec};
 use order::Shuffle;
 use sample::{Rules, Sampler};
 
@@ -98,6 +100,26 @@ fn options() -> Vec<OptionInfo> {
         )
         .flag("blazedit-max-distance")
         .number(),
+        option(
+            "asr-min-audio-len-sec",
+            "ASR: skip clips shorter than this many seconds",
+            Some("0.0"),
+        )
+        .flag("asr-min-audio-len-sec")
+        .number(),
+        option(
+            "asr-max-audio-len-sec",
+            "ASR: skip clips longer than this many seconds (default: no limit)",
+            None,
+        )
+        .flag("asr-max-audio-len-sec")
+        .number(),
+        option(
+            "bfcl-categories",
+            "BFCL: comma-separated categories (BFCL_v3_<category>.json files)",
+            Some("simple,live_simple,multiple"),
+        )
+        .flag("bfcl-categories"),
     ];
     options.extend(SampleFlags::options());
     options
@@ -114,6 +136,8 @@ pub struct Params {
     pub skip_chat_template: bool,
     pub multimodal_chat: bool,
     pub blazedit_range: (f64, f64),
+    pub asr_range: (f64, f64),
+    pub bfcl_categories: Vec<String>,
     pub flags: SampleFlags,
 }
 
@@ -131,6 +155,14 @@ pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError
             r.parse_or("blazedit-min-distance", 0.0)?,
             r.parse_or("blazedit-max-distance", 1.0)?,
         ),
+        // vLLM reads 0 (or none) as no limit: `x or default`.
+        asr_range: (
+            r.parse_or("asr-min-audio-len-sec", 0.0)?,
+            r.parse::<f64>("asr-max-audio-len-sec")?
+                .filter(|&m| m != 0.0)
+                .unwrap_or(f64::INFINITY),
+        ),
+        bfcl_categories: bfcl::categories(r.string("bfcl-categories").as_deref()),
         flags: SampleFlags::read(&mut r)?,
     };
     r.finish(&options())?;
@@ -209,6 +241,16 @@ fn load_items(
             (None, None) => None,
         }
     };
+    if r.spec.kind == Kind::Bfcl {
+        let root = files::repo_root(&r.path);
+        let items = bfcl::load(&root, &params.bfcl_categories)?;
+        let note = format!(
+            "{NAME}: {} as Bfcl, categories {}",
+            r.hub_id,
+            params.bfcl_categories.join(",")
+        );
+        return Ok((items, 0, note));
+    }
     let chosen = files::data_files(&r.path, subset, split)?;
     let mut tables = Vec::with_capacity(chosen.files.len());
     for file in &chosen.files {
@@ -231,6 +273,12 @@ fn load_items(
             files::repo_root(&r.path),
         )
     });
+    let root = files::repo_root(&r.path);
+    let ctx = Ctx {
+        hub_id: &r.hub_id,
+        video_root,
+        root: &root,
+    };
     let mut items = Vec::with_capacity(order.len());
     let mut dropped = 0;
     for i in order {
@@ -239,7 +287,7 @@ fn load_items(
             row: &tables[t].rows[row],
             file: &tables[t].path,
         };
-        match kinds::item(r.spec.kind, &fields, &r.hub_id, video_root.as_ref())? {
+        match kinds::item(r.spec.kind, &fields, &ctx)? {
             Some(item) => items.push(item),
             None => dropped += 1,
         }
@@ -270,7 +318,7 @@ impl Dataset for HfDataset {
             version: env!("CARGO_PKG_VERSION").into(),
             description: "The Hugging Face datasets of vLLM's `--dataset-name hf` (InstructCoder, \
                           AIMO, MT-Bench, Blazedit, HumanEval, GSM8K, ShareGPT-style \
-                          conversations, VisionArena, MMVU), read from a local snapshot folder \
+                          conversations, VisionArena, MMVU, ASR sets, BFCL), read from a local snapshot folder \
                           or data file (--dataset-path; --hf-name ORG/NAME when the path does \
                           not show it), shuffled and sampled as vLLM does"
                 .into(),
@@ -297,8 +345,14 @@ impl Dataset for HfDataset {
             kind,
             output_len: params.output_len.or(resolved.spec.output_len),
             chat_template: Rules::templated(kind) && !params.skip_chat_template,
-            multimodal_chat: params.multimodal_chat,
-            measure_range: (kind == Kind::Blazedit).then_some(params.blazedit_range),
+            // The kinds vLLM turns into a chat message with the flag.
+            multimodal_chat: params.multimodal_chat
+                && matches!(kind, Kind::Conversation | Kind::VisionArena | Kind::Mmvu),
+            measure_range: match kind {
+                Kind::Blazedit => Some(params.blazedit_range),
+                Kind::Asr => Some(params.asr_range),
+                _ => None,
+            },
         };
         let n = config.num_requests as usize;
         let size_hint = (!params.flags.no_oversample).then_some(config.num_requests);
@@ -308,6 +362,7 @@ impl Dataset for HfDataset {
             n,
             rules,
             params.flags.no_oversample,
+            kind == Kind::Bfcl && !params.flags.disable_shuffle,
             &resolved.path,
         );
         Ok(HfDataset {
@@ -334,9 +389,23 @@ impl Dataset for HfDataset {
                 ));
             }
             if s.measure > 0 {
-                host::log_info(&format!(
-                    "{NAME}: {} row(s) skipped outside the --blazedit-min/max-distance range",
+                host::log_warn(&format!(
+                    "{NAME}: {} row(s) skipped outside the --blazedit-min/max-distance or \
+                     --asr-min/max-audio-len-sec range",
                     s.measure
+                ));
+            }
+            if s.invalid > 0 {
+                host::log_info(&format!(
+                    "{NAME}: {} BFCL row(s) without a question or functions skipped, as vLLM does",
+                    s.invalid
+                ));
+            }
+            if s.untemplated > 0 {
+                host::log_warn(&format!(
+                    "{NAME}: the chat template failed on {} BFCL conversation(s): their prompt \
+                     length counts the messages' plain text, as vLLM does",
+                    s.untemplated
                 ));
             }
         }

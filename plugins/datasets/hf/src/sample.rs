@@ -59,6 +59,21 @@ impl Rules {
     }
 }
 
+/// The chat template over whole conversations (BFCL sends the dataset's messages).
+pub trait Messages {
+    fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError>;
+}
+
+impl Messages for bench_sdk::sampling::HostTokenizer {
+    fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError> {
+        bench_sdk::host::apply_chat_template(messages, true)
+    }
+}
+
+/// What a tokenizer must do for the sampler.
+pub trait Tokenizer: TokenCounter + ChatTemplate + Messages {}
+impl<T: TokenCounter + ChatTemplate + Messages> Tokenizer for T {}
+
 /// How many items are tokenized per host crossing.
 const MAX_BATCH: usize = 256;
 
@@ -69,6 +84,10 @@ pub struct Skipped {
     pub length: usize,
     /// Outside `measure_range`.
     pub measure: usize,
+    /// Rows vLLM cannot use (BFCL rows without a question or functions).
+    pub invalid: usize,
+    /// BFCL conversations the chat template failed on, counted by their plain text.
+    pub untemplated: usize,
 }
 
 pub struct Sampler {
@@ -80,18 +99,19 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// `items` are in the order vLLM reads them (already shuffled); `seed` seeds the
-    /// oversampling.
+    /// `items` are in the order vLLM reads them; `seed` seeds the oversampling and, with
+    /// `python_shuffle` (BFCL), a Python `random.Random(seed).shuffle` of the items first.
     pub fn new(
         items: Vec<Item>,
         seed: u64,
         num_requests: usize,
         rules: Rules,
         no_oversample: bool,
+        python_shuffle: bool,
         name: &str,
     ) -> Self {
         let flags = SampleFlags {
-            disable_shuffle: true,
+            disable_shuffle: !python_shuffle,
             no_oversample,
         };
         Sampler {
@@ -107,7 +127,7 @@ impl Sampler {
     }
 
     /// The next (up to) `max` requests, in vLLM's order.
-    pub fn next_batch<T: TokenCounter + ChatTemplate>(
+    pub fn next_batch<T: Tokenizer>(
         &mut self,
         tok: &T,
         max: usize,
@@ -129,7 +149,7 @@ impl Sampler {
 
 /// Makes requests from the front of `items`, at most `want`; returns how many items it
 /// looked at.
-fn scan<T: TokenCounter + ChatTemplate>(
+fn scan<T: Tokenizer>(
     tok: &T,
     rules: &Rules,
     items: &[Item],
@@ -138,9 +158,12 @@ fn scan<T: TokenCounter + ChatTemplate>(
     skipped: &mut Skipped,
 ) -> Result<usize, PluginError> {
     let batch = &items[..want.clamp(16, MAX_BATCH).min(items.len())];
-    let in_range = |item: &Item| match (rules.measure_range, item.measure) {
-        (Some((lo, hi)), Some(m)) => m >= lo && m <= hi,
-        _ => true,
+    let in_range = |item: &Item| {
+        !item.skip
+            && match (rules.measure_range, item.measure) {
+                (Some((lo, hi)), Some(m)) => m >= lo && m <= hi,
+                _ => true,
+            }
     };
     let dynamic = rules.output_len.is_none();
     // The prompts as sent, and the texts to count: each prompt, then (when the output
@@ -149,7 +172,21 @@ fn scan<T: TokenCounter + ChatTemplate>(
     let mut prompts = Vec::with_capacity(batch.len());
     let mut texts = Vec::with_capacity(batch.len() * 2);
     for item in batch.iter().filter(|i| in_range(i)) {
-        let prompt = if rules.chat_template {
+        let prompt = if let Some(messages) = &item.messages {
+            // vLLM renders BFCL's messages with the template (falling back to the
+            // contents joined by newlines when it fails).
+            tok.render(messages).unwrap_or_else(|_| {
+                skipped.untemplated += 1;
+                messages
+                    .iter()
+                    .map(|m| match m.content.first() {
+                        Some(ContentPart::Text(t)) => t.as_str(),
+                        _ => "",
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+        } else if rules.chat_template {
             tok.chat_prompt(&item.prompt)?
         } else {
             item.prompt.clone()
@@ -169,6 +206,10 @@ fn scan<T: TokenCounter + ChatTemplate>(
             break;
         }
         looked_at += 1;
+        if item.skip {
+            skipped.invalid += 1;
+            continue;
+        }
         if !in_range(item) {
             skipped.measure += 1;
             continue;
@@ -242,6 +283,15 @@ mod tests {
         }
     }
 
+    impl Messages for Words {
+        fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError> {
+            if messages.iter().any(|m| m.role == "bad") {
+                return Err(PluginError::Unsupported("no template".into()));
+            }
+            Ok(format!("<chat> {} </chat>", messages.len()))
+        }
+    }
+
     fn words(n: usize, tag: &str) -> String {
         vec![tag; n].join(" ")
     }
@@ -269,7 +319,7 @@ mod tests {
         no_oversample: bool,
         batch: usize,
     ) -> Result<(Vec<RequestSpec>, Skipped), PluginError> {
-        let mut s = Sampler::new(items, 3, n, rules, no_oversample, "t");
+        let mut s = Sampler::new(items, 3, n, rules, no_oversample, false, "t");
         let mut all = Vec::new();
         loop {
             let got = s.next_batch(&Words, batch)?;
@@ -405,6 +455,33 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn messages_are_sent_as_they_are_and_skipped_rows_counted() {
+        let message = |role: &str, text: &str| ChatMessage {
+            role: role.into(),
+            content: vec![ContentPart::Text(text.into())],
+        };
+        let mut good = item(0, None, "");
+        good.messages = Some(vec![message("system", "s"), message("user", "a b c")]);
+        good.extra_body = Some("{\"tool_choice\":\"auto\"}".into());
+        let mut bad = good.clone();
+        bad.messages = Some(vec![message("bad", "x y"), message("user", "z")]);
+        let mut skip = item(0, None, "");
+        skip.skip = true;
+        let r = rules(Kind::Bfcl, Some(512));
+        let (got, skipped) = drain(vec![skip, good, bad], 2, r, false, 10).unwrap();
+        assert_eq!(skipped.invalid, 1);
+        assert_eq!(skipped.untemplated, 1);
+        // "<chat> 2 </chat>" is 3 words; the fallback "x y\nz" 3 too.
+        assert_eq!((got[0].prompt_len, got[1].prompt_len), (3, 3));
+        assert!(matches!(&got[0].prompt, Prompt::Chat(m) if m.len() == 2));
+        assert_eq!(
+            got[0].extra_body.as_deref(),
+            Some("{\"tool_choice\":\"auto\"}")
+        );
+        assert_eq!(got[0].expected_output_len, 512);
     }
 
     #[test]
