@@ -5,9 +5,10 @@
 //! `np.random.default_rng(seed)`, so the order is reproduced here from the SDK's bit-exact
 //! numpy generator (checked against `datasets` 5.2 and numpy 2.4 in the tests):
 //!
-//! - streaming (`IterableDataset.shuffle`, buffer of 1000): the data files are shuffled,
-//!   then rows fill a buffer; each time it holds 1000 rows it is permuted, the first 500
-//!   are yielded and the last 500 kept; at the end the rest is permuted and yielded;
+//! - streaming (`IterableDataset.shuffle`, buffer of 1000): the data files are shuffled
+//!   and read as up to ten interleaved shards in batches of 100 rows, which fill a
+//!   buffer; each time it holds 1000 rows or more it is permuted, all but 500 are yielded
+//!   and 500 kept; at the end the rest is permuted and yielded;
 //! - not streaming (`Dataset.shuffle`): one permutation of all the rows.
 
 use bench_sdk::rng::Generator;
@@ -80,21 +81,61 @@ pub fn row_order(file_rows: &[usize], seed: u64, shuffle_kind: Shuffle) -> Vec<u
             // The file order and the buffer each start from a copy of the same generator.
             let mut files: Vec<usize> = (0..file_rows.len()).collect();
             shuffle(&mut Generator::new(u128::from(seed)), &mut files);
-            let stream = files
-                .iter()
-                .flat_map(|&f| starts[f]..starts[f] + file_rows[f]);
-            buffer_shuffle(stream, seed)
+            let batches = interleaved_batches(&files, &starts, file_rows);
+            buffer_shuffle(batches, seed)
         }
     }
 }
 
-/// `datasets`' `BufferShuffledExamplesIterable` over `rows`.
-fn buffer_shuffle(rows: impl Iterator<Item = usize>, seed: u64) -> Vec<usize> {
+/// How many shards feed the shuffle buffer at a time (`max_buffer_input_shards`).
+const MAX_INPUT_SHARDS: usize = 10;
+
+/// The rows as the buffer receives them: the (shuffled) files split into at most ten
+/// shards of consecutive files, each read in batches of `BUFFER_SIZE / 10` rows (the last
+/// one of a shard shorter), the shards' batches taken in turn until all are exhausted.
+fn interleaved_batches(files: &[usize], starts: &[usize], file_rows: &[usize]) -> Vec<Vec<usize>> {
+    let batch = (BUFFER_SIZE / MAX_INPUT_SHARDS).max(1);
+    let k = files.len().min(MAX_INPUT_SHARDS);
+    if k == 0 {
+        return Vec::new();
+    }
+    // `datasets` gives the first `n % k` shards one file more.
+    let mut shards: Vec<std::vec::IntoIter<Vec<usize>>> = Vec::with_capacity(k);
+    let mut next = 0;
+    for i in 0..k {
+        let count = files.len() / k + usize::from(i < files.len() % k);
+        let rows: Vec<usize> = files[next..next + count]
+            .iter()
+            .flat_map(|&f| starts[f]..starts[f] + file_rows[f])
+            .collect();
+        next += count;
+        let batches: Vec<Vec<usize>> = rows.chunks(batch).map(<[usize]>::to_vec).collect();
+        shards.push(batches.into_iter());
+    }
+    let mut out = Vec::new();
+    loop {
+        let mut any = false;
+        for shard in &mut shards {
+            if let Some(b) = shard.next() {
+                out.push(b);
+                any = true;
+            }
+        }
+        if !any {
+            return out;
+        }
+    }
+}
+
+/// `datasets`' `BufferShuffledExamplesIterable` fed `batches` of rows: the buffer is
+/// permuted whenever a batch brings it to `BUFFER_SIZE` rows or more, the rows past the
+/// last half buffer yielded.
+fn buffer_shuffle(batches: Vec<Vec<usize>>, seed: u64) -> Vec<usize> {
     let mut rng = Generator::new(u128::from(seed));
     let mut out = Vec::new();
-    let mut buffer: Vec<usize> = Vec::with_capacity(BUFFER_SIZE);
-    for row in rows {
-        buffer.push(row);
+    let mut buffer: Vec<usize> = Vec::with_capacity(BUFFER_SIZE + BUFFER_SIZE / 10);
+    for batch in batches {
+        buffer.extend(batch);
         if buffer.len() >= BUFFER_SIZE {
             let indices = permutation(&mut rng, buffer.len());
             let keep = BUFFER_SIZE / 2;
@@ -145,6 +186,36 @@ mod tests {
             [1861, 799, 68, 458, 1476, 1631, 2118, 2303, 655, 1776]
         );
         assert_eq!(row_order(&[2, 3], 7, Shuffle::None), [0, 1, 2, 3, 4]);
+    }
+
+    /// Two files of 700 and 800 rows (`data/train-0000{0,1}-of-00002`, Parquet or JSONL):
+    /// the files' order is shuffled too.
+    #[test]
+    fn several_files_are_shuffled_as_datasets_does() {
+        for (seed, first, last) in [
+            (0, [259, 106, 122, 762, 1011, 414], [1473, 1201, 968]),
+            (1, [1005, 349, 943, 1127, 977, 271], [525, 151, 819]),
+            (5, [978, 1116, 54, 707, 379, 466], [627, 1447, 1]),
+        ] {
+            let got = row_order(&[700, 800], seed, Shuffle::Stream);
+            assert_eq!(got[..6], first, "seed {seed}");
+            assert_eq!(got[1497..], last, "seed {seed}");
+        }
+    }
+
+    /// The same model in Python matched `datasets` 5.2 for files of [700, 800],
+    /// [650, 720], [333, 1000, 17], twelve of 90 and [1319] rows, seeds 0 and 3; these are
+    /// its first rows for [333, 1000, 17] (short batches overfill the buffer).
+    const FIRST_333_1000_17_SEED3: [usize; 8] = [927, 289, 253, 617, 487, 155, 251, 765];
+
+    #[test]
+    fn short_batches_overfill_the_buffer_as_datasets_does() {
+        let got = row_order(&[333, 1000, 17], 3, Shuffle::Stream);
+        assert_eq!(got.len(), 1350);
+        let mut sorted = got.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..1350).collect::<Vec<_>>());
+        assert_eq!(got[..8], FIRST_333_1000_17_SEED3);
     }
 
     #[test]
