@@ -47,14 +47,18 @@ impl Dataset for BurstGptDataset {
         let bytes = std::fs::read(&path)
             .map_err(|e| PluginError::InvalidConfig(format!("{NAME}: cannot read {path}: {e}")))?;
         let trace = sample::parse(&bytes, &path)?;
-        host::log_info(&format!(
-            "{NAME}: {path}: {} of {} rows kept (GPT-4 with a response); {} rows of other \
+        // vLLM drops these rows silently; they are shown so that a trace that is mostly
+        // left out does not go unnoticed.
+        if trace.rows.len() < trace.total {
+            host::log_warn(&format!(
+                "{NAME}: {path}: {} of {} rows kept (GPT-4 with a response); {} rows of other \
              models and {} failed GPT-4 requests (0 response tokens) left out, as vLLM does",
-            trace.rows.len(),
-            trace.total,
-            trace.other_models,
-            trace.failed
-        ));
+                trace.rows.len(),
+                trace.total,
+                trace.other_models,
+                trace.failed
+            ));
+        }
         let sampler = Sampler::new(
             trace.rows,
             host::run_seed(),

@@ -107,6 +107,16 @@ impl Dataset for PrefixRepetitionDataset {
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {
         let params = parse_options(config.options)?;
         let sampler = Sampler::new(host::run_seed(), config.num_requests as usize, params)?;
+        if sampler.total() < config.num_requests as usize {
+            // vLLM makes the same number, silently.
+            host::log_warn(&format!(
+                "{NAME}: {} requests are made, not {}: each of the {} prefixes starts \
+                 num-prompts / num-prefixes (rounded down) prompts",
+                sampler.total(),
+                config.num_requests,
+                sampler.num_prefixes()
+            ));
+        }
         Ok(PrefixRepetitionDataset { sampler })
     }
 

@@ -93,6 +93,11 @@ impl Sampler {
         self.params.num_prefixes as usize * self.per_prefix
     }
 
+    /// `--prefix-repetition-num-prefixes`.
+    pub fn num_prefixes(&self) -> u32 {
+        self.params.num_prefixes
+    }
+
     /// Whether the requests are made (the first batch was asked for).
     pub fn started(&self) -> bool {
         self.requests.is_some()

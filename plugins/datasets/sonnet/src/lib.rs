@@ -125,7 +125,7 @@ impl Dataset for SonnetDataset {
             self.reported = true;
             let rejected = self.sampler.rejected;
             if rejected > 0 {
-                host::log_info(&format!(
+                host::log_warn(&format!(
                     "{NAME}: {rejected} drawn prompts were longer than input-len ({}) and drawn \
                      again, as vLLM does",
                     self.sampler.input_len()

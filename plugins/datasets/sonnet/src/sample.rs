@@ -234,9 +234,15 @@ impl Sampler {
 /// The prompt in the chat template; vLLM needs one to measure prompts.
 fn templated(tok: &impl ChatTemplate, text: &str) -> Result<String, PluginError> {
     tok.chat_prompt(text).map_err(|e| {
+        let why = match e {
+            PluginError::InvalidConfig(m)
+            | PluginError::InvalidInput(m)
+            | PluginError::Unsupported(m)
+            | PluginError::Internal(m) => m,
+        };
         PluginError::Unsupported(format!(
             "sonnet: the tokenizer needs a chat template (vLLM measures every prompt in it): \
-             {e:?}"
+             {why}"
         ))
     })
 }
