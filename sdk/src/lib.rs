@@ -30,6 +30,8 @@ pub mod sampling;
 pub mod synthetic;
 #[cfg(feature = "table")]
 pub mod table;
+#[cfg(feature = "table")]
+pub mod trace;
 
 // The generated bindings (`dataset_bindings`, `backend_bindings`): see `build.rs`.
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
