@@ -23,6 +23,8 @@ pub mod custom;
 pub mod dataset;
 pub mod host;
 pub mod json;
+#[cfg(feature = "media")]
+pub mod media;
 pub mod openai;
 pub mod options;
 pub mod rng;

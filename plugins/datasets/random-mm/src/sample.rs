@@ -1,0 +1,163 @@
+//! vLLM's `RandomMultiModalDataset.sample` (vLLM 0.32), draw for draw, on the SDK's
+//! [`bench_sdk::synthetic`] text sampler and [`bench_sdk::media`] images:
+//! 1. input lengths, output lengths and vocabulary offsets, then the shared prefix, as
+//!    `random` draws them;
+//! 2. per request, in order: its text prompt (fitting may draw padding), then its item
+//!    count (`integers(min, max + 1)`), then per item a bucket (`choice(p=...)`) and the
+//!    item's pixels (`integers(0, 256, (h, w, 3), uint8)`); a modality at its cap has its
+//!    buckets dropped and the rest renormalized, as vLLM does.
+//!
+//! Images go as JPEG data URLs (vLLM's `process_image`). Videos (buckets with more than
+//! one frame) are refused in [`crate::parse_options`]: see the error there.
+
+use bench_sdk::media::{jpeg_data_url, random_rgb};
+use bench_sdk::rng::Generator;
+use bench_sdk::sampling::Codec;
+use bench_sdk::synthetic::{TextParams, TextSampler, prompt_len};
+use bench_sdk::{ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
+
+use crate::NAME;
+use crate::buckets::{Bucket, ItemPlan, Modality, normalize};
+
+/// The options of `vllm bench serve --dataset-name random-mm`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    pub text: TextParams,
+    pub plan: ItemPlan,
+    /// `--enable-multimodal-chat`: the prompt and its items as one chat message.
+    pub chat: bool,
+}
+
+/// The sampler: the text sampler's up-front draws in [`Sampler::new`], then each
+/// request's text and items in order.
+pub struct Sampler {
+    text: TextSampler,
+    plan: ItemPlan,
+    chat: bool,
+    /// Requests whose items ran out of buckets before their drawn count (vLLM warns).
+    pub exhausted: usize,
+}
+
+impl Sampler {
+    pub fn new(
+        tok: &impl Codec,
+        rng: Generator,
+        num_requests: usize,
+        p: &Params,
+    ) -> Result<Self, PluginError> {
+        Ok(Sampler {
+            text: TextSampler::new(NAME, tok, rng, num_requests, &p.text)?,
+            plan: p.plan.clone(),
+            chat: p.chat,
+            exhausted: 0,
+        })
+    }
+
+    /// How many requests are left to build.
+    pub fn remaining(&self) -> usize {
+        self.text.remaining()
+    }
+
+    /// Tokens more or fewer than `prefix_len` in the shared prefix.
+    pub fn prefix_mismatch(&self) -> i64 {
+        self.text.prefix_mismatch
+    }
+
+    /// Tokens more or fewer than asked for, over the prompts built so far.
+    pub fn token_mismatch(&self) -> i64 {
+        self.text.token_mismatch
+    }
+
+    /// The next (up to) `max` requests. The texts' draw-free fitting steps go to the
+    /// host in one batch; each request then finishes its text and draws its items.
+    pub fn next_batch(
+        &mut self,
+        tok: &impl Codec,
+        max: usize,
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let pending = self.text.next_pending(tok, max)?;
+        let mut out = Vec::with_capacity(pending.len());
+        for prompt in pending {
+            let prompt = self.text.finish(tok, prompt)?;
+            let items = self.items()?;
+            let len = prompt_len(NAME, &prompt.fitted)?;
+            let mut spec = RequestSpec::text(String::new(), len, prompt.output_len);
+            if self.chat {
+                let mut content = Vec::with_capacity(items.len() + 1);
+                content.push(ContentPart::Text(prompt.fitted.text));
+                content.extend(items);
+                spec.prompt = Prompt::Chat(vec![ChatMessage {
+                    role: "user".into(),
+                    content,
+                }]);
+            } else {
+                spec.prompt = Prompt::Text(prompt.fitted.text);
+                spec.multimodal = items;
+            }
+            out.push(spec);
+        }
+        Ok(out)
+    }
+
+    /// vLLM's `get_mm_item_iterator` with each item generated as it is drawn.
+    fn items(&mut self) -> Result<Vec<ContentPart>, PluginError> {
+        let plan = &self.plan;
+        let rng = &mut self.text.rng;
+        let count = rng.integer(plan.min_items, plan.max_items + 1);
+        let mut items = Vec::new();
+        if count == 0 {
+            return Ok(items);
+        }
+        let mut buckets: Vec<(Bucket, f64)> = plan.buckets.clone();
+        let mut images = 0i64;
+        let mut videos = 0i64;
+        while images + videos < count {
+            let probs: Vec<f64> = buckets.iter().map(|(_, p)| *p).collect();
+            let bucket = buckets[rng.choice_weighted(&probs)].0;
+            let modality = bucket.modality()?;
+            let taken = match modality {
+                Modality::Image => &mut images,
+                Modality::Video => &mut videos,
+            };
+            if *taken < plan.limit(modality) {
+                *taken += 1;
+                items.push(item(rng, bucket, modality)?);
+                continue;
+            }
+            // The modality is at its cap: its buckets leave the draw.
+            for (b, p) in &mut buckets {
+                if b.modality()? == modality {
+                    *p = 0.0;
+                }
+            }
+            if buckets.iter().all(|(_, p)| *p == 0.0) {
+                self.exhausted += 1;
+                break;
+            }
+            buckets = normalize(&buckets)?;
+        }
+        Ok(items)
+    }
+}
+
+/// vLLM's `generate_mm_item`: an image's pixels drawn, then sent as a JPEG data URL.
+fn item(
+    rng: &mut Generator,
+    bucket: Bucket,
+    modality: Modality,
+) -> Result<ContentPart, PluginError> {
+    match modality {
+        Modality::Image => {
+            let pixels = random_rgb(rng, bucket.width, bucket.height);
+            Ok(ContentPart::ImageUrl(jpeg_data_url(
+                bucket.width,
+                bucket.height,
+                &pixels,
+            )?))
+        }
+        // Refused when the options are read; kept as an error rather than a panic.
+        Modality::Video => Err(PluginError::Unsupported(format!(
+            "{NAME}: video items are not supported (see the mm-bucket-config option)"
+        ))),
+    }
+}

@@ -1,0 +1,113 @@
+//! Images for multimodal requests, as vLLM's datasets send them: base64 `data:` URLs in
+//! OpenAI's `image_url` content parts (feature `media`).
+//!
+//! vLLM's `process_image` saves a PIL image as JPEG (PIL's default quality, 75) and sends
+//! it as `data:image/jpeg;base64,...`; [`jpeg`] does the same with the `image` crate's
+//! encoder (pure Rust, so it builds for wasm32-wasip2). The pixels are the same as vLLM's
+//! for the same seed ([`random_rgb`]); the JPEG bytes are not byte-identical to PIL's
+//! (another encoder), but the same for the same pixels on any machine.
+
+use base64::Engine as _;
+use image::ImageEncoder as _;
+
+use crate::PluginError;
+use crate::rng::Generator;
+
+/// PIL's default JPEG quality, which vLLM's `image.save(..., format="JPEG")` uses.
+pub const JPEG_QUALITY: u8 = 75;
+
+/// Standard base64 with padding (Python's `base64.b64encode`).
+pub fn base64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// `data:<mime>;base64,<bytes>`.
+pub fn data_url(mime: &str, bytes: &[u8]) -> String {
+    let encoded = base64(bytes);
+    let mut url = String::with_capacity(mime.len() + 13 + encoded.len());
+    url.push_str("data:");
+    url.push_str(mime);
+    url.push_str(";base64,");
+    url.push_str(&encoded);
+    url
+}
+
+/// The bytes of a `data:...;base64,` URL, for checking what a dataset made.
+pub fn data_url_bytes(url: &str) -> Result<(String, Vec<u8>), PluginError> {
+    let bad = |why: &str| PluginError::InvalidInput(format!("not a base64 data URL: {why}"));
+    let rest = url.strip_prefix("data:").ok_or_else(|| bad("no data: scheme"))?;
+    let (mime, payload) = rest
+        .split_once(";base64,")
+        .ok_or_else(|| bad("no ;base64, marker"))?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .map_err(|e| bad(&e.to_string()))?;
+    Ok((mime.to_string(), bytes))
+}
+
+/// vLLM's `generate_synthetic_image(width, height)`: `height * width * 3` bytes of RGB
+/// drawn with `rng.integers(0, 256, (height, width, 3), dtype=np.uint8)`, row by row.
+pub fn random_rgb(rng: &mut Generator, width: u32, height: u32) -> Vec<u8> {
+    let mut pixels = vec![0u8; width as usize * height as usize * 3];
+    rng.fill_bytes(&mut pixels);
+    pixels
+}
+
+/// RGB pixels (`width * height * 3` bytes, row by row) as a baseline JPEG of PIL's
+/// default quality.
+pub fn jpeg(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, PluginError> {
+    let mut out = Vec::with_capacity(rgb.len() / 2);
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY)
+        .write_image(rgb, width, height, image::ExtendedColorType::Rgb8)
+        .map_err(|e| {
+            PluginError::Internal(format!("encoding a {width}x{height} image as JPEG: {e}"))
+        })?;
+    Ok(out)
+}
+
+/// RGB pixels as vLLM's `process_image` sends them: a JPEG `data:` URL.
+pub fn jpeg_data_url(width: u32, height: u32, rgb: &[u8]) -> Result<String, PluginError> {
+    Ok(data_url("image/jpeg", &jpeg(width, height, rgb)?))
+}
+
+/// The width and height of an encoded image (JPEG), decoding it whole so that a corrupt
+/// file is an error here rather than on the server.
+pub fn decoded_size(bytes: &[u8]) -> Result<(u32, u32), PluginError> {
+    let img = image::load_from_memory(bytes)
+        .map_err(|e| PluginError::InvalidInput(format!("not a decodable image: {e}")))?;
+    Ok((img.width(), img.height()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_images_are_numpy_draws_and_decode_at_their_size() {
+        let mut rng = Generator::new(3);
+        let pixels = random_rgb(&mut rng, 5, 2);
+        // np.random.default_rng(3).integers(0, 256, (2, 5, 3), dtype=np.uint8).ravel()[:6]
+        assert_eq!(pixels.len(), 30);
+        let mut again = Generator::new(3);
+        let mut want = [0u8; 30];
+        again.fill_bytes(&mut want);
+        assert_eq!(pixels, want);
+
+        let url = jpeg_data_url(5, 2, &pixels).unwrap();
+        assert!(url.starts_with("data:image/jpeg;base64,/9j/"), "{url}");
+        let (mime, bytes) = data_url_bytes(&url).unwrap();
+        assert_eq!(mime, "image/jpeg");
+        assert_eq!(decoded_size(&bytes).unwrap(), (5, 2));
+        // The same pixels, the same bytes.
+        assert_eq!(jpeg_data_url(5, 2, &pixels).unwrap(), url);
+    }
+
+    #[test]
+    fn base64_is_pythons() {
+        // base64.b64encode(b"bench!?") == b"YmVuY2ghPw=="
+        assert_eq!(base64(b"bench!?"), "YmVuY2ghPw==");
+        assert_eq!(data_url("text/plain", b""), "data:text/plain;base64,");
+        assert!(data_url_bytes("data:image/png,xyz").is_err());
+        assert!(decoded_size(b"not an image").is_err());
+    }
+}
