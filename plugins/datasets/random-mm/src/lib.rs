@@ -171,3 +171,49 @@ impl Dataset for RandomMmDataset {
 }
 
 bench_sdk::export_dataset!(RandomMmDataset);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use bench_sdk::options::pairs as opts;
+
+    #[test]
+    fn defaults_are_vllms() {
+        let p = parse_options(vec![]).unwrap();
+        assert_eq!(p.text, TextParams::default());
+        assert!(!p.chat);
+        // One item; the zero-probability video bucket and the video limit drop out.
+        assert_eq!((p.plan.min_items, p.plan.max_items), (1, 1));
+        assert_eq!(p.plan.limits, [(Modality::Image, 255)]);
+        assert_eq!(p.plan.buckets.len(), 2);
+        assert_eq!(parse_buckets(DEFAULT_BUCKETS).unwrap(), default_buckets());
+        assert_eq!(parse_limits(DEFAULT_LIMITS).unwrap(), default_limits());
+    }
+
+    #[test]
+    fn videos_and_batches_are_clear_errors() {
+        let video = opts(&[("mm-bucket-config", "{(64, 64, 1): 0.5, (32, 32, 4): 0.5}")]);
+        match parse_options(video) {
+            Err(PluginError::Unsupported(m)) => {
+                assert!(m.contains("(32, 32, 4) is a video"), "{m}");
+                assert!(m.contains("MPEG-4"), "{m}");
+            }
+            other => panic!("expected unsupported, got {other:?}"),
+        }
+        // A video bucket that can never be drawn (video limit 0) is fine, as in vLLM.
+        parse_options(opts(&[
+            ("mm-bucket-config", "{(64, 64, 1): 0.5, (32, 32, 4): 0.5}"),
+            ("mm-limit-mm-per-prompt", r#"{"image": 2, "video": 0}"#),
+        ]))
+        .unwrap();
+        assert!(matches!(
+            parse_options(opts(&[("batch-size", "2")])),
+            Err(PluginError::Unsupported(m)) if m.contains("does not batch")
+        ));
+        assert!(matches!(
+            parse_options(opts(&[("mm-bucket-config", "{(64, 64, 1): -1}")])),
+            Err(PluginError::InvalidConfig(m)) if m.contains("non-negative")
+        ));
+    }
+}

@@ -161,3 +161,131 @@ fn item(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buckets::Bucket;
+    use bench_sdk::media::{data_url_bytes, decoded_size};
+    use bench_sdk::synthetic::toy::Toy;
+
+    fn params(chat: bool, limits: &[(&str, i64)], buckets: &[((u32, u32, u32), f64)]) -> Params {
+        let limits: Vec<(String, i64)> = limits.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+        let buckets: Vec<(Bucket, f64)> = buckets
+            .iter()
+            .map(|&((height, width, frames), p)| {
+                (
+                    Bucket {
+                        height,
+                        width,
+                        frames,
+                    },
+                    p,
+                )
+            })
+            .collect();
+        Params {
+            text: TextParams {
+                input_len: 12,
+                output_len: 4,
+                input_range_ratio: 0.5,
+                output_range_ratio: 0.0,
+                prefix_len: 2,
+            },
+            plan: ItemPlan::new(3, 1.0, &limits, &buckets).unwrap(),
+            chat,
+        }
+    }
+
+    fn drain(seed: u128, n: usize, p: &Params, max: usize) -> Vec<RequestSpec> {
+        let tok = Toy { bos: false };
+        let mut sampler = Sampler::new(&tok, Generator::new(seed), n, p).unwrap();
+        let mut all = Vec::new();
+        while sampler.remaining() > 0 {
+            all.extend(sampler.next_batch(&tok, max).unwrap());
+        }
+        all
+    }
+
+    fn images(spec: &RequestSpec) -> Vec<(u32, u32)> {
+        let parts = match &spec.prompt {
+            Prompt::Chat(m) => m[0].content[1..].to_vec(),
+            _ => spec.multimodal.clone(),
+        };
+        parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::ImageUrl(url) => {
+                    let (mime, bytes) = data_url_bytes(url).unwrap();
+                    assert_eq!(mime, "image/jpeg");
+                    decoded_size(&bytes).unwrap()
+                }
+                other => panic!("expected an image, got {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn images_decode_at_bucket_sizes_within_the_limits() {
+        // Counts from [0, 6] capped at 4 images; two sizes (width x height).
+        let p = params(
+            false,
+            &[("image", 4)],
+            &[((8, 16, 1), 1.0), ((24, 8, 1), 1.0)],
+        );
+        let all = drain(1, 40, &p, 7);
+        let mut seen = Vec::new();
+        for spec in &all {
+            assert!(matches!(spec.prompt, Prompt::Text(_)));
+            let sizes = images(spec);
+            assert!(sizes.len() <= 4, "{} items over the limit", sizes.len());
+            for size in &sizes {
+                assert!([(16, 8), (8, 24)].contains(size), "{size:?}");
+            }
+            seen.push(sizes.len());
+        }
+        assert!(
+            seen.contains(&0) && seen.contains(&4),
+            "counts drawn: {seen:?}"
+        );
+        // The same seed, the same bytes, whatever the host's batch size; another seed
+        // differs.
+        let again = drain(1, 40, &p, 40);
+        assert_eq!(format!("{all:?}"), format!("{again:?}"));
+        assert_ne!(format!("{all:?}"), format!("{:?}", drain(2, 40, &p, 40)));
+    }
+
+    #[test]
+    fn chat_prompts_carry_the_text_then_the_images() {
+        let p = params(
+            true,
+            &[("image", 2), ("video", 0)],
+            &[((4, 4, 1), 1.0), ((4, 4, 8), 1.0)],
+        );
+        let plain = drain(
+            3,
+            12,
+            &params(
+                false,
+                &[("image", 2), ("video", 0)],
+                &[((4, 4, 1), 1.0), ((4, 4, 8), 1.0)],
+            ),
+            5,
+        );
+        for (chat, plain) in drain(3, 12, &p, 5).iter().zip(&plain) {
+            let Prompt::Chat(messages) = &chat.prompt else {
+                panic!("expected a chat prompt, got {:?}", chat.prompt);
+            };
+            assert!(chat.multimodal.is_empty());
+            assert_eq!(messages.len(), 1);
+            assert_eq!(messages[0].role, "user");
+            let Prompt::Text(text) = &plain.prompt else {
+                panic!("expected text");
+            };
+            assert!(matches!(&messages[0].content[0], ContentPart::Text(t) if t == text));
+            // The video bucket is drawn but capped at 0, so only images come.
+            assert_eq!(images(chat), images(plain));
+            assert!(images(chat).len() <= 2);
+        }
+    }
+}
