@@ -72,6 +72,7 @@ pub fn build_record(
         intended_start_time: meta.intended_start_time,
         concurrency_wait: meta.concurrency_wait.as_secs_f64(),
         retried: raw.retried,
+        turn: meta.session.as_ref().map(|s| s.turn),
         ..Default::default()
     };
     if let Some(e) = &raw.error
@@ -166,6 +167,9 @@ pub fn build_record(
                     if read_by_vllm {
                         rec.output_tokens = Some(c);
                     }
+                }
+                if let Some(c) = u.cached_prompt_tokens {
+                    rec.cached_prompt_tokens = Some(c);
                 }
                 if let Some(p) = u.prompt_tokens {
                     rec.server_prompt_tokens = Some(p);

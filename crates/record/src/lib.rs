@@ -147,6 +147,12 @@ pub struct RequestRecord {
     /// Whether the request was sent again on a fresh connection after the kept-alive
     /// connection it was first sent on turned out closed (see `RawResponse::retried`).
     pub retried: bool,
+    /// The request's turn in its conversation (from 0), for a multi-turn workload; the
+    /// per-turn metrics group by it.
+    pub turn: Option<u32>,
+    /// The server's `usage.prompt_tokens_details.cached_tokens`: prompt tokens its prefix
+    /// cache served, where the response said so.
+    pub cached_prompt_tokens: Option<u32>,
 }
 
 impl RequestRecord {
@@ -184,6 +190,8 @@ impl Default for RequestRecord {
             intended_start_time: 0.0,
             concurrency_wait: 0.0,
             retried: false,
+            turn: None,
+            cached_prompt_tokens: None,
         }
     }
 }

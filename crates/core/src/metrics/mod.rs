@@ -6,11 +6,13 @@
 pub mod goodput;
 pub mod stats;
 pub mod timeline;
+pub mod turns;
 
 use anyhow::{Context, Result, bail, ensure};
 
 pub use goodput::{Goodput, parse_goodput};
 pub use stats::Summary;
+pub use turns::{ReportedCache, TurnStats};
 
 use crate::record::{Failure, FailureKind, RequestRecord};
 
@@ -339,6 +341,10 @@ pub struct Metrics {
     pub server_cache: Option<crate::server_metrics::ServerCache>,
     /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
     pub warnings: Vec<String>,
+    /// Multi-turn runs: statistics by turn index (empty for other runs).
+    pub per_turn: Vec<TurnStats>,
+    /// The prefix-cache hits the server reported in its responses, when any did.
+    pub reported_cache: Option<ReportedCache>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -493,6 +499,8 @@ pub fn calculate(
     let failures_by_kind = count_by_kind(ordered.iter().filter_map(|r| r.failure()));
     let client = client_stats(ordered, completed, duration_s, count_tokens.map(|_| check));
     let failed = ordered.len() - completed;
+    let per_turn = turns::per_turn(ordered, &output_lens, percentiles);
+    let reported_cache = turns::reported_cache(ordered);
 
     Ok(Metrics {
         duration_s,
@@ -520,6 +528,8 @@ pub fn calculate(
         client,
         server_cache: None,
         warnings,
+        per_turn,
+        reported_cache,
         per_request: PerRequest {
             records,
             output_lens,

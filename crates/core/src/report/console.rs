@@ -31,7 +31,54 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
     server_block(&mut out, metrics);
+    turns_block(&mut out, metrics);
     out
+}
+
+/// Multi-turn runs: TTFT and ITL by turn index (mean and the first requested percentile),
+/// and the prefix-cache hit rate the server reported in its responses, when it did.
+fn turns_block(out: &mut String, m: &Metrics) {
+    if m.per_turn.is_empty() && m.reported_cache.is_none() {
+        return;
+    }
+    header(out, " Conversations and Prefix Cache ", '=');
+    if let Some(cache) = m.reported_cache {
+        line(out, "Requests reporting cached tokens:", cache.requests);
+        line(out, "Cached prompt tokens (reported):", cache.cached_tokens);
+        line_f(
+            out,
+            "Prefix cache hit rate, reported (%):",
+            100.0 * cache.hit_rate(),
+        );
+    }
+    if !m.per_turn.is_empty() {
+        let p = m.config.percentiles.first().copied().unwrap_or(99.0);
+        let pw = format!("P{}", percentile_word(p));
+        let _ = writeln!(
+            out,
+            "{:>4} {:>9} {:>10} {:>10} {:>10} {:>10}",
+            "Turn",
+            "Completed",
+            "TTFT ms",
+            format!("{pw} TTFT"),
+            "ITL ms",
+            format!("{pw} ITL")
+        );
+        for t in &m.per_turn {
+            let at = |s: &crate::metrics::Summary| s.percentiles.first().map_or(0.0, |x| x.1);
+            let _ = writeln!(
+                out,
+                "{:>4} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
+                t.turn,
+                t.completed,
+                t.ttft.mean,
+                at(&t.ttft),
+                t.itl.mean,
+                at(&t.itl)
+            );
+        }
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
 }
 
 /// The server's own prefix-cache counters over the run, when it exposes them.

@@ -336,6 +336,15 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         );
         r.insert("server_prefix_cache_hit_rate", float(cache.hit_rate()));
     }
+    if let Some(cache) = &m.reported_cache {
+        r.insert("requests_with_cached_tokens", json!(cache.requests));
+        r.insert("cached_prompt_tokens", json!(cache.cached_tokens));
+        r.insert("prompt_tokens_of_cache_reports", json!(cache.prompt_tokens));
+        r.insert("prefix_cache_hit_rate", float(cache.hit_rate()));
+    }
+    if !m.per_turn.is_empty() {
+        r.insert("per_turn", per_turn(m));
+    }
     if let Some(check) = &c.token_counts {
         r.insert(
             "requests_with_server_usage",
@@ -358,6 +367,36 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         }
     }
     r
+}
+
+/// Multi-turn runs: one object per turn index, `turn`, `completed`, `failed`, then for
+/// TTFT, TPOT, ITL and E2EL the mean, median and the run's percentiles in milliseconds,
+/// under vLLM's key names (`mean_ttft_ms`, `p99_itl_ms`, ...).
+fn per_turn(m: &Metrics) -> Value {
+    let turns = m
+        .per_turn
+        .iter()
+        .map(|t| {
+            let mut o = Map::new();
+            o.insert("turn".into(), json!(t.turn));
+            o.insert("completed".into(), json!(t.completed));
+            o.insert("failed".into(), json!(t.failed));
+            for (name, s) in [
+                ("ttft", &t.ttft),
+                ("tpot", &t.tpot),
+                ("itl", &t.itl),
+                ("e2el", &t.e2el),
+            ] {
+                o.insert(format!("mean_{name}_ms"), float(s.mean));
+                o.insert(format!("median_{name}_ms"), float(s.median));
+                for &(p, value) in &s.percentiles {
+                    o.insert(format!("p{}_{name}_ms", percentile_word(p)), float(value));
+                }
+            }
+            Value::Object(o)
+        })
+        .collect();
+    Value::Array(turns)
 }
 
 /// vLLM's PyTorch OSS benchmark records for a saved result: one record per TTFT, TPOT and

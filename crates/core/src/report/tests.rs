@@ -750,3 +750,69 @@ fn append_keeps_earlier_results_byte_for_byte() {
     let golden = include_str!("testdata/result-detailed.json");
     assert_eq!(text, format!("{earlier}\n{golden}"));
 }
+
+#[test]
+fn turns_and_reported_cache_hits_are_extra_keys_and_a_block() {
+    let plain = full_metrics();
+    assert!(!console(&plain, &run()).contains("Conversations"));
+    let v = result_json(&plain, &run(), false);
+    for key in ["per_turn", "prefix_cache_hit_rate", "cached_prompt_tokens"] {
+        assert!(v.get(key).is_none(), "{key}");
+    }
+
+    // The fixture's requests as turns 0, 1, 0, 1 of two conversations; two report
+    // cached tokens.
+    let mut records = fixture();
+    for (i, r) in records.iter_mut().enumerate() {
+        r.turn = Some(i as u32 % 2);
+    }
+    records[1].cached_prompt_tokens = Some(25);
+    records[3].cached_prompt_tokens = Some(0);
+    let config = full_metrics().config;
+    let m = calculate(records, 10.0, Some(&words), &config).unwrap();
+    let v = result_json(&m, &run(), false);
+    // vLLM's keys are unchanged.
+    for (key, value) in result_json(&plain, &run(), false).as_object().unwrap() {
+        assert_eq!(&v[key], value, "{key}");
+    }
+    let turns = v["per_turn"].as_array().unwrap();
+    assert_eq!(turns.len(), 2);
+    assert_eq!(
+        (
+            &turns[0]["turn"],
+            &turns[0]["completed"],
+            &turns[0]["failed"]
+        ),
+        (&json!(0), &json!(1), &json!(1))
+    );
+    assert_eq!(
+        (
+            &turns[1]["turn"],
+            &turns[1]["completed"],
+            &turns[1]["failed"]
+        ),
+        (&json!(1), &json!(2), &json!(0))
+    );
+    // Turn 0's one success is the fixture's request 0: TTFT 100 ms.
+    assert_eq!(turns[0]["mean_ttft_ms"], json!(100.0));
+    assert_eq!(turns[0]["p99_ttft_ms"], json!(100.0));
+    // Turn 1: requests 1 and 3, TTFT 200 and 400 ms; ITL only request 3's 200 and 100.
+    let near = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+    assert!(near(&turns[1]["median_ttft_ms"], 300.0), "{turns:?}");
+    assert!(near(&turns[1]["mean_itl_ms"], 150.0), "{turns:?}");
+    for key in ["mean_tpot_ms", "p50_e2el_ms", "p99_itl_ms"] {
+        assert!(turns[1].get(key).is_some(), "{key}");
+    }
+    assert_eq!(v["requests_with_cached_tokens"], json!(2));
+    assert_eq!(v["cached_prompt_tokens"], json!(25));
+    assert_eq!(v["prompt_tokens_of_cache_reports"], json!(50 + 30));
+
+    let text = console(&m, &run());
+    assert!(text.contains(" Conversations and Prefix Cache "), "{text}");
+    let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
+    assert!(
+        text.contains(&line("Prefix cache hit rate, reported (%):", "31.25")),
+        "{text}"
+    );
+    assert!(text.contains("Turn Completed"), "{text}");
+}
