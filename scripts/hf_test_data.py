@@ -134,6 +134,19 @@ def main() -> None:
         ],
     )
 
+    # MMVU (made up): questions, choices and the hub URL of a video, `validation.json`.
+    mmvu = OUT / "yale-nlp/MMVU"
+    mmvu.mkdir(parents=True, exist_ok=True)
+    (mmvu / "validation.json").write_text(json.dumps([
+        {
+            "id": f"v{i}",
+            "question": f"What happens in clip {i}?",
+            "choices": {"A": "a ball falls", "B": "a cup breaks", "C": None},
+            "video": f"https://huggingface.co/datasets/yale-nlp/MMVU/resolve/main/videos/Physics/{i}.mp4",
+        }
+        for i in range(5)
+    ], indent=1))
+
     # LibriSpeech-style ASR (made up): WAV clips of 0.2 to 2.4 s (a tone at 2 kHz sampling), as the hub's
     # `Audio` feature stores them ({bytes, path}).
     def wav(seconds: float, rate: int = 2000) -> bytes:

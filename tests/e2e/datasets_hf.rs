@@ -96,12 +96,19 @@ fn lines(out: &Run) -> Vec<Value> {
 /// Runs `bench dataset sample` as the reference `name` was made and compares request by
 /// request.
 fn check(name: &str) -> Vec<Value> {
+    check_keys(
+        name,
+        &["prompt", "prompt_len", "expected_output_len", "request_id"],
+    )
+}
+
+fn check_keys(name: &str, keys: &[&str]) -> Vec<Value> {
     let (meta, want) = reference(name);
     let out = bench(&flags(&meta)).assert_success();
     let got = lines(&out);
     assert_eq!(got.len(), want.len(), "{name}: request count\n{out}");
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        for key in ["prompt", "prompt_len", "expected_output_len", "request_id"] {
+        for &key in keys {
             assert_eq!(
                 g[key], w[key],
                 "{name}: request {i} differs in {key}\n got: {g}\nwant: {w}"
@@ -165,7 +172,21 @@ fn aimo_filters_and_oversamples_like_vllm() {
 
 #[test]
 fn blazedit_distance_range() {
-    let got = check("hf-blazedit-gpt2-seed0");
+    // vLLM numbers Blazedit's requests by row, counting the rows its distance filter
+    // skips (ids with gaps, which collide with its own oversampling's ids); bench's host
+    // numbers the requests made.
+    let got = check_keys(
+        "hf-blazedit-gpt2-seed0",
+        &["prompt", "prompt_len", "expected_output_len"],
+    );
+    let ids: Vec<String> = (0..got.len())
+        .map(|i| format!("benchmark-serving{i}"))
+        .collect();
+    assert!(
+        got.iter()
+            .zip(&ids)
+            .all(|(r, id)| r["request_id"] == id.as_str())
+    );
     assert!(got.iter().all(|r| r["expected_output_len"] == 4000));
 }
 
@@ -223,6 +244,35 @@ fn base64_decode(text: &str) -> Vec<u8> {
         out.extend_from_slice(&acc.to_be_bytes()[1..chunk.len()]);
     }
     out
+}
+
+/// MMVU: the question and its choices as vLLM joins them; the hub's video URLs point
+/// into the local copy instead.
+#[test]
+fn mmvu_videos_point_into_the_local_copy() {
+    let root = hf("yale-nlp/MMVU");
+    let out = sample_with(&[
+        "--dataset-path",
+        &root,
+        "--enable-multimodal-chat",
+        "--disable-shuffle",
+        "--num-prompts",
+        "5",
+    ])
+    .assert_success();
+    let got = lines(&out);
+    assert_eq!(got.len(), 5);
+    let content = &got[0]["prompt"][0]["content"];
+    assert_eq!(
+        content[0]["text"],
+        "What happens in clip 0? A.a ball falls B.a cup breaks C.None"
+    );
+    let root = std::path::Path::new(&root).canonicalize().unwrap();
+    assert_eq!(
+        content[1]["video_url"]["url"],
+        format!("file://{}/videos/Physics/0.mp4", root.display())
+    );
+    assert!(got.iter().all(|r| r["expected_output_len"] == 128));
 }
 
 /// ASR (LibriSpeech's layout, subset `clean`): vLLM's duration filter keeps the same
