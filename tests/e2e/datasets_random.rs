@@ -1,1 +1,264 @@
-//! (being written: issue 12)
+//! The synthetic random family (`random` with `--random-batch-size`, `random-rerank`,
+//! `random-mm`) against request sets made by vLLM 0.32's own dataset code
+//! (`tests/data/datasets/vllm-requests`, see `random-family.md` there), plus what the
+//! references cannot show: images that decode at their bucket sizes, the same bytes for
+//! the same seed, and the errors for what bench cannot make.
+
+use serde_json::Value;
+
+use crate::common::{bench, data};
+
+/// The requests of a reference file (its `meta` line skipped).
+fn reference(name: &str) -> Vec<Value> {
+    let path = data(&format!("datasets/vllm-requests/{name}.jsonl"));
+    let content =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    content
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `bench dataset sample` with the given dataset, tokenizer, seed and flags.
+fn sample(dataset: &str, tokenizer: &str, seed: u32, n: u32, flags: &[&str]) -> Vec<Value> {
+    let tokenizer = data(&format!("tokenizers/{tokenizer}"));
+    let mut args: Vec<String> = vec![
+        "dataset".into(),
+        "sample".into(),
+        "--dataset-name".into(),
+        dataset.into(),
+        "--tokenizer".into(),
+        tokenizer.display().to_string(),
+        "--seed".into(),
+        seed.to_string(),
+        "--num-prompts".into(),
+        n.to_string(),
+        "--request-id-prefix".into(),
+        "benchmark-serving".into(),
+    ];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    let out = bench(&args).assert_success();
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+/// Width and height from a baseline or progressive JPEG's frame header.
+fn jpeg_size(bytes: &[u8]) -> (u32, u32) {
+    assert_eq!(&bytes[..2], [0xFF, 0xD8], "not a JPEG");
+    let mut i = 2;
+    while i + 9 < bytes.len() {
+        assert_eq!(bytes[i], 0xFF, "JPEG segment expected at {i}");
+        let marker = bytes[i + 1];
+        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+        if matches!(marker, 0xC0..=0xC2) {
+            let h = u16::from_be_bytes([bytes[i + 5], bytes[i + 6]]);
+            let w = u16::from_be_bytes([bytes[i + 7], bytes[i + 8]]);
+            return (u32::from(w), u32::from(h));
+        }
+        i += 2 + len;
+    }
+    panic!("no JPEG frame header")
+}
+
+/// Standard base64, as in a data URL.
+fn unbase64(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let mut out = Vec::new();
+    for chunk in text.trim_end_matches('=').as_bytes().chunks(4) {
+        let mut n = 0u32;
+        for (k, &c) in chunk.iter().enumerate() {
+            n |= value(c) << (18 - 6 * k);
+        }
+        out.extend(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+/// A prompt in one shape for both sides: vLLM's list `[query, doc, ...]` and bench's
+/// `{query, documents}` both as a list; a chat message as its text and image sizes.
+fn normalize(prompt: &Value) -> Value {
+    if let Some(query) = prompt.get("query") {
+        let mut all = vec![query.clone()];
+        all.extend(prompt["documents"].as_array().unwrap().iter().cloned());
+        return Value::Array(all);
+    }
+    if let Some(content) = prompt.get(0).and_then(|m| m.get("content")) {
+        let parts = content.as_array().unwrap().iter().map(|part| {
+            if let Some(url) = part.get("image_url") {
+                let url = url["url"].as_str().unwrap();
+                let payload = url
+                    .strip_prefix("data:image/jpeg;base64,")
+                    .unwrap_or_else(|| panic!("not a JPEG data URL: {}", &url[..40]));
+                let (w, h) = jpeg_size(&unbase64(payload));
+                serde_json::json!({"image": [w, h]})
+            } else {
+                part["text"].clone()
+            }
+        });
+        return Value::Array(parts.collect());
+    }
+    prompt.clone()
+}
+
+fn check(name: &str, got: &[Value]) {
+    let want = reference(name);
+    assert_eq!(got.len(), want.len(), "{name}: request count");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            normalize(&g["prompt"]),
+            normalize(&w["prompt"]),
+            "{name}: request {i} differs in its prompt"
+        );
+        for key in ["prompt_len", "expected_output_len", "request_id"] {
+            assert_eq!(g[key], w[key], "{name}: request {i} differs in {key}");
+        }
+    }
+}
+
+#[test]
+fn random_batches_match_vllm() {
+    let flags = [
+        "--random-input-len=32",
+        "--random-output-len=8",
+        "--random-range-ratio=0.5",
+        "--random-prefix-len=4",
+        "--random-batch-size=3",
+    ];
+    check(
+        "random-batch-qwen3-seed0",
+        &sample("random", "qwen3", 0, 10, &flags),
+    );
+}
+
+#[test]
+fn random_rerank_gpt2_seed0_matches_vllm() {
+    let flags = [
+        "--random-input-len=64",
+        "--random-range-ratio=0.5",
+        "--random-batch-size=4",
+    ];
+    check(
+        "random-rerank-gpt2-seed0",
+        &sample("random-rerank", "gpt2", 0, 12, &flags),
+    );
+}
+
+#[test]
+fn random_rerank_qwen3_seed42_matches_vllm() {
+    let flags = [
+        "--random-input-len=100",
+        "--random-range-ratio=0.3",
+        "--random-batch-size=3",
+    ];
+    check(
+        "random-rerank-qwen3-seed42",
+        &sample("random-rerank", "qwen3", 42, 10, &flags),
+    );
+}
+
+#[test]
+fn random_rerank_without_reranker_matches_vllm() {
+    let flags = [
+        "--random-input-len=48",
+        "--random-range-ratio=0.2",
+        "--random-batch-size=4",
+        "--no-reranker",
+    ];
+    check(
+        "random-rerank-noreranker-gpt2-seed42",
+        &sample("random-rerank", "gpt2", 42, 9, &flags),
+    );
+}
+
+/// Texts, lengths, item counts and image sizes as vLLM draws them (the pixels are drawn
+/// too: a count or size drawn out of step would show in every later request).
+#[test]
+fn random_mm_gpt2_seed0_matches_vllm() {
+    let flags = [
+        "--random-input-len=24",
+        "--random-output-len=8",
+        "--random-range-ratio=0.5",
+        "--random-prefix-len=3",
+        "--random-mm-base-items-per-request=2",
+        "--random-mm-num-mm-items-range-ratio=0.5",
+        r#"--random-mm-limit-mm-per-prompt={"image": 2}"#,
+        "--random-mm-bucket-config={(16, 24, 1): 0.5, (8, 8, 1): 0.3, (4, 12, 1): 0.2}",
+        "--enable-multimodal-chat",
+    ];
+    check(
+        "random-mm-gpt2-seed0",
+        &sample("random-mm", "gpt2", 0, 10, &flags),
+    );
+}
+
+/// A video bucket whose limit is 0 is drawn and dropped, as in vLLM.
+#[test]
+fn random_mm_qwen3_seed42_matches_vllm() {
+    let flags = [
+        "--random-input-len=40",
+        "--random-output-len=16",
+        "--random-range-ratio=0.25",
+        "--random-mm-base-items-per-request=3",
+        "--random-mm-num-mm-items-range-ratio=1.0",
+        r#"--random-mm-limit-mm-per-prompt={"image": 3, "video": 0}"#,
+        "--random-mm-bucket-config={(10, 20, 1): 1, (30, 10, 1): 2, (20, 20, 8): 0.5}",
+        "--enable-multimodal-chat",
+    ];
+    check(
+        "random-mm-qwen3-seed42",
+        &sample("random-mm", "qwen3", 42, 8, &flags),
+    );
+}
+
+/// The default buckets (256x256 and 1280x720 images): every image decodes at one of
+/// them, one per request; the same seed gives the same bytes, another seed others.
+#[test]
+fn random_mm_defaults_same_seed_same_bytes() {
+    let flags = ["--random-input-len=16", "--enable-multimodal-chat"];
+    let first = sample("random-mm", "gpt2", 7, 6, &flags);
+    for request in &first {
+        let parts = normalize(&request["prompt"]);
+        let images: Vec<&Value> = parts.as_array().unwrap()[1..].iter().collect();
+        assert_eq!(images.len(), 1, "{parts}");
+        let size = &images[0]["image"];
+        assert!(
+            *size == serde_json::json!([256, 256]) || *size == serde_json::json!([1280, 720]),
+            "{size}"
+        );
+    }
+    assert_eq!(sample("random-mm", "gpt2", 7, 6, &flags), first);
+    assert_ne!(sample("random-mm", "gpt2", 8, 6, &flags), first);
+}
+
+#[test]
+fn random_mm_video_buckets_are_a_clear_error() {
+    let out = bench(&[
+        "dataset",
+        "sample",
+        "--dataset-name",
+        "random-mm",
+        "--tokenizer",
+        &data("tokenizers/gpt2").display().to_string(),
+        "--num-prompts",
+        "2",
+        "--random-mm-bucket-config",
+        "{(64, 64, 1): 0.5, (64, 64, 8): 0.5}",
+    ])
+    .assert_failure();
+    assert!(
+        out.stderr.contains("(64, 64, 8) is a video") && out.stderr.contains("MPEG-4"),
+        "{out}"
+    );
+}
