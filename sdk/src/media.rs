@@ -80,6 +80,26 @@ pub fn jpeg_data_url(width: u32, height: u32, rgb: &[u8]) -> Result<String, Plug
     Ok(data_url("image/jpeg", &jpeg(width, height, rgb)?))
 }
 
+/// The media type of an image file from its first bytes (JPEG, PNG, GIF, WebP, BMP,
+/// TIFF), for sending a local file as a data URL as it is.
+pub fn image_mime(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else if bytes.starts_with(b"BM") {
+        Some("image/bmp")
+    } else if bytes.starts_with(b"II*\0") || bytes.starts_with(b"MM\0*") {
+        Some("image/tiff")
+    } else {
+        None
+    }
+}
+
 /// The width and height of an encoded image (JPEG), decoding it whole so that a corrupt
 /// file is an error here rather than on the server.
 pub fn decoded_size(bytes: &[u8]) -> Result<(u32, u32), PluginError> {
@@ -119,5 +139,12 @@ mod tests {
         assert_eq!(data_url("text/plain", b""), "data:text/plain;base64,");
         assert!(data_url_bytes("data:image/png,xyz").is_err());
         assert!(decoded_size(b"not an image").is_err());
+        assert_eq!(image_mime(b"\x89PNG\r\n\x1a\n...."), Some("image/png"));
+        assert_eq!(
+            image_mime(&jpeg(1, 1, &[0, 0, 0]).unwrap()),
+            Some("image/jpeg")
+        );
+        assert_eq!(image_mime(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(image_mime(b"hello"), None);
     }
 }
