@@ -56,6 +56,11 @@ ref hf-conversation-qwen3-seed42 ConversationDataset qwen3 42 10 Aeala/ShareGPT_
   --init dataset_split=train
 ref hf-visionarena-gpt2-seed0 VisionArenaDataset gpt2 0 8 lmarena-ai/VisionArena-Chat \
   --init dataset_split=train --init hf_name=lmarena-ai/VisionArena-Chat
+ref hf-zeta-gpt2-seed0 NextEditPredictionDataset gpt2 0 25 zed-industries/zeta \
+  --init dataset_split=train --init hf_name=zed-industries/zeta
+ref hf-mlperf-qwen3-seed42 MLPerfDataset qwen3 42 30 mgoin/mlperf-inference-llama3.1-data \
+  --init dataset_split=train
+ref hf-mmstar-gpt2-seed0 MMStarDataset gpt2 0 6 Lin-Chen/MMStar --init dataset_split=val
 ref hf-asr-qwen3-seed0 ASRDataset qwen3 0 12 openslr/librispeech_asr \
   --init dataset_split=train --init dataset_subset=clean --init hf_name=openslr/librispeech_asr \
   --sample asr_min_audio_len_sec=0.5 --sample asr_max_audio_len_sec=2.0

@@ -147,6 +147,52 @@ def main() -> None:
         for i in range(5)
     ], indent=1))
 
+    # Zed's zeta (made up): edit events, an excerpt and the rewritten excerpt.
+    jsonl(
+        OUT / "zed-industries/zeta/train.jsonl",
+        (
+            {
+                "events": f"User edited file.py:\n- x = {i}\n+ x = {i + 1}",
+                "input": f"<|editable_region_start|>\nx = {i + 1}<|user_cursor_is_here|>\n<|editable_region_end|>",
+                "output": f"<|editable_region_start|>\nx = {i + 1}\ny = x * {i}\n<|editable_region_end|>",
+            }
+            for i in range(20)
+        ),
+    )
+
+    # MLPerf (made up): {system_prompt, question, output}.
+    parquet(
+        OUT / "mgoin/mlperf-inference-llama3.1-data/data/train-00000-of-00001.parquet",
+        [
+            {
+                "system_prompt": "You are a helpful assistant.",
+                "question": f"Summarise item {i}: " + "alpha beta " * (1 + i % 5),
+                "output": "gamma " * (2 + (i * 7) % 30),
+            }
+            for i in range(25)
+        ],
+    )
+
+    # MMStar (made up): a question with its options and an image, split `val`.
+    parquet(
+        OUT / "Lin-Chen/MMStar/mmstar/val-00000-of-00001.parquet",
+        [
+            {
+                "index": i,
+                "question": f"Which colour is shown in picture {i}?\nOptions: A: red, B: blue",
+                "image": {"bytes": png(3, 2 + i % 2, (10, i * 30 % 256, 90)), "path": None},
+                "answer": "B",
+                "category": "coarse perception",
+            }
+            for i in range(8)
+        ],
+    )
+
+    (OUT / "Lin-Chen/MMStar/README.md").write_text(
+        "---\nconfigs:\n- config_name: val\n  data_files:\n  - split: val\n"
+        "    path: mmstar/val-*\n---\nMade up for bench's tests in MMStar's schema.\n"
+    )
+
     # LibriSpeech-style ASR (made up): WAV clips of 0.2 to 2.4 s (a tone at 2 kHz sampling), as the hub's
     # `Audio` feature stores them ({bytes, path}).
     def wav(seconds: float, rate: int = 2000) -> bytes:

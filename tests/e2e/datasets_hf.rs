@@ -246,6 +246,29 @@ fn base64_decode(text: &str) -> Vec<u8> {
     out
 }
 
+/// Zed's zeta: the edit prompt, output lengths from the reference outputs (no filter).
+#[test]
+fn zeta_next_edit_prediction() {
+    check("hf-zeta-gpt2-seed0");
+}
+
+/// MLPerf: system prompt and question in Qwen3's chat template, output lengths from the
+/// reference answers (without special tokens), vLLM's length filter.
+#[test]
+fn mlperf_chat_template_and_filter() {
+    check("hf-mlperf-qwen3-seed42");
+}
+
+/// MMStar: the question before its options; split `val` as vLLM defaults to.
+#[test]
+fn mmstar_question_without_options() {
+    let got = check("hf-mmstar-gpt2-seed0");
+    assert!(
+        got.iter()
+            .all(|r| !r["prompt"].as_str().unwrap().contains("Options"))
+    );
+}
+
 /// MMVU: the question and its choices as vLLM joins them; the hub's video URLs point
 /// into the local copy instead.
 #[test]

@@ -12,6 +12,14 @@ use crate::{audio, media};
 pub enum Kind {
     /// `ConversationDataset`: ShareGPT-style `conversations`.
     Conversation,
+    /// `MultiModalConversationDataset`: the same with the row's image (LLaVA-OneVision).
+    MmConversation,
+    /// `NextEditPredictionDataset`: Zed's zeta edits.
+    NextEdit,
+    /// `MLPerfDataset`: a system prompt and a question, in the chat template.
+    MlPerf,
+    /// `MMStarDataset`: a question (before its options) and an image.
+    MmStar,
     /// `InstructCoderDataset`.
     InstructCoder,
     /// `AIMODataset`: `problem` and `solution`.
@@ -104,6 +112,14 @@ pub const SPECS: &[Spec] = &[
         output_len: Some(256),
     },
     Spec {
+        kind: Kind::MmConversation,
+        ids: &["lmms-lab/LLaVA-OneVision-Data"],
+        split: "train",
+        subset: None,
+        no_subset: false,
+        output_len: None,
+    },
+    Spec {
         kind: Kind::Conversation,
         ids: &["Aeala/ShareGPT_Vicuna_unfiltered"],
         // vLLM sets no split for it (and then fails); `train` is the only one it has.
@@ -119,6 +135,14 @@ pub const SPECS: &[Spec] = &[
             "AI-MO/NuminaMath-1.5",
             "AI-MO/NuminaMath-CoT",
         ],
+        split: "train",
+        subset: None,
+        no_subset: false,
+        output_len: None,
+    },
+    Spec {
+        kind: Kind::NextEdit,
+        ids: &["zed-industries/zeta"],
         split: "train",
         subset: None,
         no_subset: false,
@@ -148,6 +172,25 @@ pub const SPECS: &[Spec] = &[
         subset: None,
         no_subset: false,
         output_len: Some(4000),
+    },
+    Spec {
+        kind: Kind::MlPerf,
+        ids: &[
+            "mgoin/mlperf-inference-llama2-data",
+            "mgoin/mlperf-inference-llama3.1-data",
+        ],
+        split: "train",
+        subset: None,
+        no_subset: false,
+        output_len: None,
+    },
+    Spec {
+        kind: Kind::MmStar,
+        ids: &["Lin-Chen/MMStar"],
+        split: "val",
+        subset: None,
+        no_subset: true,
+        output_len: Some(128),
     },
     Spec {
         kind: Kind::Bfcl,
@@ -258,6 +301,9 @@ fn field<'v>(v: &'v Value, name: &str, what: &str) -> Result<&'v Value, String> 
         .ok_or_else(|| format!("{what} has no \"{name}\" (it is {})", v.kind()))
 }
 
+/// Where zeta's editable region starts in a reference output.
+const ZETA_REGION_START: &str = "<|editable_region_start|>";
+
 /// What rows are read with besides their fields.
 pub struct Ctx<'a> {
     /// Picks VisionArena's variant.
@@ -274,7 +320,7 @@ pub fn item(kind: Kind, f: &Fields, ctx: &Ctx) -> Result<Option<Item>, PluginErr
     let hub_id = ctx.hub_id;
     let video_root = ctx.video_root.as_ref();
     let item = match kind {
-        Kind::Conversation => {
+        Kind::Conversation | Kind::MmConversation => {
             let conv = f.value("conversations")?;
             let turns = conv.as_list().ok_or_else(|| {
                 f.error(format!("\"conversations\" is {}, not a list", conv.kind()))
@@ -362,6 +408,58 @@ pub fn item(kind: Kind, f: &Fields, ctx: &Ctx) -> Result<Option<Item>, PluginErr
             }
             let mut item = Item::text(prompt);
             item.media = Some(media::video(video));
+            item
+        }
+        Kind::NextEdit => {
+            let output = f.string("output")?;
+            // Python's `output[output.find(marker):]`: from the marker, or the last
+            // character when there is none.
+            let completion = match output.find(ZETA_REGION_START) {
+                Some(at) => output[at..].to_string(),
+                None => output
+                    .chars()
+                    .next_back()
+                    .map(String::from)
+                    .unwrap_or_default(),
+            };
+            let mut item = Item::text(format!(
+                "### Instruction:\nYou are a code completion assistant and your task is to \
+                 analyze user edits and then rewrite an excerpt that the user provides, \
+                 suggesting the appropriate edits within the excerpt, taking into account the \
+                 cursor location.\n\n### User Edits:\n\n{}\n\n### User Excerpt:\n\n{}\n\n\
+                 ### Response:\n\n",
+                f.string("events")?,
+                f.string("input")?
+            ));
+            item.completion = Some(completion);
+            item
+        }
+        Kind::MlPerf => {
+            let message = |role: &str, text: String| ChatMessage {
+                role: role.into(),
+                content: vec![ContentPart::Text(text)],
+            };
+            let question = f.string("question")?;
+            let mut item = Item::text(question.clone());
+            item.messages = Some(vec![
+                message("system", f.string("system_prompt")?),
+                message("user", question),
+            ]);
+            item.completion = Some(f.string("output")?);
+            item
+        }
+        Kind::MmStar => {
+            let question = match f.row.get("question") {
+                None | Some(Value::Null) => String::new(),
+                Some(_) => f.string("question")?,
+            };
+            let text = question
+                .split_once("Options:")
+                .map_or(question.as_str(), |(before, _)| before)
+                .trim()
+                .to_string();
+            let mut item = Item::text(text);
+            item.media = Some(media::image(f.value("image")?).map_err(|e| f.error(e))?);
             item
         }
         Kind::Asr => {
@@ -485,6 +583,52 @@ mod tests {
                 Some(ContentPart::VideoUrl("https://v/1.mp4".into()))
             )
         );
+    }
+
+    #[test]
+    fn the_other_kinds_map_as_vllm_does() {
+        let it = get(
+            Kind::NextEdit,
+            r#"{"events": "E", "input": "I", "output": "pre<|editable_region_start|>body"}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(
+            it.prompt
+                .starts_with("### Instruction:\nYou are a code completion assistant")
+        );
+        assert!(
+            it.prompt
+                .ends_with("### User Edits:\n\nE\n\n### User Excerpt:\n\nI\n\n### Response:\n\n")
+        );
+        assert_eq!(
+            it.completion.as_deref(),
+            Some("<|editable_region_start|>body")
+        );
+        let it = get(
+            Kind::NextEdit,
+            r#"{"events": "", "input": "", "output": "xyz"}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(it.completion.as_deref(), Some("z"));
+        let it = get(
+            Kind::MlPerf,
+            r#"{"system_prompt": "Be kind.", "question": "Why?", "output": "Because."}"#,
+        )
+        .unwrap()
+        .unwrap();
+        let m = it.messages.unwrap();
+        assert_eq!((m[0].role.as_str(), m[1].role.as_str()), ("system", "user"));
+        assert_eq!(it.completion.as_deref(), Some("Because."));
+        let it = get(
+            Kind::MmStar,
+            r#"{"question": " Which? Options: A: x, B: y", "image": "https://i/1.png"}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(it.prompt, "Which?");
+        assert!(it.media.is_some());
     }
 
     #[test]

@@ -318,7 +318,8 @@ impl Dataset for HfDataset {
             version: env!("CARGO_PKG_VERSION").into(),
             description: "The Hugging Face datasets of vLLM's `--dataset-name hf` (InstructCoder, \
                           AIMO, MT-Bench, Blazedit, HumanEval, GSM8K, ShareGPT-style \
-                          conversations, VisionArena, MMVU, ASR sets, BFCL), read from a local snapshot folder \
+                          conversations, LLaVA-OneVision, VisionArena, MMVU, MMStar, zeta, \
+                          MLPerf, ASR sets, BFCL), read from a local snapshot folder \
                           or data file (--dataset-path; --hf-name ORG/NAME when the path does \
                           not show it), shuffled and sampled as vLLM does"
                 .into(),
@@ -343,11 +344,23 @@ impl Dataset for HfDataset {
         let kind = resolved.spec.kind;
         let rules = Rules {
             kind,
-            output_len: params.output_len.or(resolved.spec.output_len),
+            // vLLM's zeta sampler takes no output length: always the reference's.
+            output_len: if kind == Kind::NextEdit {
+                None
+            } else {
+                params.output_len.or(resolved.spec.output_len)
+            },
             chat_template: Rules::templated(kind) && !params.skip_chat_template,
             // The kinds vLLM turns into a chat message with the flag.
             multimodal_chat: params.multimodal_chat
-                && matches!(kind, Kind::Conversation | Kind::VisionArena | Kind::Mmvu),
+                && matches!(
+                    kind,
+                    Kind::Conversation
+                        | Kind::MmConversation
+                        | Kind::VisionArena
+                        | Kind::Mmvu
+                        | Kind::MmStar
+                ),
             measure_range: match kind {
                 Kind::Blazedit => Some(params.blazedit_range),
                 Kind::Asr => Some(params.asr_range),

@@ -41,12 +41,16 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// The `(max_prompt_len, max_total_len)` of vLLM's length filter, for kinds that take
-    /// the output length from the data.
-    fn length_limits(&self) -> (usize, usize) {
+    /// The `(max_prompt_len, max_total_len)` of vLLM's length filter where the kind
+    /// applies it: to a completion's length (when it is the output length), or always
+    /// (MLPerf).
+    fn length_filter(&self) -> Option<(usize, usize)> {
+        let dynamic = self.output_len.is_none();
         match self.kind {
-            Kind::Aimo => (2048, 32000),
-            _ => (1024, 2048),
+            Kind::Aimo if dynamic => Some((2048, 32000)),
+            Kind::Conversation | Kind::MmConversation if dynamic => Some((1024, 2048)),
+            Kind::MlPerf => Some((1024, 2048)),
+            _ => None,
         }
     }
 
@@ -59,14 +63,23 @@ impl Rules {
     }
 }
 
-/// The chat template over whole conversations (BFCL sends the dataset's messages).
+/// The chat template over whole conversations (BFCL, MLPerf), and token counts without
+/// special tokens (MLPerf's reference answers).
 pub trait Messages {
     fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError>;
+    fn plain_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError>;
 }
 
 impl Messages for bench_sdk::sampling::HostTokenizer {
     fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError> {
         bench_sdk::host::apply_chat_template(messages, true)
+    }
+
+    fn plain_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
+        Ok(bench_sdk::host::encode_batch(texts, false)?
+            .iter()
+            .map(Vec::len)
+            .collect())
     }
 }
 
@@ -166,40 +179,43 @@ fn scan<T: Tokenizer>(
             }
     };
     let dynamic = rules.output_len.is_none();
-    // The prompts as sent, and the texts to count: each prompt, then (when the output
-    // length comes from the data) its completion. Items filtered out before
-    // tokenizing are left out.
+    // The prompts as sent, and (when the output length comes from the data) the
+    // completions. Items filtered out before tokenizing are left out.
     let mut prompts = Vec::with_capacity(batch.len());
-    let mut texts = Vec::with_capacity(batch.len() * 2);
+    let mut completions = Vec::new();
     for item in batch.iter().filter(|i| in_range(i)) {
-        let prompt = if let Some(messages) = &item.messages {
-            // vLLM renders BFCL's messages with the template (falling back to the
-            // contents joined by newlines when it fails).
-            tok.render(messages).unwrap_or_else(|_| {
-                skipped.untemplated += 1;
-                messages
-                    .iter()
-                    .map(|m| match m.content.first() {
-                        Some(ContentPart::Text(t)) => t.as_str(),
-                        _ => "",
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-        } else if rules.chat_template {
-            tok.chat_prompt(&item.prompt)?
-        } else {
-            item.prompt.clone()
+        let prompt = match &item.messages {
+            Some(messages) if rules.kind == Kind::Bfcl => {
+                // vLLM falls back to the contents joined by newlines when BFCL's
+                // messages do not render.
+                tok.render(messages).unwrap_or_else(|_| {
+                    skipped.untemplated += 1;
+                    messages
+                        .iter()
+                        .map(|m| match m.content.first() {
+                            Some(ContentPart::Text(t)) => t.as_str(),
+                            _ => "",
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+            }
+            Some(messages) => tok.render(messages)?,
+            None if rules.chat_template => tok.chat_prompt(&item.prompt)?,
+            None => item.prompt.clone(),
         };
-        texts.push(prompt.clone());
         prompts.push(prompt);
         if dynamic {
-            texts.push(item.completion.clone().unwrap_or_default());
+            completions.push(item.completion.clone().unwrap_or_default());
         }
     }
-    let counts = tok.token_counts(&texts)?;
-    let per = if dynamic { 2 } else { 1 };
-    let mut counted = prompts.into_iter().zip(counts.chunks(per));
+    let prompt_counts = tok.token_counts(&prompts)?;
+    let completion_counts = match (dynamic, rules.kind) {
+        (false, _) => Vec::new(),
+        (true, Kind::MlPerf) => tok.plain_counts(&completions)?,
+        (true, _) => tok.token_counts(&completions)?,
+    };
+    let mut counted = prompts.into_iter().zip(prompt_counts).enumerate();
     let (mut looked_at, mut taken) = (0, 0);
     for item in batch {
         if taken == want {
@@ -214,19 +230,17 @@ fn scan<T: Tokenizer>(
             skipped.measure += 1;
             continue;
         }
-        let (prompt, n) = counted.next().expect("one count per item in range");
-        let prompt_len = n[0];
+        let (i, (prompt, prompt_len)) = counted.next().expect("one count per item in range");
         let output_len = match rules.output_len {
             Some(fixed) => fixed as usize,
-            None => {
-                let (max_prompt, max_total) = rules.length_limits();
-                if !is_valid_sequence(n[0], n[1], max_prompt, max_total) {
-                    skipped.length += 1;
-                    continue;
-                }
-                n[1]
-            }
+            None => completion_counts[i],
         };
+        if let Some((max_prompt, max_total)) = rules.length_filter()
+            && !is_valid_sequence(prompt_len, output_len, max_prompt, max_total)
+        {
+            skipped.length += 1;
+            continue;
+        }
         out.push(request(rules, item, prompt, prompt_len, output_len));
         taken += 1;
     }
@@ -243,7 +257,7 @@ fn request(
     let prompt_len = u32::try_from(prompt_len).unwrap_or(u32::MAX);
     let output_len = u32::try_from(output_len).unwrap_or(u32::MAX);
     let mut spec = RequestSpec::text(prompt, prompt_len, output_len);
-    if let Some(messages) = &item.messages {
+    if let (Some(messages), Kind::Bfcl) = (&item.messages, rules.kind) {
         spec.prompt = Prompt::Chat(messages.clone());
     } else if rules.multimodal_chat {
         let Prompt::Text(text) = std::mem::replace(&mut spec.prompt, Prompt::Text(String::new()))
@@ -289,6 +303,14 @@ mod tests {
                 return Err(PluginError::Unsupported("no template".into()));
             }
             Ok(format!("<chat> {} </chat>", messages.len()))
+        }
+
+        /// Words, less a leading "<s>" (the toy's special token).
+        fn plain_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
+            Ok(texts
+                .iter()
+                .map(|t| t.split_whitespace().filter(|w| *w != "<s>").count())
+                .collect())
         }
     }
 
@@ -482,6 +504,29 @@ mod tests {
             Some("{\"tool_choice\":\"auto\"}")
         );
         assert_eq!(got[0].expected_output_len, 512);
+    }
+
+    #[test]
+    fn mlperf_renders_messages_counts_answers_plainly_and_always_filters() {
+        let message = |role: &str, text: &str| ChatMessage {
+            role: role.into(),
+            content: vec![ContentPart::Text(text.into())],
+        };
+        let mut it = item(0, None, "");
+        it.messages = Some(vec![message("system", "s"), message("user", "q")]);
+        it.completion = Some("<s> a b c d e".into());
+        let (got, _) = drain(vec![it.clone()], 1, rules(Kind::MlPerf, None), true, 10).unwrap();
+        // "<chat> 2 </chat>": 3 words, too short for vLLM's filter (at least 4).
+        assert!(got.is_empty());
+        let (got, skipped) =
+            drain(vec![it.clone()], 1, rules(Kind::MlPerf, Some(9)), true, 10).unwrap();
+        assert!(got.is_empty() && skipped.length == 1);
+        // Zeta keeps everything, and its output length counts special tokens.
+        let mut z = item(2, Some(1), "z");
+        z.completion = Some("<s> x".into());
+        let (got, _) = drain(vec![z], 1, rules(Kind::NextEdit, None), true, 10).unwrap();
+        assert_eq!((got[0].prompt_len, got[0].expected_output_len), (2, 2));
+        assert!(matches!(&got[0].prompt, Prompt::Text(_)));
     }
 
     #[test]
