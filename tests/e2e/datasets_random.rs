@@ -262,3 +262,104 @@ fn random_mm_video_buckets_are_a_clear_error() {
         "{out}"
     );
 }
+
+/// `custom_image` (vLLM's `CustomImageDataset`) with chat messages: the same lines, order,
+/// oversampling, lengths and `file://` references as vLLM.
+#[test]
+fn custom_image_gpt2_seed0_matches_vllm() {
+    let path = data("datasets/custom_image/images.jsonl");
+    let flags = [
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--custom-output-len=64",
+        "--enable-multimodal-chat",
+    ];
+    let got = sample("custom_image", "gpt2", 0, 7, &flags);
+    let want = reference("custom_image-gpt2-seed0");
+    assert_eq!(got.len(), want.len());
+    let parts = |prompt: &Value| -> Vec<(String, String)> {
+        prompt[0]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let kind = p["type"].as_str().unwrap().to_string();
+                let value = p.get("text").unwrap_or(&p["image_url"]["url"]);
+                (kind, value.as_str().unwrap().to_string())
+            })
+            .collect()
+    };
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(parts(&g["prompt"]), parts(&w["prompt"]), "request {i}");
+        for key in ["prompt_len", "expected_output_len", "request_id"] {
+            assert_eq!(g[key], w[key], "request {i} differs in {key}");
+        }
+    }
+}
+
+/// `--custom-ensure-client-side-data`: local images (next to the dataset file) go inline
+/// as data URLs of the files' own bytes; a data URL stays as it is.
+#[test]
+fn custom_image_client_side_data_inlines_local_files() {
+    let path = data("datasets/custom_image/images.jsonl");
+    let flags = [
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--enable-multimodal-chat",
+        "--custom-ensure-client-side-data",
+        "--disable-shuffle",
+    ];
+    let got = sample("custom_image", "gpt2", 0, 5, &flags);
+    let red = std::fs::read(data("datasets/custom_image/red.png")).unwrap();
+    let blue = std::fs::read(data("datasets/custom_image/blue.jpg")).unwrap();
+    let urls: Vec<Vec<String>> = got
+        .iter()
+        .map(|r| {
+            r["prompt"][0]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["image_url"]["url"].as_str().map(str::to_string))
+                .collect()
+        })
+        .collect();
+    let inline = |url: &str, mime: &str, bytes: &[u8]| {
+        let payload = url
+            .strip_prefix(&format!("data:{mime};base64,"))
+            .unwrap_or_else(|| panic!("not inline {mime}: {}", &url[..url.len().min(60)]));
+        assert_eq!(unbase64(payload), bytes);
+    };
+    inline(&urls[0][0], "image/png", &red);
+    inline(&urls[1][0], "image/png", &red);
+    inline(&urls[1][1], "image/jpeg", &blue);
+    inline(&urls[3][0], "image/jpeg", &blue);
+    assert_eq!(urls[4], ["data:image/png;base64,iVBORw0KGgo="]);
+}
+
+#[test]
+fn custom_image_bad_line_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &path,
+        "{\"prompt\": \"a\", \"image_files\": [\"x.png\"]}\n{\"prompt\": \"b\"}\n",
+    )
+    .unwrap();
+    let out = bench(&[
+        "dataset",
+        "sample",
+        "--dataset-name",
+        "custom_image",
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--tokenizer",
+        &data("tokenizers/gpt2").display().to_string(),
+        "--num-prompts",
+        "2",
+    ])
+    .assert_failure();
+    assert!(
+        out.stderr.contains("bad.jsonl:2: a line needs"),
+        "the error should name the file and line 2:\n{out}"
+    );
+}

@@ -15,7 +15,6 @@ use bench_sdk::sampling::{Picker, SampleFlags, TokenCounter};
 use bench_sdk::{ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
 use serde_json::Value;
 
-
 /// One part of a line's content.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Part {
