@@ -367,7 +367,7 @@ fn a_hub_id_not_on_disk_says_how_to_point_at_a_local_copy() {
     assert!(out.stderr.contains("never downloads"), "{out}");
     assert!(
         out.stderr
-            .contains("--dataset-path ~/.cache/huggingface/hub/datasets--likaixin--InstructCoder"),
+            .contains("--dataset-path ~/.cache/huggingface/hub/datasets--likaixin--InstructCoder "),
         "{out}"
     );
     assert!(
@@ -393,6 +393,47 @@ fn an_unknown_dataset_lists_the_supported_ones() {
     let out =
         sample_with(&["--dataset-path", &hf("humaneval"), "--num-prompts", "2"]).assert_failure();
     assert!(out.stderr.contains("--hf-name"), "{out}");
+}
+
+/// The Hugging Face cache's own layout: snapshot files are links into the repository's
+/// `blobs/`. The repository folder is read at the revision `refs/main` names; the
+/// snapshot folder alone cannot follow its links, and the error says what to give.
+#[cfg(unix)]
+#[test]
+fn a_hub_cache_repository_folder_is_read_through_its_links() {
+    let hub = tempfile::tempdir().unwrap();
+    let repo = hub.path().join("datasets--openai--gsm8k");
+    let src = data(
+        "datasets/hf/datasets--openai--gsm8k/snapshots/0000000000000000000000000000000000000000/main/test-00000-of-00001.parquet",
+    );
+    std::fs::create_dir_all(repo.join("blobs")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::create_dir_all(repo.join("snapshots/abc123/main")).unwrap();
+    std::fs::copy(&src, repo.join("blobs/5f2e")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../blobs/5f2e",
+        repo.join("snapshots/abc123/main/test-00000-of-00001.parquet"),
+    )
+    .unwrap();
+    std::fs::write(repo.join("refs/main"), "abc123").unwrap();
+    let args = |path: &Path| {
+        vec![
+            "--dataset-path".to_string(),
+            path.display().to_string(),
+            "--skip-chat-template".into(),
+            "--num-prompts".into(),
+            "5".into(),
+        ]
+    };
+    let a: Vec<String> = args(&repo);
+    let out = sample_with(&a.iter().map(String::as_str).collect::<Vec<_>>()).assert_success();
+    assert_eq!(lines(&out).len(), 5);
+    let a: Vec<String> = args(&repo.join("snapshots/abc123"));
+    let out = sample_with(&a.iter().map(String::as_str).collect::<Vec<_>>()).assert_failure();
+    assert!(
+        out.stderr.contains("Give the repository folder instead"),
+        "{out}"
+    );
 }
 
 fn write(dir: &Path, name: &str, body: &[u8]) -> String {

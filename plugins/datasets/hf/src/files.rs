@@ -91,8 +91,20 @@ fn list(dir: &str) -> Result<Vec<String>, PluginError> {
                 format!("{relative}/{name}")
             };
             // Snapshot files are symlinks into the cache's blobs: follow them.
-            let meta = std::fs::metadata(format!("{dir}/{child}")).map_err(|e| {
-                PluginError::InvalidConfig(format!("hf: cannot read {dir}/{child}: {e}"))
+            let full_child = format!("{dir}/{child}");
+            let meta = std::fs::metadata(&full_child).map_err(|e| {
+                let link = std::fs::symlink_metadata(&full_child)
+                    .is_ok_and(|m| m.file_type().is_symlink());
+                PluginError::InvalidConfig(if link {
+                    format!(
+                        "hf: cannot follow the link {full_child} ({e}): bench reads only inside \
+                         --dataset-path, and a Hugging Face cache snapshot links into the \
+                         repository's blobs/ folder. Give the repository folder instead: \
+                         --dataset-path .../hub/datasets--ORG--NAME"
+                    )
+                } else {
+                    format!("hf: cannot read {full_child}: {e}")
+                })
             })?;
             if meta.is_dir() {
                 pending.push(child);
@@ -198,6 +210,38 @@ fn pick_split(root: &str, files: Vec<String>, split: &str) -> Result<Chosen, Plu
          choose one with --hf-split",
         found.join(", ")
     )))
+}
+
+/// A cache repository folder (`datasets--ORG--NAME`, which holds `snapshots/`) stands for
+/// the snapshot its `refs/main` names, else its last snapshot by name; any other path is
+/// itself.
+pub fn snapshot_of(path: &str) -> String {
+    let root = path.trim_end_matches('/');
+    let snapshots = format!("{root}/snapshots");
+    let is_repo = root
+        .rsplit('/')
+        .next()
+        .is_some_and(|name| name.starts_with("datasets--"));
+    if !is_repo || !std::fs::metadata(&snapshots).is_ok_and(|m| m.is_dir()) {
+        return path.to_string();
+    }
+    if let Ok(rev) = std::fs::read_to_string(format!("{root}/refs/main")) {
+        let dir = format!("{snapshots}/{}", rev.trim());
+        if std::fs::metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            return dir;
+        }
+    }
+    let mut revisions: Vec<String> = std::fs::read_dir(&snapshots)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    revisions.sort();
+    revisions
+        .pop()
+        .map_or_else(|| path.to_string(), |rev| format!("{snapshots}/{rev}"))
 }
 
 /// The hub id (`ORG/NAME`) a path names: a `datasets--ORG--NAME` folder of the Hugging
@@ -344,6 +388,21 @@ mod tests {
             repo_root("/h/hub/datasets--a--b/snapshots/rev/main/test.parquet"),
             "/h/hub/datasets--a--b/snapshots/rev"
         );
+    }
+
+    #[test]
+    fn a_cache_repo_folder_means_its_main_snapshot() {
+        let dir = tempdir();
+        let repo = dir.join("datasets--openai--gsm8k");
+        touch(&repo, "snapshots/aaa/main/test-0.parquet");
+        touch(&repo, "snapshots/bbb/main/test-0.parquet");
+        let repo_s = repo.to_str().unwrap();
+        assert_eq!(snapshot_of(repo_s), format!("{repo_s}/snapshots/bbb"));
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::write(repo.join("refs/main"), "aaa\n").unwrap();
+        assert_eq!(snapshot_of(repo_s), format!("{repo_s}/snapshots/aaa"));
+        let other = dir.to_str().unwrap();
+        assert_eq!(snapshot_of(other), other);
     }
 
     fn tempdir() -> std::path::PathBuf {

@@ -1,8 +1,10 @@
 //! The `hf` dataset: vLLM's `--dataset-name hf`, reading local files only.
 //!
 //! `--dataset-path` is a data file (JSON, JSONL, CSV or Parquet) or a folder: a Hugging
-//! Face snapshot (`~/.cache/huggingface/hub/datasets--ORG--NAME/snapshots/<rev>`), a clone
-//! of the dataset's repository, or any folder of data files ([`files`] finds the subset's
+//! Face cache repository (`~/.cache/huggingface/hub/datasets--ORG--NAME`, read at the
+//! snapshot `refs/main` names; its files are links into its `blobs/`, so the snapshot
+//! folder alone cannot be read), a snapshot copied without links, a clone of the
+//! dataset's repository, or any folder of data files ([`files`] finds the subset's
 //! and split's files). The kind of dataset (vLLM's class: InstructCoder, GSM8K, ...) is
 //! chosen by `--hf-name ORG/NAME`, else by the hub id the path shows
 //! (`datasets--ORG--NAME` or a path ending in `ORG/NAME`). Nothing is downloaded: the
@@ -174,9 +176,9 @@ fn not_on_disk(hub_id: &str) -> PluginError {
     PluginError::InvalidConfig(format!(
         "{NAME}: bench never downloads datasets, and {hub_id} was given without a local \
          copy. Fetch it first (e.g. `huggingface-cli download --repo-type dataset {hub_id}`) \
-         and point at the copy: --dataset-path \
-         ~/.cache/huggingface/hub/datasets--{}/snapshots/<rev> --hf-name {hub_id} (a data \
-         file or any folder of its files works too)",
+         and point at the copy: --dataset-path ~/.cache/huggingface/hub/datasets--{} \
+         (the cache's repository folder; its snapshot's links point into it) or any folder \
+         or data file of the dataset with --hf-name {hub_id}",
         hub_id.replace('/', "--")
     ))
 }
@@ -209,6 +211,7 @@ fn resolve(params: &Params, path: Option<String>) -> Result<Resolved, PluginErro
             )),
         });
     };
+    let path = files::snapshot_of(&path);
     let hub_id = params
         .hf_name
         .clone()
@@ -463,9 +466,12 @@ mod tests {
             Err(PluginError::InvalidConfig(m)) => {
                 assert!(m.contains("never downloads"), "{m}");
                 assert!(
-                    m.contains("--dataset-path ~/.cache/huggingface/hub/datasets--likaixin--InstructCoder/snapshots/<rev> --hf-name likaixin/InstructCoder"),
+                    m.contains(
+                        "--dataset-path ~/.cache/huggingface/hub/datasets--likaixin--InstructCoder "
+                    ),
                     "{m}"
                 );
+                assert!(m.contains("--hf-name likaixin/InstructCoder"), "{m}");
             }
             other => panic!("{:?}", other.map(|r| r.hub_id)),
         }
