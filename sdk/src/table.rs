@@ -526,14 +526,48 @@ fn json_array(text: &str, name: &str) -> Result<Vec<Row>, PluginError> {
         .collect()
 }
 
+/// Line numbers of byte offsets, counted from the file's start as offsets grow. The csv
+/// crate's own line count is one short after `\r\n` line ends (it stops at the `\r`).
+struct Lines<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    line: usize,
+}
+
+impl Lines<'_> {
+    /// The 1-based line of the record that starts at byte `offset` (line ends before the
+    /// record's first character are skipped).
+    fn of(&mut self, offset: usize) -> usize {
+        let mut start = offset.min(self.bytes.len());
+        while start < self.bytes.len() && matches!(self.bytes[start], b'\r' | b'\n') {
+            start += 1;
+        }
+        if start < self.at {
+            self.at = 0;
+            self.line = 1;
+        }
+        self.line += self.bytes[self.at..start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.at = start;
+        self.line
+    }
+}
+
 fn delimited(bytes: &[u8], name: &str, delimiter: u8) -> Result<Vec<Row>, PluginError> {
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let mut lines = Lines {
+        bytes,
+        at: 0,
+        line: 1,
+    };
     let mut reader = csv::ReaderBuilder::new()
         .delimiter(delimiter)
         .has_headers(true)
         .from_reader(bytes);
-    let csv_error = |e: csv::Error| {
-        let line = e.position().map_or(1, |p| p.line() as usize);
+    let csv_error = |e: csv::Error, lines: &mut Lines| {
+        let line = e.position().map_or(1, |p| lines.of(p.byte() as usize));
         let why = match e.kind() {
             csv::ErrorKind::UnequalLengths {
                 expected_len, len, ..
@@ -545,12 +579,10 @@ fn delimited(bytes: &[u8], name: &str, delimiter: u8) -> Result<Vec<Row>, Plugin
         };
         Place::Line(line).error(name, why)
     };
-    let headers: Vec<String> = reader
-        .headers()
-        .map_err(csv_error)?
-        .iter()
-        .map(str::to_string)
-        .collect();
+    let headers: Vec<String> = match reader.headers() {
+        Ok(h) => h.iter().map(str::to_string).collect(),
+        Err(e) => return Err(csv_error(e, &mut lines)),
+    };
     if headers.is_empty() || headers.iter().all(|h| h.is_empty()) {
         return Err(Place::Line(1).error(name, "no header line (the column names)"));
     }
@@ -560,9 +592,9 @@ fn delimited(bytes: &[u8], name: &str, delimiter: u8) -> Result<Vec<Row>, Plugin
         match reader.read_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {}
-            Err(e) => return Err(csv_error(e)),
+            Err(e) => return Err(csv_error(e, &mut lines)),
         }
-        let line = record.position().map_or(0, |p| p.line() as usize);
+        let line = record.position().map_or(0, |p| lines.of(p.byte() as usize));
         let fields = headers
             .iter()
             .zip(record.iter())
@@ -833,6 +865,14 @@ mod tests {
         assert_eq!(got[1].get("t").and_then(Value::as_f64), Some(0.5));
         assert_eq!(
             invalid(rows("a,b\n1,2\n1,2,3\n", Format::Csv)),
+            "d.x:3: 3 fields where the header has 2"
+        );
+        // Windows line ends (Python's csv writer) count lines the same.
+        let crlf = rows("a,b\r\n1,2\r\n\"x\r\ny\",4\r\n5,6\r\n", Format::Csv).unwrap();
+        let places: Vec<Place> = crlf.iter().map(|r| r.place).collect();
+        assert_eq!(places, [Place::Line(2), Place::Line(3), Place::Line(5)]);
+        assert_eq!(
+            invalid(rows("a,b\r\n1,2\r\n1,2,3\r\n", Format::Csv)),
             "d.x:3: 3 fields where the header has 2"
         );
         let tsv = rows("a\tb\nx y\t2\n", Format::Tsv).unwrap();

@@ -147,9 +147,12 @@ impl Dataset for FileDataset {
                 "{NAME}: needs --dataset-path (a .json, .jsonl, .csv, .tsv or .parquet file)"
             ))
         })?;
+        // Parquet decodes only the mapped columns; the text formats keep every column, so
+        // that an error can list what a row has.
+        let parquet = format.or_else(|| Format::from_path(&path)) == Some(Format::Parquet);
         let read = ReadOptions {
             format,
-            columns: Some(params.columns.names()),
+            columns: parquet.then(|| params.columns.names()),
         };
         let table = table::read(&path, &read)?;
         let items = sample::items(table.rows, &params.columns, &path)?;
