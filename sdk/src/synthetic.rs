@@ -538,3 +538,74 @@ pub mod toy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::toy::Toy;
+    use super::*;
+
+    fn params() -> TextParams {
+        TextParams {
+            input_len: 14,
+            output_len: 6,
+            input_range_ratio: 0.6,
+            output_range_ratio: 0.5,
+            prefix_len: 3,
+        }
+    }
+
+    /// Finishing pending prompts one by one, in order, gives what fitting the batch gives,
+    /// and leaves the generator in the same state (what `random-mm` relies on).
+    #[test]
+    fn pending_prompts_finish_like_a_fitted_batch() {
+        let tok = Toy { bos: true };
+        for seed in 0..30u128 {
+            let mut a = TextSampler::new("t", &tok, Generator::new(seed), 9, &params()).unwrap();
+            let mut b = TextSampler::new("t", &tok, Generator::new(seed), 9, &params()).unwrap();
+            let mut batch = Vec::new();
+            let mut one_by_one = Vec::new();
+            while a.remaining() > 0 {
+                batch.extend(a.next_batch(&tok, 4).unwrap());
+                for p in b.next_pending(&tok, 4).unwrap() {
+                    one_by_one.push(b.finish(&tok, p).unwrap());
+                }
+            }
+            assert_eq!(batch, one_by_one, "seed {seed}");
+            assert_eq!(a.token_mismatch, b.token_mismatch);
+            assert_eq!(a.rng.integers(0, 1 << 30, 3), b.rng.integers(0, 1 << 30, 3));
+            for p in &batch {
+                assert_eq!(tok.encode(&p.fitted.text, false).unwrap(), p.fitted.tokens);
+                assert!((3..=9).contains(&p.output_len), "{p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn sampling_params_take_off_special_tokens_and_keep_outputs_positive() {
+        // Toy(bos) adds one token: input 11 - 1 = 10, ratio 0.5 -> [5, 15]; output 0 -> 1.
+        let mut rng = Generator::new(4);
+        let l = sampling_params("t", &Toy { bos: true }, &mut rng, 50, 11, 0, (0.5, 0.5)).unwrap();
+        assert!(
+            l.input.iter().all(|n| (5..=15).contains(n)),
+            "{:?}",
+            l.input
+        );
+        assert!(l.output.iter().all(|&n| n == 1));
+        assert!(l.offsets.iter().all(|o| (0..40).contains(o)));
+        // The draws: numpy's integers for each list in turn.
+        let mut want = Generator::new(4);
+        assert_eq!(l.input, want.integers(5, 16, 50));
+        assert_eq!(l.offsets, want.integers(0, 40, 50));
+    }
+
+    #[test]
+    fn range_ratios_parse_as_vllm() {
+        assert_eq!(parse_range_ratio("t", "0.25").unwrap(), (0.25, 0.25));
+        assert_eq!(
+            parse_range_ratio("t", r#"{"input": 0.1, "output": "0.2"}"#).unwrap(),
+            (0.1, 0.2)
+        );
+        assert!(parse_range_ratio("t", "1").is_err());
+        assert!(parse_range_ratio("t", r#"{"input": 0.1}"#).is_err());
+    }
+}
