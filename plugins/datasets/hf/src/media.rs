@@ -4,27 +4,12 @@
 //! base64 data URL.
 //!
 //! vLLM decodes stored images with PIL and re-encodes them as JPEG; this plugin sends the
-//! stored bytes as they are, with their own media type (PNG, JPEG, GIF or WebP), which a
+//! stored bytes as they are, with their own media type (JPEG, PNG, GIF, WebP, BMP or TIFF), which a
 //! server decodes the same way, without a lossy re-encoding in between.
 
 use bench_sdk::ContentPart;
-use bench_sdk::media::data_url;
+use bench_sdk::media::{data_url, image_mime};
 use bench_sdk::table::Value;
-
-/// The media type of an encoded image, by its magic bytes.
-pub fn image_mime(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
-}
 
 /// An image cell as vLLM's `process_image` reads it.
 pub fn image(value: &Value) -> Result<ContentPart, String> {
@@ -32,7 +17,8 @@ pub fn image(value: &Value) -> Result<ContentPart, String> {
         let bytes = bytes
             .as_bytes()
             .ok_or_else(|| format!("image \"bytes\" is {}, not binary data", bytes.kind()))?;
-        let mime = image_mime(bytes).ok_or("image bytes are not PNG, JPEG, GIF or WebP")?;
+        let mime =
+            image_mime(bytes).ok_or("image bytes are not JPEG, PNG, GIF, WebP, BMP or TIFF")?;
         return Ok(ContentPart::ImageUrl(data_url(mime, bytes)));
     }
     if let Some(path) = value.get("path").and_then(Value::as_str) {
@@ -96,7 +82,7 @@ mod tests {
             dbg(ContentPart::ImageUrl("https://x/a.jpg".into()))
         );
         let bad = Value::Map(vec![("bytes".into(), Value::Bytes(b"nope".to_vec()))]);
-        assert!(image(&bad).unwrap_err().contains("not PNG"));
+        assert!(image(&bad).unwrap_err().contains("not JPEG"));
         assert_eq!(
             dbg(video("/d/v.mp4".into())),
             dbg(ContentPart::VideoUrl("file:///d/v.mp4".into()))
