@@ -10,6 +10,10 @@ system-prompt block that most sessions start with, and one-off requests. Determi
 `random.Random(SEED)`.
 
     python3 scripts/synthetic_mooncake_trace.py > tests/data/datasets/mooncake/trace.jsonl
+    python3 scripts/synthetic_mooncake_trace.py 10000 > big.jsonl   # more lines (benchmarks)
+
+A session that reaches 32 blocks starts over (from the shared block), so long traces keep
+Mooncake-like prompt lengths (up to 16k tokens).
 """
 
 import json
@@ -21,6 +25,7 @@ BLOCK = 512
 
 
 def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     rng = random.Random(SEED)
     next_id = 1
     system_block = 0  # shared by most sessions
@@ -30,10 +35,12 @@ def main() -> None:
         sessions.append(blocks)
     lines = []
     t = 0
-    for _ in range(40):
+    for _ in range(n):
         t += rng.randint(5, 60)
         if rng.random() < 0.8:
             s = rng.randrange(len(sessions))
+            if len(sessions[s]) >= 32:
+                sessions[s] = [system_block]
             for _ in range(rng.randint(1, 2)):
                 sessions[s].append(next_id)
                 next_id += 1
