@@ -23,6 +23,7 @@ pub mod custom;
 pub mod dataset;
 pub mod host;
 pub mod json;
+pub mod lengths;
 #[cfg(feature = "media")]
 pub mod media;
 pub mod openai;

@@ -3,25 +3,11 @@
 //! vLLM's rules filter out, until there are `--num-prompts`; then vLLM's oversampling.
 //! Generic over the SDK's tokenizer traits, so that it runs natively in unit tests.
 
+use bench_sdk::lengths::{Limits, is_valid_sequence};
 use bench_sdk::sampling::{ChatTemplate, Picker, SampleFlags, TokenCounter};
 use bench_sdk::{ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
 
 use crate::kinds::{Item, Kind};
-
-/// vLLM's `is_valid_sequence` (its defaults: 4, 1024, 2048; AIMO raises the last two to
-/// 2048 and 32000).
-pub fn is_valid_sequence(
-    prompt_len: usize,
-    output_len: usize,
-    max_prompt_len: usize,
-    max_total_len: usize,
-) -> bool {
-    const MIN_LEN: usize = 4;
-    !(prompt_len < MIN_LEN
-        || output_len < MIN_LEN
-        || prompt_len > max_prompt_len
-        || prompt_len + output_len > max_total_len)
-}
 
 /// How a kind turns items into requests.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,15 +27,19 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// The `(max_prompt_len, max_total_len)` of vLLM's length filter where the kind
+    /// vLLM's length filter, where the kind
     /// applies it: to a completion's length (when it is the output length), or always
     /// (MLPerf).
-    fn length_filter(&self) -> Option<(usize, usize)> {
+    fn length_filter(&self) -> Option<Limits> {
         let dynamic = self.output_len.is_none();
         match self.kind {
-            Kind::Aimo if dynamic => Some((2048, 32000)),
-            Kind::Conversation | Kind::MmConversation if dynamic => Some((1024, 2048)),
-            Kind::MlPerf => Some((1024, 2048)),
+            Kind::Aimo if dynamic => Some(Limits {
+                max_prompt_len: 2048,
+                max_total_len: 32000,
+                ..Limits::default()
+            }),
+            Kind::Conversation | Kind::MmConversation if dynamic => Some(Limits::default()),
+            Kind::MlPerf => Some(Limits::default()),
             _ => None,
         }
     }
@@ -235,8 +225,8 @@ fn scan<T: Tokenizer>(
             Some(fixed) => fixed as usize,
             None => completion_counts[i],
         };
-        if let Some((max_prompt, max_total)) = rules.length_filter()
-            && !is_valid_sequence(prompt_len, output_len, max_prompt, max_total)
+        if let Some(limits) = rules.length_filter()
+            && !is_valid_sequence(prompt_len, output_len, limits, false)
         {
             skipped.length += 1;
             continue;
