@@ -9,7 +9,7 @@
 pub mod cli;
 
 pub use bench_core::{
-    benchmark, client, metrics, observer, pyjson, record, report, runtime, schedule,
+    benchmark, client, metrics, observer, prefix_reuse, pyjson, record, report, runtime, schedule,
     server_metrics, server_tokenizer, target, tokenizer, workload,
 };
 /// The mock server (crate `bench-mock`).

@@ -193,6 +193,24 @@ struct Plan<'a> {
 }
 
 /// The part of a benchmark every target shares: schedule, warm-up, the measured run,
+/// The workload's theoretical prefix reuse over the requests that were sent, in the order
+/// they were sent (ties in workload order).
+fn prefix_reuse(
+    records: &[crate::record::RequestRecord],
+    prompts: &[Option<crate::runtime::Prompt>],
+    tokenizer: &Tokenizer,
+    block_size: usize,
+) -> Result<crate::prefix_reuse::PrefixReuse> {
+    let mut sent: Vec<(f64, usize)> = records.iter().map(|r| (r.start_time, r.index)).collect();
+    sent.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let ordered: Vec<&crate::runtime::Prompt> = sent
+        .iter()
+        .filter_map(|&(_, i)| prompts.get(i).and_then(Option::as_ref))
+        .collect();
+    crate::prefix_reuse::of_prompts(&ordered, tokenizer, block_size)
+        .context("encoding the prompts for the theoretical prefix-cache hit rate")
+}
+
 /// metrics, reports and the result file. Generic, so the target's calls are static;
 /// `tokenizer` counts output tokens a response did not report.
 fn measure<T: Target>(
@@ -259,6 +277,14 @@ fn measure<T: Target>(
     computed.client.http_client = output.transport;
     computed.per_request.clock_origin_s = output.clock_origin_s;
     computed.server_cache = output.server_cache;
+    if plan.metrics.prefix_block_size > 0 && !output.prompts.is_empty() {
+        computed.prefix_reuse = Some(prefix_reuse(
+            &computed.per_request.records,
+            &output.prompts,
+            tokenizer,
+            plan.metrics.prefix_block_size,
+        )?);
+    }
     for w in &computed.warnings {
         observer.event(Event::Warning(w));
     }

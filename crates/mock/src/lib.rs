@@ -220,7 +220,23 @@ struct Shared {
     timing: Arc<timing::TimingRecorder>,
     /// Prompt tokens looked up and served from the (stand-in) prefix cache.
     prefix_cache: prefix_cache::PrefixCache,
+    /// See [`MockServer::sessions`].
+    sessions: Arc<std::sync::Mutex<Vec<Session>>>,
 }
+
+/// A request that carried a conversation's session id (`x-session-id`), as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Its `x-request-id`, when it had one.
+    pub request_id: Option<String>,
+    /// The `x-session-id` header's value.
+    pub session_id: String,
+    /// The request body, as it came (the chat history of a turn).
+    pub body: Vec<u8>,
+}
+
+/// The header a multi-turn request names its conversation in (bench's default).
+const SESSION_HEADER: &str = "x-session-id";
 
 /// A running mock server. Dropping it starts a graceful shutdown (responses in flight are
 /// finished); [`MockServer::shutdown`] also waits for it.
@@ -229,6 +245,7 @@ pub struct MockServer {
     addr: SocketAddr,
     timing: Arc<timing::TimingRecorder>,
     closes: Arc<closing::CloseStats>,
+    sessions: Arc<std::sync::Mutex<Vec<Session>>>,
     /// Dropping the sender is the shutdown signal (for the server and stalled streams).
     stop: watch::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
@@ -252,6 +269,15 @@ impl MockServer {
     /// later request's.
     pub fn requests(&self) -> Vec<timing::RequestTiming> {
         self.timing.requests()
+    }
+
+    /// The requests that carried an `x-session-id` header, in arrival order, with their
+    /// bodies: what a test of multi-turn runs checks a conversation's turns against.
+    pub fn sessions(&self) -> Vec<Session> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Connections accepted so far.
@@ -305,6 +331,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         .context("reading the mock server's bound address")?;
     let (stop, shutdown) = watch::channel(());
     let timing = Arc::new(timing::TimingRecorder::default());
+    let sessions: Arc<std::sync::Mutex<Vec<Session>>> = Arc::default();
     let shared = Arc::new(Shared {
         ttft: config.ttft,
         itl: config.itl,
@@ -317,6 +344,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         shutdown,
         timing: timing.clone(),
         prefix_cache: prefix_cache::PrefixCache::new(config.prefix_cache),
+        sessions: sessions.clone(),
     });
     let mut stopped = stop.subscribe();
     let closes = Arc::new(closing::CloseStats::default());
@@ -342,6 +370,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         addr,
         timing,
         closes,
+        sessions,
         stop,
         task,
     })
@@ -430,6 +459,11 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
         .and_then(|v| v.to_str().ok())
         .filter(|id| id.len() <= timing::MAX_ID_BYTES)
         .map(str::to_owned);
+    let session_id = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
         Ok(body) => body,
         Err(err) => {
@@ -439,6 +473,17 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
             );
         }
     };
+    if let Some(session_id) = session_id {
+        shared
+            .sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(Session {
+                request_id: request_id.clone(),
+                session_id,
+                body: body.to_vec(),
+            });
+    }
     let (k, fault) = shared.faults.next();
     let on_purpose = |fault: Fault| {
         format!(
@@ -464,7 +509,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
             return error_response(StatusCode::BAD_REQUEST, &format!("invalid request: {err}"));
         }
     };
-    shared.prefix_cache.lookup(&body, generation.prompt_tokens);
+    let cached_tokens = shared.prefix_cache.lookup(&body, generation.prompt_tokens);
     let completion_tokens = generation.max_tokens.unwrap_or(shared.output_len);
     if completion_tokens == 0 {
         return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
@@ -480,6 +525,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
         } else {
             completion_tokens
         },
+        cached_tokens: shared.prefix_cache.enabled().then_some(cached_tokens),
     };
     let content = match fault {
         Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(f)),

@@ -6,7 +6,9 @@
 //! matching, and enough to test that a client notices a warm cache. `/metrics` exposes the
 //! counters under vLLM's names (`vllm:prefix_cache_queries_total`,
 //! `vllm:prefix_cache_hits_total`, in tokens), so bench reads the mock as it reads vLLM.
-//! Without `--prefix-cache` nothing is hashed and every lookup misses.
+//! Answers report the tokens served from the cache in `usage.prompt_tokens_details.cached_tokens`,
+//! as vLLM does. Without `--prefix-cache` nothing is hashed, every lookup misses, and
+//! usage has no such member.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
@@ -28,6 +30,11 @@ impl PrefixCache {
             seen: enabled.then(Mutex::default),
             ..PrefixCache::default()
         }
+    }
+
+    /// Whether `--prefix-cache` is on (answers then report their cached tokens).
+    pub(super) fn enabled(&self) -> bool {
+        self.seen.is_some()
     }
 
     /// Looks a request up: the prompt tokens it takes from the cache (all or none), after

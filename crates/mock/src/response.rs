@@ -135,6 +135,10 @@ pub(super) struct Reply<'a> {
     pub prompt_tokens: u32,
     /// Number of output tokens (0 only for the empty-answer fault).
     pub completion_tokens: u32,
+    /// Prompt tokens the prefix cache served, reported as
+    /// `usage.prompt_tokens_details.cached_tokens` (as vLLM does with its prefix caching
+    /// on); `None` when the cache is off, and the usage has no such member.
+    pub cached_tokens: Option<u32>,
 }
 
 impl Reply<'_> {
@@ -157,9 +161,16 @@ impl Reply<'_> {
         let total = u64::from(self.prompt_tokens) + u64::from(self.completion_tokens);
         let _ = write!(
             out,
-            r#""usage":{{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{}}}}}"#,
+            r#""usage":{{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{}"#,
             self.prompt_tokens, self.completion_tokens, total
         );
+        if let Some(cached) = self.cached_tokens {
+            let _ = write!(
+                out,
+                r#","prompt_tokens_details":{{"cached_tokens":{cached}}}"#
+            );
+        }
+        out.extend_from_slice(b"}}");
     }
 
     /// The non-streaming response body with its content fault: the whole answer, the

@@ -118,6 +118,12 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t)]
     pub input_tokens: metrics::InputTokenSource,
 
+    /// Block size in tokens of the theoretical prefix-cache hit rate reported after the
+    /// run (the share of prompt blocks an infinite cache would have served, prompts in
+    /// send order, text encoded with the tokenizer); 0 leaves it out.
+    #[arg(long, value_name = "TOKENS", default_value_t = crate::prefix_reuse::DEFAULT_BLOCK_SIZE)]
+    pub prefix_cache_block_size: usize,
+
     /// Save the results to a JSON file.
     #[arg(long)]
     pub save_result: bool,
@@ -447,6 +453,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
                 percentile_metrics,
                 goodput,
                 input_tokens: args.input_tokens,
+                prefix_block_size: args.prefix_cache_block_size,
             },
             report,
         },

@@ -138,6 +138,9 @@ pub struct MetricsConfig {
     pub goodput: Goodput,
     /// `--input-tokens`.
     pub input_tokens: InputTokenSource,
+    /// `--prefix-cache-block-size`: the block size of the theoretical prefix-cache hit
+    /// rate ([`crate::prefix_reuse`]); 0 leaves it out.
+    pub prefix_block_size: usize,
 }
 
 impl Default for MetricsConfig {
@@ -152,6 +155,7 @@ impl Default for MetricsConfig {
             ],
             goodput: Goodput::default(),
             input_tokens: InputTokenSource::default(),
+            prefix_block_size: crate::prefix_reuse::DEFAULT_BLOCK_SIZE,
         }
     }
 }
@@ -345,6 +349,9 @@ pub struct Metrics {
     pub per_turn: Vec<TurnStats>,
     /// The prefix-cache hits the server reported in its responses, when any did.
     pub reported_cache: Option<ReportedCache>,
+    /// The workload's own prefix reuse, from the prompts sent; set by the caller that has
+    /// the prompts (see [`crate::prefix_reuse`]).
+    pub prefix_reuse: Option<crate::prefix_reuse::PrefixReuse>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -530,6 +537,7 @@ pub fn calculate(
         warnings,
         per_turn,
         reported_cache,
+        prefix_reuse: None,
         per_request: PerRequest {
             records,
             output_lens,

@@ -77,6 +77,7 @@ pub(crate) fn config() -> MetricsConfig {
         percentile_metrics: PercentileMetric::ALL.to_vec(),
         goodput: Goodput::default(),
         input_tokens: InputTokenSource::Usage,
+        prefix_block_size: 16,
     }
 }
 

@@ -35,13 +35,23 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     out
 }
 
-/// Multi-turn runs: TTFT and ITL by turn index (mean and the first requested percentile),
-/// and the prefix-cache hit rate the server reported in its responses, when it did.
+/// Multi-turn runs: TTFT and ITL by turn index (mean and the first requested percentile);
+/// the prefix-cache hit rate the server reported in its responses, when it did, next to
+/// the workload's theoretical one (shown too when the workload reused prefixes at all).
 fn turns_block(out: &mut String, m: &Metrics) {
-    if m.per_turn.is_empty() && m.reported_cache.is_none() {
+    let reuse = m.prefix_reuse.filter(|r| r.blocks > 0);
+    let reused = reuse.is_some_and(|r| r.reused_blocks > 0);
+    if m.per_turn.is_empty() && m.reported_cache.is_none() && !reused {
         return;
     }
     header(out, " Conversations and Prefix Cache ", '=');
+    if let Some(reuse) = reuse {
+        line_f(
+            out,
+            "Prefix cache hit rate, theoretical (%):",
+            100.0 * reuse.hit_rate(),
+        );
+    }
     if let Some(cache) = m.reported_cache {
         line(out, "Requests reporting cached tokens:", cache.requests);
         line(out, "Cached prompt tokens (reported):", cache.cached_tokens);

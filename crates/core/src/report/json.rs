@@ -342,6 +342,18 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         r.insert("prompt_tokens_of_cache_reports", json!(cache.prompt_tokens));
         r.insert("prefix_cache_hit_rate", float(cache.hit_rate()));
     }
+    if let Some(reuse) = &m.prefix_reuse {
+        r.insert("theoretical_prefix_cache_hit_rate", float(reuse.hit_rate()));
+        r.insert(
+            "theoretical_prefix_cache_block_size",
+            json!(reuse.block_size),
+        );
+        r.insert("theoretical_prefix_cache_blocks", json!(reuse.blocks));
+        r.insert(
+            "theoretical_prefix_cache_reused_blocks",
+            json!(reuse.reused_blocks),
+        );
+    }
     if !m.per_turn.is_empty() {
         r.insert("per_turn", per_turn(m));
     }

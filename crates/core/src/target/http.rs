@@ -22,7 +22,7 @@ use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
 use crate::observer::{Event, Observer};
 use crate::runtime::{
     BackendDescription, BackendPlugin, ClientConfig, DatasetDescription, Framing, PluginRef,
-    TurnResult,
+    Prompt, TurnResult,
 };
 use crate::server_metrics::{self, ServerCache, Snapshot};
 use crate::server_tokenizer;
@@ -71,6 +71,9 @@ pub struct HttpTarget {
     metrics_before: Option<Result<Snapshot>>,
     /// A multi-turn workload's conversations, continued during the run.
     conversations: Option<Conversations>,
+    /// Every request's prompt, by index, for the theoretical prefix reuse computed after
+    /// the run (moved out of the specs once the requests are built: no copy).
+    prompts: Vec<Option<Prompt>>,
 }
 
 /// What continues a multi-turn workload during the run: the dataset plugin that makes the
@@ -138,7 +141,7 @@ impl HttpTarget {
             extra: config.headers.clone(),
         };
         let requests = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
-        drop(specs);
+        let prompts = specs.into_iter().map(|s| Some(s.prompt)).collect();
         let conversations = match conversations {
             Some(source) => Some(Conversations {
                 source,
@@ -163,6 +166,7 @@ impl HttpTarget {
             preconnect: config.preconnect,
             metrics_before: None,
             conversations,
+            prompts,
         })
     }
 }
@@ -252,12 +256,19 @@ impl Target for HttpTarget {
             cpu: measured.cpu,
             transport: Some(measured.transport),
             server_cache: None,
+            prompts: self.prompts,
         };
         if let Some(driver) = driver {
-            tokio::task::spawn_blocking(move || driver.join())
+            let turns = tokio::task::spawn_blocking(move || driver.join())
                 .await
                 .context("waiting for the conversations' thread")?
                 .map_err(|_| anyhow::anyhow!("the conversations' thread panicked"))?;
+            for (index, prompt) in turns {
+                if output.prompts.len() <= index {
+                    output.prompts.resize(index + 1, None);
+                }
+                output.prompts[index] = Some(prompt);
+            }
         }
         if let Some(before) = self.metrics_before {
             output.server_cache = server_cache(before, &self.base_url, observer).await;
@@ -280,16 +291,19 @@ impl Conversations {
         first_index: usize,
         time_scale: f64,
         stop: Arc<StopSignal>,
-    ) -> Result<std::thread::JoinHandle<()>> {
+    ) -> Result<std::thread::JoinHandle<Vec<(usize, Prompt)>>> {
         std::thread::Builder::new()
             .name("bench-turns".into())
             .spawn(move || {
                 let mut index = first_index;
+                // The prompt of every turn made, for the prefix reuse after the run.
+                let mut prompts = Vec::new();
                 // Ends when the decode worker has finished (it holds the sender).
                 for TurnDone { turn } in done {
                     if !stop.is_stopped() {
                         match self.next_turn(&turn, index) {
-                            Ok(Some((request, due))) => {
+                            Ok(Some((request, due, prompt))) => {
+                                prompts.push((index, prompt));
                                 index += 1;
                                 open.fetch_add(1, Ordering::AcqRel);
                                 let due = due.map(|t| t * time_scale);
@@ -306,6 +320,7 @@ impl Conversations {
                     }
                     open.fetch_sub(1, Ordering::AcqRel);
                 }
+                prompts
             })
             .context("starting the conversations' thread")
     }
@@ -315,7 +330,7 @@ impl Conversations {
         &mut self,
         turn: &TurnResult,
         index: usize,
-    ) -> Result<Option<(PreparedRequest, Option<f64>)>> {
+    ) -> Result<Option<(PreparedRequest, Option<f64>, Prompt)>> {
         let Some(mut spec) = self.source.dataset.next_turn(turn)? else {
             return Ok(None);
         };
@@ -325,7 +340,7 @@ impl Conversations {
             spec.request_id = Some(format!("{prefix}{index}"));
         }
         let request = workload::prepare_one(&mut self.backend, index, &spec, &self.headers)?;
-        Ok(Some((request, spec.send_at)))
+        Ok(Some((request, spec.send_at, spec.prompt)))
     }
 }
 

@@ -116,4 +116,7 @@ pub struct RunOutput {
     pub transport: Option<&'static str>,
     /// The server's prefix-cache counters over the run, when it reports them.
     pub server_cache: Option<ServerCache>,
+    /// The prompt of each request, by index (a conversation's later turns included), for
+    /// the workload's theoretical prefix reuse; empty when the target keeps none.
+    pub prompts: Vec<Option<crate::runtime::Prompt>>,
 }
