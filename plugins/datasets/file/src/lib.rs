@@ -6,22 +6,27 @@
 //! Options (flag in brackets): `prompt-column` (`--file-prompt-column`, `prompt`),
 //! `output-len-column` (`--file-output-len-column`), `send-time-column`
 //! (`--file-send-time-column`, seconds from the start: the run replays the file at those
-//! times), `session-column` (`--file-session-column`: a conversation id per row),
+//! times), `session-column` (`--file-session-column`: a conversation id per row; the
+//! conversations are replayed turn by turn with the server's answers, see [`turns`], with
+//! `think-time` and `think-time-distribution`, `--file-think-time[-distribution]`),
 //! `output-len` (`--file-output-len`, 256, or `--output-len`), `chat-template`
 //! (`--file-chat-template`), `format` (`--file-format`), `disable-shuffle`,
 //! `no-oversample`.
 
 pub mod sample;
+pub mod turns;
 
+use bench_sdk::conversation::ThinkTime;
 use bench_sdk::options::option;
 use bench_sdk::sampling::{HostTokenizer, SampleFlags};
 use bench_sdk::table::{self, Format, ReadOptions};
 use bench_sdk::{
     Dataset, DatasetConfig, DatasetDescription, OptionInfo, OptionReader, PathUse, PluginError,
-    PluginInfo, RequestSpec, SharedFlag, host,
+    PluginInfo, RequestSpec, SharedFlag, TurnResult, host,
 };
 
 use sample::{Columns, Params, Sampler};
+use turns::MultiTurn;
 
 const NAME: &str = "file";
 
@@ -48,8 +53,9 @@ fn options() -> Vec<OptionInfo> {
         .flag("file-send-time-column"),
         option(
             "session-column",
-            "The column holding each row's conversation id (sent as a session header by \
-             backends told to; turns counted in file order)",
+            "The column holding each row's conversation id: conversations are replayed \
+             turn by turn (rows in file order) with the server's answers as history, and \
+             --num-prompts counts conversations",
             None,
         )
         .flag("file-session-column"),
@@ -72,6 +78,7 @@ fn options() -> Vec<OptionInfo> {
         .flag("file-format")
         .choices(&Format::NAMES),
     ];
+    options.extend(ThinkTime::options(Some("file")));
     options.extend(SampleFlags::options());
     options
 }
@@ -80,7 +87,7 @@ fn options() -> Vec<OptionInfo> {
 /// sampling parameters and the format override.
 pub fn parse_options(
     pairs: Vec<(String, String)>,
-) -> Result<(Params, Option<Format>), PluginError> {
+) -> Result<(Params, Option<Format>, ThinkTime), PluginError> {
     let mut reader = OptionReader::new(NAME, pairs);
     let mut column = |name: &str| -> Result<Option<String>, PluginError> {
         match reader.string(name) {
@@ -108,6 +115,12 @@ pub fn parse_options(
             ))
         })?),
     };
+    let think = ThinkTime::read(&mut reader)?;
+    if think != ThinkTime::None && columns.session.is_none() {
+        return Err(PluginError::InvalidConfig(format!(
+            "{NAME}: think-time needs conversations (session-column, --file-session-column)"
+        )));
+    }
     let flags = SampleFlags::read(&mut reader)?;
     reader.finish(&options())?;
     Ok((
@@ -118,12 +131,14 @@ pub fn parse_options(
             flags,
         },
         format,
+        think,
     ))
 }
 
-/// The request source.
-pub struct FileDataset {
-    sampler: Sampler,
+/// The request source: single requests, or conversations with a session column.
+pub enum FileDataset {
+    Single(Sampler),
+    Turns(MultiTurn),
 }
 
 impl Dataset for FileDataset {
@@ -138,10 +153,13 @@ impl Dataset for FileDataset {
             options: options(),
         })
         .path(PathUse::Required)
+        // Only with a session column do requests carry sessions; otherwise the host runs
+        // an ordinary run.
+        .multi_turn()
     }
 
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {
-        let (params, format) = parse_options(config.options)?;
+        let (params, format, think) = parse_options(config.options)?;
         let path = config.path.ok_or_else(|| {
             PluginError::InvalidConfig(format!(
                 "{NAME}: needs --dataset-path (a .json, .jsonl, .csv, .tsv or .parquet file)"
@@ -162,22 +180,47 @@ impl Dataset for FileDataset {
                 params.columns.send_time.as_deref().unwrap_or_default()
             ));
         }
-        let sampler = Sampler::new(
-            items,
-            host::run_seed(),
-            config.num_requests as usize,
-            params,
-            &path,
-        )?;
-        Ok(FileDataset { sampler })
+        let seed = host::run_seed();
+        let n = config.num_requests as usize;
+        if params.columns.session.is_some() {
+            let conversations = turns::group(items);
+            host::log_info(&format!(
+                "{NAME}: {} conversations in {path}",
+                conversations.len()
+            ));
+            return Ok(FileDataset::Turns(MultiTurn::new(
+                conversations,
+                seed,
+                n,
+                &params,
+                think,
+            )));
+        }
+        Ok(FileDataset::Single(Sampler::new(
+            items, seed, n, params, &path,
+        )?))
     }
 
     fn size_hint(&self) -> Option<u32> {
-        u32::try_from(self.sampler.total()).ok()
+        let total = match self {
+            FileDataset::Single(s) => s.total(),
+            FileDataset::Turns(t) => t.total(),
+        };
+        u32::try_from(total).ok()
     }
 
     fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
-        self.sampler.next_batch(&HostTokenizer, max as usize)
+        match self {
+            FileDataset::Single(s) => s.next_batch(&HostTokenizer, max as usize),
+            FileDataset::Turns(t) => t.next_batch(&HostTokenizer, max as usize),
+        }
+    }
+
+    fn next_turn(&mut self, turn: TurnResult) -> Result<Option<RequestSpec>, PluginError> {
+        match self {
+            FileDataset::Turns(t) => t.next_turn(&HostTokenizer, turn),
+            FileDataset::Single(_) => Ok(None),
+        }
     }
 }
 
@@ -190,10 +233,10 @@ mod tests {
 
     #[test]
     fn options_map_columns() {
-        let (params, format) = parse_options(vec![]).unwrap();
+        let (params, format, think) = parse_options(vec![]).unwrap();
         assert_eq!(params, Params::default());
-        assert_eq!(format, None);
-        let (params, format) = parse_options(opts(&[
+        assert_eq!((format, think), (None, ThinkTime::None));
+        let (params, format, think) = parse_options(opts(&[
             ("prompt-column", "question"),
             ("output-len-column", "n"),
             ("send-time-column", "t"),
@@ -202,9 +245,11 @@ mod tests {
             ("chat-template", "true"),
             ("format", "parquet"),
             ("disable-shuffle", "true"),
+            ("think-time", "2"),
         ]))
         .unwrap();
         assert_eq!(format, Some(Format::Parquet));
+        assert_eq!(think, ThinkTime::Fixed(2.0));
         assert_eq!(
             params.columns,
             Columns {
@@ -222,6 +267,10 @@ mod tests {
             (opts(&[("prompt-column", "")]), "expected a column name"),
             (opts(&[("output-len", "-1")]), "output-len=\"-1\""),
             (opts(&[("column", "x")]), "unknown option"),
+            (
+                opts(&[("think-time", "1")]),
+                "think-time needs conversations",
+            ),
         ] {
             match parse_options(pairs) {
                 Err(PluginError::InvalidConfig(m)) => assert!(m.contains(needle), "{m}"),

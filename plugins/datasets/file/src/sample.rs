@@ -9,16 +9,13 @@
 //! - `send-time` column (optional): each row's send time in seconds from the start of the
 //!   run, so the run replays the file at those times. A timed file is a trace: its first
 //!   `num_requests` rows are taken in file order, neither shuffled nor repeated.
-//! - `session` column (optional): rows with the same value are one conversation; each
-//!   request carries the session id (sent as a header by backends that are told to) and
-//!   its turn index in the file's order. The rows are still sent as they are (the file's
-//!   text, not the server's answers, is the history).
-
-use std::collections::HashMap;
+//! - `session` column (optional): rows with the same value are one conversation, its turns
+//!   in file order, replayed turn by turn with the server's answers in the history (see
+//!   [`crate::turns`]).
 
 use bench_sdk::sampling::{ChatTemplate, Picker, SampleFlags, TokenCounter};
 use bench_sdk::table::{Place, Row, Value};
-use bench_sdk::{PluginError, RequestSpec, Session};
+use bench_sdk::{PluginError, RequestSpec};
 
 /// Which column holds what.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,12 +82,12 @@ pub struct Item {
     pub prompt: String,
     pub output_len: Option<u32>,
     pub send_at: Option<f64>,
-    pub session: Option<Session>,
+    /// The conversation the row belongs to (the session column's value).
+    pub conversation: Option<String>,
 }
 
 /// Checks every row against the column mapping; errors name the file and the row.
 pub fn items(rows: Vec<Row>, columns: &Columns, name: &str) -> Result<Vec<Item>, PluginError> {
-    let mut turns: HashMap<String, u32> = HashMap::new();
     let mut out = Vec::with_capacity(rows.len());
     for mut row in rows {
         let place = row.place;
@@ -145,32 +142,26 @@ pub fn items(rows: Vec<Row>, columns: &Columns, name: &str) -> Result<Vec<Item>,
                 )
             }
         };
-        let session = match &columns.session {
+        let conversation = match &columns.session {
             None => None,
-            Some(col) => {
-                let id = match row.get(col) {
-                    None => return Err(missing(&row, col)),
-                    Some(Value::Str(s)) => s.clone(),
-                    Some(Value::Int(i)) => i.to_string(),
-                    Some(other) => {
-                        return Err(bad(format!(
-                            "{col:?} must be text or an integer, got {}",
-                            other.kind()
-                        )));
-                    }
-                };
-                let turn = turns.entry(id.clone()).or_insert(0);
-                let session = Session { id, turn: *turn };
-                *turn += 1;
-                Some(session)
-            }
+            Some(col) => match row.get(col) {
+                None => return Err(missing(&row, col)),
+                Some(Value::Str(s)) => Some(s.clone()),
+                Some(Value::Int(i)) => Some(i.to_string()),
+                Some(other) => {
+                    return Err(bad(format!(
+                        "{col:?} must be text or an integer, got {}",
+                        other.kind()
+                    )));
+                }
+            },
         };
         out.push(Item {
             place,
             prompt,
             output_len,
             send_at,
-            session,
+            conversation,
         });
     }
     Ok(out)
@@ -255,7 +246,6 @@ impl Sampler {
                 let output_len = item.output_len.unwrap_or(params.output_len);
                 let mut spec = RequestSpec::text(prompt, prompt_len, output_len);
                 spec.send_at = item.send_at;
-                spec.session = item.session.clone();
                 out.push(spec);
             }
             Ok(batch.len())
@@ -333,6 +323,9 @@ mod tests {
         };
         let rows = rows("q,n,conv\nhello,5,a\nworld,,b\nagain,7,a\n", Format::Csv);
         let items = items(rows, &columns, "f.csv").unwrap();
+        let conversations: Vec<Option<&str>> =
+            items.iter().map(|i| i.conversation.as_deref()).collect();
+        assert_eq!(conversations, [Some("a"), Some("b"), Some("a")]);
         let params = Params {
             columns,
             output_len: 9,
@@ -352,17 +345,6 @@ mod tests {
                 ("<u>world</u>", 12, 9),
                 ("<u>again</u>", 12, 7)
             ]
-        );
-        let sessions: Vec<(String, u32)> = got
-            .iter()
-            .map(|s| {
-                let s = s.session.as_ref().unwrap();
-                (s.id.clone(), s.turn)
-            })
-            .collect();
-        assert_eq!(
-            sessions,
-            [("a".into(), 0), ("b".into(), 0), ("a".into(), 1)]
         );
     }
 
