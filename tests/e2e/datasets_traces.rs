@@ -404,11 +404,62 @@ fn file_session_column_replays_conversations_turn_by_turn() {
             &file_data("prompts.csv"),
         ])
         .args(session)
+        .args(["--request-id-prefix", "f-"])
         .prompts(4)
-        .save_result()
+        .save_detailed()
         .run()
         .assert_success();
-    assert_eq!(run.json()["completed"], 6, "{run}");
+    let r = run.json();
+    assert_eq!(r["completed"], 6, "{run}");
+    let texts: Vec<&str> = r["generated_texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    // What the mock received, by session: (request index, messages as (role, text)).
+    type Turns = Vec<(usize, Vec<(String, String)>)>;
+    let mut by_session: HashMap<String, Turns> = HashMap::new();
+    for s in m.server.as_ref().unwrap().sessions() {
+        let index: usize = s.request_id.as_deref().unwrap()[2..].parse().unwrap();
+        let body: Value = serde_json::from_slice(&s.body).unwrap();
+        let messages = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let role = m["role"].as_str().unwrap().to_string();
+                (role, m["content"].as_str().unwrap().to_string())
+            })
+            .collect();
+        let turns = by_session.entry(s.session_id.clone()).or_default();
+        // The ready check resends request 0.
+        if !turns.iter().any(|(i, _)| *i == index) {
+            turns.push((index, messages));
+        }
+    }
+    let mut lengths: Vec<usize> = by_session.values().map(Vec::len).collect();
+    lengths.sort();
+    assert_eq!(lengths, [1, 1, 2, 2], "{by_session:?}");
+    let user = |t: &str| ("user".to_string(), t.to_string());
+    for turns in by_session.values().filter(|t| t.len() == 2) {
+        let ((first, one), (_, two)) = (&turns[0], &turns[1]);
+        assert_eq!(one.len(), 1);
+        let want_next = match one[0].1.as_str() {
+            "What is a prefix cache?" => "Translate 'good morning' into French.",
+            "Name three prime numbers." => "And three more?",
+            other => panic!("not a first turn: {other}"),
+        };
+        // The history holds the mock's real answer to the first turn.
+        assert_eq!(
+            two[..],
+            [
+                one[0].clone(),
+                ("assistant".to_string(), texts[*first].to_string()),
+                user(want_next)
+            ]
+        );
+    }
 }
 
 #[test]
