@@ -140,7 +140,8 @@ impl Dataset for ShareGptDataset {
                 Source::Single(Sampler::new(conversations, seed, n, params, &path))
             }
             Some(turns) => {
-                let loaded = sample::load_turns(&path)?;
+                let loaded =
+                    sample::load_turns(&path, crate::turns::rest_to_keep(turns.max_turns))?;
                 Source::Turns(MultiTurn::new(loaded, seed, n, params, turns, &path))
             }
         };

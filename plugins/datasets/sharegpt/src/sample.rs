@@ -103,10 +103,11 @@ pub fn load(path: &str) -> Result<Vec<Conversation>, PluginError> {
     parse(file, path)
 }
 
-/// [`load`] keeping every turn, for multi-turn runs.
-pub fn load_turns(path: &str) -> Result<Loaded, PluginError> {
+/// [`load`] keeping the turns after the first two too (at most `keep_rest` of them, so
+/// that a turn cap keeps memory near what is sent), for multi-turn runs.
+pub fn load_turns(path: &str, keep_rest: usize) -> Result<Loaded, PluginError> {
     let file = open(path)?;
-    parse_turns(file, path)
+    parse_turns(file, path, keep_rest)
 }
 
 fn open(path: &str) -> Result<std::fs::File, PluginError> {
@@ -133,7 +134,11 @@ pub fn parse(reader: impl std::io::Read, name: &str) -> Result<Vec<Conversation>
 }
 
 /// [`load_turns`] from any reader.
-pub fn parse_turns(reader: impl std::io::Read, name: &str) -> Result<Loaded, PluginError> {
+pub fn parse_turns(
+    reader: impl std::io::Read,
+    name: &str,
+    keep_rest: usize,
+) -> Result<Loaded, PluginError> {
     let mut kept = Kept::new(name);
     json_array::for_each_element(
         reader,
@@ -145,7 +150,7 @@ pub fn parse_turns(reader: impl std::io::Read, name: &str) -> Result<Loaded, Plu
             }
             let first = turns.next().map(|t| t.value);
             let second = turns.next().map(|t| t.value);
-            let rest: Vec<Option<String>> = turns.map(|t| t.value).collect();
+            let rest: Vec<Option<String>> = turns.take(keep_rest).map(|t| t.value).collect();
             kept.push(Some((first, second)), true, rest, entry.image, entry.video)
         },
     )

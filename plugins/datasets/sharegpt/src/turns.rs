@@ -15,6 +15,14 @@ use bench_sdk::{ContentPart, PluginError, Prompt, RequestSpec, TurnResult};
 
 use crate::sample::{Loaded, Params, Sampler};
 
+/// How many turns after a conversation's first two [`crate::sample::load_turns`] needs to
+/// keep for at most `max_turns` turns (a user message and its reply per turn).
+pub fn rest_to_keep(max_turns: Option<u32>) -> usize {
+    max_turns.map_or(usize::MAX, |t| {
+        (t as usize).saturating_sub(1).saturating_mul(2)
+    })
+}
+
 /// The prefix of session ids (`sharegpt-<n>`, `n` counting conversations in sample order).
 pub const SESSION_PREFIX: &str = "sharegpt-";
 
@@ -52,19 +60,9 @@ impl MultiTurn {
         params.tag_ids = true;
         let output_len = params.output_len;
         let max_turns = turns.max_turns.unwrap_or(u32::MAX);
-        // Turns past the cap are never sent: no need to hold their text.
-        let keep = (max_turns as usize).saturating_sub(1).saturating_mul(2);
-        let rest = loaded
-            .rest
-            .into_iter()
-            .map(|mut r| {
-                r.truncate(keep);
-                r
-            })
-            .collect();
         MultiTurn {
             sampler: Sampler::new(loaded.conversations, seed, num_requests, params, name),
-            rest,
+            rest: loaded.rest,
             conversations: Conversations::new(SESSION_PREFIX, turns.think, seed),
             output_len,
             max_turns,
@@ -175,7 +173,7 @@ mod tests {
     ]"#;
 
     fn source(turns: TurnParams, output_len: Option<u32>, n: usize) -> MultiTurn {
-        let loaded = parse_turns(FILE.as_bytes(), "t.json").unwrap();
+        let loaded = parse_turns(FILE.as_bytes(), "t.json", rest_to_keep(turns.max_turns)).unwrap();
         let params = Params {
             output_len,
             flags: SampleFlags {
