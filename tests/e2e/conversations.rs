@@ -90,3 +90,43 @@ fn a_next_turn_waits_for_the_answer_and_the_think_time() {
         Ok(())
     });
 }
+
+#[test]
+fn any_conversation_dataset_gets_session_headers_and_per_turn_metrics() {
+    let bench::runtime::PluginRef::File(plugin) = fixtures::fixture("conversation") else {
+        unreachable!("fixtures are files")
+    };
+    let m = mock(Default::default());
+    let r = Bench::against(&m.url)
+        .backend("openai-chat")
+        .arg("--dataset-name")
+        .arg(&plugin)
+        .args(["--dataset-option", "conversations=3"])
+        .args(["--dataset-option", "turns=3"])
+        .prompts(3)
+        .save_result()
+        .run()
+        .assert_success()
+        .json();
+    // Three turns of three conversations: one entry per turn index, three requests each.
+    let per_turn = r["per_turn"].as_array().expect("per_turn");
+    let counts: Vec<(u64, u64)> = per_turn
+        .iter()
+        .map(|t| {
+            (
+                t["turn"].as_u64().unwrap(),
+                t["completed"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(counts, [(0, 3), (1, 3), (2, 3)], "{r:#}");
+    // Each request carried its conversation's id (the ready check resends one first turn).
+    let mut per_session = std::collections::BTreeMap::<String, usize>::new();
+    for s in m.server.as_ref().unwrap().sessions() {
+        *per_session.entry(s.session_id).or_default() += 1;
+    }
+    let ids: Vec<&String> = per_session.keys().collect();
+    assert_eq!(ids, ["conv-0", "conv-1", "conv-2"]);
+    let sent: usize = per_session.values().sum();
+    assert!((9..=10).contains(&sent), "{per_session:?}");
+}
