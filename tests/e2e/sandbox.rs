@@ -147,6 +147,40 @@ fn long_prompts_never_run_into_the_call_budget() {
     });
 }
 
+/// The budget stops a plugin that runs away, not the host's work for it: a dataset that
+/// must make its whole request set in one call (vLLM's `prefix_repetition` shuffles the
+/// finished list) spends that call in the host's tokenizer, and may take far longer than
+/// the budget without ever being stopped. (`an_endless_loop_is_stopped_by_the_time_budget`
+/// shows that the plugin's own time is still bounded.)
+#[test]
+fn the_hosts_tokenizer_work_does_not_count_against_the_budget() {
+    let cache = tempfile::tempdir().unwrap();
+    let budget = Duration::from_millis(500);
+    let runtime = runtime(cache.path(), budget, 512);
+    let host = HostContext {
+        tokenizer: Some(gpt2()),
+        seed: 0,
+    };
+    let plugin = PluginRef::parse("prefix_repetition").unwrap();
+    // Enough prompts that the one call that makes them outlasts the budget several times
+    // over on this machine (doubled until it does).
+    let mut prompts = 2000;
+    loop {
+        let mut dataset = runtime.load_dataset(&plugin, host.clone(), None).unwrap();
+        let start = Instant::now();
+        let requests = dataset
+            .sample(prompts, Vec::new())
+            .unwrap_or_else(|e| panic!("{prompts} prompts: {e:#}"));
+        let elapsed = start.elapsed();
+        assert_eq!(requests.len(), prompts as usize);
+        if elapsed > budget * 3 {
+            break;
+        }
+        assert!(prompts < 64_000, "{prompts} prompts took only {elapsed:?}");
+        prompts *= 2;
+    }
+}
+
 #[test]
 fn unbounded_allocation_hits_the_memory_cap() {
     let cache = tempfile::tempdir().unwrap();

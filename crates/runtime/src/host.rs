@@ -44,6 +44,52 @@ pub(crate) struct StoreState {
     pub(crate) stderr: OutputTail,
     log: LogLimiter,
     plugin: Arc<str>,
+    /// What the time budget measures in the current call (see [`CallClock`]).
+    pub(crate) clock: CallClock,
+}
+
+/// The time of one guest call, split into the plugin's own time and the time the host
+/// spent working for it in its imports.
+///
+/// The time budget is there to stop a plugin that loops, so it counts the plugin's own
+/// time only. The host's tokenizer work (encoding batches on every core, decoding) is not
+/// the plugin running away: it is bounded per call by the size caps above, and a dataset
+/// that must make its whole request set in one call (vLLM's `prefix_repetition` shuffles
+/// the finished list) spends nearly all of that call in it, so counting it would fail a
+/// large workload on a fixed budget however well the plugin behaves.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallClock {
+    started: Instant,
+    in_host: std::time::Duration,
+}
+
+impl CallClock {
+    fn new() -> CallClock {
+        CallClock {
+            started: Instant::now(),
+            in_host: std::time::Duration::ZERO,
+        }
+    }
+
+    /// A new call starts now.
+    pub(crate) fn restart(&mut self) {
+        *self = CallClock::new();
+    }
+
+    /// The plugin's own time in this call so far: the call's time less the host's.
+    pub(crate) fn guest_time(&self) -> std::time::Duration {
+        self.started.elapsed().saturating_sub(self.in_host)
+    }
+}
+
+impl StoreState {
+    /// Runs host work for an import, keeping its time off the plugin's budget.
+    fn host_work<R>(&mut self, work: impl FnOnce(&mut StoreState) -> R) -> R {
+        let started = Instant::now();
+        let out = work(self);
+        self.clock.in_host += started.elapsed();
+        out
+    }
 }
 
 impl StoreState {
@@ -78,6 +124,7 @@ impl StoreState {
             stderr,
             log: LogLimiter::new(),
             plugin,
+            clock: CallClock::new(),
         };
         Ok((state, guest_path))
     }
@@ -405,9 +452,11 @@ impl tokenizer::Host for StoreState {
         if text.len() > MAX_TEXT_BYTES {
             return Err(too_large("text", text.len(), MAX_TEXT_BYTES));
         }
-        self.tokenizer()?
-            .encode(&text, add_special_tokens)
-            .map_err(|e| format!("{e:#}"))
+        self.host_work(|s| {
+            s.tokenizer()?
+                .encode(&text, add_special_tokens)
+                .map_err(|e| format!("{e:#}"))
+        })
     }
 
     fn encode_batch(
@@ -419,9 +468,11 @@ impl tokenizer::Host for StoreState {
         if total > MAX_BATCH_BYTES {
             return Err(too_large("batch of texts", total, MAX_BATCH_BYTES));
         }
-        self.tokenizer()?
-            .encode_batch(&texts, add_special_tokens)
-            .map_err(|e| format!("{e:#}"))
+        self.host_work(|s| {
+            s.tokenizer()?
+                .encode_batch(&texts, add_special_tokens)
+                .map_err(|e| format!("{e:#}"))
+        })
     }
 
     fn decode(
@@ -435,9 +486,11 @@ impl tokenizer::Host for StoreState {
                 ids.len()
             ));
         }
-        self.tokenizer()?
-            .decode(&ids, skip_special_tokens)
-            .map_err(|e| format!("{e:#}"))
+        self.host_work(|s| {
+            s.tokenizer()?
+                .decode(&ids, skip_special_tokens)
+                .map_err(|e| format!("{e:#}"))
+        })
     }
 
     fn vocab_size(&mut self, with_added_tokens: bool) -> wasmtime::Result<u32> {
@@ -464,10 +517,12 @@ impl tokenizer::Host for StoreState {
         if total > MAX_TEMPLATE_BYTES {
             return Err(too_large("chat", total, MAX_TEMPLATE_BYTES));
         }
-        let json: Vec<serde_json::Value> = messages.iter().map(chat_message_json).collect();
-        self.tokenizer()?
-            .apply_chat_template(&json, add_generation_prompt)
-            .map_err(|e| format!("{e:#}"))
+        self.host_work(|s| {
+            let json: Vec<serde_json::Value> = messages.iter().map(chat_message_json).collect();
+            s.tokenizer()?
+                .apply_chat_template(&json, add_generation_prompt)
+                .map_err(|e| format!("{e:#}"))
+        })
     }
 }
 

@@ -144,7 +144,8 @@ impl fmt::Display for PluginRef {
 pub struct RuntimeConfig {
     /// The most linear memory one plugin store may hold, in bytes.
     pub memory_limit: u64,
-    /// How long one plugin call may run before it is interrupted.
+    /// How long one plugin call may run before it is interrupted, counting the plugin's
+    /// own time (the host's tokenizer work for it is not counted: see `host::CallClock`).
     pub call_budget: Duration,
     /// Where compiled components are cached; `None`: nowhere (each load compiles). The
     /// CLI uses [`cache_dir_from_env`].
@@ -442,7 +443,19 @@ impl Sandbox {
         // may hold itself, and an oversized argument reaches the import, whose own size
         // caps refuse it with an error the plugin can handle.
         store.set_hostcall_fuel(usize::try_from(loaded.memory_limit).unwrap_or(usize::MAX));
-        store.epoch_deadline_trap();
+        // At each deadline, the plugin's own time decides (the host's work in imports is
+        // not counted, see `host::CallClock`): past the budget the call is interrupted,
+        // else the deadline moves to where the rest of the budget would end.
+        let budget = loaded.call_budget;
+        store.epoch_deadline_callback(move |store| {
+            let used = store.data().clock.guest_time();
+            Ok(match budget.checked_sub(used) {
+                Some(left) if !left.is_zero() => {
+                    wasmtime::UpdateDeadline::Continue(engine::budget_ticks(left))
+                }
+                _ => wasmtime::UpdateDeadline::Interrupt,
+            })
+        });
         Ok((
             Sandbox {
                 loaded,
@@ -481,6 +494,7 @@ impl Sandbox {
         if let Some(fault) = &self.poisoned {
             return Err(self.error(call, CallFailure::AfterFault(fault.clone())));
         }
+        self.store.data_mut().clock.restart();
         self.store
             .set_epoch_deadline(engine::budget_ticks(self.loaded.call_budget));
         match f(&mut self.store) {

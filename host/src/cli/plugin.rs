@@ -16,7 +16,8 @@ use crate::runtime::{
 /// Sandbox limits for plugins; flatten into any subcommand that runs plugins.
 #[derive(Debug, Clone, Args)]
 pub struct SandboxArgs {
-    /// Time budget of one plugin call, in seconds (a plugin running longer is stopped).
+    /// Time budget of one plugin call, in seconds: a plugin running longer is stopped (its
+    /// own time counts, not the host's tokenizer work for it).
     #[arg(
         long,
         value_name = "SECS",
