@@ -77,6 +77,43 @@ impl DatasetArgs {
             .collect()
     }
 
+    /// `--dataset-path` as the dataset plugin gets it: a file or folder that exists, or a
+    /// Hugging Face hub id (`ORG/NAME`, as vLLM takes for `--dataset-name hf`) whose local
+    /// copy is in one of the hub caches `roots` (its `datasets--ORG--NAME` folder). Nothing
+    /// is downloaded: a path that is neither is an error that says how to point at a copy.
+    pub fn resolved_dataset_path(&self, roots: &[PathBuf]) -> Result<Option<PathBuf>> {
+        let Some(path) = &self.dataset_path else {
+            return Ok(None);
+        };
+        if path.exists() {
+            return Ok(Some(path.clone()));
+        }
+        let Some(id) = path.to_str().filter(|p| is_hub_id(p)) else {
+            bail!(
+                "--dataset-path {}: no such file or directory",
+                path.display()
+            );
+        };
+        let folder = format!("datasets--{}", id.replace('/', "--"));
+        if let Some(found) = roots.iter().map(|r| r.join(&folder)).find(|d| d.is_dir()) {
+            return Ok(Some(found));
+        }
+        let searched: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        bail!(
+            "--dataset-path {id}: no such file or directory, and no local copy of the Hugging \
+             Face dataset {id} in the hub cache (looked for {folder} in: {}). bench downloads \
+             nothing: fetch it first (`huggingface-cli download --repo-type dataset {id}`, \
+             which fills the cache, or copy its files anywhere) and run again, or pass \
+             --dataset-path the folder or data file of your copy (with --hf-name {id} so that \
+             `hf` knows which dataset it is)",
+            if searched.is_empty() {
+                "no cache folder: set HF_HUB_CACHE or HF_HOME".to_string()
+            } else {
+                searched.join(", ")
+            }
+        );
+    }
+
     /// The general flags as the plugin flags see them.
     pub fn shared_values(&self) -> super::plugin_flags::SharedValues {
         super::plugin_flags::SharedValues {
@@ -84,6 +121,18 @@ impl DatasetArgs {
             output_len: self.output_len,
         }
     }
+}
+
+/// Whether `text` has the shape of a hub id, `ORG/NAME` (letters, digits, `-`, `_`, `.`;
+/// not starting with a dot, so `./x` and `../x` stay paths).
+fn is_hub_id(text: &str) -> bool {
+    let part = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with('.')
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    matches!(text.split_once('/'), Some((org, name)) if part(org) && part(name))
 }
 
 /// Splits `KEY=VALUE` (vLLM's format for --header and --metadata), trimming both sides.
@@ -109,6 +158,42 @@ mod tests {
         T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
             .unwrap()
             .d
+    }
+
+    #[test]
+    fn a_hub_id_is_found_in_the_cache_and_otherwise_explained() {
+        let cache = tempfile::tempdir().unwrap();
+        let roots = vec![cache.path().join("missing"), cache.path().to_path_buf()];
+        std::fs::create_dir(cache.path().join("datasets--openai--gsm8k")).unwrap();
+        let found = parse(&["--dataset-path", "openai/gsm8k"]).resolved_dataset_path(&roots);
+        assert_eq!(
+            found.unwrap(),
+            Some(cache.path().join("datasets--openai--gsm8k"))
+        );
+        let err = parse(&["--dataset-path", "nvidia/SPEED-Bench"])
+            .resolved_dataset_path(&roots)
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "no local copy of the Hugging Face dataset nvidia/SPEED-Bench",
+            "datasets--nvidia--SPEED-Bench",
+            "huggingface-cli download --repo-type dataset nvidia/SPEED-Bench",
+            "--hf-name nvidia/SPEED-Bench",
+        ] {
+            assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+        }
+        // Paths that are not hub ids are only missing.
+        for path in ["./data/x.jsonl", "../x/y", "/abs/file.json", "a/b/c"] {
+            let err = parse(&["--dataset-path", path])
+                .resolved_dataset_path(&roots)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                err,
+                format!("--dataset-path {path}: no such file or directory")
+            );
+        }
+        assert_eq!(parse(&[]).resolved_dataset_path(&roots).unwrap(), None);
     }
 
     #[test]

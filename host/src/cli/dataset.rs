@@ -1,6 +1,7 @@
 //! `bench dataset sample`: run a dataset plugin and write its requests as JSONL, to
 //! inspect a workload or compare it with another tool's (one `{prompt, prompt_len,
-//! expected_output_len, request_id}` object per line, vLLM's field names).
+//! expected_output_len, request_id}` object per line, vLLM's field names; `send_at`,
+//! `session`, `multi_modal_data`, `extra_body` and `lora_name` where a dataset sets them).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,9 +57,10 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
         .as_ref()
         .or(args.model.model.as_ref())
         .context("--tokenizer (or --model) is needed to sample a dataset")?;
+    let hub_cache = hub_cache_roots_from_env();
     let config = WorkloadConfig {
         dataset: PluginRef::parse(&args.dataset.dataset_name)?,
-        dataset_path: args.dataset.dataset_path.clone(),
+        dataset_path: args.dataset.resolved_dataset_path(&hub_cache)?,
         num_prompts: args.dataset.num_prompts,
         seed: args.dataset.seed,
         options: {
@@ -68,7 +70,7 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
             options
         },
         request_id_prefix: args.request_id_prefix.clone(),
-        hub_cache: hub_cache_roots_from_env(),
+        hub_cache,
         runtime: args.sandbox.runtime_config()?,
         progress: true,
     };
@@ -105,6 +107,21 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
         if let Some(session) = &spec.session {
             line["session"] = serde_json::json!({"id": session.id, "turn": session.turn});
         }
+        // What goes with the prompt, as a backend sends it: multimodal items (vLLM's
+        // `multi_modal_data`), per-request body fields (tools), a LoRA adapter.
+        if !spec.multimodal.is_empty() {
+            let items: Vec<serde_json::Value> =
+                spec.multimodal.iter().map(content_part_json).collect();
+            line["multi_modal_data"] = serde_json::json!(items);
+        }
+        if let Some(body) = &spec.extra_body {
+            line["extra_body"] = serde_json::from_str(body).with_context(|| {
+                format!("request {:?}: extra body is not JSON", spec.request_id)
+            })?;
+        }
+        if let Some(lora) = &spec.lora_name {
+            line["lora_name"] = serde_json::json!(lora);
+        }
         writeln!(out, "{line}")?;
     }
     out.flush()?;
@@ -113,7 +130,15 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
 
 /// Chat messages in OpenAI's shape (`[{role, content: [{type, ...}]}]`).
 fn chat_json(messages: &[ChatMessage]) -> serde_json::Value {
-    let part = |p: &ContentPart| match p {
+    messages
+        .iter()
+        .map(|m| serde_json::json!({"role": m.role, "content": m.content.iter().map(content_part_json).collect::<Vec<_>>()}))
+        .collect()
+}
+
+/// A content part in OpenAI's shape; binary data by its name, type and size.
+fn content_part_json(part: &ContentPart) -> serde_json::Value {
+    match part {
         ContentPart::Text(t) => serde_json::json!({"type": "text", "text": t}),
         ContentPart::ImageUrl(u) => {
             serde_json::json!({"type": "image_url", "image_url": {"url": u}})
@@ -128,9 +153,5 @@ fn chat_json(messages: &[ChatMessage]) -> serde_json::Value {
             "type": "file",
             "file": {"filename": b.file_name, "mime_type": b.mime_type, "bytes": b.data.len()},
         }),
-    };
-    messages
-        .iter()
-        .map(|m| serde_json::json!({"role": m.role, "content": m.content.iter().map(part).collect::<Vec<_>>()}))
-        .collect()
+    }
 }

@@ -302,14 +302,8 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             )
         })?;
     let ramp_up = ramp_up(args, &mut warnings)?;
-    if let Some(path) = &args.dataset.dataset_path
-        && !path.exists()
-    {
-        bail!(
-            "--dataset-path {}: no such file or directory",
-            path.display()
-        );
-    }
+    let hub_cache = hub_cache_roots_from_env();
+    let dataset_path = args.dataset.resolved_dataset_path(&hub_cache)?;
     let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
     let backend = plugin_ref(&args.backend, "--backend")?;
     // The plugins' own flags and the general ones, then --dataset-option (which wins).
@@ -380,7 +374,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     };
     let workload = WorkloadConfig {
         dataset,
-        dataset_path: args.dataset.dataset_path.clone(),
+        dataset_path,
         num_prompts: args.dataset.num_prompts,
         seed: args.dataset.seed,
         options: dataset_options,
@@ -389,7 +383,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
                 .clone()
                 .unwrap_or_else(|| format!("bench-{:08x}-", rand::random::<u32>())),
         ),
-        hub_cache: hub_cache_roots_from_env(),
+        hub_cache,
         runtime,
         progress: !args.disable_tqdm,
     };
