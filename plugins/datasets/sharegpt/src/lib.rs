@@ -100,6 +100,11 @@ pub struct ShareGptDataset {
     source: Source,
     /// vLLM makes exactly the number asked for, unless told not to oversample.
     size_hint: Option<u32>,
+    num_requests: usize,
+    /// Requests (first turns) handed out so far.
+    made: usize,
+    /// Whether the filter's count has been shown (once, when sampling is done).
+    reported: bool,
 }
 
 enum Source {
@@ -145,7 +150,13 @@ impl Dataset for ShareGptDataset {
                 Source::Turns(MultiTurn::new(loaded, seed, n, params, turns, &path))
             }
         };
-        Ok(ShareGptDataset { source, size_hint })
+        Ok(ShareGptDataset {
+            source,
+            size_hint,
+            num_requests: n,
+            made: 0,
+            reported: false,
+        })
     }
 
     fn size_hint(&self) -> Option<u32> {
@@ -153,10 +164,28 @@ impl Dataset for ShareGptDataset {
     }
 
     fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
-        match &mut self.source {
-            Source::Single(sampler) => sampler.next_batch(&HostTokenizer, max as usize),
-            Source::Turns(turns) => turns.next_batch(&HostTokenizer, max as usize),
+        let batch = match &mut self.source {
+            Source::Single(sampler) => sampler.next_batch(&HostTokenizer, max as usize)?,
+            Source::Turns(turns) => turns.next_batch(&HostTokenizer, max as usize)?,
+        };
+        self.made += batch.len();
+        // Sampling is done when the batch falls short or the run has what it asked for
+        // (the host asks no further then): show what vLLM's filter left out, once.
+        if !self.reported && (batch.len() < max as usize || self.made >= self.num_requests) {
+            self.reported = true;
+            let left_out = match &self.source {
+                Source::Single(sampler) => sampler.left_out(),
+                Source::Turns(turns) => turns.left_out(),
+            };
+            if left_out > 0 {
+                host::log_warn(&format!(
+                    "{NAME}: vLLM's length filter left out {left_out} of the conversations \
+                     looked at (prompt of 4 to 1024 tokens, reply of at least 4 unless \
+                     --sharegpt-output-len is set, at most 2048 in all)"
+                ));
+            }
         }
+        Ok(batch)
     }
 
     fn next_turn(&mut self, turn: TurnResult) -> Result<Option<RequestSpec>, PluginError> {

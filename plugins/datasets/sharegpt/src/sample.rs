@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use bench_sdk::lengths::{Limits, is_valid_sequence};
 use bench_sdk::sampling::{Picker, SampleFlags, TokenCounter};
 use bench_sdk::{ContentPart, PluginError, RequestSpec};
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
@@ -262,22 +263,6 @@ pub struct Params {
     pub tag_ids: bool,
 }
 
-/// vLLM's `is_valid_sequence` with its defaults: at least 4 prompt tokens and (unless the
-/// output length was given) 4 output tokens, at most 1024 prompt tokens and 2048 in all.
-pub fn is_valid_sequence(
-    prompt_len: usize,
-    output_len: usize,
-    skip_min_output_len_check: bool,
-) -> bool {
-    const MIN_LEN: usize = 4;
-    const MAX_PROMPT_LEN: usize = 1024;
-    const MAX_TOTAL_LEN: usize = 2048;
-    !(prompt_len < MIN_LEN
-        || (!skip_min_output_len_check && output_len < MIN_LEN)
-        || prompt_len > MAX_PROMPT_LEN
-        || prompt_len + output_len > MAX_TOTAL_LEN)
-}
-
 /// How many conversations are tokenized per host crossing.
 const MAX_BATCH: usize = 256;
 
@@ -291,6 +276,8 @@ pub struct Sampler {
     tag_ids: bool,
     /// The file name, for errors.
     name: String,
+    /// Conversations looked at that vLLM's length filter left out.
+    left_out: usize,
 }
 
 impl Sampler {
@@ -306,6 +293,7 @@ impl Sampler {
             output_len: params.output_len,
             tag_ids: params.tag_ids,
             name: name.to_string(),
+            left_out: 0,
         }
     }
 
@@ -316,8 +304,9 @@ impl Sampler {
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
         let (fixed, tag_ids) = (self.output_len, self.tag_ids);
+        let left_out = &mut self.left_out;
         let make = |convs: &[Conversation], want: usize, out: &mut Vec<RequestSpec>| {
-            scan(tok, fixed, tag_ids, convs, want, out)
+            scan(tok, fixed, tag_ids, convs, want, out, left_out)
         };
         self.picker.next_batch(max, make, || {
             PluginError::InvalidInput(format!(
@@ -328,11 +317,17 @@ impl Sampler {
             ))
         })
     }
+
+    /// How many conversations looked at so far vLLM's length filter left out.
+    pub fn left_out(&self) -> usize {
+        self.left_out
+    }
 }
 
 /// Tokenizes about as many of `convs` as are still wanted (most pass the filters) and
-/// keeps the valid ones, up to `want`; returns how many it looked at. With a fixed output
-/// length (`fixed`) the completion's length is never used, so it is not tokenized.
+/// keeps the valid ones, up to `want`; returns how many it looked at, and counts those the
+/// filter left out in `left_out`. With a fixed output length (`fixed`) the completion's
+/// length is never used, so it is not tokenized.
 fn scan(
     tok: &impl TokenCounter,
     fixed: Option<u32>,
@@ -340,6 +335,7 @@ fn scan(
     convs: &[Conversation],
     want: usize,
     out: &mut Vec<RequestSpec>,
+    left_out: &mut usize,
 ) -> Result<usize, PluginError> {
     let batch = &convs[..want.clamp(16, MAX_BATCH).min(convs.len())];
     let mut texts = Vec::with_capacity(batch.len() * 2);
@@ -360,7 +356,8 @@ fn scan(
         looked_at += 1;
         let prompt_len = n[0];
         let output_len = fixed.map_or_else(|| n[1], |o| o as usize);
-        if !is_valid_sequence(prompt_len, output_len, fixed.is_some()) {
+        if !is_valid_sequence(prompt_len, output_len, Limits::default(), fixed.is_some()) {
+            *left_out += 1;
             continue;
         }
         // Valid sequences are short (at most 2048 tokens), so the lengths fit.
@@ -501,18 +498,6 @@ mod tests {
     }
 
     #[test]
-    fn validity_rules_are_vllms() {
-        assert!(is_valid_sequence(4, 4, false));
-        assert!(!is_valid_sequence(3, 100, false));
-        assert!(!is_valid_sequence(100, 3, false));
-        assert!(is_valid_sequence(100, 3, true));
-        assert!(is_valid_sequence(1024, 1024, false));
-        assert!(!is_valid_sequence(1025, 10, false));
-        assert!(!is_valid_sequence(1000, 1049, false));
-        assert!(!is_valid_sequence(3, 100, true));
-    }
-
-    #[test]
     fn shuffles_like_python_and_filters_in_order() {
         // The order of Python's random.seed(5); random.shuffle(l) (Random is checked
         // against CPython in the SDK).
@@ -538,6 +523,31 @@ mod tests {
             .map(|t| (t.to_string(), 5, 7))
             .collect();
         assert_eq!(prompts(&got), want);
+    }
+
+    #[test]
+    fn conversations_the_filter_leaves_out_are_counted() {
+        // Two of five are too short; with all five wanted, all are looked at.
+        let convs = vec![
+            conv(5, 7, "a"),
+            conv(3, 7, "b"),
+            conv(5, 7, "c"),
+            conv(5, 2, "d"),
+            conv(5, 7, "e"),
+        ];
+        let tok = Words(Default::default());
+        let mut sampler = Sampler::new(convs, 0, 5, Params::default(), "t.json");
+        let mut made = 0;
+        loop {
+            let got = sampler.next_batch(&tok, 2).unwrap();
+            if got.is_empty() {
+                break;
+            }
+            made += got.len();
+        }
+        // Three valid ones, oversampled to five.
+        assert_eq!(made, 5);
+        assert_eq!(sampler.left_out(), 2);
     }
 
     #[test]

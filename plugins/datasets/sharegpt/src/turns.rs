@@ -47,6 +47,11 @@ pub struct MultiTurn {
 }
 
 impl MultiTurn {
+    /// How many conversations looked at so far vLLM's length filter left out.
+    pub fn left_out(&self) -> usize {
+        self.sampler.left_out()
+    }
+
     /// `params.tag_ids` is set here: the sampler marks each first turn with its
     /// conversation's id.
     pub fn new(
