@@ -23,6 +23,7 @@ mod help;
 mod interrupts;
 mod load;
 mod multi_turn;
+mod reproducible;
 mod sandbox;
 mod serve;
 mod serve_flags;
