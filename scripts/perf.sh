@@ -34,6 +34,11 @@
 #              build it from github.com/vllm-project/vllm-bench with
 #              `cargo build --release -p vllm-bench`); without it those columns say n/a.
 #   prepare-100k: 100,000 prompts of 1,024 tokens on every core, bench only.
+#   data-NAME: preparing dataset NAME (`bench dataset sample` with the options and data in
+#              dataset_row below), against `vllm-bench --dry-run` with the same options
+#              where vllm-bench has the dataset (it does not apply chat templates, and it
+#              makes its own draws, not vLLM's request set), the same columns as prepare-L.
+#              ROWS=data runs every dataset row.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,8 +53,9 @@ pin_server="" pin_client=""
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server="taskset -c 1" pin_client="taskset -c 0"
 fi
-rows=${ROWS:-prepare-1024 prepare-128 prepare-100k ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
-want() { [[ " $rows " == *" $1 "* ]]; }
+datasets="sharegpt sonnet prefix_repetition prefix_repetition-20k random-rerank random-mm custom custom_image burstgpt spec_bench speed_bench hf timed_trace mooncake file"
+rows=${ROWS:-prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
+want() { [[ " $rows " == *" $1 "* ]] || { [[ $1 == data-* ]] && [[ " $rows " == *" data "* ]]; }; }
 
 # label conc(or "none") prompts ttft_ms itl_ms output_len [extra bench flags...]
 run() {
@@ -85,11 +91,16 @@ prepare_time() {
   python3 -c "print(f'{$t1 - $t0:.2f}')"
 }
 prepare_row() { # label prompts input_len peer(yes/no)
-  local label=$1 n=$2 len=$3 peer=$4 b1=n/a v1=n/a ball vall=n/a
-  local bench_cmd=("$bench" dataset sample --dataset-name random --random-input-len "$len"
+  local label=$1 n=$2 len=$3 peer=$4
+  bench_cmd=("$bench" dataset sample --dataset-name random --random-input-len "$len"
     --num-prompts "$n" --tokenizer tests/data/tokenizers/gpt2 --seed 0 -o /dev/null)
-  local peer_cmd=("$vllm_bench" --model gpt2 --tokenizer tests/data/tokenizers/gpt2
+  peer_cmd=("$vllm_bench" --model gpt2 --tokenizer tests/data/tokenizers/gpt2
     --dataset-name random --random-input-len "$len" --num-prompts "$n" --seed 0 --dry-run)
+  time_row "$label" "$n" "$peer"
+}
+# Times bench_cmd (and peer_cmd when peer=yes) on one core and on all: time_row label prompts peer
+time_row() {
+  local label=$1 n=$2 peer=$3 b1=n/a v1=n/a ball vall=n/a
   if [ "$peer" = yes ]; then
     b1=$(prepare_time "$pin_client" "${bench_cmd[@]}")
     v1=$(prepare_time "$pin_client" "${peer_cmd[@]}")
@@ -118,6 +129,54 @@ if want prepare-1024 || want prepare-128 || want prepare-100k; then
   want prepare-1024 && prepare_row prepare-1024 "${N_PREPARE_1024:-2000}" 1024 yes
   want prepare-128 && prepare_row prepare-128 "${N_PREPARE_128:-20000}" 128 yes
   want prepare-100k && prepare_row prepare-100k 100000 1024 no
+  echo
+fi
+
+# dataset_row NAME: sets bench_cmd and peer_cmd for one dataset (peer_cmd empty: vllm-bench
+# has no such dataset, or none that reads the same data) and times them.
+dataset_row() {
+  local name=$1 n=1000 tok=tests/data/tokenizers/gpt2 d=tests/data/datasets
+  local args=() peer_args=() dataset=$1 peer=yes
+  # Inputs large enough that the per-prompt work, not start-up, is measured: 20,000
+  # first turns of the ShareGPT file as a custom JSONL, and a 10,000-line Mooncake trace.
+  if [ ! -f "$tmp/prompts.jsonl" ]; then
+    python3 - "$d/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json" >"$tmp/prompts.jsonl" <<'PY'
+import json, sys
+firsts = [c["conversations"][0]["value"] for c in json.load(open(sys.argv[1])) if c["conversations"]]
+for i in range(20000):
+    print(json.dumps({"prompt": firsts[i % len(firsts)], "output_tokens": 128}))
+PY
+    python3 scripts/synthetic_mooncake_trace.py 10000 >"$tmp/trace.jsonl"
+  fi
+  case $name in
+    sharegpt) args=(--dataset-path "$d/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json") ;;
+    sonnet) tok=tests/data/tokenizers/qwen3 args=(--dataset-path "$d/sonnet/sonnet.txt") ;;
+    prefix_repetition) ;;
+    prefix_repetition-20k) dataset=prefix_repetition n=20000 ;;
+    random-rerank) args=(--random-input-len 512 --random-batch-size 10) peer_args=(--backend vllm-rerank) ;;
+    random-mm) n=100 peer_args=(--backend openai-chat) ;;
+    custom) n=20000 args=(--dataset-path "$tmp/prompts.jsonl" --skip-chat-template) ;;
+    custom_image) peer=no args=(--dataset-path "$d/custom_image/images.jsonl") ;;
+    burstgpt) peer=no args=(--dataset-path "$d/burstgpt/burstgpt_synthetic.csv") ;;
+    spec_bench) peer=no tok=tests/data/tokenizers/qwen3 args=(--dataset-path "$d/spec_bench/question.jsonl") ;;
+    speed_bench) peer=no tok=tests/data/tokenizers/qwen3 args=(--dataset-path "$d/speed_bench") ;;
+    hf) peer=no args=(--dataset-path "$d/hf/datasets--openai--gsm8k" --hf-name openai/gsm8k --skip-chat-template) ;;
+    timed_trace) peer=no args=(--dataset-path "$tmp/trace.jsonl" --timed-trace-chunk-hash-size 512) ;;
+    mooncake) peer=no args=(--dataset-path "$tmp/trace.jsonl") ;;
+    file) peer=no n=20000 args=(--dataset-path "$tmp/prompts.jsonl") ;;
+  esac
+  bench_cmd=("$bench" dataset sample --dataset-name "$dataset" --tokenizer "$tok"
+    --num-prompts "$n" --seed 0 -o /dev/null "${args[@]}")
+  peer_cmd=("$vllm_bench" --model gpt2 --tokenizer "$tok" --dataset-name "$dataset"
+    --num-prompts "$n" --seed 0 --dry-run "${args[@]}" "${peer_args[@]}")
+  time_row "data-$name" "$n" "$peer"
+}
+if [[ " $rows " == *" data"* ]]; then
+  echo "| scenario     | prompts | bench 1 core s | prompts/s | vllm-bench 1 core s | prompts/s | speed-up | bench all cores s | prompts/s | vllm-bench all cores s | prompts/s | speed-up |"
+  echo "|--------------|--------:|--------:|----------:|--------:|----------:|--------:|--------:|----------:|--------:|----------:|--------:|"
+  for name in $datasets; do
+    want "data-$name" && dataset_row "$name"
+  done
   echo
 fi
 
