@@ -35,6 +35,8 @@ pub mod synthetic;
 pub mod table;
 #[cfg(feature = "table")]
 pub mod trace;
+#[cfg(feature = "media")]
+pub mod video;
 
 // The generated bindings (`dataset_bindings`, `backend_bindings`): see `build.rs`.
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));

@@ -2,7 +2,8 @@
 //! `random-mm`) against request sets made by vLLM 0.32's own dataset code
 //! (`tests/data/datasets/vllm-requests`, see `random-family.md` there), plus what the
 //! references cannot show: images that decode at their bucket sizes, the same bytes for
-//! the same seed, and the errors for what bench cannot make.
+//! the same seed, videos (Motion JPEG in AVI where vLLM sends MPEG-4 in MP4) of vLLM's
+//! frame counts and sizes, and the errors for what bench cannot make.
 
 use serde_json::Value;
 
@@ -63,6 +64,72 @@ fn jpeg_size(bytes: &[u8]) -> (u32, u32) {
     panic!("no JPEG frame header")
 }
 
+/// The RIFF chunks of an AVI file's lists, depth first: (fourcc, body).
+fn riff_chunks(bytes: &[u8], out: &mut Vec<([u8; 4], Vec<u8>)>) {
+    let mut i = 0;
+    while i + 8 <= bytes.len() {
+        let id: [u8; 4] = bytes[i..i + 4].try_into().unwrap();
+        let size = u32::from_le_bytes(bytes[i + 4..i + 8].try_into().unwrap()) as usize;
+        let body = &bytes[i + 8..i + 8 + size];
+        if &id == b"LIST" || &id == b"RIFF" {
+            riff_chunks(&body[4..], out);
+        } else {
+            out.push((id, body.to_vec()));
+        }
+        i += 8 + size + size % 2;
+    }
+}
+
+/// The MP4 boxes inside the containers on the way to a track's sizes, depth first.
+fn mp4_boxes(bytes: &[u8], out: &mut Vec<([u8; 4], Vec<u8>)>) {
+    let mut i = 0;
+    while i + 8 <= bytes.len() {
+        let size = u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as usize;
+        let kind: [u8; 4] = bytes[i + 4..i + 8].try_into().unwrap();
+        assert!(size >= 8 && i + size <= bytes.len(), "bad MP4 box at {i}");
+        let body = &bytes[i + 8..i + size];
+        if [b"moov", b"trak", b"mdia", b"minf", b"stbl"].contains(&&kind) {
+            mp4_boxes(body, out);
+        } else {
+            out.push((kind, body.to_vec()));
+        }
+        i += size;
+    }
+}
+
+/// A video data URL as `[width, height, frames]`: bench's Motion JPEG AVI (every frame
+/// decoded to its JPEG header, all of one size) or vLLM's MP4 (the track header's size and
+/// the sample table's count), so that both sides compare.
+fn video_shape(url: &str) -> [u32; 3] {
+    if let Some(payload) = url.strip_prefix("data:video/x-msvideo;base64,") {
+        let mut chunks = Vec::new();
+        riff_chunks(&unbase64(payload), &mut chunks);
+        let sizes: Vec<(u32, u32)> = chunks
+            .iter()
+            .filter(|(id, _)| id == b"00dc")
+            .map(|(_, jpeg)| jpeg_size(jpeg))
+            .collect();
+        assert!(
+            !sizes.is_empty() && sizes.iter().all(|s| *s == sizes[0]),
+            "{sizes:?}"
+        );
+        let strh = &chunks.iter().find(|(id, _)| id == b"strh").unwrap().1;
+        assert_eq!(&strh[4..8], b"MJPG");
+        return [sizes[0].0, sizes[0].1, sizes.len() as u32];
+    }
+    let payload = url
+        .strip_prefix("data:video/mp4;base64,")
+        .unwrap_or_else(|| panic!("not an AVI or MP4 data URL: {}", &url[..40]));
+    let mut boxes = Vec::new();
+    mp4_boxes(&unbase64(payload), &mut boxes);
+    let body = |kind: &[u8; 4]| &boxes.iter().find(|(k, _)| k == kind).unwrap().1;
+    let tkhd = body(b"tkhd");
+    let fixed = |at: usize| u32::from_be_bytes(tkhd[at..at + 4].try_into().unwrap()) >> 16;
+    let stsz = body(b"stsz");
+    let count = u32::from_be_bytes(stsz[8..12].try_into().unwrap());
+    [fixed(tkhd.len() - 8), fixed(tkhd.len() - 4), count]
+}
+
 /// Standard base64, as in a data URL.
 fn unbase64(text: &str) -> Vec<u8> {
     let value = |c: u8| -> u32 {
@@ -96,7 +163,9 @@ fn normalize(prompt: &Value) -> Value {
     }
     if let Some(content) = prompt.get(0).and_then(|m| m.get("content")) {
         let parts = content.as_array().unwrap().iter().map(|part| {
-            if let Some(url) = part.get("image_url") {
+            if let Some(url) = part.get("video_url") {
+                serde_json::json!({"video": video_shape(url["url"].as_str().unwrap())})
+            } else if let Some(url) = part.get("image_url") {
                 let url = url["url"].as_str().unwrap();
                 let payload = url
                     .strip_prefix("data:image/jpeg;base64,")
@@ -242,27 +311,6 @@ fn random_mm_defaults_same_seed_same_bytes() {
     assert_ne!(sample("random-mm", "gpt2", 8, 6, &flags), first);
 }
 
-#[test]
-fn random_mm_video_buckets_are_a_clear_error() {
-    let out = bench(&[
-        "dataset",
-        "sample",
-        "--dataset-name",
-        "random-mm",
-        "--tokenizer",
-        &data("tokenizers/gpt2").display().to_string(),
-        "--num-prompts",
-        "2",
-        "--random-mm-bucket-config",
-        "{(64, 64, 1): 0.5, (64, 64, 8): 0.5}",
-    ])
-    .assert_failure();
-    assert!(
-        out.stderr.contains("(64, 64, 8) is a video") && out.stderr.contains("MPEG-4"),
-        "{out}"
-    );
-}
-
 /// `custom_image` (vLLM's `CustomImageDataset`) with chat messages: the same lines, order,
 /// oversampling, lengths and `file://` references as vLLM.
 #[test]
@@ -362,4 +410,64 @@ fn custom_image_bad_line_names_file_and_line() {
         out.stderr.contains("bad.jsonl:2: a line needs"),
         "the error should name the file and line 2:\n{out}"
     );
+}
+
+/// Videos: with vLLM's own request set for the same seed (made with OpenCV's MPEG-4), the
+/// same texts, lengths, item order and, per video, the same width, height and frame
+/// count; bench's are Motion JPEG AVI data URLs in `video_url` parts. The pixels are
+/// drawn as vLLM draws them, so the images and texts after a video stay in step.
+#[test]
+fn random_mm_videos_match_vllms_shapes_and_decode() {
+    let flags = [
+        "--random-input-len=20",
+        "--random-output-len=8",
+        "--random-range-ratio=0.5",
+        "--random-mm-base-items-per-request=2",
+        "--random-mm-num-mm-items-range-ratio=0.5",
+        r#"--random-mm-limit-mm-per-prompt={"image": 2, "video": 1}"#,
+        "--random-mm-bucket-config={(8, 12, 1): 0.5, (10, 6, 4): 0.3, (6, 14, 3): 0.2}",
+        "--enable-multimodal-chat",
+    ];
+    let got = sample("random-mm", "gpt2", 3, 8, &flags);
+    check("random-mm-video-gpt2-seed3", &got);
+    let mut videos = 0;
+    for request in &got {
+        for part in request["prompt"][0]["content"].as_array().unwrap() {
+            if let Some(url) = part.get("video_url") {
+                let url = url["url"].as_str().unwrap();
+                assert!(
+                    url.starts_with("data:video/x-msvideo;base64,"),
+                    "{}",
+                    &url[..40]
+                );
+                assert_eq!(part["type"], "video_url");
+                videos += 1;
+            }
+        }
+    }
+    assert!(videos > 0);
+    assert_eq!(sample("random-mm", "gpt2", 3, 8, &flags), got);
+
+    // Without chat the video goes with the request's multimodal items, and a bigger
+    // video (vLLM's default 1280x720 at 16 frames is the usual one) decodes the same way.
+    let plain = sample(
+        "random-mm",
+        "gpt2",
+        1,
+        2,
+        &[
+            "--random-input-len=8",
+            "--random-mm-bucket-config={(72, 128, 5): 1.0}",
+        ],
+    );
+    for request in &plain {
+        let items = request["multi_modal_data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no multimodal items: {request}"));
+        let shapes: Vec<[u32; 3]> = items
+            .iter()
+            .map(|p| video_shape(p["video_url"]["url"].as_str().unwrap()))
+            .collect();
+        assert_eq!(shapes, [[128, 72, 5]]);
+    }
 }

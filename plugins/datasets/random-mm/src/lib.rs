@@ -24,7 +24,7 @@ use bench_sdk::{
     PluginInfo, RequestSpec, host,
 };
 
-use buckets::{ItemPlan, Modality, default_buckets, default_limits, parse_buckets, parse_limits};
+use buckets::{ItemPlan, default_buckets, default_limits, parse_buckets, parse_limits};
 use sample::{Params, Sampler};
 
 pub(crate) const NAME: &str = "random-mm";
@@ -63,8 +63,8 @@ fn options() -> Vec<OptionInfo> {
         option(
             "mm-bucket-config",
             "Item shapes and their probabilities, a Python dict literal {(height, width, \
-             frames): p, ...}; one frame is an image (more would be a video, which bench \
-             cannot encode yet); probabilities are normalized",
+             frames): p, ...}; one frame is an image, more a video (sent as Motion JPEG in AVI, \
+             where vLLM sends MPEG-4 in MP4; the same frames); probabilities are normalized",
             Some(DEFAULT_BUCKETS),
         )
         .flag("random-mm-bucket-config"),
@@ -102,17 +102,6 @@ pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError
         )));
     }
     let plan = ItemPlan::new(base_items, items_ratio, &limits, &buckets)?;
-    if plan.limit(Modality::Video) > 0
-        && let Some((video, _)) = plan.buckets.iter().find(|(b, _)| b.frames > 1)
-    {
-        return Err(PluginError::Unsupported(format!(
-            "{NAME}: bucket ({}, {}, {}) is a video: vLLM encodes synthetic videos as MPEG-4 \
-             Part 2 ('mp4v') in an MP4 file with OpenCV, and no MPEG-4 video encoder in pure \
-             Rust builds for wasm32-wasip2, the plugins' target; give video buckets \
-             probability 0 (or a video limit of 0 in mm-limit-mm-per-prompt)",
-            video.height, video.width, video.frames
-        )));
-    }
     Ok(Params { text, plan, chat })
 }
 
@@ -175,6 +164,7 @@ bench_sdk::export_dataset!(RandomMmDataset);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buckets::Modality;
 
     use bench_sdk::options::pairs as opts;
 
@@ -192,21 +182,14 @@ mod tests {
     }
 
     #[test]
-    fn videos_and_batches_are_clear_errors() {
-        let video = opts(&[("mm-bucket-config", "{(64, 64, 1): 0.5, (32, 32, 4): 0.5}")]);
-        match parse_options(video) {
-            Err(PluginError::Unsupported(m)) => {
-                assert!(m.contains("(32, 32, 4) is a video"), "{m}");
-                assert!(m.contains("MPEG-4"), "{m}");
-            }
-            other => panic!("expected unsupported, got {other:?}"),
-        }
-        // A video bucket that can never be drawn (video limit 0) is fine, as in vLLM.
-        parse_options(opts(&[
-            ("mm-bucket-config", "{(64, 64, 1): 0.5, (32, 32, 4): 0.5}"),
-            ("mm-limit-mm-per-prompt", r#"{"image": 2, "video": 0}"#),
-        ]))
+    fn videos_are_accepted_and_batches_are_clear_errors() {
+        let p = parse_options(opts(&[(
+            "mm-bucket-config",
+            "{(64, 64, 1): 0.5, (32, 32, 4): 0.5}",
+        )]))
         .unwrap();
+        assert_eq!(p.plan.limit(Modality::Video), 1);
+        assert!(p.plan.buckets.iter().any(|(b, _)| b.frames == 4));
         assert!(matches!(
             parse_options(opts(&[("batch-size", "2")])),
             Err(PluginError::Unsupported(m)) if m.contains("does not batch")

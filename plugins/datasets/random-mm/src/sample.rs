@@ -8,12 +8,16 @@
 //!    buckets dropped and the rest renormalized, as vLLM does.
 //!
 //! Images go as JPEG data URLs (vLLM's `process_image`). Videos (buckets with more than
-//! one frame) are refused in [`crate::parse_options`]: see the error there.
+//! one frame) have vLLM's pixels (one `integers(0, 256, (frames, h, w, 3), uint8)` draw)
+//! but go as Motion JPEG in AVI ([`bench_sdk::video`]), not vLLM's OpenCV MPEG-4 in MP4,
+//! which has no pure-Rust encoder for wasm32-wasip2; the draws, and so the rest of the
+//! request set, stay vLLM's.
 
 use bench_sdk::media::{jpeg_data_url, random_rgb};
 use bench_sdk::rng::Generator;
 use bench_sdk::sampling::Codec;
 use bench_sdk::synthetic::{TextParams, TextSampler, prompt_len};
+use bench_sdk::video::random_video_data_url;
 use bench_sdk::{ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
 
 use crate::NAME;
@@ -140,7 +144,8 @@ impl Sampler {
     }
 }
 
-/// vLLM's `generate_mm_item`: an image's pixels drawn, then sent as a JPEG data URL.
+/// vLLM's `generate_mm_item`: an item's pixels drawn, then sent as a data URL (a JPEG
+/// image, or a Motion JPEG AVI video).
 fn item(
     rng: &mut Generator,
     bucket: Bucket,
@@ -155,10 +160,12 @@ fn item(
                 &pixels,
             )?))
         }
-        // Refused when the options are read; kept as an error rather than a panic.
-        Modality::Video => Err(PluginError::Unsupported(format!(
-            "{NAME}: video items are not supported (see the mm-bucket-config option)"
-        ))),
+        Modality::Video => Ok(ContentPart::VideoUrl(random_video_data_url(
+            rng,
+            bucket.width,
+            bucket.height,
+            bucket.frames,
+        )?)),
     }
 }
 
@@ -287,5 +294,51 @@ mod tests {
             assert_eq!(images(chat), images(plain));
             assert!(images(chat).len() <= 2);
         }
+    }
+
+    /// Each video item as (frame count, width, height of every frame).
+    fn videos(spec: &RequestSpec) -> Vec<(usize, u32, u32)> {
+        spec.multimodal
+            .iter()
+            .map(|p| match p {
+                ContentPart::VideoUrl(url) => {
+                    let (mime, bytes) = data_url_bytes(url).unwrap();
+                    assert_eq!(mime, bench_sdk::video::AVI_MIME);
+                    let avi = bench_sdk::video::avi_frames(&bytes).unwrap();
+                    let sizes: Vec<(u32, u32)> = avi
+                        .frames
+                        .iter()
+                        .map(|f| decoded_size(f).unwrap())
+                        .collect();
+                    assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
+                    (sizes.len(), sizes[0].0, sizes[0].1)
+                }
+                other => panic!("expected a video, got {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn videos_draw_their_frames_as_one_image_of_the_same_bytes_would() {
+        // A 4-frame 2x3 video is 72 bytes of pixels, as a 6x4 image is: vLLM draws both
+        // with one `integers(0, 256, shape, uint8)`, so the texts and the item counts
+        // that follow are the same either way.
+        let video = params(false, &[("video", 3)], &[((2, 3, 4), 1.0)]);
+        let image = params(false, &[("image", 3)], &[((6, 4, 1), 1.0)]);
+        let with_videos = drain(5, 20, &video, 6);
+        let with_images = drain(5, 20, &image, 6);
+        let mut total = 0;
+        for (v, i) in with_videos.iter().zip(&with_images) {
+            assert_eq!(format!("{:?}", v.prompt), format!("{:?}", i.prompt));
+            let vids = videos(v);
+            assert_eq!(vids.len(), images(i).len());
+            assert!(vids.iter().all(|&x| x == (4, 3, 2)), "{vids:?}");
+            total += vids.len();
+        }
+        assert!(total > 0);
+        assert_eq!(
+            format!("{with_videos:?}"),
+            format!("{:?}", drain(5, 20, &video, 20))
+        );
     }
 }
