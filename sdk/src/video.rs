@@ -22,18 +22,14 @@ pub const FPS: u32 = 30;
 pub const AVI_MIME: &str = "video/x-msvideo";
 
 /// vLLM's `generate_synthetic_video(width, height, num_frames)`: one
-/// `rng.integers(0, 256, (num_frames, height, width, 3), dtype=np.uint8)` draw, returned
-/// as `frames` buffers of `height * width * 3` bytes. One draw, not one per frame: numpy
-/// takes the bytes four to a 32-bit word, so per-frame draws would differ when a frame's
-/// byte count is not a multiple of four.
-pub fn random_frames(rng: &mut Generator, width: u32, height: u32, frames: u32) -> Vec<Vec<u8>> {
-    let frame_len = width as usize * height as usize * 3;
-    let mut all = vec![0u8; frame_len * frames as usize];
+/// `rng.integers(0, 256, (num_frames, height, width, 3), dtype=np.uint8)` draw, the frames
+/// one after another (`height * width * 3` bytes each) in one buffer. One draw, not one
+/// per frame: numpy takes the bytes four to a 32-bit word, so per-frame draws would differ
+/// when a frame's byte count is not a multiple of four.
+pub fn random_frames(rng: &mut Generator, width: u32, height: u32, frames: u32) -> Vec<u8> {
+    let mut all = vec![0u8; width as usize * height as usize * 3 * frames as usize];
     rng.fill_bytes(&mut all);
-    if frame_len == 0 {
-        return vec![Vec::new(); frames as usize];
-    }
-    all.chunks_exact(frame_len).map(<[u8]>::to_vec).collect()
+    all
 }
 
 /// One frame as a JPEG, its bytes read as OpenCV reads a numpy frame: blue, green, red.
@@ -139,29 +135,39 @@ pub fn mjpeg_avi(
     chunk(&mut hdrl, b"avih", &avih);
     list(&mut hdrl, b"strl", &strl);
 
-    let payload: usize = frames.iter().map(|f| 8 + f.len() + f.len() % 2).sum();
-    let mut movi = Vec::with_capacity(payload);
-    let mut idx1 = Vec::with_capacity(16 * frames.len());
+    // One pass into one buffer (a 720p 16-frame video is ~10 MB): the sizes first.
+    let movi_len: usize = 4 + frames
+        .iter()
+        .map(|f| 8 + f.len() + f.len() % 2)
+        .sum::<usize>();
+    let idx1_len = 16 * frames.len();
+    let body_len = 4 + (8 + 4 + hdrl.len()) + (8 + movi_len) + (8 + idx1_len);
+    let size = |len: usize| {
+        u32::try_from(len).map_err(|_| PluginError::InvalidConfig("a video over 4 GiB".into()))
+    };
+    let mut out = Vec::with_capacity(8 + body_len);
+    out.extend_from_slice(b"RIFF");
+    le32(&mut out, &[size(body_len)?]);
+    out.extend_from_slice(b"AVI ");
+    list(&mut out, b"hdrl", &hdrl);
+    out.extend_from_slice(b"LIST");
+    le32(&mut out, &[size(movi_len)?]);
+    let movi_at = out.len();
+    out.extend_from_slice(b"movi");
     for frame in frames {
-        // Offsets count from the `movi` list type, which comes 4 bytes before the first chunk.
-        let offset = movi.len() as u64 + 4;
-        let offset = u32::try_from(offset)
-            .map_err(|_| PluginError::InvalidConfig("a video over 4 GiB".into()))?;
-        chunk(&mut movi, b"00dc", frame);
-        idx1.extend_from_slice(b"00dc");
-        le32(&mut idx1, &[0x10, offset, frame.len() as u32]); // AVIIF_KEYFRAME
+        chunk(&mut out, b"00dc", frame);
     }
-
-    let mut body = Vec::with_capacity(hdrl.len() + movi.len() + idx1.len() + 64);
-    body.extend_from_slice(b"AVI ");
-    list(&mut body, b"hdrl", &hdrl);
-    list(&mut body, b"movi", &movi);
-    chunk(&mut body, b"idx1", &idx1);
-    if u32::try_from(body.len()).is_err() {
-        return Err(PluginError::InvalidConfig("a video over 4 GiB".into()));
+    out.extend_from_slice(b"idx1");
+    le32(&mut out, &[size(idx1_len)?]);
+    // Offsets count from the `movi` list type, which comes 4 bytes before the first chunk.
+    let mut offset = 4;
+    for frame in frames {
+        out.extend_from_slice(b"00dc");
+        le32(&mut out, &[0x10, size(offset)?, size(frame.len())?]); // AVIIF_KEYFRAME
+        offset += 8 + frame.len() + frame.len() % 2;
     }
-    let mut out = Vec::with_capacity(body.len() + 8);
-    chunk(&mut out, b"RIFF", &body);
+    debug_assert_eq!(out.len(), 8 + body_len);
+    debug_assert_eq!(&out[movi_at..movi_at + 4], b"movi");
     Ok(out)
 }
 
@@ -174,8 +180,10 @@ pub fn random_video_data_url(
     height: u32,
     frames: u32,
 ) -> Result<String, PluginError> {
-    let jpegs = random_frames(rng, width, height, frames)
-        .iter()
+    let pixels = random_frames(rng, width, height, frames);
+    let frame_len = (width as usize * height as usize * 3).max(1);
+    let jpegs = pixels
+        .chunks_exact(frame_len)
         .map(|f| jpeg_bgr(width, height, f))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(data_url(AVI_MIME, &mjpeg_avi(width, height, FPS, &jpegs)?))
@@ -263,14 +271,13 @@ mod tests {
     fn frames_are_one_numpy_draw() {
         // A 3x1 frame is 9 bytes, not a multiple of 4: per-frame draws would differ.
         let frames = random_frames(&mut Generator::new(7), 3, 1, 3);
-        assert_eq!(frames.len(), 3);
-        let all = random_rgb(&mut Generator::new(7), 9, 1);
-        assert_eq!(frames.concat(), all);
+        assert_eq!(frames.len(), 27);
+        assert_eq!(frames, random_rgb(&mut Generator::new(7), 9, 1));
         let mut g = Generator::new(7);
         let first = random_rgb(&mut g, 3, 1);
         let second = random_rgb(&mut g, 3, 1);
-        assert_eq!(frames[0], first);
-        assert_ne!(frames[1], second);
+        assert_eq!(frames[..9], first);
+        assert_ne!(frames[9..18], second);
     }
 
     #[test]
@@ -290,7 +297,7 @@ mod tests {
         assert_eq!(&info.handler, b"MJPG");
         assert_eq!(info.frames.len(), n as usize);
         let drawn = random_frames(&mut Generator::new(0), width, height, n);
-        for (frame, pixels) in info.frames.iter().zip(&drawn) {
+        for (frame, pixels) in info.frames.iter().zip(drawn.chunks_exact(24 * 16 * 3)) {
             assert_eq!(decoded_size(frame).unwrap(), (width, height));
             // Each frame is that draw's JPEG, so the seed fixes the file.
             assert_eq!(*frame, &jpeg_bgr(width, height, pixels).unwrap()[..]);
