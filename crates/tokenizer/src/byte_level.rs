@@ -22,8 +22,10 @@
 //! normalizer or NFC, a `ByteLevel` pre-tokenizer without a prefix space, alone or after
 //! one `Split` regex, a BPE model without dropout, no truncation or padding), and
 //! [`ByteLevel::encode`] returns `None`, for the caller to use `tokenizers`, on any text
-//! the shortcut does not cover: one containing an added token (those are split out
-//! before pre-tokenization, with options of their own). A text that may not be in NFC
+//! the shortcut does not cover: one containing an added token whose options change how it
+//! is split out before pre-tokenization (`lstrip`, `rstrip`, `single_word`, or a mix of
+//! normalized and raw-text tokens); plain added tokens (the special tokens of chat
+//! templates) are split out here as `tokenizers` does. A text that may not be in NFC
 //! already is normalized by the tokenizer's own normalizer first.
 //! Decoding keeps a table of each id's bytes, as the `ByteLevel` decoder computes them.
 //! The tests compare both directions against `tokenizers` on random and adversarial texts
@@ -56,8 +58,12 @@ pub(crate) struct ByteLevel {
     split: Option<onig::Regex>,
     /// The normalizer is NFC: texts that may not be in NFC already are normalized first.
     nfc: bool,
-    /// Every added token's content: a text containing one goes the long way.
+    /// Every added token's content: a text containing one goes the long way, unless
+    /// `split_added` can split it out.
     added: Option<AhoCorasick>,
+    /// Added tokens split out of a text as `tokenizers` does, for tokenizers whose added
+    /// tokens take no options that change the split (see [`SplitAdded::new`]).
+    split_added: Option<SplitAdded>,
     /// The byte-level character of each byte.
     byte_char: [char; 256],
     /// What `add_special_tokens` puts before and after a text's ids; `None` when the
@@ -68,6 +74,45 @@ pub(crate) struct ByteLevel {
     /// Per id (`None` for an id without a token); `None` when the decoder is something
     /// else than `ByteLevel`.
     decode: Option<Vec<Option<Decoded>>>,
+}
+
+/// The added tokens of a tokenizer, to split them out of a text as `tokenizers`' added
+/// vocabulary does: leftmost-longest matches, each replaced by its id, and the text
+/// between them normalized and pre-tokenized piece by piece.
+struct SplitAdded {
+    matcher: AhoCorasick,
+    /// The id of each pattern of `matcher`.
+    ids: Vec<u32>,
+}
+
+impl SplitAdded {
+    /// Only when that one pass is exactly what `tokenizers` does: no token strips the
+    /// spaces around it or must stand alone as a word (`lstrip`, `rstrip`,
+    /// `single_word`), and the tokens are either all matched in the raw text
+    /// (`normalized: false`) or all in the normalized text of a tokenizer that has no
+    /// normalizer (the same text then). Mixed sets take two passes in `tokenizers`; they
+    /// keep going the long way.
+    fn new(tokens: &[(u32, &tokenizers::AddedToken)], has_normalizer: bool) -> Option<SplitAdded> {
+        let first = tokens.first()?.1;
+        let plain = |t: &tokenizers::AddedToken| {
+            !t.single_word
+                && !t.lstrip
+                && !t.rstrip
+                && t.normalized == first.normalized
+                && !t.content.is_empty()
+        };
+        if !tokens.iter().all(|(_, t)| plain(t)) || (first.normalized && has_normalizer) {
+            return None;
+        }
+        let matcher = AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(tokens.iter().map(|(_, t)| t.content.as_str()))
+            .ok()?;
+        Some(SplitAdded {
+            matcher,
+            ids: tokens.iter().map(|(id, _)| *id).collect(),
+        })
+    }
 }
 
 /// What decoding makes of one id.
@@ -157,6 +202,10 @@ impl ByteLevel {
         } else {
             Some(AhoCorasick::new(&contents).ok()?)
         };
+        let mut tokens: Vec<(u32, &tokenizers::AddedToken)> =
+            added_tokens.iter().map(|(id, t)| (*id, t)).collect();
+        tokens.sort_by_key(|(id, _)| *id);
+        let split_added = SplitAdded::new(&tokens, nfc);
 
         let mut byte_char = ['\0'; 256];
         let mut char_byte = HashMap::new();
@@ -169,6 +218,7 @@ impl ByteLevel {
             split,
             nfc,
             added,
+            split_added,
             byte_char,
             specials: None,
             cache: RwLock::new(Cache::default()),
@@ -257,7 +307,17 @@ impl ByteLevel {
         };
         let has_added = |text: &str| self.added.as_ref().is_some_and(|a| a.is_match(text));
         if has_added(text) {
-            return None;
+            let split = self.split_added.as_ref()?;
+            let mut ids = prefix.to_vec();
+            let mut at = 0;
+            for m in split.matcher.find_iter(text) {
+                self.encode_segment(tok, &text[at..m.start()], &mut ids)?;
+                ids.push(split.ids[m.pattern().as_usize()]);
+                at = m.end();
+            }
+            self.encode_segment(tok, &text[at..], &mut ids)?;
+            ids.extend_from_slice(suffix);
+            return Some(ids);
         }
         // Not surely NFC already: normalize the way `tokenizers` does (its own tables),
         // then look for added tokens again, as it does after normalizing.
@@ -278,6 +338,32 @@ impl ByteLevel {
         ids.extend(self.encode_pieces(tok.get_model(), text)?);
         ids.extend_from_slice(suffix);
         Some(ids)
+    }
+
+    /// Appends the ids of a text between two added tokens: normalized on its own (as
+    /// `tokenizers` normalizes each part of a split), then its pieces. No added token is
+    /// looked for after normalizing: [`SplitAdded`] holds only raw-text tokens, or
+    /// normalized ones of a tokenizer without a normalizer.
+    fn encode_segment(
+        &self,
+        tok: &tokenizers::Tokenizer,
+        text: &str,
+        ids: &mut Vec<u32>,
+    ) -> Option<()> {
+        if text.is_empty() {
+            return Some(());
+        }
+        let normalized;
+        let text = if self.nfc && !is_nfc_quick(text) {
+            let mut n = tokenizers::NormalizedString::from(text);
+            tok.get_normalizer()?.normalize(&mut n).ok()?;
+            normalized = n.get().to_owned();
+            normalized.as_str()
+        } else {
+            text
+        };
+        ids.extend(self.encode_pieces(tok.get_model(), text)?);
+        Some(())
     }
 
     /// The ids of the pieces of `text` (no added token in it, already normalized); `None`
@@ -545,14 +631,26 @@ mod tests {
     }
 
     #[test]
-    fn the_shortcut_takes_ordinary_text_and_leaves_added_tokens_alone() {
+    fn the_shortcut_takes_ordinary_text_and_splits_out_added_tokens() {
         for (name, tok, b) in TOKENIZERS.iter() {
             assert!(check_encode(name, tok, b, "Hello world, it's 2026!\n"));
             assert!(
                 check_encode(name, tok, b, "e\u{301}te\u{301}"),
                 "{name}: not NFC"
             );
-            assert_eq!(b.encode(tok, "a<|endoftext|>b", false), None, "{name}");
+            // Added tokens are split out as `tokenizers` splits them, special or not.
+            for text in [
+                "a<|endoftext|>b",
+                "<|endoftext|><|endoftext|> x <|endoftext|>",
+                "<|im_start|>user\nShall I compare thee?<|im_end|>\n<|im_start|>assistant\n",
+                "<think>\n\n</think>\n\ne\u{301}<|im_end|>",
+            ] {
+                let took = check_encode(name, tok, b, text);
+                assert!(
+                    took || *name == "gpt2" && text.contains("<|im"),
+                    "{name}: {text:?}"
+                );
+            }
         }
     }
 
