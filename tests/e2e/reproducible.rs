@@ -148,7 +148,7 @@ const CASES: &[Case] = &[
             "--random-mm-num-mm-items-range-ratio",
             "0.5",
             "--random-mm-bucket-config",
-            "{(32, 48, 1): 0.5, (16, 16, 1): 0.5}",
+            "{(32, 48, 1): 0.5, (12, 10, 4): 0.5}",
         ],
     ),
     case(
@@ -391,12 +391,12 @@ const PINNED: &[(&str, &str, &str)] = &[
     (
         "random-mm",
         "0",
-        "f59061b5488baafb63a36167afe37304998174ff64e881cd9343ca401ed1c5db",
+        "97509096a7f97df6edf5c6a3f979e475c6fef85e8c08f34af7c05a48756996f8",
     ),
     (
         "random-mm",
         "1",
-        "bec6ade8b089d5148d53fb5abed25aea215166bf68c47c6258166e91d448e6e8",
+        "e980f11754b5999aaa46f520864c4447ed53300449d783c675178b7c3b9e9ac6",
     ),
     (
         "random-rerank",
