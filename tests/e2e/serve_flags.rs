@@ -75,6 +75,8 @@ fn host_port_endpoint_names_labels_metadata_percentiles_goodput_and_sampling() {
         dir.path().to_str().unwrap(),
         "--result-filename",
         "run.json",
+        // Accepted as vLLM accepts it (bench runs no repository code either way).
+        "--trust-remote-code",
         "--disable-tqdm",
     ];
     let out = bench(&args).assert_success();

@@ -32,7 +32,8 @@ pub struct ModelArgs {
 /// `-1` for an unknown option and not say which flag it was meant for).
 #[derive(Args, Debug, Clone, serde::Serialize)]
 pub struct DatasetArgs {
-    /// Dataset plugin: a first-party name (random, sharegpt, custom) or a path to a .wasm file.
+    /// Dataset plugin: a first-party name (random, sharegpt, sonnet, hf, ...: `bench plugin
+    /// list` names them all) or a path to a .wasm file.
     #[arg(
         long = "dataset-name",
         visible_alias = "plugin",
@@ -61,6 +62,11 @@ pub struct DatasetArgs {
     /// (as vLLM maps it to each dataset's own flag, which it overrides).
     #[arg(long, allow_negative_numbers = true)]
     pub output_len: Option<u32>,
+
+    /// Accepted for vLLM compatibility, where it lets Hugging Face loaders run a
+    /// repository's own code: bench runs none, so it changes nothing.
+    #[arg(long)]
+    pub trust_remote_code: bool,
 
     /// Any dataset plugin option, as KEY=VALUE (repeatable); wins over the plugin's flags.
     /// `bench plugin inspect NAME` lists them.
