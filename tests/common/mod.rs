@@ -18,6 +18,31 @@ pub fn data(rel: &str) -> PathBuf {
     repo().join("tests/data").join(rel)
 }
 
+/// The `meta` object and the requests of a reference request set in
+/// `tests/data/datasets/vllm-requests` (made by vLLM's own dataset code: the first line is
+/// `{"meta": {...}}`, then one request per line).
+pub fn vllm_reference(name: &str) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let path = data(&format!("datasets/vllm-requests/{name}.jsonl"));
+    let content =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = content.lines();
+    let first: serde_json::Value =
+        serde_json::from_str(lines.next().expect("a meta line")).unwrap();
+    let requests = lines
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: {l:?}: {e}")))
+        .collect();
+    (first["meta"].clone(), requests)
+}
+
+/// A reference's `meta` value as a command-line value (strings as they are, numbers and
+/// the rest as JSON).
+pub fn flag_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 pub fn gpt2() -> String {
     data("tokenizers/gpt2").display().to_string()
 }

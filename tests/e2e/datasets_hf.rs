@@ -8,29 +8,15 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{Bench, Run, bench, data, gpt2};
+use crate::common::{Bench, Run, bench, data, flag_value, gpt2, vllm_reference};
 
 fn hf(rel: &str) -> String {
     data(&format!("datasets/hf/{rel}")).display().to_string()
 }
 
-/// The `meta` object and the requests of a reference file.
-fn reference(name: &str) -> (Value, Vec<Value>) {
-    let path = data(&format!("datasets/vllm-requests/{name}.jsonl"));
-    let content =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = content.lines();
-    let first: Value = serde_json::from_str(lines.next().expect("a meta line")).unwrap();
-    let requests = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
-    (first["meta"].clone(), requests)
-}
-
 /// `bench dataset sample` flags for the call recorded in `meta` (vLLM's flag names).
 fn flags(meta: &Value) -> Vec<String> {
-    let s = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let s = flag_value;
     let init = &meta["init"];
     let sample = &meta["sample"];
     let mut args: Vec<String> = vec![
@@ -103,7 +89,7 @@ fn check(name: &str) -> Vec<Value> {
 }
 
 fn check_keys(name: &str, keys: &[&str]) -> Vec<Value> {
-    let (meta, want) = reference(name);
+    let (meta, want) = vllm_reference(name);
     let out = bench(&flags(&meta)).assert_success();
     let got = lines(&out);
     assert_eq!(got.len(), want.len(), "{name}: request count\n{out}");
@@ -201,7 +187,7 @@ fn sharegpt_style_conversations() {
 /// JPEG), which decodes to the picture's size.
 #[test]
 fn visionarena_prompts_and_images() {
-    let (meta, want) = reference("hf-visionarena-gpt2-seed0");
+    let (meta, want) = vllm_reference("hf-visionarena-gpt2-seed0");
     check("hf-visionarena-gpt2-seed0");
     let mut args = flags(&meta);
     args.push("--enable-multimodal-chat".into());
@@ -303,7 +289,7 @@ fn mmvu_videos_point_into_the_local_copy() {
 #[test]
 fn asr_duration_filter_like_vllm() {
     check("hf-asr-qwen3-seed0");
-    let (meta, _) = reference("hf-asr-qwen3-seed0");
+    let (meta, _) = vllm_reference("hf-asr-qwen3-seed0");
     let mut args = flags(&meta);
     let n = args.iter().position(|a| a == "--num-prompts").unwrap();
     args[n + 1] = "100".into();

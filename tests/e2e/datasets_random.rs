@@ -7,20 +7,12 @@
 
 use serde_json::Value;
 
-use crate::common::{bench, data};
+use crate::common::{bench, data, vllm_reference};
 
 /// The requests of a reference file (its `meta` line skipped).
 fn reference(name: &str) -> Vec<Value> {
-    let path = data(&format!("datasets/vllm-requests/{name}.jsonl"));
-    let content =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    content
-        .lines()
-        .skip(1)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    vllm_reference(name).1
 }
-
 /// `bench dataset sample` with the given dataset, tokenizer, seed and flags.
 fn sample(dataset: &str, tokenizer: &str, seed: u32, n: u32, flags: &[&str]) -> Vec<Value> {
     let tokenizer = data(&format!("tokenizers/{tokenizer}"));

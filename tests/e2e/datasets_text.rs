@@ -7,25 +7,9 @@
 
 use serde_json::Value;
 
-use crate::common::{Bench, Run, bench, data, gpt2};
+use crate::common::{Bench, Run, bench, data, gpt2, vllm_reference};
 
-/// The `meta` object and the requests of a reference file.
-fn reference(name: &str) -> (Value, Vec<Value>) {
-    let path = data(&format!("datasets/vllm-requests/{name}.jsonl"));
-    let content =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = content.lines();
-    let first: Value = serde_json::from_str(lines.next().expect("a meta line")).unwrap();
-    let requests = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
-    (first["meta"].clone(), requests)
-}
-
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
+use crate::common::flag_value as s;
 
 /// `meta[key]`, or `meta[group][key]` (the reference scripts put the class's arguments
 /// under `init` and `sample`).
@@ -100,7 +84,7 @@ fn flags(meta: &Value) -> Vec<String> {
 /// Runs `bench dataset sample` as the reference `name` was made and compares request by
 /// request (request ids too, where vLLM set them).
 fn check(name: &str) {
-    let (meta, want) = reference(name);
+    let (meta, want) = vllm_reference(name);
     let out = bench(&flags(&meta)).assert_success();
     let got: Vec<Value> = out
         .stdout

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::common::{Bench, Run, bench, data, gpt2, mock, within_bounds};
+use crate::common::{Bench, Run, bench, data, gate, gpt2, mock, within_bounds};
 
 fn trace_path() -> String {
     data("datasets/mooncake/trace.jsonl").display().to_string()
@@ -57,13 +57,9 @@ fn sample(name: &str, extra: &[&str]) -> Run {
 /// `timed_trace` reproduces the reference `name` (made by vLLM 0.32's `TimedTrace` under
 /// `PYTHONHASHSEED` = the seed): prompts, lengths, request ids and send times.
 fn check_vllm(name: &str) {
-    let path = data(&format!("datasets/vllm-requests/{name}.jsonl"));
-    let content = std::fs::read_to_string(&path).unwrap();
-    let mut refs = content.lines();
-    let meta: Value = serde_json::from_str(refs.next().unwrap()).unwrap();
-    let meta = &meta["meta"];
+    let (meta, want) = crate::common::vllm_reference(name);
+    let meta = &meta;
     assert_eq!(meta["pythonhashseed"], meta["seed"], "{name}");
-    let want: Vec<Value> = refs.map(|l| serde_json::from_str(l).unwrap()).collect();
     let tokenizer = data(&format!(
         "tokenizers/{}",
         meta["tokenizer"].as_str().unwrap()
@@ -279,11 +275,15 @@ fn replay(dataset: &str, n: usize, extra: &[&str], scale: f64) -> Result<(), Str
 
 #[test]
 fn mooncake_send_times_are_honoured_within_a_millisecond() {
+    // Sub-millisecond bounds: no other test may load the machine meanwhile.
+    let _alone = gate::exclusive();
     within_bounds("mooncake trace replay", || replay("mooncake", 20, &[], 1.0));
 }
 
 #[test]
 fn timed_trace_send_times_follow_the_multiplier() {
+    // Sub-millisecond bounds: no other test may load the machine meanwhile.
+    let _alone = gate::exclusive();
     within_bounds("timed_trace at 1 ms per unit", || {
         replay(
             "timed_trace",
@@ -507,6 +507,8 @@ fn file_parquet_it_cannot_read_is_a_clear_error() {
 /// A send-time column replays the file at its times (0.1 s apart here).
 #[test]
 fn file_send_time_column_is_honoured() {
+    // Sub-millisecond bounds: no other test may load the machine meanwhile.
+    let _alone = gate::exclusive();
     within_bounds("file replay at its send times", || {
         let m = mock(Default::default());
         let run = Bench::against(&m.url)

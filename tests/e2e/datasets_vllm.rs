@@ -7,25 +7,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{Bench, Run, bench, data, gpt2, sharegpt};
-
-/// The `meta` object and the requests of a reference file.
-fn reference(name: &str) -> (Value, Vec<Value>) {
-    let path = data(&format!("datasets/vllm-requests/{name}.jsonl"));
-    let content =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut lines = content.lines();
-    let first: Value = serde_json::from_str(lines.next().expect("a meta line")).unwrap();
-    let requests = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
-    (first["meta"].clone(), requests)
-}
+use crate::common::{Bench, Run, bench, data, flag_value, gpt2, sharegpt, vllm_reference};
 
 /// vLLM's `vllm bench serve` flags for the call recorded in `meta`.
 fn flags(meta: &Value) -> Vec<String> {
-    let s = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let s = flag_value;
     let dataset = s(&meta["dataset"]);
     let mut args: Vec<String> = vec![
         "dataset".into(),
@@ -79,7 +65,7 @@ fn flags(meta: &Value) -> Vec<String> {
 /// Runs `bench dataset sample` as the reference `name` was made and compares request by
 /// request.
 fn check(name: &str) {
-    let (meta, want) = reference(name);
+    let (meta, want) = vllm_reference(name);
     let out = bench(&flags(&meta)).assert_success();
     let got: Vec<Value> = out
         .stdout
