@@ -12,6 +12,7 @@ mod common;
 mod console;
 mod contract_versions;
 mod conversations;
+mod datasets_audio;
 mod datasets_hf;
 mod datasets_random;
 mod datasets_text;
