@@ -245,8 +245,10 @@ fn no_prompts(plugin: &str, name: &str) -> PluginError {
     PluginError::InvalidInput(format!("{plugin}: {name}: the file has no prompts"))
 }
 
-/// The output length of one row: the option, or the row's `output_tokens` when it is -1.
-fn output_len(row: &PromptRow, option: i64, name: &str) -> Result<u32, PluginError> {
+/// The output length of one row: the option, or the row's `output_tokens` when it is -1
+/// (public for the datasets that sample like `CustomDataset` but make other requests,
+/// e.g. `custom_audio`).
+pub fn output_len(row: &PromptRow, option: i64, name: &str) -> Result<u32, PluginError> {
     let at = |why: String| PluginError::InvalidInput(format!("{name}:{}: {why}", row.line));
     if option != OUTPUT_LEN_FROM_DATA {
         // Options are checked to fit when they are read.
