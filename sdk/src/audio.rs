@@ -251,8 +251,9 @@ pub fn seconds(bytes: &[u8]) -> Result<f64, String> {
     }
 }
 
-/// Interleaved samples in [-1, 1] as a 16-bit PCM WAV file, as libsndfile writes doubles
-/// (times 0x7FFF, rounded half to even; out-of-range values clipped).
+/// Interleaved samples in [-1, 1] as a 16-bit PCM WAV file, as libsndfile 1.2 writes
+/// doubles (scaled to 32 bits, rounded half to even, clipped, the top 16 bits kept), so
+/// that a 16-bit clip read and written again is unchanged, as with soundfile.
 pub fn pcm16_wav(samples: &[f64], channels: u16, rate: u32) -> Vec<u8> {
     let channels = channels.max(1);
     let data_len = samples.len() * 2;
@@ -271,8 +272,11 @@ pub fn pcm16_wav(samples: &[f64], channels: u16, rate: u32) -> Vec<u8> {
     out.extend_from_slice(b"data");
     out.extend_from_slice(&(data_len as u32).to_le_bytes());
     for s in samples {
-        let v = (s * 32767.0).round_ties_even().clamp(-32768.0, 32767.0) as i16;
-        out.extend_from_slice(&v.to_le_bytes());
+        // libsndfile goes through a 32-bit integer and keeps its top half (a floor).
+        let wide = (s * 2_147_483_648.0)
+            .round_ties_even()
+            .clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32;
+        out.extend_from_slice(&((wide >> 16) as i16).to_le_bytes());
     }
     out
 }
@@ -302,21 +306,20 @@ mod tests {
         assert_eq!(seconds(&wav).unwrap(), 0.5);
         let a = decode(&wav).unwrap();
         assert_eq!((a.rate, a.channels, a.frames()), (16000, 1, 8000));
-        // Read as s / 32768, written as x * 32767: each sample shrinks by at most one step,
-        // as vLLM's `sf.read` then `sf.write` changes a 16-bit file.
-        let again = a.to_wav();
-        assert_eq!(again.len(), wav.len());
-        let back = decode(&again).unwrap();
-        for (x, y) in a.samples.iter().zip(&back.samples) {
-            assert!((x - y).abs() <= 1.0 / 32768.0 + 1e-12, "{x} {y}");
-        }
-        // Full scale: -1.0 is -32767 (not -32768), as libsndfile writes it.
-        let edge = pcm16_wav(&[-1.0, 1.0, 2.0, 0.5], 1, 8000);
+        // Read as s / 32768 and written again: the same file, as with soundfile.
+        assert_eq!(a.to_wav(), wav);
+        // What soundfile 0.14 (libsndfile 1.2.2) writes for these doubles: clipped, and
+        // rounded down below the last step.
+        let edge = pcm16_wav(
+            &[-1.0, 1.0, 2.0, 0.5, -0.5, -2.0, 1.0 / 65536.0, -1.0 / 65536.0, 0.99999],
+            1,
+            8000,
+        );
         let got: Vec<i16> = edge[44..]
             .chunks(2)
             .map(|c| i16::from_le_bytes([c[0], c[1]]))
             .collect();
-        assert_eq!(got, [-32767, 32767, 32767, 16384]);
+        assert_eq!(got, [-32768, 32767, 32767, 16384, -16384, -32768, 0, -1, 32767]);
     }
 
     #[test]

@@ -339,7 +339,7 @@ mod tests {
         );
         let clip = audio::decode(&b.data).unwrap();
         assert_eq!((clip.rate, clip.frames()), (16000, 4000));
-        // 0.5 read back from 16 bits is 16384 / 32768, written again as 0.5 * 32767.
+        // 0.5 is 16384 in 16 bits, read back as 16384 / 32768 and written again unchanged.
         assert_eq!(i16::from_le_bytes([b.data[44], b.data[45]]), 16384);
         // Oversampled past the three lines with a fresh random.seed(0).
         let mut rng = Random::new(0);
