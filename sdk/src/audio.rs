@@ -311,7 +311,17 @@ mod tests {
         // What soundfile 0.14 (libsndfile 1.2.2) writes for these doubles: clipped, and
         // rounded down below the last step.
         let edge = pcm16_wav(
-            &[-1.0, 1.0, 2.0, 0.5, -0.5, -2.0, 1.0 / 65536.0, -1.0 / 65536.0, 0.99999],
+            &[
+                -1.0,
+                1.0,
+                2.0,
+                0.5,
+                -0.5,
+                -2.0,
+                1.0 / 65536.0,
+                -1.0 / 65536.0,
+                0.99999,
+            ],
             1,
             8000,
         );
@@ -319,7 +329,10 @@ mod tests {
             .chunks(2)
             .map(|c| i16::from_le_bytes([c[0], c[1]]))
             .collect();
-        assert_eq!(got, [-32768, 32767, 32767, 16384, -16384, -32768, 0, -1, 32767]);
+        assert_eq!(
+            got,
+            [-32768, 32767, 32767, 16384, -16384, -32768, 0, -1, 32767]
+        );
     }
 
     #[test]
@@ -368,7 +381,11 @@ mod tests {
         for &(name, rate, channels, frames) in CLIPS {
             let bytes = std::fs::read(format!("{dir}/{name}")).unwrap();
             let a = decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!((a.rate, a.channels, a.frames()), (rate, channels, frames), "{name}");
+            assert_eq!(
+                (a.rate, a.channels, a.frames()),
+                (rate, channels, frames),
+                "{name}"
+            );
             let want = frames as f64 / f64::from(rate);
             assert_eq!(seconds(&bytes).unwrap(), want, "{name}");
             // A real signal, not silence: the glide's 0.4 amplitude.
@@ -388,7 +405,11 @@ mod tests {
                 "{err}"
             );
         }
-        assert!(seconds(b"RIFF\0\0\0\0WAVE").unwrap_err().contains("without a data chunk"));
+        assert!(
+            seconds(b"RIFF\0\0\0\0WAVE")
+                .unwrap_err()
+                .contains("without a data chunk")
+        );
         assert_eq!(Format::sniff(b"ID3\x04"), Some(Format::Mp3));
         assert_eq!(Format::sniff(b"OggS"), Some(Format::Ogg));
         assert!(wav_data_url(b"RIFF").starts_with("data:audio/wav;base64,UklGRg"));
