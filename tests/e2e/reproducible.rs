@@ -68,6 +68,16 @@ const CASES: &[Case] = &[
         ],
     ),
     case(
+        "custom_audio",
+        &[
+            "--dataset-path",
+            "@audio/clips.jsonl",
+            "--num-prompts",
+            "8",
+            "--enable-multimodal-chat",
+        ],
+    ),
+    case(
         "custom_image",
         &[
             "--dataset-path",
@@ -327,6 +337,16 @@ const PINNED: &[(&str, &str, &str)] = &[
         "custom",
         "1",
         "861bb552d9c1d72470c6f6ba046cd494dcea71f455508b2dd118e56f5136c332",
+    ),
+    (
+        "custom_audio",
+        "0",
+        "6608f3fac33e98f5db01d2d46a80496700d70e924d5d6a291af3a94ad1af1bf0",
+    ),
+    (
+        "custom_audio",
+        "1",
+        "c896063d5f460b0b9f52a3dcaea4a52ccf290da152228303b29dad4eaecbaf35",
     ),
     (
         "custom_image",
