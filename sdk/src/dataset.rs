@@ -32,6 +32,64 @@ pub trait Dataset: Sized + 'static {
     }
 }
 
+/// The positions of the whole request set a source makes: all of them, or those of the
+/// shard `DatasetConfig::shard` asks a [`shardable`](crate::DatasetDescription::shardable)
+/// source for. A sharded source still walks every position in order, drawing each one's
+/// random numbers so that its own requests are byte for byte the unsharded ones, and skips
+/// only the costly work (encoding) of the positions it does not keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Positions {
+    index: u32,
+    count: u32,
+}
+
+impl Positions {
+    /// Every position: no shard.
+    pub const ALL: Positions = Positions { index: 0, count: 1 };
+
+    /// The positions `config` asks for (an invalid shard, which the host never sends, is
+    /// an error).
+    pub fn of(config: &DatasetConfig) -> Result<Positions, PluginError> {
+        match config.shard {
+            None => Ok(Positions::ALL),
+            Some(crate::Shard { index, count }) => Positions::shard(index, count),
+        }
+    }
+
+    /// Shard `index` of `count`.
+    pub fn shard(index: u32, count: u32) -> Result<Positions, PluginError> {
+        if count >= 1 && index < count {
+            Ok(Positions { index, count })
+        } else {
+            Err(PluginError::InvalidConfig(format!(
+                "shard {index} of {count} does not exist"
+            )))
+        }
+    }
+
+    /// Whether this source makes the request at `position` (from 0) of the whole set.
+    pub fn keeps(&self, position: usize) -> bool {
+        position % self.count as usize == self.index as usize
+    }
+
+    /// The first position from `position` on that this source makes.
+    pub fn next_from(&self, position: usize) -> usize {
+        let (index, count) = (self.index as usize, self.count as usize);
+        position + (index + count - position % count) % count
+    }
+
+    /// How many sources share the set (1: no shard).
+    pub fn count(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether this source reports what concerns the whole set (warnings, filtered-out
+    /// counts): every shard walks all of it, and only the first says so.
+    pub fn reports(&self) -> bool {
+        self.index == 0
+    }
+}
+
 /// Adapts a [`Dataset`] to the generated resource trait (resources take `&self`).
 #[doc(hidden)]
 pub struct Source<T>(RefCell<T>);

@@ -42,6 +42,17 @@ pub fn apply_chat_template(
         .map_err(|e| PluginError::Unsupported(format!("chat template: {e}")))
 }
 
+/// [`apply_chat_template`] with `tools` (a JSON array of OpenAI tool definitions) in the
+/// template's scope, as `transformers` renders `apply_chat_template(..., tools=...)`.
+pub fn apply_chat_template_with_tools(
+    messages: &[ChatMessage],
+    tools: &str,
+    add_generation_prompt: bool,
+) -> Result<String, PluginError> {
+    tokenizer::apply_chat_template_with_tools(messages, tools, add_generation_prompt)
+        .map_err(|e| PluginError::Unsupported(format!("chat template: {e}")))
+}
+
 /// The run's `--seed`.
 pub fn run_seed() -> u64 {
     seed::run_seed()

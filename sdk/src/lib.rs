@@ -54,7 +54,7 @@ pub use dataset_bindings::bench::plugin::types::{
     Prompt, RequestSpec, RerankInput, Session, SharedFlag,
 };
 pub use dataset_bindings::exports::bench::plugin::dataset::{
-    DatasetConfig, DatasetDescription, PathUse, TurnResult,
+    DatasetConfig, DatasetDescription, PathUse, Shard, TurnResult,
 };
 pub use options::OptionReader;
 
@@ -89,6 +89,7 @@ impl DatasetDescription {
             ignore_eos_by_default: false,
             align_to_server_tokenizer: false,
             multi_turn: false,
+            shardable: false,
         }
     }
 
@@ -114,6 +115,14 @@ impl DatasetDescription {
     /// The source continues conversations: [`Dataset::next_turn`] is called.
     pub fn multi_turn(mut self) -> Self {
         self.multi_turn = true;
+        self
+    }
+
+    /// The source makes the shard `DatasetConfig::shard` asks for ([`dataset::Positions`]),
+    /// so the host prepares the workload with one instance per core. Worth it where making
+    /// a request costs far more than drawing its random numbers (encoded images).
+    pub fn shardable(mut self) -> Self {
+        self.shardable = true;
         self
     }
 }

@@ -1,7 +1,8 @@
-//! Plugins built for an older contract run unchanged: `tests/fixtures/api-0.2.0/` holds the
-//! first-party `random` dataset and `openai-chat` backend as built for
-//! `bench:plugin@0.2.0`. Each run through the host's 0.2.0 adapter must give what the
-//! current plugins give: the same requests, the same measurements, the same failure kinds.
+//! Plugins built for an older contract run unchanged: `tests/fixtures/api-0.2.0/` and
+//! `tests/fixtures/api-0.3.0/` hold the first-party `random` dataset and `openai-chat`
+//! backend as built for `bench:plugin@0.2.0` and `@0.3.0`. Each run through the host's
+//! adapter for that version must give what the current plugins give: the same requests,
+//! the same measurements, the same failure kinds.
 
 use bench::mock::{Faults, MockConfig};
 use serde_json::Value;
@@ -9,11 +10,55 @@ use serde_json::Value;
 use crate::common::*;
 
 fn old_plugin(name: &str) -> String {
+    plugin_for("0.2.0", name)
+}
+
+fn plugin_for(version: &str, name: &str) -> String {
     repo()
-        .join("tests/fixtures/api-0.2.0")
+        .join(format!("tests/fixtures/api-{version}"))
         .join(format!("{name}.wasm"))
         .display()
         .to_string()
+}
+
+#[test]
+fn a_plugin_built_for_0_3_0_loads_names_its_version_and_keeps_its_flags() {
+    let plugin = plugin_for("0.3.0", "random");
+    let out = bench(&["plugin", "inspect", &plugin]).assert_success();
+    assert!(
+        out.stdout
+            .starts_with("random 0.1.0 (dataset plugin, API bench:plugin@0.3.0)"),
+        "{out}"
+    );
+    // 0.3.0 options have flags of their own, which the adapter keeps.
+    assert!(out.stdout.contains("--random-input-len"), "{out}");
+}
+
+#[test]
+fn a_0_3_0_dataset_and_backend_give_what_the_current_ones_give() {
+    let old = sample(&plugin_for("0.3.0", "random"));
+    assert_eq!(old.lines().count(), 40);
+    assert_eq!(old, sample("random"));
+
+    let old = serve_with(
+        &plugin_for("0.3.0", "openai-chat"),
+        &plugin_for("0.3.0", "random"),
+    );
+    let current = serve_with("openai-chat", "random");
+    for key in [
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "failures_by_kind",
+        "input_lens",
+        "output_lens",
+    ] {
+        assert_eq!(old[key], current[key], "{key}");
+    }
+    assert_eq!(errors(&old), errors(&current));
+    assert_eq!(old["completed"], 15, "{old:#}");
+    assert_eq!(old["failures_by_kind"]["invalid-chunk"], 5, "{old:#}");
 }
 
 #[test]

@@ -30,6 +30,7 @@ fn runtime(cache: &Path, budget: Duration, memory_mib: u64) -> Runtime {
         memory_limit: memory_mib << 20,
         call_budget: budget,
         cache_dir: Some(cache.to_path_buf()),
+        ..RuntimeConfig::default()
     })
     .unwrap()
 }

@@ -8,6 +8,7 @@ use wasmtime::component::ResourceAny;
 
 use super::bindings::current::backend::BackendPlugin as Bindings;
 use super::bindings::v0_2_0::{self, backend::BackendPlugin as BindingsV0_2_0};
+use super::bindings::v0_3_0::{self, backend::BackendPlugin as BindingsV0_3_0};
 use super::{
     BackendDescription, CallFailure, Chunks, ClientConfig, Decoded, Framing, HostContext,
     HttpRequest, Loaded, PluginCallError, PluginError, PluginInfo, RequestSpec, ResponseHead,
@@ -18,12 +19,14 @@ use super::{
 enum Guest {
     Current(Bindings),
     V0_2_0(BindingsV0_2_0),
+    V0_3_0(BindingsV0_3_0),
 }
 
 /// The `client` resource's functions, by contract version.
 enum Client<'a> {
     Current(super::bindings::current::backend::exports::bench::plugin::backend::GuestClient<'a>),
     V0_2_0(v0_2_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
+    V0_3_0(v0_3_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
 }
 
 impl<'a> Client<'a> {
@@ -31,6 +34,7 @@ impl<'a> Client<'a> {
         match guest {
             Guest::Current(b) => Client::Current(b.bench_plugin_backend().client()),
             Guest::V0_2_0(b) => Client::V0_2_0(b.bench_plugin_backend().client()),
+            Guest::V0_3_0(b) => Client::V0_3_0(b.bench_plugin_backend().client()),
         }
     }
 }
@@ -46,19 +50,24 @@ pub struct BackendPlugin {
 
 impl BackendPlugin {
     pub(crate) fn new(loaded: Arc<Loaded>, host: HostContext) -> Result<BackendPlugin> {
-        let pre = match &loaded.pre {
-            TypedPre::Backend(pre) => Ok(pre.clone()),
-            TypedPre::BackendV0_2_0(pre) => Err(pre.clone()),
-            _ => bail!("plugin '{}' is not a backend plugin", loaded.name),
-        };
-        let (mut sandbox, _) = Sandbox::new(loaded, host.clone(), None)?;
-        let bindings = match pre {
-            Ok(pre) => Guest::Current(
+        if !matches!(
+            loaded.pre,
+            TypedPre::Backend(_) | TypedPre::BackendV0_2_0(_) | TypedPre::BackendV0_3_0(_)
+        ) {
+            bail!("plugin '{}' is not a backend plugin", loaded.name);
+        }
+        let (mut sandbox, _) = Sandbox::new(loaded.clone(), host.clone(), None)?;
+        let bindings = match &loaded.pre {
+            TypedPre::BackendV0_2_0(pre) => Guest::V0_2_0(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
-            Err(pre) => Guest::V0_2_0(
+            TypedPre::BackendV0_3_0(pre) => Guest::V0_3_0(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
+            TypedPre::Backend(pre) => Guest::Current(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            _ => unreachable!("checked above"),
         };
         Ok(BackendPlugin {
             sandbox,
@@ -112,6 +121,12 @@ impl BackendPlugin {
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_2_0::backend_description_up)
             }
+            Guest::V0_3_0(b) => {
+                let guest = b.bench_plugin_backend();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_3_0::backend_description_up)
+            }
         }
     }
 
@@ -130,6 +145,13 @@ impl BackendPlugin {
                 self.sandbox.call("open", |store| {
                     c.call_open(store, &old)
                         .map(|r| r.map_err(v0_2_0::plugin_error_up))
+                })?
+            }
+            Client::V0_3_0(c) => {
+                let old = v0_3_0::client_config_down(&config);
+                self.sandbox.call("open", |store| {
+                    c.call_open(store, &old)
+                        .map(|r| r.map_err(v0_3_0::plugin_error_up))
                 })?
             }
         };
@@ -155,6 +177,10 @@ impl BackendPlugin {
                 .sandbox
                 .call_infallible("framing", |store| c.call_framing(store, handle))
                 .map(v0_2_0::framing_up),
+            Client::V0_3_0(c) => self
+                .sandbox
+                .call_infallible("framing", |store| c.call_framing(store, handle))
+                .map(v0_3_0::framing_up),
         }
     }
 
@@ -166,6 +192,9 @@ impl BackendPlugin {
                 .sandbox
                 .call_infallible("default-path", |store| c.call_default_path(store, handle)),
             Client::V0_2_0(c) => self
+                .sandbox
+                .call_infallible("default-path", |store| c.call_default_path(store, handle)),
+            Client::V0_3_0(c) => self
                 .sandbox
                 .call_infallible("default-path", |store| c.call_default_path(store, handle)),
         }
@@ -190,6 +219,15 @@ impl BackendPlugin {
                             .map(|r| r.map_err(v0_2_0::plugin_error_up))
                     })
                     .map(v0_2_0::http_request_up)
+            }
+            Client::V0_3_0(c) => {
+                let old = v0_3_0::request_spec_down(spec);
+                self.sandbox
+                    .call("build-request", |store| {
+                        c.call_build_request(store, handle, &old)
+                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
+                    })
+                    .map(v0_3_0::http_request_up)
             }
         }
     }
@@ -216,6 +254,15 @@ impl BackendPlugin {
                             .map(|r| r.map_err(v0_2_0::plugin_error_up))
                     })
                     .map(v0_2_0::decoded_up)?
+            }
+            Client::V0_3_0(c) => {
+                let head = v0_3_0::response_head_down(head);
+                self.sandbox
+                    .call("decode", |store| {
+                        c.call_decode(store, handle, &head, buffer, frame_ends)
+                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
+                    })
+                    .map(v0_3_0::decoded_up)?
             }
         };
         check_decoded(&decoded, buffer.len(), frame_ends.len())

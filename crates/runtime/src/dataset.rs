@@ -1,16 +1,19 @@
 //! The dataset adapter: opens a plugin's request source and drains it into memory before
 //! the run starts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
 use super::bindings::current::dataset::DatasetPlugin as Bindings;
+use super::bindings::current::dataset::exports::bench::plugin::dataset::Shard;
 use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
+use super::bindings::v0_3_0::{self, dataset::DatasetPlugin as BindingsV0_3_0};
 use super::{
-    CallFailure, DatasetConfig, DatasetDescription, HostContext, Loaded, PluginCallError,
+    CallFailure, DatasetConfig, DatasetDescription, Fault, HostContext, Loaded, PluginCallError,
     PluginInfo, RequestSpec, Sandbox, TurnResult, TypedPre,
 };
 
@@ -25,6 +28,11 @@ const MAX_BATCH: u32 = 4096;
 /// the host's parallel encoding pay off, far inside the plugin's time budget (10 s by
 /// default) whatever a prompt costs to make and however loaded the machine is.
 const CALL_TARGET: Duration = Duration::from_millis(250);
+
+/// The fewest requests a shard of a shardable source is given: below this, one more
+/// instance (its start, and the source's own setup such as reading the file) costs more
+/// than it saves.
+const MIN_SHARD_REQUESTS: u32 = 16;
 
 /// Sizes `next-batch` calls so that each takes about [`CALL_TARGET`]: a size grows at most
 /// twofold per call and shrinks as far as the last call's time says.
@@ -55,6 +63,7 @@ impl BatchSizer {
 enum Guest {
     Current(Bindings),
     V0_2_0(BindingsV0_2_0),
+    V0_3_0(BindingsV0_3_0),
 }
 
 /// An instantiated dataset plugin in its own sandbox.
@@ -66,6 +75,10 @@ pub struct DatasetPlugin {
     /// A multi-turn source, kept open after [`DatasetPlugin::sample`] for
     /// [`DatasetPlugin::next_turn`].
     open_source: Option<wasmtime::component::ResourceAny>,
+    /// What the sandbox was made with, to make more of them for the shards of a shardable
+    /// source.
+    host: HostContext,
+    dataset_path: Option<PathBuf>,
 }
 
 impl DatasetPlugin {
@@ -75,12 +88,15 @@ impl DatasetPlugin {
         dataset_path: Option<&Path>,
     ) -> Result<DatasetPlugin> {
         let pre = loaded.pre.clone_dataset(&loaded.name)?;
-        let (mut sandbox, guest_path) = Sandbox::new(loaded, host, dataset_path)?;
+        let (mut sandbox, guest_path) = Sandbox::new(loaded, host.clone(), dataset_path)?;
         let bindings = match pre {
             DatasetPre::Current(pre) => Guest::Current(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             DatasetPre::V0_2_0(pre) => Guest::V0_2_0(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            DatasetPre::V0_3_0(pre) => Guest::V0_3_0(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
         };
@@ -89,6 +105,8 @@ impl DatasetPlugin {
             bindings,
             guest_path,
             open_source: None,
+            host,
+            dataset_path: dataset_path.map(Path::to_path_buf),
         })
     }
 
@@ -122,6 +140,12 @@ impl DatasetPlugin {
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_2_0::dataset_description_up)
             }
+            Guest::V0_3_0(b) => {
+                let guest = b.bench_plugin_dataset();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_3_0::dataset_description_up)
+            }
         }
     }
 
@@ -144,31 +168,172 @@ impl DatasetPlugin {
         options: Vec<(String, String)>,
         progress: &mut dyn FnMut(u64, Duration),
     ) -> Result<Vec<RequestSpec>, PluginCallError> {
+        // A multi-turn source from an earlier call is done with.
+        if let Some(old) = self.open_source.take() {
+            self.sandbox
+                .call_infallible("drop request-source", |store| old.resource_drop(store))?;
+        }
+        let description = self.description()?;
+        let shards = shard_count(&description, num_requests, self.sandbox.loaded.max_shards);
+        let started = Instant::now();
+        if shards > 1 {
+            return self.sample_sharded(num_requests, options, shards, started, progress);
+        }
         let config = DatasetConfig {
             num_requests,
             path: self.guest_path.clone(),
             options,
+            shard: None,
         };
+        let (requests, handle) = self.drain(&config, num_requests, &mut |n| {
+            progress(n, started.elapsed())
+        })?;
+        // A multi-turn source goes on during the run; any other is done.
+        if description.multi_turn {
+            self.open_source = Some(handle);
+        } else {
+            self.sandbox
+                .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
+        }
+        Ok(requests)
+    }
+
+    /// Makes `num_requests` with `count` instances of a shardable source, one shard each on
+    /// its own thread (this instance makes shard 0), and interleaves their requests back
+    /// into the order of the whole set.
+    fn sample_sharded(
+        &mut self,
+        num_requests: u32,
+        options: Vec<(String, String)>,
+        count: u32,
+        started: Instant,
+        progress: &mut dyn FnMut(u64, Duration),
+    ) -> Result<Vec<RequestSpec>, PluginCallError> {
+        let mut forks = Vec::with_capacity(count as usize - 1);
+        for _ in 1..count {
+            let fork = DatasetPlugin::new(
+                self.sandbox.loaded.clone(),
+                self.host.clone(),
+                self.dataset_path.as_deref(),
+            )
+            .map_err(|e| {
+                self.sandbox.error(
+                    "instantiate",
+                    CallFailure::Fault {
+                        fault: Fault::Host(format!("{e:#}")),
+                        output: String::new(),
+                    },
+                )
+            })?;
+            forks.push(fork);
+        }
+        let config = |index: u32| DatasetConfig {
+            num_requests,
+            path: self.guest_path.clone(),
+            options: options.clone(),
+            shard: Some(Shard { index, count }),
+        };
+        // Shard i holds the positions p < num_requests with p % count == i.
+        let share = |index: u32| (num_requests - index).div_ceil(count);
+        let made = AtomicU64::new(0);
+        let configs: Vec<DatasetConfig> = (0..count).map(config).collect();
+        let mut parts: Vec<Vec<RequestSpec>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = forks
+                .iter_mut()
+                .zip(&configs[1..])
+                .map(|(fork, config)| {
+                    let made = &made;
+                    let limit = share(config.shard.as_ref().map_or(0, |s| s.index));
+                    scope.spawn(move || {
+                        fork.drain_and_close(config, limit, &mut |n| {
+                            made.fetch_add(n, Ordering::Relaxed);
+                        })
+                    })
+                })
+                .collect();
+            let first = self.drain_and_close(&configs[0], share(0), &mut |n| {
+                let total = made.fetch_add(n, Ordering::Relaxed) + n;
+                progress(total, started.elapsed());
+            });
+            let mut parts = vec![first?];
+            for worker in workers {
+                parts.push(worker.join().expect("a shard's thread panicked")?);
+            }
+            Ok::<_, PluginCallError>(parts)
+        })?;
+        let total: usize = parts.iter().map(Vec::len).sum();
+        let mut requests = Vec::with_capacity(total);
+        let mut iters: Vec<_> = parts.iter_mut().map(|p| p.drain(..)).collect();
+        // A source with fewer requests than asked for ends at the first position a shard
+        // lacks; a shard that made more than its share breaks the contract.
+        'merge: for position in 0..num_requests as usize {
+            match iters[position % count as usize].next() {
+                Some(spec) => requests.push(spec),
+                None => break 'merge,
+            }
+        }
+        if let Some(extra) = iters.iter_mut().position(|it| it.next().is_some()) {
+            return Err(self.sandbox.error(
+                "next-batch",
+                CallFailure::Contract(format!(
+                    "shard {extra} of {count} made requests past the end of the whole set \
+                     ({} made)",
+                    requests.len()
+                )),
+            ));
+        }
+        progress(requests.len() as u64, started.elapsed());
+        Ok(requests)
+    }
+
+    /// [`DatasetPlugin::drain`], then closes the source.
+    fn drain_and_close(
+        &mut self,
+        config: &DatasetConfig,
+        limit: u32,
+        made: &mut dyn FnMut(u64),
+    ) -> Result<Vec<RequestSpec>, PluginCallError> {
+        let (requests, handle) = self.drain(config, limit, made)?;
+        self.sandbox
+            .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
+        Ok(requests)
+    }
+
+    /// Opens a source with `config` and collects up to `limit` requests, asking for them in
+    /// batches until the source has given that many or reports it is exhausted; tells
+    /// `made` how many each batch added. Returns the requests and the open source.
+    fn drain(
+        &mut self,
+        config: &DatasetConfig,
+        limit: u32,
+        made: &mut dyn FnMut(u64),
+    ) -> Result<(Vec<RequestSpec>, wasmtime::component::ResourceAny), PluginCallError> {
         let source = Source::of(&self.bindings);
         let handle = match &source {
             Source::Current(s) => self
                 .sandbox
-                .call("open", |store| s.call_open(store, &config))?,
+                .call("open", |store| s.call_open(store, config))?,
             Source::V0_2_0(s) => {
-                let config = v0_2_0::dataset_config_down(&config);
+                let config = v0_2_0::dataset_config_down(config);
                 self.sandbox.call("open", |store| {
                     s.call_open(store, &config)
                         .map(|r| r.map_err(v0_2_0::plugin_error_up))
                 })?
             }
+            Source::V0_3_0(s) => {
+                let config = v0_3_0::dataset_config_down(config);
+                self.sandbox.call("open", |store| {
+                    s.call_open(store, &config)
+                        .map(|r| r.map_err(v0_3_0::plugin_error_up))
+                })?
+            }
         };
-        let mut requests = Vec::with_capacity(num_requests.min(1 << 16) as usize);
-        let started = Instant::now();
+        let mut requests = Vec::with_capacity(limit.min(1 << 16) as usize);
         let mut sizer = BatchSizer::new();
-        let drained = loop {
-            let remaining = num_requests - requests.len() as u32;
+        loop {
+            let remaining = limit - requests.len() as u32;
             if remaining == 0 {
-                break Ok(());
+                break;
             }
             let max = remaining.min(sizer.size);
             let call_started = Instant::now();
@@ -183,17 +348,21 @@ impl DatasetPlugin {
                             .map(|r| r.map_err(v0_2_0::plugin_error_up))
                     })
                     .map(|batch| batch.into_iter().map(v0_2_0::request_spec_up).collect()),
+                Source::V0_3_0(s) => self
+                    .sandbox
+                    .call("next-batch", |store| {
+                        s.call_next_batch(store, handle, max)
+                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
+                    })
+                    .map(|batch| batch.into_iter().map(v0_3_0::request_spec_up).collect()),
             };
-            let batch: Vec<RequestSpec> = match batch {
-                Ok(batch) => batch,
-                Err(e) => break Err(e),
-            };
+            let batch: Vec<RequestSpec> = batch?;
             sizer.record(max, call_started.elapsed());
             if batch.is_empty() {
-                break Ok(());
+                break;
             }
             if batch.len() > max as usize {
-                break Err(self.sandbox.error(
+                return Err(self.sandbox.error(
                     "next-batch",
                     CallFailure::Contract(format!(
                         "returned {} requests, more than the {max} asked for",
@@ -201,22 +370,10 @@ impl DatasetPlugin {
                     )),
                 ));
             }
+            made(batch.len() as u64);
             requests.extend(batch);
-            progress(requests.len() as u64, started.elapsed());
-        };
-        drained?;
-        // A multi-turn source goes on during the run; any other is done.
-        if let Some(old) = self.open_source.take() {
-            self.sandbox
-                .call_infallible("drop request-source", |store| old.resource_drop(store))?;
         }
-        if self.description()?.multi_turn {
-            self.open_source = Some(handle);
-        } else {
-            self.sandbox
-                .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
-        }
-        Ok(requests)
+        Ok((requests, handle))
     }
 
     /// The next turn of the conversation `turn` ended, from a multi-turn source that
@@ -229,6 +386,15 @@ impl DatasetPlugin {
             Source::Current(s) => self
                 .sandbox
                 .call("next-turn", |store| s.call_next_turn(store, handle, turn)),
+            Source::V0_3_0(s) => {
+                let turn = v0_3_0::turn_result_down(turn);
+                self.sandbox
+                    .call("next-turn", |store| {
+                        s.call_next_turn(store, handle, &turn)
+                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
+                    })
+                    .map(|next| next.map(v0_3_0::request_spec_up))
+            }
             // 0.2.0 had no conversations: its sources are never multi-turn.
             Source::V0_2_0(_) => Err(self.sandbox.error("next-turn", CallFailure::NotOpen)),
         }
@@ -239,6 +405,7 @@ impl DatasetPlugin {
 pub(crate) enum DatasetPre {
     Current(super::bindings::current::dataset::DatasetPluginPre<super::host::StoreState>),
     V0_2_0(v0_2_0::dataset::DatasetPluginPre<super::host::StoreState>),
+    V0_3_0(v0_3_0::dataset::DatasetPluginPre<super::host::StoreState>),
 }
 
 impl TypedPre {
@@ -246,6 +413,7 @@ impl TypedPre {
         Ok(match self {
             TypedPre::Dataset(pre) => DatasetPre::Current(pre.clone()),
             TypedPre::DatasetV0_2_0(pre) => DatasetPre::V0_2_0(pre.clone()),
+            TypedPre::DatasetV0_3_0(pre) => DatasetPre::V0_3_0(pre.clone()),
             _ => bail!("plugin '{name}' is not a dataset plugin"),
         })
     }
@@ -257,6 +425,7 @@ enum Source<'a> {
         super::bindings::current::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>,
     ),
     V0_2_0(v0_2_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
+    V0_3_0(v0_3_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
 }
 
 impl<'a> Source<'a> {
@@ -264,8 +433,19 @@ impl<'a> Source<'a> {
         match guest {
             Guest::Current(b) => Source::Current(b.bench_plugin_dataset().request_source()),
             Guest::V0_2_0(b) => Source::V0_2_0(b.bench_plugin_dataset().request_source()),
+            Guest::V0_3_0(b) => Source::V0_3_0(b.bench_plugin_dataset().request_source()),
         }
     }
+}
+
+/// How many shards to make `num_requests` in: up to `max_shards` (one per core by
+/// default) for a shardable source, with at least [`MIN_SHARD_REQUESTS`] each; 1 (no
+/// sharding) for any other.
+fn shard_count(description: &DatasetDescription, num_requests: u32, max_shards: u32) -> u32 {
+    if !description.shardable || description.multi_turn {
+        return 1;
+    }
+    max_shards.min(num_requests / MIN_SHARD_REQUESTS).max(1)
 }
 
 #[cfg(test)]

@@ -524,6 +524,26 @@ impl tokenizer::Host for StoreState {
                 .map_err(|e| format!("{e:#}"))
         })
     }
+
+    fn apply_chat_template_with_tools(
+        &mut self,
+        messages: Vec<ChatMessage>,
+        tools: String,
+        add_generation_prompt: bool,
+    ) -> std::result::Result<String, String> {
+        let total = messages.iter().map(message_bytes).sum::<usize>() + tools.len();
+        if total > MAX_TEMPLATE_BYTES {
+            return Err(too_large("chat with tools", total, MAX_TEMPLATE_BYTES));
+        }
+        let tools: Vec<serde_json::Value> = serde_json::from_str(&tools)
+            .map_err(|e| format!("tools must be a JSON array of tool definitions: {e}"))?;
+        self.host_work(|s| {
+            let json: Vec<serde_json::Value> = messages.iter().map(chat_message_json).collect();
+            s.tokenizer()?
+                .apply_chat_template_with_tools(&json, Some(&tools), add_generation_prompt)
+                .map_err(|e| format!("{e:#}"))
+        })
+    }
 }
 
 impl seed::Host for StoreState {

@@ -150,6 +150,9 @@ pub struct RuntimeConfig {
     /// Where compiled components are cached; `None`: nowhere (each load compiles). The
     /// CLI uses [`cache_dir_from_env`].
     pub cache_dir: Option<PathBuf>,
+    /// The most instances a shardable dataset is prepared with at once (one shard each);
+    /// `None`: one per core.
+    pub max_shards: Option<u32>,
 }
 
 impl Default for RuntimeConfig {
@@ -158,6 +161,7 @@ impl Default for RuntimeConfig {
             memory_limit: 512 << 20,
             call_budget: Duration::from_secs(10),
             cache_dir: None,
+            max_shards: None,
         }
     }
 }
@@ -186,6 +190,7 @@ pub(crate) struct Loaded {
     pub(crate) pre: TypedPre,
     pub(crate) memory_limit: u64,
     pub(crate) call_budget: Duration,
+    pub(crate) max_shards: u32,
 }
 
 /// The pre-linked component with the export indices of its world, per contract version.
@@ -194,6 +199,8 @@ pub(crate) enum TypedPre {
     Backend(bindings::current::backend::BackendPluginPre<StoreState>),
     DatasetV0_2_0(bindings::v0_2_0::dataset::DatasetPluginPre<StoreState>),
     BackendV0_2_0(bindings::v0_2_0::backend::BackendPluginPre<StoreState>),
+    DatasetV0_3_0(bindings::v0_3_0::dataset::DatasetPluginPre<StoreState>),
+    BackendV0_3_0(bindings::v0_3_0::backend::BackendPluginPre<StoreState>),
 }
 
 impl TypedPre {
@@ -203,6 +210,8 @@ impl TypedPre {
             TypedPre::Backend(pre) => pre.engine(),
             TypedPre::DatasetV0_2_0(pre) => pre.engine(),
             TypedPre::BackendV0_2_0(pre) => pre.engine(),
+            TypedPre::DatasetV0_3_0(pre) => pre.engine(),
+            TypedPre::BackendV0_3_0(pre) => pre.engine(),
         }
     }
 }
@@ -239,6 +248,12 @@ impl Runtime {
         >(&mut linker, |state| state)
         .map_err(wasm_error)
         .context("linking the plugin host interfaces of bench:plugin@0.2.0")?;
+        bindings::v0_3_0::dataset::DatasetPlugin::add_to_linker::<
+            StoreState,
+            wasmtime::component::HasSelf<StoreState>,
+        >(&mut linker, |state| state)
+        .map_err(wasm_error)
+        .context("linking the plugin host interfaces of bench:plugin@0.3.0")?;
         let cache_dir = config.cache_dir.clone();
         Ok(Runtime {
             engine,
@@ -308,18 +323,24 @@ impl Runtime {
             .with_context(|| {
                 format!("plugin '{name}' imports something the sandbox does not provide (only WASI and {PACKAGE}@{version} are available)")
             })?;
-        let pre = match (kind, version == bindings::v0_2_0::VERSION) {
-            (PluginKind::Dataset, false) => {
-                bindings::current::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)
-            }
-            (PluginKind::Backend, false) => {
-                bindings::current::backend::BackendPluginPre::new(pre).map(TypedPre::Backend)
-            }
-            (PluginKind::Dataset, true) => {
+        let pre = match (kind, version) {
+            (PluginKind::Dataset, bindings::v0_2_0::VERSION) => {
                 bindings::v0_2_0::dataset::DatasetPluginPre::new(pre).map(TypedPre::DatasetV0_2_0)
             }
-            (PluginKind::Backend, true) => {
+            (PluginKind::Backend, bindings::v0_2_0::VERSION) => {
                 bindings::v0_2_0::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_2_0)
+            }
+            (PluginKind::Dataset, bindings::v0_3_0::VERSION) => {
+                bindings::v0_3_0::dataset::DatasetPluginPre::new(pre).map(TypedPre::DatasetV0_3_0)
+            }
+            (PluginKind::Backend, bindings::v0_3_0::VERSION) => {
+                bindings::v0_3_0::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_3_0)
+            }
+            (PluginKind::Dataset, _) => {
+                bindings::current::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)
+            }
+            (PluginKind::Backend, _) => {
+                bindings::current::backend::BackendPluginPre::new(pre).map(TypedPre::Backend)
             }
         }
         .map_err(wasm_error)
@@ -333,6 +354,9 @@ impl Runtime {
             pre,
             memory_limit: self.config.memory_limit,
             call_budget: self.config.call_budget,
+            max_shards: self.config.max_shards.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+            }),
         }))
     }
 }

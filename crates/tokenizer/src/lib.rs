@@ -253,6 +253,18 @@ impl Tokenizer {
         messages: &[TemplateMessage],
         add_generation_prompt: bool,
     ) -> Result<String> {
+        self.apply_chat_template_with_tools(messages, None, add_generation_prompt)
+    }
+
+    /// [`Tokenizer::apply_chat_template`] with `tools` (OpenAI tool definitions, a JSON
+    /// array) in the template's scope, as `apply_chat_template(..., tools=tools)` renders
+    /// them; `None` renders without (the template sees `tools` as none).
+    pub fn apply_chat_template_with_tools(
+        &self,
+        messages: &[TemplateMessage],
+        tools: Option<&[Json]>,
+        add_generation_prompt: bool,
+    ) -> Result<String> {
         let Some(env) = &self.chat_template else {
             bail!(
                 "the tokenizer at {} has no chat template (tokenizer_config.json has no `chat_template`)",
@@ -266,7 +278,10 @@ impl Tokenizer {
             "add_generation_prompt".into(),
             Json::Bool(add_generation_prompt),
         );
-        ctx.insert("tools".into(), Json::Null);
+        ctx.insert(
+            "tools".into(),
+            tools.map_or(Json::Null, |tools| Json::Array(tools.to_vec())),
+        );
         ctx.insert("documents".into(), Json::Null);
         for (attr, token) in &self.special_tokens {
             ctx.insert(attr.clone(), Json::String(token.clone()));

@@ -51,6 +51,7 @@ impl SandboxArgs {
             memory_limit: self.plugin_memory.saturating_mul(1 << 20),
             call_budget: Duration::from_secs_f64(self.plugin_timeout),
             cache_dir: crate::runtime::cache_dir_from_env(),
+            max_shards: None,
         })
     }
 }

@@ -148,6 +148,39 @@ impl Pcg64 {
         next as u32
     }
 
+    /// Moves the generator `steps` 64-bit outputs ahead in O(log steps) (PCG's jump-ahead
+    /// of the underlying LCG), as if `next_u64` had been called that many times.
+    pub fn advance(&mut self, mut steps: u128) {
+        let (mut mult, mut plus) = (PCG_MULT, self.inc);
+        let (mut acc_mult, mut acc_plus) = (1u128, 0u128);
+        while steps > 0 {
+            if steps & 1 == 1 {
+                acc_mult = acc_mult.wrapping_mul(mult);
+                acc_plus = acc_plus.wrapping_mul(mult).wrapping_add(plus);
+            }
+            plus = mult.wrapping_add(1).wrapping_mul(plus);
+            mult = mult.wrapping_mul(mult);
+            steps >>= 1;
+        }
+        self.state = acc_mult.wrapping_mul(self.state).wrapping_add(acc_plus);
+    }
+
+    /// Consumes `words` 32-bit draws without making them: the spare half first, then
+    /// whole 64-bit outputs by [`Pcg64::advance`], and a last one whose high half is kept
+    /// as the spare, exactly as `words` calls of `next_u32` would.
+    pub fn skip_u32(&mut self, mut words: u64) {
+        if words == 0 {
+            return;
+        }
+        if self.spare_u32.take().is_some() {
+            words -= 1;
+        }
+        self.advance(u128::from(words / 2));
+        if words % 2 == 1 {
+            self.next_u32();
+        }
+    }
+
     /// A double in [0, 1) from the top 53 bits.
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
@@ -212,6 +245,12 @@ impl Generator {
             let last = self.bits.next_u32().to_le_bytes();
             rest.copy_from_slice(&last[..rest.len()]);
         }
+    }
+
+    /// Moves on as [`Generator::fill_bytes`] of `len` bytes would, without making them:
+    /// what a shard does for the pixels of an image another shard encodes.
+    pub fn skip_bytes(&mut self, len: usize) {
+        self.bits.skip_u32(len.div_ceil(4) as u64);
     }
 
     /// `rng.choice(len(p), p=p)` (one item, with replacement): one `random()` draw
@@ -336,6 +375,33 @@ impl RandomState {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn skipping_bytes_leaves_the_generator_where_filling_them_does() {
+        for seed in [0u128, 7] {
+            for lens in [[0usize, 5, 3], [4, 4, 8], [3, 1_000_001, 2], [1, 2, 3]] {
+                let mut filled = super::Generator::new(seed);
+                let mut skipped = super::Generator::new(seed);
+                for (i, &len) in lens.iter().enumerate() {
+                    let mut bytes = vec![0u8; len];
+                    filled.fill_bytes(&mut bytes);
+                    if i == 1 {
+                        skipped.skip_bytes(len);
+                    } else {
+                        let mut again = vec![0u8; len];
+                        skipped.fill_bytes(&mut again);
+                        assert_eq!(again, bytes, "seed {seed} lens {lens:?}");
+                    }
+                }
+                assert_eq!(
+                    filled.random(),
+                    skipped.random(),
+                    "seed {seed} lens {lens:?}"
+                );
+                assert_eq!(filled.integer(0, 1000), skipped.integer(0, 1000));
+            }
+        }
+    }
+
     use super::*;
 
     // Reference values printed by numpy 2.4.6 on CPython 3.11:

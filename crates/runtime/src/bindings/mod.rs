@@ -2,18 +2,19 @@
 //!
 //! `current` is generated from `wit/current` (the newest `since_vX.Y.Z` folder) and its
 //! types are the host's own: everything outside this module speaks them. Each older
-//! version a host still loads has a module of its own (`v0_2_0`) that generates bindings
+//! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`) that generates bindings
 //! from its frozen folder and converts its types to and from the current ones, so a plugin
 //! built for that version runs unchanged.
 
 pub mod v0_2_0;
+pub mod v0_3_0;
 
 /// The contract version of `current` (the `package` line of `wit/current/plugin.wit`, read
 /// by `build.rs`: the one place it is written).
 pub const CURRENT_VERSION: &str = env!("BENCH_PLUGIN_API_VERSION");
 
 /// The versions this host loads, newest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &[CURRENT_VERSION, v0_2_0::VERSION];
+pub const SUPPORTED_VERSIONS: &[&str] = &[CURRENT_VERSION, v0_3_0::VERSION, v0_2_0::VERSION];
 
 /// Bindings of the current contract.
 pub mod current {
@@ -90,7 +91,10 @@ mod tests {
     /// (Each frozen folder's hash is pinned when its successor starts.)
     #[test]
     fn frozen_contracts_are_unchanged() {
-        let frozen = [("since_v0.2.0/plugin.wit", v0_2_0::FROZEN_SHA256)];
+        let frozen = [
+            ("since_v0.2.0/plugin.wit", v0_2_0::FROZEN_SHA256),
+            ("since_v0.3.0/plugin.wit", v0_3_0::FROZEN_SHA256),
+        ];
         for (file, want) in frozen {
             let bytes = std::fs::read(wit(file)).unwrap();
             let got: String = Sha256::digest(&bytes)

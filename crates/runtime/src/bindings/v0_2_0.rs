@@ -157,6 +157,7 @@ pub(crate) fn dataset_description_up(info: old::PluginInfo) -> cur_dataset::Data
         ignore_eos_by_default: false,
         align_to_server_tokenizer: false,
         multi_turn: false,
+        shardable: false,
     }
 }
 
