@@ -463,3 +463,66 @@ fn random_mm_videos_match_vllms_shapes_and_decode() {
         assert_eq!(shapes, [[128, 72, 5]]);
     }
 }
+
+/// `random-mm` is shardable: prepared by 1, 3 or 4 instances at once (each encoding the
+/// images of its own positions), the request set is the same, byte for byte, images and
+/// videos included.
+#[test]
+fn random_mm_sharded_preparation_makes_the_same_requests() {
+    use bench::runtime::{HostContext, PluginRef, Runtime, RuntimeConfig};
+    use bench::tokenizer::Tokenizer;
+    use std::sync::Arc;
+
+    // Compiling the plugin and running four instances keeps the cores busy.
+    crate::common::gate::enter();
+    let cache = tempfile::tempdir().unwrap();
+    let tokenizer = Arc::new(Tokenizer::load(data("tokenizers/gpt2").to_str().unwrap()).unwrap());
+    let options: Vec<(String, String)> = [
+        ("input-len", "24"),
+        ("mm-base-items-per-request", "2"),
+        ("mm-num-mm-items-range-ratio", "0.5"),
+        (
+            "mm-bucket-config",
+            "{(16, 24, 1): 0.5, (8, 8, 1): 0.3, (12, 16, 3): 0.2}",
+        ),
+        ("mm-limit-mm-per-prompt", r#"{"image": 2, "video": 1}"#),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let make = |shards: u32| {
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: Some(cache.path().to_path_buf()),
+            max_shards: Some(shards),
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let host = HostContext {
+            tokenizer: Some(tokenizer.clone()),
+            seed: 3,
+        };
+        let mut dataset = runtime
+            .load_dataset(&PluginRef::parse("random-mm").unwrap(), host, None)
+            .unwrap();
+        assert!(dataset.description().unwrap().shardable);
+        dataset.sample(70, options.clone()).unwrap()
+    };
+    let whole = make(1);
+    assert_eq!(whole.len(), 70);
+    let videos = whole
+        .iter()
+        .filter(|r| format!("{:?}", r.multimodal).contains("VideoUrl"))
+        .count();
+    assert!(videos > 0, "the set holds videos too");
+    for shards in [3, 4] {
+        let sharded = make(shards);
+        assert_eq!(sharded.len(), 70);
+        for (i, (a, b)) in whole.iter().zip(&sharded).enumerate() {
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "request {i}, {shards} shards"
+            );
+        }
+    }
+}

@@ -15,6 +15,14 @@ pub struct Bucket {
     pub frames: u32,
 }
 
+impl Bucket {
+    /// The bytes of one item's pixel draw (`integers(0, 256, (frames, h, w, 3), uint8)`;
+    /// an image is one frame).
+    pub fn pixel_bytes(&self) -> usize {
+        self.height as usize * self.width as usize * 3 * self.frames.max(1) as usize
+    }
+}
+
 /// vLLM's two modalities: one frame is an image, more a video.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Modality {

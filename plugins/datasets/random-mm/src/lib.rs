@@ -15,6 +15,7 @@
 pub mod buckets;
 pub mod sample;
 
+use bench_sdk::dataset::Positions;
 use bench_sdk::options::option;
 use bench_sdk::rng::Generator;
 use bench_sdk::sampling::HostTokenizer;
@@ -108,7 +109,7 @@ pub fn parse_options(pairs: Vec<(String, String)>) -> Result<Params, PluginError
 /// The request source: vLLM's sampler, run a batch per host call.
 pub struct RandomMmDataset {
     sampler: Sampler,
-    total: u32,
+    positions: Positions,
 }
 
 impl Dataset for RandomMmDataset {
@@ -126,26 +127,29 @@ impl Dataset for RandomMmDataset {
         })
         .path(PathUse::Refused)
         .ignore_eos_by_default()
+        .shardable()
     }
 
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {
+        let positions = Positions::of(&config)?;
         let params = parse_options(config.options)?;
         let rng = Generator::new(u128::from(host::run_seed()));
-        let sampler = Sampler::new(&HostTokenizer, rng, config.num_requests as usize, &params)?;
-        warn_mismatch(NAME, "the shared prefix", sampler.prefix_mismatch());
-        Ok(RandomMmDataset {
-            sampler,
-            total: config.num_requests,
-        })
-    }
-
-    fn size_hint(&self) -> Option<u32> {
-        Some(self.total)
+        let sampler = Sampler::new(
+            &HostTokenizer,
+            rng,
+            config.num_requests as usize,
+            &params,
+            positions,
+        )?;
+        if positions.reports() {
+            warn_mismatch(NAME, "the shared prefix", sampler.prefix_mismatch());
+        }
+        Ok(RandomMmDataset { sampler, positions })
     }
 
     fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
         let batch = self.sampler.next_batch(&HostTokenizer, max as usize)?;
-        if !batch.is_empty() && self.sampler.remaining() == 0 {
+        if self.positions.reports() && !batch.is_empty() && self.sampler.remaining() == 0 {
             warn_mismatch(NAME, "all prompts together", self.sampler.token_mismatch());
             if self.sampler.exhausted > 0 {
                 host::log_warn(&format!(

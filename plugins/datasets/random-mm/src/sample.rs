@@ -12,7 +12,12 @@
 //! but go as Motion JPEG in AVI ([`bench_sdk::video`]), not vLLM's OpenCV MPEG-4 in MP4,
 //! which has no pure-Rust encoder for wasm32-wasip2; the draws, and so the rest of the
 //! request set, stay vLLM's.
+//!
+//! The source is shardable: a shard walks every request, drawing its text and item
+//! choices and skipping its pixels' draws, and encodes only the images of its own
+//! positions (the encoding is nearly all the cost).
 
+use bench_sdk::dataset::Positions;
 use bench_sdk::media::{jpeg_data_url, random_rgb};
 use bench_sdk::rng::Generator;
 use bench_sdk::sampling::Codec;
@@ -38,6 +43,9 @@ pub struct Sampler {
     text: TextSampler,
     plan: ItemPlan,
     chat: bool,
+    /// The positions this source makes, and the next position to walk.
+    positions: Positions,
+    position: usize,
     /// Requests whose items ran out of buckets before their drawn count (vLLM warns).
     pub exhausted: usize,
 }
@@ -48,16 +56,19 @@ impl Sampler {
         rng: Generator,
         num_requests: usize,
         p: &Params,
+        positions: Positions,
     ) -> Result<Self, PluginError> {
         Ok(Sampler {
             text: TextSampler::new(NAME, tok, rng, num_requests, &p.text)?,
             plan: p.plan.clone(),
             chat: p.chat,
+            positions,
+            position: 0,
             exhausted: 0,
         })
     }
 
-    /// How many requests are left to build.
+    /// How many requests of the whole set are left to walk.
     pub fn remaining(&self) -> usize {
         self.text.remaining()
     }
@@ -72,18 +83,32 @@ impl Sampler {
         self.text.token_mismatch
     }
 
-    /// The next (up to) `max` requests. The texts' draw-free fitting steps go to the
-    /// host in one batch; each request then finishes its text and draws its items.
+    /// The next (up to) `max` requests of this source's positions. The texts' draw-free
+    /// fitting steps go to the host in one batch; each request then finishes its text and
+    /// draws its items (making them only at this source's positions).
     pub fn next_batch(
         &mut self,
         tok: &impl Codec,
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
-        let pending = self.text.next_pending(tok, max)?;
-        let mut out = Vec::with_capacity(pending.len());
+        // `max` positions of ours lie within the next `max * count` of the whole set. When
+        // none lies past them, walk to the end, so that the last batch leaves the whole
+        // set walked (its warnings concern all of it).
+        let remaining = self.text.remaining();
+        let mut walk = max.saturating_mul(self.positions.count());
+        if self.positions.next_from(self.position + walk) >= self.position + remaining {
+            walk = remaining;
+        }
+        let pending = self.text.next_pending(tok, walk)?;
+        let mut out = Vec::with_capacity(max.min(pending.len()));
         for prompt in pending {
             let prompt = self.text.finish(tok, prompt)?;
-            let items = self.items()?;
+            let keep = self.positions.keeps(self.position);
+            self.position += 1;
+            let items = self.items(keep)?;
+            if !keep {
+                continue;
+            }
             let len = prompt_len(NAME, &prompt.fitted)?;
             let mut spec = RequestSpec::text(String::new(), len, prompt.output_len);
             if self.chat {
@@ -103,8 +128,9 @@ impl Sampler {
         Ok(out)
     }
 
-    /// vLLM's `get_mm_item_iterator` with each item generated as it is drawn.
-    fn items(&mut self) -> Result<Vec<ContentPart>, PluginError> {
+    /// vLLM's `get_mm_item_iterator` with each item generated as it is drawn (`make`), or
+    /// only drawn (another shard's request: the items are not made).
+    fn items(&mut self, make: bool) -> Result<Vec<ContentPart>, PluginError> {
         let plan = &self.plan;
         let rng = &mut self.text.rng;
         let count = rng.integer(plan.min_items, plan.max_items + 1);
@@ -125,7 +151,11 @@ impl Sampler {
             };
             if *taken < plan.limit(modality) {
                 *taken += 1;
-                items.push(item(rng, bucket, modality)?);
+                if make {
+                    items.push(item(rng, bucket, modality)?);
+                } else {
+                    rng.skip_bytes(bucket.pixel_bytes());
+                }
                 continue;
             }
             // The modality is at its cap: its buckets leave the draw.
@@ -205,13 +235,54 @@ mod tests {
     }
 
     fn drain(seed: u128, n: usize, p: &Params, max: usize) -> Vec<RequestSpec> {
+        drain_shard(seed, n, p, max, Positions::ALL).0
+    }
+
+    /// The requests of one shard, and its sampler's whole-set counters at the end.
+    fn drain_shard(
+        seed: u128,
+        n: usize,
+        p: &Params,
+        max: usize,
+        positions: Positions,
+    ) -> (Vec<RequestSpec>, i64, usize) {
         let tok = Toy { bos: false };
-        let mut sampler = Sampler::new(&tok, Generator::new(seed), n, p).unwrap();
+        let mut sampler = Sampler::new(&tok, Generator::new(seed), n, p, positions).unwrap();
         let mut all = Vec::new();
         while sampler.remaining() > 0 {
-            all.extend(sampler.next_batch(&tok, max).unwrap());
+            let batch = sampler.next_batch(&tok, max).unwrap();
+            assert!(batch.len() <= max);
+            all.extend(batch);
         }
-        all
+        (all, sampler.token_mismatch(), sampler.exhausted)
+    }
+
+    #[test]
+    fn shards_interleave_into_the_whole_set() {
+        let p = params(
+            true,
+            &[("image", 2)],
+            &[((8, 16, 1), 1.0), ((24, 8, 1), 1.0)],
+        );
+        let (whole, mismatch, exhausted) = drain_shard(5, 23, &p, 4, Positions::ALL);
+        assert_eq!(whole.len(), 23);
+        for count in [2u32, 3, 5] {
+            let shards: Vec<_> = (0..count)
+                .map(|i| drain_shard(5, 23, &p, 3, Positions::shard(i, count).unwrap()))
+                .collect();
+            for (i, (part, m, e)) in shards.iter().enumerate() {
+                let want: Vec<String> = whole
+                    .iter()
+                    .skip(i)
+                    .step_by(count as usize)
+                    .map(|r| format!("{r:?}"))
+                    .collect();
+                let got: Vec<String> = part.iter().map(|r| format!("{r:?}")).collect();
+                assert_eq!(got, want, "shard {i} of {count}");
+                // Each shard walked the whole set.
+                assert_eq!((*m, *e), (mismatch, exhausted), "shard {i} of {count}");
+            }
+        }
     }
 
     fn images(spec: &RequestSpec) -> Vec<(u32, u32)> {
