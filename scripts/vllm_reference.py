@@ -105,8 +105,20 @@ def _stub_vllm(vllm_src: Path) -> None:
     _module("vllm.multimodal.utils", encode_image_url=_encode_image_url, fetch_image=fetch_image)
     _module("vllm.tokenizers", TokenizerLike=object)
 
+    class _LocalHub:
+        """The hub API over local folders: a repo id that is a directory holds its files."""
+
+        def hf_hub_download(self, repo_id, filename, repo_type=None):
+            path = Path(repo_id) / filename
+            if not Path(repo_id).is_dir():
+                raise RuntimeError(f"hf_hub_download({repo_id!r}): no hub access (use a local folder)")
+            if not path.is_file():
+                from huggingface_hub.errors import EntryNotFoundError
+                raise EntryNotFoundError(f"{filename} not in {repo_id}")
+            return str(path)
+
     def hf_api():
-        raise RuntimeError("hf_api: no hub access for reference sets (use local files)")
+        return _LocalHub()
 
     _module("vllm.transformers_utils.repo_utils", hf_api=hf_api)
     _module("vllm.utils.argparse_utils", FlexibleArgumentParser=argparse.ArgumentParser)

@@ -338,6 +338,34 @@ fn bfcl_messages_from_the_categories() {
     );
 }
 
+/// BFCL with Qwen3's chat template, which renders the tool schemas: the prompt lengths
+/// count them as vLLM's do (170 and 249 tokens here, where the messages alone are about
+/// 15), with vLLM's order, oversampling, messages and tools.
+#[test]
+fn bfcl_prompt_lengths_count_the_tool_schemas_like_vllm() {
+    let (meta, want) = vllm_reference("hf-bfcl-qwen3-seed0");
+    let mut args = flags(&meta);
+    args.extend([
+        "--bfcl-categories".into(),
+        flag_value(&meta["bfcl_categories"]),
+    ]);
+    let got = lines(&bench(&args).assert_success());
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        for key in ["prompt_len", "expected_output_len"] {
+            assert_eq!(g[key], w[key], "request {i}: {key}\n got: {g}\nwant: {w}");
+        }
+        let messages: Vec<Value> = g["prompt"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| serde_json::json!({"role": m["role"], "content": m["content"][0]["text"]}))
+            .collect();
+        assert_eq!(Value::from(messages), w["chat_messages"], "request {i}");
+        assert_eq!(g["extra_body"], w["request_overrides"], "request {i}");
+    }
+}
+
 fn sample_with(args: &[&str]) -> Run {
     Bench::new()
         .args(["dataset", "sample", "--dataset-name", "hf", "--tokenizer"])

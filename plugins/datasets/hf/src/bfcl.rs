@@ -60,6 +60,59 @@ pub fn translate(v: &Value) -> serde_json::Value {
     }
 }
 
+/// The tools of `functions` as a JSON array in the file's key order (each
+/// `{"type": "function", "function": <translated>}`), for the chat template that measures
+/// the prompt: transformers renders a template's `tools | tojson` in the order Python's
+/// dicts keep, and the order changes the tokens. (`serde_json` here sorts keys, which is
+/// fine for the request body but not for this text.)
+fn tools_json(functions: &[&Value]) -> String {
+    let mut out = String::from("[");
+    for (i, f) in functions.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"type\":\"function\",\"function\":");
+        ordered_json(f, &mut out);
+        out.push('}');
+    }
+    out.push(']');
+    out
+}
+
+/// [`translate`]'s result as JSON text, keys in the file's order.
+fn ordered_json(v: &Value, out: &mut String) {
+    match v {
+        Value::Map(fields) => {
+            out.push('{');
+            for (i, (k, v)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String(k.clone()).to_string());
+                out.push(':');
+                match (k.as_str(), v) {
+                    ("type", Value::Str(t)) if remap(t).is_some() => {
+                        out.push_str(&serde_json::Value::from(remap(t)).to_string());
+                    }
+                    _ => ordered_json(v, out),
+                }
+            }
+            out.push('}');
+        }
+        Value::List(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                ordered_json(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_json().to_string()),
+    }
+}
+
 /// Python's truthiness of a field (`not x` for a missing, empty or null value).
 fn truthy(v: Option<&Value>) -> bool {
     match v {
@@ -109,13 +162,14 @@ pub fn item(row: &Row, file: &str) -> Result<Item, PluginError> {
             content: vec![ContentPart::Text(text("content")?)],
         });
     }
-    let functions = functions.expect("truthy above");
-    let tools: Vec<serde_json::Value> = match functions {
-        Value::List(fs) => fs.iter(),
-        other => std::slice::from_ref(other).iter(),
-    }
-    .map(|f| serde_json::json!({"type": "function", "function": translate(f)}))
-    .collect();
+    let functions: Vec<&Value> = match functions.expect("truthy above") {
+        Value::List(fs) => fs.iter().collect(),
+        other => vec![other],
+    };
+    let tools: Vec<serde_json::Value> = functions
+        .iter()
+        .map(|f| serde_json::json!({"type": "function", "function": translate(f)}))
+        .collect();
     let body = serde_json::json!({"tools": tools, "tool_choice": "auto"});
     let mut item = Item::text(
         messages
@@ -128,6 +182,7 @@ pub fn item(row: &Row, file: &str) -> Result<Item, PluginError> {
     );
     item.messages = Some(messages);
     item.extra_body = Some(body.to_string());
+    item.tools = Some(tools_json(&functions));
     Ok(item)
 }
 
@@ -207,6 +262,30 @@ mod tests {
         assert_eq!(p["properties"]["base"]["type"], "number");
         assert_eq!(p["properties"]["dims"]["type"], "array");
         assert_eq!(p["properties"]["dims"]["items"]["type"], "string");
+        // The template's tools are the body's tools.
+        let tools: serde_json::Value = serde_json::from_str(&it.tools.unwrap()).unwrap();
+        assert_eq!(tools, body["tools"]);
+    }
+
+    #[test]
+    fn the_templates_tools_keep_the_files_key_order() {
+        let s = |t: &str| Value::Str(t.into());
+        let f = Value::Map(vec![
+            ("name".into(), s("f")),
+            ("description".into(), s("d \"q\"")),
+            (
+                "parameters".into(),
+                Value::Map(vec![
+                    ("type".into(), s("dict")),
+                    ("properties".into(), Value::Map(vec![])),
+                    ("required".into(), Value::List(vec![s("a"), Value::Int(2)])),
+                ]),
+            ),
+        ]);
+        assert_eq!(
+            tools_json(&[&f, &f]).split("},{\"type").next().unwrap(),
+            r#"[{"type":"function","function":{"name":"f","description":"d \"q\"","parameters":{"type":"object","properties":{},"required":["a",2]}}"#
+        );
     }
 
     #[test]

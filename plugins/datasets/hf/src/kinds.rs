@@ -223,9 +223,11 @@ pub struct Item {
     pub media: Option<ContentPart>,
     /// Blazedit's `norm_distance`; ASR's clip length in seconds: what vLLM filters on.
     pub measure: Option<f64>,
-    /// BFCL: the chat messages sent as they are, and the request body's `tools`.
+    /// BFCL: the chat messages sent as they are, the request body with its `tools`, and
+    /// those tools (a JSON array) for the chat template that measures the prompt.
     pub messages: Option<Vec<ChatMessage>>,
     pub extra_body: Option<String>,
+    pub tools: Option<String>,
     /// vLLM looks at the row and skips it (BFCL rows without a usable question).
     pub skip: bool,
 }
@@ -239,6 +241,7 @@ impl Item {
             measure: None,
             messages: None,
             extra_body: None,
+            tools: None,
             skip: false,
         }
     }

@@ -56,13 +56,18 @@ impl Rules {
 /// The chat template over whole conversations (BFCL, MLPerf), and token counts without
 /// special tokens (MLPerf's reference answers).
 pub trait Messages {
-    fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError>;
+    /// The chat template over `messages` with the generation prompt, and `tools` (a JSON
+    /// array of OpenAI tool definitions) in scope when given.
+    fn render(&self, messages: &[ChatMessage], tools: Option<&str>) -> Result<String, PluginError>;
     fn plain_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError>;
 }
 
 impl Messages for bench_sdk::sampling::HostTokenizer {
-    fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError> {
-        bench_sdk::host::apply_chat_template(messages, true)
+    fn render(&self, messages: &[ChatMessage], tools: Option<&str>) -> Result<String, PluginError> {
+        match tools {
+            Some(tools) => bench_sdk::host::apply_chat_template_with_tools(messages, tools, true),
+            None => bench_sdk::host::apply_chat_template(messages, true),
+        }
     }
 
     fn plain_counts(&self, texts: &[String]) -> Result<Vec<usize>, PluginError> {
@@ -176,21 +181,23 @@ fn scan<T: Tokenizer>(
     for item in batch.iter().filter(|i| in_range(i)) {
         let prompt = match &item.messages {
             Some(messages) if rules.kind == Kind::Bfcl => {
-                // vLLM falls back to the contents joined by newlines when BFCL's
+                // vLLM renders the tool schemas with the messages (they are much of the
+                // prompt), and falls back to the contents joined by newlines when BFCL's
                 // messages do not render.
-                tok.render(messages).unwrap_or_else(|_| {
-                    skipped.untemplated += 1;
-                    messages
-                        .iter()
-                        .map(|m| match m.content.first() {
-                            Some(ContentPart::Text(t)) => t.as_str(),
-                            _ => "",
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
+                tok.render(messages, item.tools.as_deref())
+                    .unwrap_or_else(|_| {
+                        skipped.untemplated += 1;
+                        messages
+                            .iter()
+                            .map(|m| match m.content.first() {
+                                Some(ContentPart::Text(t)) => t.as_str(),
+                                _ => "",
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
             }
-            Some(messages) => tok.render(messages)?,
+            Some(messages) => tok.render(messages, None)?,
             None if rules.chat_template => tok.chat_prompt(&item.prompt)?,
             None => item.prompt.clone(),
         };
@@ -288,11 +295,18 @@ mod tests {
     }
 
     impl Messages for Words {
-        fn render(&self, messages: &[ChatMessage]) -> Result<String, PluginError> {
+        fn render(
+            &self,
+            messages: &[ChatMessage],
+            tools: Option<&str>,
+        ) -> Result<String, PluginError> {
             if messages.iter().any(|m| m.role == "bad") {
                 return Err(PluginError::Unsupported("no template".into()));
             }
-            Ok(format!("<chat> {} </chat>", messages.len()))
+            Ok(match tools {
+                Some(tools) => format!("<chat> {} {tools} </chat>", messages.len()),
+                None => format!("<chat> {} </chat>", messages.len()),
+            })
         }
 
         /// Words, less a leading "<s>" (the toy's special token).
@@ -478,6 +492,7 @@ mod tests {
         let mut good = item(0, None, "");
         good.messages = Some(vec![message("system", "s"), message("user", "a b c")]);
         good.extra_body = Some("{\"tool_choice\":\"auto\"}".into());
+        good.tools = Some("[t]".into());
         let mut bad = good.clone();
         bad.messages = Some(vec![message("bad", "x y"), message("user", "z")]);
         let mut skip = item(0, None, "");
@@ -486,8 +501,8 @@ mod tests {
         let (got, skipped) = drain(vec![skip, good, bad], 2, r, false, 10).unwrap();
         assert_eq!(skipped.invalid, 1);
         assert_eq!(skipped.untemplated, 1);
-        // "<chat> 2 </chat>" is 3 words; the fallback "x y\nz" 3 too.
-        assert_eq!((got[0].prompt_len, got[1].prompt_len), (3, 3));
+        // "<chat> 2 [t] </chat>" (the tools rendered) is 4 words; the fallback "x y\nz" 3.
+        assert_eq!((got[0].prompt_len, got[1].prompt_len), (4, 3));
         assert!(matches!(&got[0].prompt, Prompt::Chat(m) if m.len() == 2));
         assert_eq!(
             got[0].extra_body.as_deref(),
