@@ -64,6 +64,11 @@ ref hf-mmstar-gpt2-seed0 MMStarDataset gpt2 0 6 Lin-Chen/MMStar --init dataset_s
 ref hf-asr-qwen3-seed0 ASRDataset qwen3 0 12 openslr/librispeech_asr \
   --init dataset_split=train --init dataset_subset=clean --init hf_name=openslr/librispeech_asr \
   --sample asr_min_audio_len_sec=0.5 --sample asr_max_audio_len_sec=2.0
+# BFCL reads its category files through the hub API: vllm_reference.py's stand-in reads
+# them from the local folder.
+ref hf-bfcl-qwen3-seed0 BFCLDataset qwen3 0 12 gorilla-llm/Berkeley-Function-Calling-Leaderboard \
+  --init dataset_split=train --sample 'categories=["simple","multiple"]' \
+  --meta bfcl_categories=simple,multiple
 # vLLM's decoded samples are long: keep their count and rate, which name the clip.
 "$PY" - "$OUT/hf-asr-qwen3-seed0.jsonl" <<'PYEOF'
 import json, sys
