@@ -277,12 +277,8 @@ pub fn seconds(bytes: &[u8]) -> Result<f64, String> {
     }
 }
 
-/// Interleaved samples in [-1, 1] as a 16-bit PCM WAV file, as libsndfile 1.2 writes
-/// doubles (scaled to 32 bits, rounded half to even, clipped, the top 16 bits kept), so
-/// that a 16-bit clip read and written again is unchanged, as with soundfile.
-pub fn pcm16_wav(samples: &[f64], channels: u16, rate: u32) -> Vec<u8> {
-    let channels = channels.max(1);
-    let data_len = samples.len() * 2;
+/// The 44-byte header of a 16-bit PCM WAV file of `data_len` bytes of samples.
+fn pcm16_header(channels: u16, rate: u32, data_len: usize) -> Vec<u8> {
     let block = u32::from(channels) * 2;
     let mut out = Vec::with_capacity(44 + data_len);
     out.extend_from_slice(b"RIFF");
@@ -297,6 +293,14 @@ pub fn pcm16_wav(samples: &[f64], channels: u16, rate: u32) -> Vec<u8> {
     out.extend_from_slice(&16u16.to_le_bytes());
     out.extend_from_slice(b"data");
     out.extend_from_slice(&(data_len as u32).to_le_bytes());
+    out
+}
+
+/// Interleaved samples in [-1, 1] as a 16-bit PCM WAV file, as libsndfile 1.2 writes
+/// doubles (scaled to 32 bits, rounded half to even, clipped, the top 16 bits kept), so
+/// that a 16-bit clip read and written again is unchanged, as with soundfile.
+pub fn pcm16_wav(samples: &[f64], channels: u16, rate: u32) -> Vec<u8> {
+    let mut out = pcm16_header(channels.max(1), rate, samples.len() * 2);
     for s in samples {
         // libsndfile goes through a 32-bit integer and keeps its top half (a floor).
         let wide = (s * 2_147_483_648.0)
@@ -305,6 +309,79 @@ pub fn pcm16_wav(samples: &[f64], channels: u16, rate: u32) -> Vec<u8> {
         out.extend_from_slice(&((wide >> 16) as i16).to_le_bytes());
     }
     out
+}
+
+/// A clip as the 16-bit PCM WAV file vLLM sends (`soundfile.write(buf, *soundfile.read(f),
+/// format="WAV")`), with its shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wav {
+    pub bytes: Vec<u8>,
+    pub rate: u32,
+    pub channels: u16,
+    pub frames: usize,
+}
+
+impl Wav {
+    /// The length in seconds (frames over the rate).
+    pub fn seconds(&self) -> f64 {
+        self.frames as f64 / f64::from(self.rate)
+    }
+}
+
+/// Any clip [`decode`] reads, as a 16-bit PCM WAV file. A 16-bit PCM WAV clip needs no
+/// decoding: read and written again, its samples are unchanged, so only its header is
+/// rewritten (and chunks other than `fmt ` and `data` dropped, as soundfile drops them).
+pub fn to_pcm16_wav(bytes: &[u8]) -> Result<Wav, String> {
+    if let Some(wav) = pcm16_copy(bytes) {
+        return Ok(wav);
+    }
+    let a = decode(bytes)?;
+    let channels = u16::try_from(a.channels).map_err(|_| "too many channels")?;
+    Ok(Wav {
+        bytes: a.to_wav(),
+        rate: a.rate,
+        channels,
+        frames: a.frames(),
+    })
+}
+
+/// [`to_pcm16_wav`] for a 16-bit integer PCM WAV file; `None` for anything else.
+fn pcm16_copy(b: &[u8]) -> Option<Wav> {
+    if Format::sniff(b) != Some(Format::Wav) {
+        return None;
+    }
+    let (mut at, mut shape) = (12usize, None);
+    while at + 8 <= b.len() {
+        let id = &b[at..at + 4];
+        let size = u32_le(b, at + 4)? as usize;
+        if id == b"fmt " {
+            let tag = u16_le(b, at + 8)?;
+            // WAVE_FORMAT_EXTENSIBLE names its format in the sub-format GUID's first bytes.
+            let pcm = tag == 1 || (tag == 0xFFFE && u16_le(b, at + 32)? == 1);
+            let (channels, rate) = (u16_le(b, at + 10)?, u32_le(b, at + 12)?);
+            let (block, bits) = (u16_le(b, at + 20)?, u16_le(b, at + 22)?);
+            if !pcm || bits != 16 || channels == 0 || rate == 0 || block != channels * 2 {
+                return None;
+            }
+            shape = Some((channels, rate));
+        } else if id == b"data" {
+            let (channels, rate) = shape?;
+            let block = usize::from(channels) * 2;
+            let size = size.min(b.len() - at - 8);
+            let frames = size / block;
+            let data = &b[at + 8..at + 8 + frames * block];
+            let mut bytes = pcm16_header(channels, rate, data.len());
+            bytes.extend_from_slice(data);
+            return Some(Wav {
+                bytes,
+                rate,
+                channels,
+                frames,
+            });
+        }
+        at = at.checked_add(8 + size + (size & 1))?;
+    }
+    None
 }
 
 /// `data:audio/wav;base64,...` for a WAV file (a chat request's audio part).
@@ -359,6 +436,31 @@ mod tests {
             got,
             [-32768, 32767, 32767, 16384, -16384, -32768, 0, -1, 32767]
         );
+    }
+
+    #[test]
+    fn sixteen_bit_wav_is_copied_as_decoding_would_write_it() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/datasets/audio");
+        for name in ["tone.wav", "float.wav", "stereo24.wav", "glide.flac"] {
+            let bytes = std::fs::read(format!("{dir}/{name}")).unwrap();
+            let a = decode(&bytes).unwrap();
+            let w = to_pcm16_wav(&bytes).unwrap();
+            assert_eq!(w.bytes, a.to_wav(), "{name}");
+            assert_eq!(
+                (w.rate, usize::from(w.channels), w.frames),
+                (a.rate, a.channels, a.frames())
+            );
+            assert_eq!(pcm16_copy(&bytes).is_some(), name == "tone.wav");
+        }
+        // Another chunk before the data, an odd byte at its end: dropped, as soundfile
+        // drops them.
+        let wav = ramp(100, 2, 8000);
+        let mut extra = wav[..36].to_vec();
+        extra.extend_from_slice(b"LIST\x03\0\0\0abc\0");
+        extra.extend_from_slice(&wav[36..]);
+        extra.push(7);
+        let w = to_pcm16_wav(&extra).unwrap();
+        assert_eq!((w.bytes, w.frames), (wav, 100));
     }
 
     #[test]

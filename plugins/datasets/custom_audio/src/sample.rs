@@ -181,9 +181,9 @@ impl Sampler {
                 let prompt_len = u32::try_from(n)
                     .map_err(|_| at(format!("a prompt of {n} tokens is too long")))?;
                 let bytes = clips.read(&row.audio).map_err(&at)?;
-                let wav = audio::decode(&bytes)
+                let wav = audio::to_pcm16_wav(&bytes)
                     .map_err(|why| at(format!("clip {}: {why}", row.audio)))?
-                    .to_wav();
+                    .bytes;
                 let mut spec = RequestSpec::text(String::new(), prompt_len, output_len);
                 if params.chat {
                     spec.prompt = Prompt::Chat(vec![ChatMessage {

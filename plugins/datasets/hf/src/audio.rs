@@ -53,10 +53,10 @@ pub fn clip(value: &Value, read: &dyn Fn(&str) -> Result<Vec<u8>, String>) -> Re
         let bytes = bytes
             .as_bytes()
             .ok_or_else(|| format!("audio \"bytes\" is {}, not binary data", bytes.kind()))?;
-        let decoded = audio::decode(bytes)?;
+        let wav = audio::to_pcm16_wav(bytes)?;
         return Ok(Clip {
-            seconds: decoded.seconds(),
-            part: wav_upload(decoded.to_wav()),
+            seconds: wav.seconds(),
+            part: wav_upload(wav.bytes),
         });
     }
     let path = value
