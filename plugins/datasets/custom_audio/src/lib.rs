@@ -6,6 +6,9 @@
 //! prompt and the clip in one chat message), `skip-chat-template` (`--skip-chat-template`,
 //! which vLLM does not pass to this dataset), `disable-shuffle`, `no-oversample`.
 //!
+//! Shardable: the host may prepare the set with one instance per core, each decoding only
+//! the clips of its own positions.
+//!
 //! Clips are read from the dataset file's folder, the only one the host grants a plugin: a
 //! relative path is taken relative to the dataset file (vLLM takes it relative to its
 //! working directory), and a path outside that folder is an error naming the line.
@@ -13,6 +16,7 @@
 pub mod sample;
 
 use bench_sdk::custom::CustomParams;
+use bench_sdk::dataset::Positions;
 use bench_sdk::options::option;
 use bench_sdk::sampling::{HostTokenizer, SampleFlags};
 use bench_sdk::{
@@ -145,9 +149,12 @@ impl Dataset for CustomAudioDataset {
             options: options(),
         })
         .path(PathUse::Required)
+        // Decoding clips costs far more than the shuffle and picks every shard repeats.
+        .shardable()
     }
 
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {
+        let positions = Positions::of(&config)?;
         let params = parse_options(config.options)?;
         let path = config.path.ok_or_else(|| {
             PluginError::InvalidConfig(format!("{NAME}: needs --dataset-path (a .jsonl file)"))
@@ -167,7 +174,7 @@ impl Dataset for CustomAudioDataset {
             None => ".".to_string(),
         };
         let n = config.num_requests as usize;
-        let sampler = Sampler::new(rows, host::run_seed(), n, params, &path)?;
+        let sampler = Sampler::new(rows, host::run_seed(), n, params, &path, positions)?;
         Ok(CustomAudioDataset {
             sampler,
             dir: DatasetDir(dir),

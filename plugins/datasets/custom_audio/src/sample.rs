@@ -1,7 +1,8 @@
 //! vLLM's `CustomAudioDataset` (vLLM 0.32): a JSONL file whose lines are
 //! `{"prompt": ..., "audio": "<path>", "output_tokens": n}`, read and shuffled as vLLM's
-//! `CustomDataset` (Python's `random.seed(seed)`, the SDK's [`Picker`]), one request per
-//! line in order, then oversampled when the lines run out (unless `--no-oversample`).
+//! `CustomDataset` (Python's `random.seed(seed)`, as the SDK's
+//! [`Picker`](bench_sdk::sampling::Picker)), one request per line in order, then
+//! oversampled when the lines run out (unless `--no-oversample`).
 //!
 //! Each clip is decoded (soundfile's `read`, the SDK's [`audio::decode`]) and re-encoded as
 //! a 16-bit PCM WAV (soundfile's default for `format="WAV"`), as vLLM does for every
@@ -14,7 +15,9 @@
 
 use bench_sdk::audio;
 use bench_sdk::custom::{self, CustomParams, PromptRow};
-use bench_sdk::sampling::{ChatTemplate, Picker, TokenCounter};
+use bench_sdk::dataset::Positions;
+use bench_sdk::rng::Random;
+use bench_sdk::sampling::{ChatTemplate, TokenCounter};
 use bench_sdk::{BinaryData, ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
 use serde_json::Value;
 
@@ -91,9 +94,25 @@ const MAX_BATCH: usize = 32;
 /// sends the prompt as it is).
 const NO_TEMPLATE: &str = "no chat template";
 
-/// vLLM's `CustomAudioDataset(...).sample(...)`, a batch per host call.
+/// vLLM's `CustomAudioDataset(...).sample(...)`, a batch per host call, or one shard of it.
+///
+/// Every line makes one request, so the whole set is known up front: position `i` is the
+/// `i`-th line after the shuffle, and past the lines, the line Python's `random.choice`
+/// picks among them (the oversampling draws of the SDK's `Picker`, made here from the
+/// indices alone). A shard makes only its own positions (decoding only their clips) and
+/// keeps a made request only while a later position of its own repeats the line.
 pub struct Sampler {
-    picker: Picker<Row>,
+    /// The lines, shuffled.
+    rows: Vec<Row>,
+    /// The line of each position of the whole set.
+    order: Vec<usize>,
+    positions: Positions,
+    /// The next position to look at.
+    next: usize,
+    /// How many of this source's positions still to come use each line.
+    uses: Vec<u32>,
+    /// The request made from a line, while `uses` says it is needed again.
+    made: Vec<Option<RequestSpec>>,
     params: Params,
     name: String,
     total: usize,
@@ -104,11 +123,12 @@ pub struct Sampler {
 impl Sampler {
     /// `rows` must not be empty (vLLM fails on an empty file too).
     pub fn new(
-        rows: Vec<Row>,
+        mut rows: Vec<Row>,
         seed: u64,
         num_requests: usize,
         params: Params,
         name: &str,
+        positions: Positions,
     ) -> Result<Self, PluginError> {
         if rows.is_empty() {
             return Err(PluginError::InvalidInput(format!(
@@ -120,13 +140,36 @@ impl Sampler {
         } else {
             num_requests
         };
-        let total = if params.custom.flags.no_oversample {
-            num_requests.min(rows.len())
-        } else {
-            num_requests
-        };
+        let flags = params.custom.flags;
+        if !flags.disable_shuffle {
+            Random::new(i128::from(seed)).shuffle(&mut rows);
+        }
+        let from_rows = rows.len().min(num_requests);
+        let mut order: Vec<usize> = (0..from_rows).collect();
+        if !flags.no_oversample && num_requests > from_rows {
+            // vLLM's `maybe_oversample_requests`: `random.seed(seed)`, then a
+            // `random.choice` among the requests made so far per missing request.
+            let made = order.clone();
+            let mut rng = Random::new(i128::from(seed));
+            for _ in from_rows..num_requests {
+                order.push(*rng.choice(&made).expect("rows are not empty"));
+            }
+        }
+        let mut uses = vec![0u32; rows.len()];
+        let mut total = 0;
+        for (position, &row) in order.iter().enumerate() {
+            if positions.keeps(position) {
+                uses[row] += 1;
+                total += 1;
+            }
+        }
         Ok(Sampler {
-            picker: Picker::new(rows, seed, num_requests, params.custom.flags),
+            made: vec![None; rows.len()],
+            rows,
+            order,
+            positions,
+            next: 0,
+            uses,
             params,
             name: name.to_string(),
             total,
@@ -134,80 +177,112 @@ impl Sampler {
         })
     }
 
-    /// How many requests the source makes in all.
+    /// How many requests this source makes in all.
     pub fn total(&self) -> usize {
         self.total
     }
 
-    /// The next (up to) `max` requests, in vLLM's order.
+    /// The next (up to) `max` requests of this source, in vLLM's order.
     pub fn next_batch(
         &mut self,
         tok: &(impl ChatTemplate + TokenCounter),
         clips: &impl Clips,
         max: usize,
     ) -> Result<Vec<RequestSpec>, PluginError> {
-        let Sampler {
-            picker,
-            params,
-            name,
-            has_template,
-            ..
-        } = self;
-        let name = name.as_str();
-        let make = |rows: &[Row], want: usize, out: &mut Vec<RequestSpec>| {
-            let batch = &rows[..want.min(MAX_BATCH).min(rows.len())];
-            let mut prompts = Vec::with_capacity(batch.len());
-            let mut output_lens = Vec::with_capacity(batch.len());
-            for row in batch {
-                output_lens.push(custom::output_len(
-                    &row.text,
-                    params.custom.output_len,
-                    name,
-                )?);
-                let templated = !params.chat && !params.custom.skip_chat_template;
-                prompts.push(if templated {
-                    chat_prompt(tok, &row.text.prompt, has_template)?
-                } else {
-                    row.text.prompt.clone()
-                });
-            }
-            let counts = tok.token_counts(&prompts)?;
-            for (((row, prompt), n), output_len) in
-                batch.iter().zip(prompts).zip(counts).zip(output_lens)
+        let mut out = Vec::new();
+        while out.len() < max {
+            // This round's positions (their lines, in order) and the lines to make.
+            let (mut picks, mut to_make) = (Vec::new(), Vec::new());
+            let mut position = self.positions.next_from(self.next);
+            while position < self.order.len()
+                && out.len() + picks.len() < max
+                && to_make.len() < MAX_BATCH
             {
-                let at = |why: String| {
-                    PluginError::InvalidInput(format!("{name}:{}: {why}", row.text.line))
-                };
-                let prompt_len = u32::try_from(n)
-                    .map_err(|_| at(format!("a prompt of {n} tokens is too long")))?;
-                let bytes = clips.read(&row.audio).map_err(&at)?;
-                let wav = audio::to_pcm16_wav(&bytes)
-                    .map_err(|why| at(format!("clip {}: {why}", row.audio)))?
-                    .bytes;
-                let mut spec = RequestSpec::text(String::new(), prompt_len, output_len);
-                if params.chat {
-                    spec.prompt = Prompt::Chat(vec![ChatMessage {
-                        role: "user".into(),
-                        content: vec![
-                            ContentPart::Text(prompt),
-                            ContentPart::AudioUrl(audio::wav_data_url(&wav)),
-                        ],
-                    }]);
-                } else {
-                    spec.prompt = Prompt::Text(prompt);
-                    spec.multimodal = vec![ContentPart::Binary(BinaryData {
-                        mime_type: "audio/wav".into(),
-                        file_name: "audio.wav".into(),
-                        data: wav,
-                    })];
+                let row = self.order[position];
+                if self.made[row].is_none() && !to_make.contains(&row) {
+                    to_make.push(row);
                 }
-                out.push(spec);
+                picks.push(row);
+                self.next = position + 1;
+                position = self.positions.next_from(self.next);
             }
-            Ok(batch.len())
-        };
-        picker.next_batch(max, make, || {
-            PluginError::InvalidInput(format!("{name}: no lines to sample from"))
-        })
+            if picks.is_empty() {
+                break;
+            }
+            let specs = self.make(tok, clips, &to_make)?;
+            for (row, spec) in to_make.into_iter().zip(specs) {
+                self.made[row] = Some(spec);
+            }
+            for row in picks {
+                self.uses[row] -= 1;
+                let spec = if self.uses[row] == 0 {
+                    self.made[row].take()
+                } else {
+                    self.made[row].clone()
+                };
+                out.push(spec.expect("made above"));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The requests of lines `rows` (one tokenizer call for all).
+    fn make(
+        &mut self,
+        tok: &(impl ChatTemplate + TokenCounter),
+        clips: &impl Clips,
+        rows: &[usize],
+    ) -> Result<Vec<RequestSpec>, PluginError> {
+        let (params, name) = (&self.params, self.name.as_str());
+        let mut prompts = Vec::with_capacity(rows.len());
+        let mut output_lens = Vec::with_capacity(rows.len());
+        for &i in rows {
+            let row = &self.rows[i];
+            output_lens.push(custom::output_len(
+                &row.text,
+                params.custom.output_len,
+                name,
+            )?);
+            let templated = !params.chat && !params.custom.skip_chat_template;
+            prompts.push(if templated {
+                chat_prompt(tok, &row.text.prompt, &mut self.has_template)?
+            } else {
+                row.text.prompt.clone()
+            });
+        }
+        let counts = tok.token_counts(&prompts)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (((&i, prompt), n), output_len) in rows.iter().zip(prompts).zip(counts).zip(output_lens)
+        {
+            let row = &self.rows[i];
+            let at =
+                |why: String| PluginError::InvalidInput(format!("{name}:{}: {why}", row.text.line));
+            let prompt_len =
+                u32::try_from(n).map_err(|_| at(format!("a prompt of {n} tokens is too long")))?;
+            let bytes = clips.read(&row.audio).map_err(&at)?;
+            let wav = audio::to_pcm16_wav(&bytes)
+                .map_err(|why| at(format!("clip {}: {why}", row.audio)))?
+                .bytes;
+            let mut spec = RequestSpec::text(String::new(), prompt_len, output_len);
+            if params.chat {
+                spec.prompt = Prompt::Chat(vec![ChatMessage {
+                    role: "user".into(),
+                    content: vec![
+                        ContentPart::Text(prompt),
+                        ContentPart::AudioUrl(audio::wav_data_url(&wav)),
+                    ],
+                }]);
+            } else {
+                spec.prompt = Prompt::Text(prompt);
+                spec.multimodal = vec![ContentPart::Binary(BinaryData {
+                    mime_type: "audio/wav".into(),
+                    file_name: "audio.wav".into(),
+                    data: wav,
+                })];
+            }
+            out.push(spec);
+        }
+        Ok(out)
     }
 }
 
@@ -299,7 +374,7 @@ mod tests {
 
     fn drain(p: Params, n: usize, seed: u64, tok: &Chars) -> Vec<RequestSpec> {
         let rows = parse(FILE, "d.jsonl").unwrap();
-        let mut sampler = Sampler::new(rows, seed, n, p, "d.jsonl").unwrap();
+        let mut sampler = Sampler::new(rows, seed, n, p, "d.jsonl", Positions::ALL).unwrap();
         let mut all = Vec::new();
         loop {
             let got = sampler.next_batch(tok, &TwoClips, 2).unwrap();
@@ -388,6 +463,60 @@ mod tests {
         assert_eq!(all.iter().map(|s| s.prompt_len).collect::<Vec<_>>(), order);
     }
 
+    /// Reads count how often each clip is decoded.
+    struct Counting(std::cell::RefCell<Vec<String>>);
+
+    impl Clips for Counting {
+        fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+            self.0.borrow_mut().push(path.to_string());
+            TwoClips.read(path)
+        }
+    }
+
+    #[test]
+    fn shards_interleave_into_the_whole_set_and_decode_only_their_own() {
+        let mut p = params(true, 9);
+        p.custom.flags.disable_shuffle = false;
+        let tok = Chars { plain: true };
+        let sample = |positions: Positions, max: usize| {
+            let rows = parse(FILE, "d.jsonl").unwrap();
+            let mut sampler = Sampler::new(rows, 5, 11, p.clone(), "d.jsonl", positions).unwrap();
+            let clips = Counting(Default::default());
+            let mut all = Vec::new();
+            loop {
+                let got = sampler.next_batch(&tok, &clips, max).unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                all.extend(got);
+            }
+            assert_eq!(all.len(), sampler.total());
+            (all, clips.0.into_inner())
+        };
+        let (whole, reads) = sample(Positions::ALL, 4);
+        assert_eq!(whole.len(), 11);
+        // Three lines, each decoded once however often it is oversampled.
+        assert_eq!(reads.len(), 3, "{reads:?}");
+        for count in [2u32, 3] {
+            let shards: Vec<Vec<RequestSpec>> = (0..count)
+                .map(|i| sample(Positions::shard(i, count).unwrap(), 2).0)
+                .collect();
+            let mut merged = Vec::new();
+            for i in 0..whole.len() {
+                merged.push(shards[i % count as usize][i / count as usize].clone());
+            }
+            assert_eq!(format!("{merged:?}"), format!("{whole:?}"), "{count} shards");
+        }
+        // The same order as the SDK's Picker (shuffle, then random.choice picks).
+        let mut lens = vec![3u32, 5, 0];
+        Random::new(5).shuffle(&mut lens);
+        let mut rng = Random::new(5);
+        let picks: Vec<u32> = (0..8).map(|_| *rng.choice(&lens).unwrap()).collect();
+        let got: Vec<u32> = whole.iter().map(|s| s.prompt_len).collect();
+        assert_eq!(got[..3], lens[..]);
+        assert_eq!(got[3..], picks[..]);
+    }
+
     #[test]
     fn bad_lines_and_clips_name_file_and_line() {
         for (text, needle) in [
@@ -424,13 +553,23 @@ mod tests {
         ] {
             let rows = parse(text, "d.jsonl").unwrap();
             let p = params(false, output_len);
-            let mut sampler = Sampler::new(rows, 0, 2, p, "d.jsonl").unwrap();
+            let mut sampler = Sampler::new(rows, 0, 2, p, "d.jsonl", Positions::ALL).unwrap();
             let err = match sampler.next_batch(&Chars { plain: true }, &TwoClips, 5) {
                 Err(PluginError::InvalidInput(m)) => m,
                 other => panic!("expected an error with {needle:?}, got {other:?}"),
             };
             assert!(err.contains(needle), "{err:?} lacks {needle:?}");
         }
-        assert!(Sampler::new(Vec::new(), 0, 1, Params::default(), "d.jsonl").is_err());
+        assert!(
+            Sampler::new(
+                Vec::new(),
+                0,
+                1,
+                Params::default(),
+                "d.jsonl",
+                Positions::ALL
+            )
+            .is_err()
+        );
     }
 }
