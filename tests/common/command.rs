@@ -32,6 +32,8 @@ pub struct Bench {
     results: Option<TempDir>,
     /// A private `BENCH_CACHE_DIR`, removed after the run.
     cache: Option<TempDir>,
+    /// Run without `BENCH_LOG`: what a user sees by default.
+    default_log: bool,
 }
 
 impl Bench {
@@ -42,6 +44,7 @@ impl Bench {
             envs: Vec::new(),
             results: None,
             cache: None,
+            default_log: false,
         }
     }
 
@@ -113,6 +116,12 @@ impl Bench {
         self
     }
 
+    /// No `BENCH_LOG`: the run logs what a user sees by default.
+    pub fn default_log(mut self) -> Bench {
+        self.default_log = true;
+        self
+    }
+
     /// A private compiled-plugin cache (`BENCH_CACHE_DIR`), so the run compiles its
     /// plugins itself.
     pub fn private_cache(mut self) -> Bench {
@@ -139,9 +148,11 @@ impl Bench {
                 command.env_remove(key);
             }
         }
+        if !self.default_log {
+            command.env("BENCH_LOG", "warn");
+        }
         command
             .env_remove("CLICOLOR_FORCE")
-            .env("BENCH_LOG", "warn")
             .env("COLUMNS", COLUMNS)
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .args(&self.args)

@@ -175,6 +175,25 @@ fn spec_bench_qwen3_seed42_category_oversampled() {
     check("spec_bench-qwen3-seed42-qa");
 }
 
+/// What a dataset's rules leave out is shown at the default log level, as vLLM prints it
+/// (plugins' info messages are shown; the host's own stay quiet).
+#[test]
+fn a_category_filter_says_how_many_rows_it_kept() {
+    let (meta, _) = vllm_reference("spec_bench-qwen3-seed42-qa");
+    let out = Bench::new()
+        .args(flags(&meta))
+        .default_log()
+        .run()
+        .assert_success();
+    assert!(
+        out.stderr
+            .contains("6 of 78 questions are of category \"qa\""),
+        "{out}"
+    );
+    // No terminal: no colour codes.
+    assert!(!out.stderr.contains('\u{1b}'), "{out}");
+}
+
 #[test]
 fn speed_bench_qwen3_seed0() {
     check("speed_bench-qwen3-seed0");

@@ -43,7 +43,7 @@ pub use dataset::DatasetPlugin;
 pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
 pub use engine::cache_dir_from_env;
 pub use error::{CallFailure, Fault, PluginCallError, plugin_error_message};
-pub use host::derive_seed;
+pub use host::{PLUGIN_LOG_TARGET, derive_seed};
 
 use host::StoreState;
 

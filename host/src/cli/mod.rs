@@ -55,10 +55,13 @@ enum Command {
 pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("BENCH_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+            // Plugins' info (what a dataset filtered out, as vLLM prints it) is shown.
+            tracing_subscriber::EnvFilter::try_from_env("BENCH_LOG").unwrap_or_else(|_| {
+                format!("warn,{}=info", crate::runtime::PLUGIN_LOG_TARGET).into()
+            }),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
     let argv: Vec<String> = std::env::args_os()
