@@ -194,6 +194,43 @@ fn a_category_filter_says_how_many_rows_it_kept() {
     assert!(!out.stderr.contains('\u{1b}'), "{out}");
 }
 
+/// `--chat-template-kwargs` reaches the chat template where a dataset renders prompts on
+/// the client, as vLLM passes it to `apply_chat_template`: Qwen3's `enable_thinking: false`
+/// adds its empty think block to every prompt (the same few tokens longer each); a value
+/// that is not a JSON object is refused, naming the flag.
+#[test]
+fn chat_template_kwargs_reach_client_side_templates() {
+    let (meta, _) = vllm_reference("spec_bench-qwen3-seed0");
+    let parse = |out: Run| -> Vec<Value> {
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let plain = parse(bench(&flags(&meta)).assert_success());
+    let mut args = flags(&meta);
+    args.push(r#"--chat-template-kwargs={"enable_thinking": false}"#.into());
+    let thinking_off = parse(bench(&args).assert_success());
+    assert_eq!(plain.len(), thinking_off.len());
+    let mut deltas = std::collections::BTreeSet::new();
+    for (p, t) in plain.iter().zip(&thinking_off) {
+        let (p_text, t_text) = (p["prompt"].as_str().unwrap(), t["prompt"].as_str().unwrap());
+        assert_eq!(t_text, format!("{p_text}<think>\n\n</think>\n\n"));
+        deltas.insert(t["prompt_len"].as_i64().unwrap() - p["prompt_len"].as_i64().unwrap());
+    }
+    assert_eq!(deltas.len(), 1, "{deltas:?}");
+    assert!(*deltas.first().unwrap() > 0);
+
+    let mut args = flags(&meta);
+    args.push("--chat-template-kwargs=[1]".into());
+    let out = bench(&args).assert_failure();
+    assert!(
+        out.stderr
+            .contains("--chat-template-kwargs must be a JSON object"),
+        "{out}"
+    );
+}
+
 #[test]
 fn speed_bench_qwen3_seed0() {
     check("speed_bench-qwen3-seed0");

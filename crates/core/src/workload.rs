@@ -35,6 +35,9 @@ pub struct WorkloadConfig {
     /// Where the tokenizer may be found besides a path: the Hugging Face cache roots
     /// ([`crate::tokenizer::hub_cache_roots_from_env`]).
     pub hub_cache: Vec<PathBuf>,
+    /// Further chat-template variables for every client-side render
+    /// (`--chat-template-kwargs`).
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
     /// The plugin sandbox.
     pub runtime: RuntimeConfig,
     /// Report the preparation's progress to the observer ([`Event::Preparing`] and
@@ -122,11 +125,14 @@ pub fn load(
     tokenizer: &str,
     observer: &mut dyn Observer,
 ) -> Result<Workload> {
-    let loaded =
+    let mut loaded =
         Tokenizer::load_from(tokenizer, &config.hub_cache).map_err(|source| TokenizerError {
             id: tokenizer.to_owned(),
             source,
         })?;
+    if let Some(kwargs) = &config.chat_template_kwargs {
+        loaded.set_template_kwargs(kwargs.clone());
+    }
     let tokenizer = Arc::new(loaded);
     let runtime = Runtime::new(config.runtime.clone())?;
     let host = HostContext {

@@ -53,6 +53,9 @@ pub struct Tokenizer {
     /// The chat template, compiled into its own environment; `None` when the tokenizer
     /// has none (GPT-2, for example).
     chat_template: Option<minijinja::Environment<'static>>,
+    /// Further template variables for every render (`--chat-template-kwargs`, vLLM's
+    /// `apply_chat_template(..., **chat_template_kwargs)`, such as `enable_thinking`).
+    template_kwargs: serde_json::Map<String, Json>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -171,7 +174,15 @@ impl Tokenizer {
             additional_special_tokens,
             special_ids,
             chat_template,
+            template_kwargs: serde_json::Map::new(),
         })
+    }
+
+    /// Gives every chat-template render the variables `kwargs` too, as vLLM's datasets
+    /// pass `--chat-template-kwargs` to `apply_chat_template` when they render prompts on
+    /// the client. They win over the special tokens of the same name.
+    pub fn set_template_kwargs(&mut self, kwargs: serde_json::Map<String, Json>) {
+        self.template_kwargs = kwargs;
     }
 
     /// Where `tokenizer.json` was loaded from.
@@ -296,6 +307,9 @@ impl Tokenizer {
                     .collect(),
             ),
         );
+        for (key, value) in &self.template_kwargs {
+            ctx.insert(key.clone(), value.clone());
+        }
         template
             .render(minijinja::Value::from_serialize(&ctx))
             .map_err(|e| anyhow!("rendering the chat template: {e:#}"))
@@ -645,6 +659,25 @@ mod tests {
         assert_eq!(
             tok.apply_chat_template(&messages[1..], false).unwrap(),
             "<|im_start|>user\nHi there<|im_end|>\n"
+        );
+    }
+
+    /// Qwen3's template reads `enable_thinking`: `--chat-template-kwargs
+    /// '{"enable_thinking": false}'` gives the empty think block transformers renders.
+    #[test]
+    fn template_kwargs_reach_the_template() {
+        let mut tok = load("qwen3");
+        let messages = vec![serde_json::json!({"role": "user", "content": "Hi"})];
+        let plain = tok.apply_chat_template(&messages, true).unwrap();
+        assert!(plain.ends_with("<|im_start|>assistant\n"), "{plain:?}");
+        let serde_json::Value::Object(kwargs) = serde_json::json!({"enable_thinking": false})
+        else {
+            unreachable!()
+        };
+        tok.set_template_kwargs(kwargs);
+        assert_eq!(
+            tok.apply_chat_template(&messages, true).unwrap(),
+            format!("{plain}<think>\n\n</think>\n\n")
         );
     }
 

@@ -68,6 +68,12 @@ pub struct DatasetArgs {
     #[arg(long)]
     pub trust_remote_code: bool,
 
+    /// A JSON object of further variables for the tokenizer's chat template wherever a
+    /// dataset renders prompts on the client, as vLLM passes them to
+    /// `apply_chat_template` (e.g. '{"enable_thinking": false}').
+    #[arg(long, value_name = "JSON")]
+    pub chat_template_kwargs: Option<String>,
+
     /// Any dataset plugin option, as KEY=VALUE (repeatable); wins over the plugin's flags.
     /// `bench plugin inspect NAME` lists them.
     #[arg(long = "dataset-option", value_name = "KEY=VALUE")]
@@ -75,6 +81,18 @@ pub struct DatasetArgs {
 }
 
 impl DatasetArgs {
+    /// `--chat-template-kwargs` as a JSON object.
+    pub fn template_kwargs(&self) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+        let Some(text) = &self.chat_template_kwargs else {
+            return Ok(None);
+        };
+        match serde_json::from_str(text) {
+            Ok(serde_json::Value::Object(kwargs)) => Ok(Some(kwargs)),
+            Ok(other) => bail!("--chat-template-kwargs must be a JSON object, not {other}"),
+            Err(e) => bail!("--chat-template-kwargs {text:?} is not JSON: {e}"),
+        }
+    }
+
     /// `--dataset-option` as pairs, in the order given.
     pub fn option_pairs(&self) -> Result<Vec<(String, String)>> {
         self.dataset_options

@@ -71,6 +71,7 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
         },
         request_id_prefix: args.request_id_prefix.clone(),
         hub_cache,
+        chat_template_kwargs: args.dataset.template_kwargs()?,
         runtime: args.sandbox.runtime_config()?,
         progress: true,
     };

@@ -384,6 +384,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
                 .unwrap_or_else(|| format!("bench-{:08x}-", rand::random::<u32>())),
         ),
         hub_cache,
+        chat_template_kwargs: args.dataset.template_kwargs()?,
         runtime,
         progress: !args.disable_tqdm,
     };

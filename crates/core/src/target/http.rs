@@ -499,6 +499,7 @@ mod tests {
             ignore_eos_by_default: synthetic,
             align_to_server_tokenizer: false,
             multi_turn: false,
+            shardable: false,
         };
         let backend = |openai| BackendDescription {
             info: info(),
