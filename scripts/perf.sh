@@ -53,7 +53,7 @@ pin_server="" pin_client=""
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server="taskset -c 1" pin_client="taskset -c 0"
 fi
-datasets="sharegpt sonnet prefix_repetition prefix_repetition-20k random-rerank random-mm custom custom_image burstgpt spec_bench speed_bench hf timed_trace mooncake file"
+datasets="sharegpt sonnet prefix_repetition prefix_repetition-20k random-rerank random-mm custom custom_image custom_audio burstgpt spec_bench speed_bench hf timed_trace mooncake file"
 rows=${ROWS:-prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
 want() { [[ " $rows " == *" $1 "* ]] || { [[ $1 == data-* ]] && [[ " $rows " == *" data "* ]]; }; }
 
@@ -147,16 +147,26 @@ for i in range(20000):
     print(json.dumps({"prompt": firsts[i % len(firsts)], "output_tokens": 128}))
 PY
     python3 scripts/synthetic_mooncake_trace.py 10000 >"$tmp/trace.jsonl"
+    # 1,000 distinct lines over the six test clips (WAV, FLAC, MP3, Ogg), beside them.
+    cp -r "$d/audio" "$tmp/audio"
+    python3 - "$d/audio/clips.jsonl" >"$tmp/audio/clips1000.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for i in range(1000):
+    row = dict(lines[i % len(lines)]); row["prompt"] = f"{row['prompt']} ({i})"
+    print(json.dumps(row))
+PY
   fi
   case $name in
     sharegpt) args=(--dataset-path "$d/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json") ;;
     sonnet) tok=tests/data/tokenizers/qwen3 args=(--dataset-path "$d/sonnet/sonnet.txt") ;;
     prefix_repetition) ;;
     prefix_repetition-20k) dataset=prefix_repetition n=20000 ;;
-    random-rerank) args=(--random-input-len 512 --random-batch-size 10) peer_args=(--backend vllm-rerank) ;;
+    random-rerank) n=10000 args=(--random-input-len 512 --random-batch-size 10) peer_args=(--backend vllm-rerank) ;;
     random-mm) n=100 peer_args=(--backend openai-chat) ;;
     custom) n=20000 args=(--dataset-path "$tmp/prompts.jsonl" --skip-chat-template) ;;
     custom_image) peer=no args=(--dataset-path "$d/custom_image/images.jsonl") ;;
+    custom_audio) peer=no tok=tests/data/tokenizers/qwen3 args=(--dataset-path "$tmp/audio/clips1000.jsonl") ;;
     burstgpt) peer=no args=(--dataset-path "$d/burstgpt/burstgpt_synthetic.csv") ;;
     spec_bench) peer=no tok=tests/data/tokenizers/qwen3 args=(--dataset-path "$d/spec_bench/question.jsonl") ;;
     speed_bench) peer=no tok=tests/data/tokenizers/qwen3 args=(--dataset-path "$d/speed_bench") ;;
