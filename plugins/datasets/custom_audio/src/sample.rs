@@ -505,7 +505,11 @@ mod tests {
             for i in 0..whole.len() {
                 merged.push(shards[i % count as usize][i / count as usize].clone());
             }
-            assert_eq!(format!("{merged:?}"), format!("{whole:?}"), "{count} shards");
+            assert_eq!(
+                format!("{merged:?}"),
+                format!("{whole:?}"),
+                "{count} shards"
+            );
         }
         // The same order as the SDK's Picker (shuffle, then random.choice picks).
         let mut lens = vec![3u32, 5, 0];
