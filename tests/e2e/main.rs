@@ -9,6 +9,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod backends_pooling;
+mod backends_servers;
 mod console;
 mod contract_versions;
 mod conversations;

@@ -1,0 +1,1 @@
+//! Embedding, pooling and rerank backends against the mock, and vLLM's embedding metrics.
