@@ -20,6 +20,7 @@
 #[cfg(feature = "audio")]
 pub mod audio;
 pub mod backend;
+pub mod completions;
 pub mod conversation;
 pub mod custom;
 pub mod dataset;

@@ -1,113 +1,24 @@
 //! The `openai` backend: OpenAI's completions API (`/v1/completions`), sent as vLLM's
-//! `--backend openai` (and `vllm`) sends it (`async_request_openai_completions` in
+//! `--backend openai` sends it (`async_request_openai_completions` in
 //! `vllm/benchmarks/lib/endpoint_request_func.py`).
 //!
-//! The shared work (options, body merging, headers, decoding) lives in
-//! [`bench_sdk::openai`]; this crate adds the completions fields: `prompt` (text or token
-//! ids), `repetition_penalty`, `max_tokens`, `logprobs`, and the text's place in a choice.
+//! The whole backend lives in [`bench_sdk::completions`] (shared with `vllm`, `lmdeploy`
+//! and `scalellm`); this crate gives it its name and holds the tests of its requests and
+//! decoding.
 
-use bench_sdk::openai::{ChoiceFields, OpenAiClient, OpenAiDecoder, common_options};
-use bench_sdk::options::option;
-use bench_sdk::{
-    Backend, BackendDescription, Framing, HttpRequest, PluginError, PluginInfo, Prompt,
-    RequestSpec, ResponseHead,
-};
-use serde_json::{Value, json};
+use bench_sdk::completions::Flavor;
 
-const NAME: &str = "openai";
+/// The name and description of vLLM's `--backend openai`.
+pub struct OpenAi;
 
-/// A completion choice holds its text itself, streamed or not.
-const FIELDS: ChoiceFields = ChoiceFields {
-    holder: None,
-    content: "text",
-    reasoning: &[],
-};
+impl Flavor for OpenAi {
+    const NAME: &'static str = "openai";
+    const DESCRIPTION: &'static str = "OpenAI completions API (/v1/completions), as vLLM's \
+                                       --backend openai. Prompts are text or token ids.";
+}
 
 /// The completions backend.
-pub struct Completions {
-    client: OpenAiClient,
-    /// vLLM's `--logprobs`: sent as `logprobs`, `null` when not given.
-    logprobs: Option<u32>,
-}
-
-impl Backend for Completions {
-    type Decoder = OpenAiDecoder;
-
-    fn describe() -> BackendDescription {
-        let mut options = common_options();
-        options.push(
-            option(
-                "logprobs",
-                "Number of log probabilities to request per token; unset sends null.",
-                None,
-            )
-            .flag("logprobs")
-            .count(),
-        );
-        BackendDescription {
-            info: PluginInfo {
-                name: NAME.into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                description: "OpenAI completions API (/v1/completions), as vLLM's --backend \
-                              openai. Prompts are text or token ids."
-                    .into(),
-                options,
-            },
-            openai_compatible: true,
-        }
-    }
-
-    fn open(config: bench_sdk::ClientConfig) -> Result<Self, PluginError> {
-        let (client, mut options) = OpenAiClient::open(NAME, config)?;
-        let logprobs = options.parse("logprobs")?;
-        options.finish(&Self::describe().info.options)?;
-        Ok(Completions { client, logprobs })
-    }
-
-    fn framing(&self) -> Framing {
-        self.client.framing()
-    }
-
-    fn default_path(&self) -> String {
-        "/v1/completions".into()
-    }
-
-    fn build_request(&self, spec: RequestSpec) -> Result<HttpRequest, PluginError> {
-        if !spec.multimodal.is_empty() {
-            return Err(PluginError::Unsupported(format!(
-                "{NAME}: the completions API takes no images, audio or video; use --backend openai-chat"
-            )));
-        }
-        let prompt = match &spec.prompt {
-            Prompt::Text(text) => json!(text),
-            Prompt::TokenIds(ids) => json!(ids),
-            Prompt::Chat(_) => {
-                return Err(PluginError::Unsupported(format!(
-                    "{NAME}: the completions API takes no chat messages; use --backend openai-chat"
-                )));
-            }
-            Prompt::Texts(_) | Prompt::Rerank(_) => {
-                return Err(PluginError::Unsupported(format!(
-                    "{NAME}: the completions API takes no batches of texts or rerank queries; \
-                     use a pooling backend"
-                )));
-            }
-        };
-        let mut body = self.client.body(&spec);
-        body.insert("prompt".into(), prompt);
-        body.insert("repetition_penalty".into(), json!(1.0));
-        body.insert("max_tokens".into(), json!(spec.expected_output_len));
-        body.insert(
-            "logprobs".into(),
-            self.logprobs.map_or(Value::Null, Value::from),
-        );
-        self.client.request(body, &spec)
-    }
-
-    fn decoder(&self, _head: &ResponseHead) -> Result<OpenAiDecoder, PluginError> {
-        Ok(self.client.decoder(FIELDS))
-    }
-}
+pub type Completions = bench_sdk::completions::Completions<OpenAi>;
 
 bench_sdk::export_backend!(Completions);
 
@@ -115,7 +26,11 @@ bench_sdk::export_backend!(Completions);
 mod tests {
     use super::*;
     use bench_sdk::openai::render_response;
-    use bench_sdk::{ClientConfig, ContentPart};
+    use bench_sdk::{
+        Backend, ClientConfig, ContentPart, Framing, HttpRequest, PluginError, Prompt,
+        RequestSpec,
+    };
+    use serde_json::{Value, json};
 
     fn client(ignore_eos: bool, extra_body: Option<&str>, options: &[(&str, &str)]) -> Completions {
         Completions::open(ClientConfig {
