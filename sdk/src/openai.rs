@@ -187,7 +187,7 @@ impl OpenAiClient {
 }
 
 /// Parses a JSON object (an extra body); duplicate keys keep the last value, as Python does.
-fn parse_object(text: &str) -> Result<Map<String, Value>, String> {
+pub(crate) fn parse_object(text: &str) -> Result<Map<String, Value>, String> {
     match serde_json::from_str(text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(other) => Err(format!("must be a JSON object, got {}", json_type(&other))),
