@@ -32,6 +32,7 @@ pub mod media;
 pub mod native;
 pub mod openai;
 pub mod options;
+pub mod pooling;
 pub mod rng;
 pub mod sampling;
 pub mod synthetic;
