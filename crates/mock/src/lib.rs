@@ -44,6 +44,7 @@
 mod arrival;
 mod closing;
 mod faults;
+mod pooling;
 mod prefix_cache;
 mod request;
 mod response;
@@ -419,6 +420,11 @@ fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
     router
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/embeddings", post(pooling::embeddings))
+        .route("/embeddings", post(pooling::infinity_embeddings))
+        .route("/pooling", post(pooling::pooling))
+        .route("/rerank", post(pooling::rerank))
+        .route("/v1/rerank", post(pooling::rerank))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
