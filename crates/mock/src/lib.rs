@@ -50,6 +50,8 @@ mod request;
 mod response;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_native;
 pub mod timing;
 mod tokenize;
 
@@ -420,6 +422,10 @@ fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
     router
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/generate_stream", post(tgi_generate_stream))
+        .route("/v2/models/{model}/generate_stream", post(triton_generate_stream))
+        .route("/generate", post(sglang_generate))
+        .route("/completion", post(llama_cpp_completion))
         .route("/v1/embeddings", post(pooling::embeddings))
         .route("/embeddings", post(pooling::infinity_embeddings))
         .route("/pooling", post(pooling::pooling))
@@ -454,6 +460,43 @@ async fn chat_completions(
     request: Request,
 ) -> Response {
     generate(&shared, Api::Chat, &conn, request).await
+}
+
+/// TGI's `/generate_stream`.
+async fn tgi_generate_stream(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<Conn>,
+    request: Request,
+) -> Response {
+    generate(&shared, Api::Tgi, &conn, request).await
+}
+
+/// Triton's `/v2/models/<model>/generate_stream` (TensorRT-LLM's `ensemble`); any model
+/// name is served.
+async fn triton_generate_stream(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<Conn>,
+    request: Request,
+) -> Response {
+    generate(&shared, Api::Triton, &conn, request).await
+}
+
+/// SGLang's native `/generate`.
+async fn sglang_generate(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<Conn>,
+    request: Request,
+) -> Response {
+    generate(&shared, Api::Sglang, &conn, request).await
+}
+
+/// llama.cpp's native `/completion`.
+async fn llama_cpp_completion(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<Conn>,
+    request: Request,
+) -> Response {
+    generate(&shared, Api::LlamaCpp, &conn, request).await
 }
 
 async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> Response {

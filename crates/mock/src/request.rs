@@ -18,7 +18,10 @@ use super::response::Api;
 pub(super) struct Generation {
     /// Rough prompt size (see the module documentation).
     pub prompt_tokens: u32,
-    /// `max_tokens` (completions), `max_completion_tokens` or else `max_tokens` (chat).
+    /// `max_tokens` (completions), `max_completion_tokens` or else `max_tokens` (chat), or
+    /// the field a server's own API names it by (`parameters.max_new_tokens` for TGI,
+    /// `max_tokens` for Triton, `sampling_params.max_new_tokens` for SGLang, `n_predict`
+    /// for llama.cpp, where a negative value means no limit).
     pub max_tokens: Option<u32>,
     pub stream: bool,
     /// `stream_options.include_usage`: end the stream with a usage chunk.
@@ -52,7 +55,86 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 include_usage: include_usage(request.stream_options),
             })
         }
+        Api::Tgi => {
+            let request: TgiRequest = serde_json::from_slice(body)?;
+            Ok(Generation {
+                prompt_tokens: request.inputs.0,
+                max_tokens: request.parameters.and_then(|p| p.max_new_tokens),
+                // `/generate_stream` streams whatever the body says.
+                stream: true,
+                include_usage: false,
+            })
+        }
+        Api::Triton => {
+            let request: TritonRequest = serde_json::from_slice(body)?;
+            Ok(Generation {
+                prompt_tokens: request.text_input.0,
+                max_tokens: request.max_tokens,
+                // `generate_stream` streams whatever the body says.
+                stream: true,
+                include_usage: false,
+            })
+        }
+        Api::Sglang => {
+            let request: SglangRequest = serde_json::from_slice(body)?;
+            let prompt_tokens = match (request.text, request.input_ids) {
+                (Some(text), None) => text.0,
+                (None, Some(ids)) => u32::try_from(ids.len()).unwrap_or(u32::MAX),
+                _ => {
+                    return Err(de::Error::custom(
+                        "exactly one of `text` and `input_ids` is required",
+                    ));
+                }
+            };
+            Ok(Generation {
+                prompt_tokens,
+                max_tokens: request.sampling_params.and_then(|p| p.max_new_tokens),
+                stream: request.stream.unwrap_or(false),
+                include_usage: false,
+            })
+        }
+        Api::LlamaCpp => {
+            let request: LlamaRequest = serde_json::from_slice(body)?;
+            Ok(Generation {
+                prompt_tokens: request.prompt.0,
+                max_tokens: request.n_predict.and_then(|n| u32::try_from(n).ok()),
+                stream: request.stream.unwrap_or(false),
+                include_usage: false,
+            })
+        }
     }
+}
+
+#[derive(Deserialize)]
+struct TgiRequest {
+    inputs: WordCount,
+    parameters: Option<TgiParameters>,
+}
+
+#[derive(Deserialize)]
+struct TgiParameters {
+    max_new_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct TritonRequest {
+    text_input: WordCount,
+    max_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct SglangRequest {
+    text: Option<WordCount>,
+    input_ids: Option<Vec<u64>>,
+    sampling_params: Option<TgiParameters>,
+    stream: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct LlamaRequest {
+    prompt: PromptTokens,
+    n_predict: Option<i64>,
+    stream: Option<bool>,
 }
 
 fn include_usage(options: Option<StreamOptions>) -> bool {

@@ -1,8 +1,11 @@
-//! Response bytes in OpenAI's exact shapes, built without serde on the streaming path.
+//! Response bytes in OpenAI's exact shapes, built without serde on the streaming path,
+//! and in the shapes of the other servers' own APIs (TGI, Triton's TensorRT-LLM, SGLang,
+//! llama.cpp), so that each backend plugin is tested against the protocol it speaks.
 //!
-//! Per request the mock formats the parts that vary (id, `created`, usage) once; each chunk
-//! is then four slice copies into a shared, block-allocated buffer, so a stream of N tokens
-//! costs about one allocation per 16 KiB of output rather than one per chunk.
+//! Per request the mock formats the parts that vary (id, `created`, usage) once; each
+//! OpenAI chunk is then four slice copies into a shared, block-allocated buffer, so a
+//! stream of N tokens costs about one allocation per 16 KiB of output rather than one per
+//! chunk. The other APIs' chunks carry per-token numbers and are formatted per chunk.
 
 use std::convert::Infallible;
 use std::io::Write as _;
@@ -36,11 +39,25 @@ fn word(i: u32) -> &'static str {
     WORDS[i as usize % WORDS.len()]
 }
 
-/// The OpenAI API a request came through; it decides object names and the token field.
+/// The API a request came through; it decides the response's shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Api {
+    /// OpenAI's `/v1/completions`.
     Completions,
+    /// OpenAI's `/v1/chat/completions`.
     Chat,
+    /// TGI's `/generate_stream`: `data:{"token": {...}}` events, one per token, the last
+    /// with `generated_text` and `details`; no `[DONE]`.
+    Tgi,
+    /// Triton's generate extension (`/v2/models/<model>/generate_stream`), as TensorRT-LLM
+    /// serves it: `data: {..., "text_output"}` events, one per token; no `[DONE]`.
+    Triton,
+    /// SGLang's `/generate`: each event's `text` is the whole text so far, `meta_info`
+    /// has the counts and the finish reason; then `data: [DONE]`.
+    Sglang,
+    /// llama.cpp's `/completion`: `{"content", "stop": false}` per token, then a last
+    /// event with `"stop": true`, the counts and `stop_type`; no `[DONE]`.
+    LlamaCpp,
 }
 
 /// The pieces of one streamed token chunk around the token text, per API.
@@ -68,32 +85,61 @@ const CHAT_CHUNK: ChunkShape = ChunkShape {
 };
 
 impl Api {
+    /// Whether this is one of OpenAI's APIs (else a server's own, see [`Api`]).
+    fn is_openai(self) -> bool {
+        matches!(self, Api::Completions | Api::Chat)
+    }
+
     fn id_prefix(self) -> &'static str {
         match self {
-            Api::Completions => "cmpl-",
             Api::Chat => "chatcmpl-",
+            _ => "cmpl-",
         }
     }
 
     fn chunk_object(self) -> &'static str {
         match self {
-            Api::Completions => "text_completion",
             Api::Chat => "chat.completion.chunk",
+            _ => "text_completion",
         }
     }
 
     fn object(self) -> &'static str {
         match self {
-            Api::Completions => "text_completion",
             Api::Chat => "chat.completion",
+            _ => "text_completion",
         }
     }
 
     fn chunk_shape(self) -> &'static ChunkShape {
         match self {
-            Api::Completions => &COMPLETIONS_CHUNK,
             Api::Chat => &CHAT_CHUNK,
+            _ => &COMPLETIONS_CHUNK,
         }
+    }
+
+    /// The in-band error event of a server's own API (OpenAI's is [`error_object`]).
+    fn error_event(self, message: &str) -> Vec<u8> {
+        let message = serde_json::Value::from(message);
+        let mut out = Vec::new();
+        let _ = match self {
+            Api::Tgi => write!(
+                out,
+                r#"data:{{"error":{message},"error_type":"generation"}}"#
+            ),
+            Api::Triton => write!(out, r#"data: {{"error":{message}}}"#),
+            Api::LlamaCpp => write!(
+                out,
+                r#"data: {{"error":{{"code":500,"message":{message},"type":"server_error"}}}}"#
+            ),
+            Api::Completions | Api::Chat | Api::Sglang => {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(&error_object(message.as_str().unwrap_or_default()));
+                Ok(())
+            }
+        };
+        out.extend_from_slice(b"\n\n");
+        out
     }
 }
 
@@ -191,20 +237,91 @@ impl Reply<'_> {
     /// always with usage.
     pub fn json_body(&self) -> Bytes {
         let mut out = Vec::with_capacity(256 + 8 * self.completion_tokens as usize);
+        if !self.api.is_openai() {
+            self.native_body(&mut out);
+            return out.into();
+        }
         self.object_head(&mut out, self.api.object());
         out.extend_from_slice(match self.api {
-            Api::Completions => br#""choices":[{"index":0,"text":""#.as_slice(),
             Api::Chat => br#""choices":[{"index":0,"message":{"role":"assistant","content":""#,
+            _ => br#""choices":[{"index":0,"text":""#.as_slice(),
         });
         for i in 0..self.completion_tokens {
             out.extend_from_slice(word(i).as_bytes());
         }
         out.extend_from_slice(match self.api {
-            Api::Completions => br#"","logprobs":null,"finish_reason":"length"}],"#.as_slice(),
             Api::Chat => br#""},"logprobs":null,"finish_reason":"length"}],"#,
+            _ => br#"","logprobs":null,"finish_reason":"length"}],"#.as_slice(),
         });
         self.usage_tail(&mut out);
         out.into()
+    }
+
+    /// The text of the first `n` output tokens.
+    fn text(&self, n: u32, out: &mut Vec<u8>) {
+        for i in 0..n {
+            out.extend_from_slice(word(i).as_bytes());
+        }
+    }
+
+    /// SGLang's `meta_info` after `n` tokens, the finish reason set on the last one.
+    fn sglang_meta(&self, n: u32, out: &mut Vec<u8>) {
+        let _ = write!(
+            out,
+            r#""meta_info":{{"id":"{:016x}","finish_reason":"#,
+            self.id
+        );
+        if n == self.completion_tokens {
+            let _ = write!(out, r#"{{"type":"length","length":{n}}}"#);
+        } else {
+            out.extend_from_slice(b"null");
+        }
+        let _ = write!(
+            out,
+            r#","prompt_tokens":{},"completion_tokens":{n},"cached_tokens":{}}}}}"#,
+            self.prompt_tokens,
+            self.cached_tokens.unwrap_or(0)
+        );
+    }
+
+    /// llama.cpp's last `/completion` event (or whole answer) holding `content`.
+    fn llama_final(&self, content: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(br#"{"index":0,"content":""#);
+        out.extend_from_slice(content);
+        let _ = write!(
+            out,
+            r#"","tokens":[],"id_slot":0,"stop":true,"model":{},"tokens_predicted":{},"tokens_evaluated":{},"stop_type":"limit","stopping_word":"","tokens_cached":{}}}"#,
+            self.model_json,
+            self.completion_tokens,
+            self.prompt_tokens,
+            (self.prompt_tokens + self.completion_tokens).saturating_sub(1)
+        );
+    }
+
+    /// The whole answer of a server's own API (streaming endpoints stream regardless, so
+    /// only SGLang's and llama.cpp's are asked for; the others get their last event's JSON).
+    fn native_body(&self, out: &mut Vec<u8>) {
+        let mut text = Vec::with_capacity(8 * self.completion_tokens as usize);
+        self.text(self.completion_tokens, &mut text);
+        match self.api {
+            Api::Sglang => {
+                out.extend_from_slice(br#"{"text":""#);
+                out.extend_from_slice(&text);
+                out.extend_from_slice(br#"","#);
+                self.sglang_meta(self.completion_tokens, out);
+            }
+            Api::LlamaCpp => self.llama_final(&text, out),
+            Api::Tgi => {
+                out.extend_from_slice(br#"{"generated_text":""#);
+                out.extend_from_slice(&text);
+                out.extend_from_slice(br#""}"#);
+            }
+            Api::Triton | Api::Completions | Api::Chat => {
+                out.extend_from_slice(br#"{"model_name":"ensemble","text_output":""#);
+                out.extend_from_slice(&text);
+                out.extend_from_slice(br#""}"#);
+            }
+        }
     }
 
     /// The SSE stream: token chunk `i` is released at `first_token_at + i * itl`, then the
@@ -228,23 +345,36 @@ impl Reply<'_> {
         let mut count = self.completion_tokens;
         if let Content::ErrorEvent(message) = content {
             count = half;
+            trailer.extend_from_slice(&self.api.error_event(message));
+        } else if self.api == Api::LlamaCpp {
+            // The last event carries no token: the counts and why generation stopped.
             trailer.extend_from_slice(b"data: ");
-            trailer.extend_from_slice(&error_object(message));
+            self.llama_final(b"", &mut trailer);
             trailer.extend_from_slice(b"\n\n");
-        } else if include_usage {
+        } else if include_usage && self.api.is_openai() {
             trailer.extend_from_slice(b"data: ");
             self.object_head(&mut trailer, self.api.chunk_object());
             trailer.extend_from_slice(br#""choices":[],"#);
             self.usage_tail(&mut trailer);
             trailer.extend_from_slice(b"\n\n");
         }
-        if *content != Content::NoDone {
+        // Of the servers' own APIs only SGLang's ends its stream with `[DONE]`.
+        if *content != Content::NoDone
+            && matches!(self.api, Api::Completions | Api::Chat | Api::Sglang)
+        {
             trailer.extend_from_slice(b"data: [DONE]\n\n");
         }
 
         let chunk_size = head.len() + 64;
         let block = (chunk_size * count as usize).min(16 * 1024);
         TokenStream {
+            native: (!self.api.is_openai()).then_some(Native {
+                api: self.api,
+                id: self.id,
+                prompt_tokens: self.prompt_tokens,
+                completion_tokens: self.completion_tokens,
+                cached_tokens: self.cached_tokens,
+            }),
             shape: self.api.chunk_shape(),
             head,
             buf: BytesMut::with_capacity(block),
@@ -278,6 +408,8 @@ pub(super) struct Timing {
 /// The body of a streaming response: one frame per token chunk, each held back until its
 /// absolute deadline (so timer lateness never accumulates), then one trailer frame.
 pub(super) struct TokenStream {
+    /// Set for a server's own API, whose chunks [`TokenStream::native_chunk`] formats.
+    native: Option<Native>,
     shape: &'static ChunkShape,
     /// `data: {"id":…,"model":…,"choices":[{"index":0,` shared by every token chunk.
     head: Vec<u8>,
@@ -306,7 +438,101 @@ pub(super) struct TokenStream {
     trailer: Option<Bytes>,
 }
 
+/// What a server's own API repeats in its chunks.
+struct Native {
+    api: Api,
+    id: u64,
+    prompt_tokens: u32,
+    completion_tokens: u32,
+    cached_tokens: Option<u32>,
+}
+
+impl Native {
+    /// Token chunk `i`, up to the end of its text and after it (a malformed chunk is the
+    /// first part alone).
+    fn chunk(&self, i: u32, head: &mut Vec<u8>, tail: &mut Vec<u8>) {
+        let last = i + 1 == self.completion_tokens;
+        match self.api {
+            Api::Tgi => {
+                let _ = write!(
+                    head,
+                    r#"data:{{"index":{},"token":{{"id":{},"text":"{}"#,
+                    i + 1,
+                    i % WORDS.len() as u32,
+                    word(i)
+                );
+                tail.extend_from_slice(br#"","logprob":-0.25,"special":false},"generated_text":"#);
+                if last {
+                    tail.push(b'"');
+                    self.reply().text(self.completion_tokens, tail);
+                    let _ = write!(
+                        tail,
+                        r#"","details":{{"finish_reason":"length","generated_tokens":{},"seed":null}}}}"#,
+                        self.completion_tokens
+                    );
+                } else {
+                    tail.extend_from_slice(br#"null,"details":null}"#);
+                }
+            }
+            Api::Triton => {
+                head.extend_from_slice(
+                    br#"data: {"model_name":"ensemble","model_version":"1","sequence_end":false,"sequence_id":0,"sequence_start":false,"text_output":""#,
+                );
+                head.extend_from_slice(word(i).as_bytes());
+                tail.extend_from_slice(br#""}"#);
+            }
+            Api::Sglang => {
+                head.extend_from_slice(br#"data: {"text":""#);
+                self.reply().text(i + 1, head);
+                tail.extend_from_slice(br#"","#);
+                self.reply().sglang_meta(i + 1, tail);
+            }
+            Api::LlamaCpp => {
+                let _ = write!(head, r#"data: {{"index":0,"content":"{}"#, word(i));
+                let _ = write!(
+                    tail,
+                    r#"","tokens":[{}],"stop":false,"id_slot":0,"tokens_predicted":{},"tokens_evaluated":{}}}"#,
+                    i % WORDS.len() as u32,
+                    i + 1,
+                    self.prompt_tokens
+                );
+            }
+            Api::Completions | Api::Chat => unreachable!("OpenAI chunks use their ChunkShape"),
+        }
+        tail.extend_from_slice(b"\n\n");
+    }
+
+    /// A [`Reply`] with this stream's numbers, for its shared formatting.
+    fn reply(&self) -> Reply<'static> {
+        Reply {
+            api: self.api,
+            id: self.id,
+            created: 0,
+            model_json: "\"\"",
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: self.cached_tokens,
+        }
+    }
+}
+
 impl TokenStream {
+    /// Token chunk `i` of a server's own API.
+    fn native_chunk(&mut self, i: u32) -> Bytes {
+        let Some(native) = &self.native else {
+            unreachable!("only streams of a server's own API have native chunks")
+        };
+        let (mut head, mut tail) = (Vec::with_capacity(256), Vec::with_capacity(256));
+        native.chunk(i, &mut head, &mut tail);
+        if self.malformed == Some(i) {
+            // The text's closing quote and everything after it are missing.
+            head.extend_from_slice(b"\n\n");
+        } else {
+            head.extend_from_slice(&tail);
+        }
+        head.into()
+    }
+
     fn finish_request(&mut self) {
         if let Some(request) = self.request.take() {
             self.recorder.finish(request);
@@ -314,6 +540,9 @@ impl TokenStream {
     }
 
     fn chunk(&mut self, i: u32) -> Bytes {
+        if self.native.is_some() {
+            return self.native_chunk(i);
+        }
         let shape = self.shape;
         let open = if i == 0 { shape.first_open } else { shape.open };
         let close = if self.malformed == Some(i) {
