@@ -423,7 +423,10 @@ fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/generate_stream", post(tgi_generate_stream))
-        .route("/v2/models/{model}/generate_stream", post(triton_generate_stream))
+        .route(
+            "/v2/models/{model}/generate_stream",
+            post(triton_generate_stream),
+        )
         .route("/generate", post(sglang_generate))
         .route("/completion", post(llama_cpp_completion))
         .route("/v1/embeddings", post(pooling::embeddings))
