@@ -182,8 +182,9 @@ pub fn build_record(
             EventKind::Error(e) => {
                 in_band_error.get_or_insert(e);
             }
-            EventKind::Pooled(_) => {
+            EventKind::Pooled(pooled) => {
                 pooled_at.get_or_insert(at);
+                rec.pooled_results.get_or_insert(pooled.count);
             }
         }
     }
@@ -448,6 +449,8 @@ mod tests {
         assert!(rec.succeeded(), "{:?}", rec.outcome);
         assert!((rec.latency - 0.040).abs() < 1e-9, "{}", rec.latency);
         assert_eq!((rec.ttft, rec.itl.len()), (0.0, 0));
+        // The results it held count as input sequences in the embedding metrics.
+        assert_eq!(rec.pooled_results, Some(2));
         // Without it, the same response fails as vLLM's text functions fail it.
         let rec = build_record(&meta(t0), &raw, Ok(decoded(&[], vec![])), t0);
         assert_eq!(rec.failure().map(|f| f.kind), Some(FailureKind::NoOutput));

@@ -153,6 +153,11 @@ pub struct RequestRecord {
     /// The server's `usage.prompt_tokens_details.cached_tokens`: prompt tokens its prefix
     /// cache served, where the response said so.
     pub cached_prompt_tokens: Option<u32>,
+    /// How many results (embeddings, scores) a pooling response held, from the backend's
+    /// `pooled` event; `None` for a response without one (generation). A run whose
+    /// requests carry it is a pooling run, reported with vLLM's embedding metrics, and the
+    /// counts sum to its `total_input_sequences` (one result per input sequence).
+    pub pooled_results: Option<u32>,
 }
 
 impl RequestRecord {
@@ -192,6 +197,7 @@ impl Default for RequestRecord {
             retried: false,
             turn: None,
             cached_prompt_tokens: None,
+            pooled_results: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! `vllm bench serve`, plus client-side diagnostics vLLM lacks (schedule lag, achieved
 //! rates, server-versus-tokenizer output token counts).
 
+pub mod embeddings;
 pub mod goodput;
 pub mod stats;
 pub mod timeline;
@@ -10,6 +11,7 @@ pub mod turns;
 
 use anyhow::{Context, Result, bail, ensure};
 
+pub use embeddings::EmbeddingStats;
 pub use goodput::{Goodput, parse_goodput};
 pub use stats::Summary;
 pub use turns::{ReportedCache, TurnStats};
@@ -352,6 +354,9 @@ pub struct Metrics {
     /// The workload's own prefix reuse, from the prompts sent; set by the caller that has
     /// the prompts (see [`crate::prefix_reuse`]).
     pub prefix_reuse: Option<crate::prefix_reuse::PrefixReuse>,
+    /// A pooling run (embeddings, scores): vLLM's embedding metrics, which the reports
+    /// show instead of the generation metrics; `None` for a generation run.
+    pub embedding: Option<EmbeddingStats>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -408,6 +413,17 @@ pub fn calculate(
     for record in ordered {
         if !record.succeeded() {
             output_lens.push(0);
+            continue;
+        }
+        if record.pooled_results.is_some() {
+            // A pooling result: no output (vLLM's `calculate_metrics_for_embeddings`
+            // counts its prompt and latency only).
+            output_lens.push(0);
+            total_input += u64::from(config.input_tokens.prompt_len(record));
+            e2els.push(record.latency);
+            queue_times.push(client_queue_time(record));
+            e2els_with_queue.push(record.latency + client_queue_time(record));
+            completed += 1;
             continue;
         }
         // vLLM: `if not output_tokens` -> a missing or zero count falls back.
@@ -508,6 +524,12 @@ pub fn calculate(
     let failed = ordered.len() - completed;
     let per_turn = turns::per_turn(ordered, &output_lens, percentiles);
     let reported_cache = turns::reported_cache(ordered);
+    let embedding = embeddings::stats(ordered, duration_s);
+    let input_tokens = config.input_tokens;
+    let mut config = config.clone();
+    if embedding.is_some() {
+        config.percentile_metrics = embeddings::percentile_metrics(&config.percentile_metrics);
+    }
 
     Ok(Metrics {
         duration_s,
@@ -529,7 +551,7 @@ pub fn calculate(
         max_concurrent_requests: peaks.max_concurrent_requests,
         peak_concurrent_requests: peaks.peak_concurrent_requests,
         has_tokenizer: count_tokens.is_some(),
-        config: config.clone(),
+        config,
         failure_messages,
         failures_by_kind,
         client,
@@ -538,10 +560,11 @@ pub fn calculate(
         per_turn,
         reported_cache,
         prefix_reuse: None,
+        embedding,
         per_request: PerRequest {
             records,
             output_lens,
-            input_tokens: config.input_tokens,
+            input_tokens,
             clock_origin_s: 0.0,
         },
     })

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::RunInfo;
-use crate::metrics::{Metrics, PercentileMetric};
+use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric};
 use crate::pyjson::float_repr;
 
 /// vLLM prints at most this many failed requests' errors.
@@ -163,7 +163,8 @@ pub(crate) fn reported_sections(
 ) -> Vec<(PercentileMetric, &'static str, &'static str)> {
     use PercentileMetric::*;
     let mut sections = Vec::new();
-    if metrics.has_tokenizer {
+    // vLLM reports TTFT, TPOT and ITL for generation only.
+    if metrics.has_tokenizer && metrics.embedding.is_none() {
         sections.push((Ttft, "TTFT", "Time to First Token"));
         sections.push((Tpot, "TPOT", "Time per Output Token (excl. 1st token)"));
         sections.push((Itl, "ITL", "Inter-token Latency"));
@@ -195,6 +196,24 @@ fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
     }
     line_f(out, "Benchmark duration (s):", m.duration_s);
     line(out, "Total input tokens:", m.total_input);
+    match &m.embedding {
+        Some(embedding) => embedding_lines(out, m, embedding),
+        None => generation_lines(out, m),
+    }
+    for (metric, name, title) in reported_sections(m, run) {
+        let summary = m.summary(metric);
+        header(out, title, '-');
+        line_f(out, &format!("Mean {name} (ms):"), summary.mean);
+        line_f(out, &format!("Median {name} (ms):"), summary.median);
+        for &(p, value) in &summary.percentiles {
+            line_f(out, &format!("P{} {name} (ms):", percentile_word(p)), value);
+        }
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
+}
+
+/// A generation run's lines between the input tokens and the metric sections.
+fn generation_lines(out: &mut String, m: &Metrics) {
     if m.has_tokenizer {
         line(out, "Total generated tokens:", m.total_output);
     }
@@ -222,16 +241,25 @@ fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
             m.total_token_throughput,
         );
     }
-    for (metric, name, title) in reported_sections(m, run) {
-        let summary = m.summary(metric);
-        header(out, title, '-');
-        line_f(out, &format!("Mean {name} (ms):"), summary.mean);
-        line_f(out, &format!("Median {name} (ms):"), summary.median);
-        for &(p, value) in &summary.percentiles {
-            line_f(out, &format!("P{} {name} (ms):", percentile_word(p)), value);
-        }
+}
+
+/// A pooling run's lines between the input tokens and the metric sections (vLLM's
+/// `EmbedBenchmarkMetrics`): no output tokens, goodput or peaks; the input sequences'
+/// throughput.
+fn embedding_lines(out: &mut String, m: &Metrics, e: &EmbeddingStats) {
+    line_f(out, "Request throughput (req/s):", m.request_throughput);
+    line_f(
+        out,
+        "Input throughput (inputs/s):",
+        e.input_sequence_throughput,
+    );
+    if m.has_tokenizer {
+        line_f(
+            out,
+            "Total token throughput (tok/s):",
+            m.total_token_throughput,
+        );
     }
-    let _ = writeln!(out, "{}", "=".repeat(50));
 }
 
 fn client_block(out: &mut String, m: &Metrics) {

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::console::{percentile_word, reported_sections};
 use super::{RunInfo, rps_change_timestamp, strategy_name};
-use crate::metrics::{Metrics, PerRequest};
+use crate::metrics::{EmbeddingStats, Metrics, PerRequest};
 
 /// Per-request lists that vLLM drops unless `--save-detailed` (it keeps `latencies` and
 /// `queue_times` regardless).
@@ -219,39 +219,42 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
     };
     let list = |list: List| Field::List(p, list);
     let value = Field::Value;
-    let results = [
-        ("duration", value(float(m.duration_s))),
-        ("completed", value(json!(m.completed))),
-        ("failed", value(json!(m.failed))),
-        ("total_input_tokens", value(json!(m.total_input))),
-        ("total_output_tokens", value(json!(m.total_output))),
-        ("request_throughput", value(float(m.request_throughput))),
-        ("request_goodput", value(goodput)),
-        ("output_throughput", value(float(m.output_throughput))),
-        (
-            "total_token_throughput",
-            value(float(m.total_token_throughput)),
-        ),
-        ("input_lens", list(List::InputLens)),
-        ("output_lens", list(List::OutputLens)),
-        ("ttfts", list(List::Ttfts)),
-        ("itls", list(List::Itls)),
-        ("latencies", list(List::Latencies)),
-        ("start_times", list(List::StartTimes)),
-        ("queue_times", list(List::QueueTimes)),
-        ("generated_texts", list(List::GeneratedTexts)),
-        ("errors", list(List::Errors)),
-        (
-            "max_output_tokens_per_s",
-            value(float(m.max_output_tokens_per_s)),
-        ),
-        (
-            "max_concurrent_requests",
-            value(json!(m.max_concurrent_requests)),
-        ),
-        // Inverse real-time factor of audio benchmarks; no audio input here.
-        ("rtfx", value(float(0.0))),
-    ];
+    let results = match &m.embedding {
+        Some(embedding) => embedding_results(m, embedding, list),
+        None => vec![
+            ("duration", value(float(m.duration_s))),
+            ("completed", value(json!(m.completed))),
+            ("failed", value(json!(m.failed))),
+            ("total_input_tokens", value(json!(m.total_input))),
+            ("total_output_tokens", value(json!(m.total_output))),
+            ("request_throughput", value(float(m.request_throughput))),
+            ("request_goodput", value(goodput)),
+            ("output_throughput", value(float(m.output_throughput))),
+            (
+                "total_token_throughput",
+                value(float(m.total_token_throughput)),
+            ),
+            ("input_lens", list(List::InputLens)),
+            ("output_lens", list(List::OutputLens)),
+            ("ttfts", list(List::Ttfts)),
+            ("itls", list(List::Itls)),
+            ("latencies", list(List::Latencies)),
+            ("start_times", list(List::StartTimes)),
+            ("queue_times", list(List::QueueTimes)),
+            ("generated_texts", list(List::GeneratedTexts)),
+            ("errors", list(List::Errors)),
+            (
+                "max_output_tokens_per_s",
+                value(float(m.max_output_tokens_per_s)),
+            ),
+            (
+                "max_concurrent_requests",
+                value(json!(m.max_concurrent_requests)),
+            ),
+            // Inverse real-time factor of audio benchmarks; no audio input here.
+            ("rtfx", value(float(0.0))),
+        ],
+    };
     for (key, field) in results {
         r.insert_field(key.into(), field);
     }
@@ -379,6 +382,38 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         }
     }
     r
+}
+
+/// A pooling run's result keys (vLLM's `benchmark()` for `EmbedBenchmarkMetrics`, which
+/// has no `failed`, output or peak keys).
+fn embedding_results<'m>(
+    m: &Metrics,
+    e: &EmbeddingStats,
+    list: impl Fn(List) -> Field<'m>,
+) -> Vec<(&'static str, Field<'m>)> {
+    let value = Field::Value;
+    vec![
+        ("duration", value(float(m.duration_s))),
+        ("completed", value(json!(m.completed))),
+        ("total_input_tokens", value(json!(m.total_input))),
+        (
+            "total_input_sequences",
+            value(json!(e.total_input_sequences)),
+        ),
+        ("request_throughput", value(float(m.request_throughput))),
+        (
+            "input_sequence_throughput",
+            value(float(e.input_sequence_throughput)),
+        ),
+        (
+            "total_token_throughput",
+            value(float(m.total_token_throughput)),
+        ),
+        ("input_lens", list(List::InputLens)),
+        ("latencies", list(List::Latencies)),
+        ("queue_times", list(List::QueueTimes)),
+        ("errors", list(List::Errors)),
+    ]
 }
 
 /// Multi-turn runs: one object per turn index, `turn`, `completed`, `failed`, then for
