@@ -105,6 +105,8 @@ mod tests {
         // No output: the tokenizer is never asked and nothing is counted as 1 token.
         assert_eq!(m.total_output, 0);
         assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        // Nor is there an output count to check against the server's.
+        assert_eq!(m.client.token_counts, None);
         assert!((m.request_throughput - 1.5).abs() < 1e-12);
         assert!((m.total_token_throughput - 30.0).abs() < 1e-12);
         let e = m.embedding.unwrap();

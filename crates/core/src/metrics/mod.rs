@@ -520,11 +520,13 @@ pub fn calculate(
         .filter_map(|r| r.failure().map(ToString::to_string))
         .collect();
     let failures_by_kind = count_by_kind(ordered.iter().filter_map(|r| r.failure()));
-    let client = client_stats(ordered, completed, duration_s, count_tokens.map(|_| check));
+    let embedding = embeddings::stats(ordered, duration_s);
+    // A pooling result has no output to count.
+    let token_counts = count_tokens.filter(|_| embedding.is_none()).map(|_| check);
+    let client = client_stats(ordered, completed, duration_s, token_counts);
     let failed = ordered.len() - completed;
     let per_turn = turns::per_turn(ordered, &output_lens, percentiles);
     let reported_cache = turns::reported_cache(ordered);
-    let embedding = embeddings::stats(ordered, duration_s);
     let input_tokens = config.input_tokens;
     let mut config = config.clone();
     if embedding.is_some() {
