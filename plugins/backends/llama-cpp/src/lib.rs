@@ -7,7 +7,8 @@
 //! the server's own API instead: `{"prompt", "n_predict", "stream", ...}` answered by
 //! server-sent events `{"content", "stop": false, ...}`, one per token, then a last event
 //! with `"stop": true`, the token counts (`tokens_evaluated`, `tokens_predicted`) and why
-//! it stopped (`stop_type`). Every event with `stop: false`, or with text, is a timing
+//! it stopped (`stop_type`), and `timings.cache_n`, the prompt tokens its cache served
+//! (reported as cached prompt tokens). Every event with `stop: false`, or with text, is a timing
 //! point; the last event without text is not one (it carries no token).
 
 use bench_sdk::json;
@@ -106,6 +107,14 @@ impl FrameReader for LlamaFrames {
                 usage.prompt_tokens = native::count(v)?;
             } else if key.is("tokens_predicted") {
                 usage.completion_tokens = native::count(v)?;
+            } else if key.is("timings") {
+                // `cache_n`: prompt tokens the slot's cache served.
+                v.object(|key, v| {
+                    if key.is("cache_n") {
+                        usage.cached_prompt_tokens = native::count(v)?;
+                    }
+                    Ok(())
+                })?;
             } else if key.is("error") {
                 parsed.error = native::server_error(v)?;
             }
@@ -236,6 +245,18 @@ mod tests {
                 "0: error server: the server reported an error: the request exceeds the available context size"
             ]
         );
+    }
+
+    #[test]
+    fn the_last_event_reports_cached_prompt_tokens() {
+        // As llama-server (b7000s) sends it, `generation_settings` shortened.
+        let last = br#"{"index":0,"content":"","tokens":[],"id_slot":3,"stop":true,"model":"smol.gguf","tokens_predicted":4,"tokens_evaluated":4,"generation_settings":{"n_predict":4},"prompt":"Once upon a time","has_new_line":false,"truncated":false,"stop_type":"limit","stopping_word":"","tokens_cached":7,"timings":{"cache_n":3,"prompt_n":1,"prompt_ms":17.2,"predicted_n":4,"predicted_ms":43.6}}"#;
+        let frame = LlamaFrames.read(last).unwrap();
+        let usage = frame.usage.unwrap();
+        assert_eq!(usage.prompt_tokens, Some(4));
+        assert_eq!(usage.completion_tokens, Some(4));
+        assert_eq!(usage.cached_prompt_tokens, Some(3));
+        assert!(frame.chunk.is_none());
     }
 
     impl LlamaFrames {
