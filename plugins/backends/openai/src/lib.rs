@@ -27,8 +27,7 @@ mod tests {
     use super::*;
     use bench_sdk::openai::render_response;
     use bench_sdk::{
-        Backend, ClientConfig, ContentPart, Framing, HttpRequest, PluginError, Prompt,
-        RequestSpec,
+        Backend, ClientConfig, ContentPart, Framing, HttpRequest, PluginError, Prompt, RequestSpec,
     };
     use serde_json::{Value, json};
 
