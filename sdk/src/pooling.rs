@@ -56,6 +56,9 @@ pub struct PoolingClient {
     model: String,
     ignore_eos: bool,
     extra_body: Map<String, Value>,
+    /// vLLM's `encoding_format: "bytes"` (set in the extra body): the server answers
+    /// with the raw vectors and puts what the JSON body would say in a `metadata` header.
+    bytes: bool,
 }
 
 impl PoolingClient {
@@ -73,11 +76,23 @@ impl PoolingClient {
                 PluginError::InvalidConfig(format!("{plugin}: the client's extra body {e}"))
             })?,
         };
+        let bytes = match extra_body.get("encoding_format").and_then(Value::as_str) {
+            Some("bytes") => true,
+            // The body is the vectors alone: nothing says how many there are.
+            Some("bytes_only") => {
+                return Err(PluginError::Unsupported(format!(
+                    "{plugin}: encoding_format \"bytes_only\" answers without saying how many \
+                     results it holds; use \"bytes\" (the same vectors, with a metadata header)"
+                )));
+            }
+            _ => false,
+        };
         let client = PoolingClient {
             plugin,
             model: config.model,
             ignore_eos: config.ignore_eos,
             extra_body,
+            bytes,
         };
         Ok((client, options))
     }
@@ -194,8 +209,12 @@ impl<A: PoolingApi> Backend for PoolingBackend<A> {
         self.client.request(body, &spec, A::MERGES_EXTRA_BODY)
     }
 
-    fn decoder(&self, _head: &ResponseHead) -> Result<PoolingDecoder, PluginError> {
-        Ok(PoolingDecoder::new(A::KIND))
+    fn decoder(&self, head: &ResponseHead) -> Result<PoolingDecoder, PluginError> {
+        Ok(if self.client.bytes {
+            PoolingDecoder::bytes(A::KIND, head)
+        } else {
+            PoolingDecoder::new(A::KIND)
+        })
     }
 }
 
@@ -357,10 +376,15 @@ pub fn infinity_fields(
 }
 
 /// Decodes a pooling response: `data` (embeddings, pooling outputs, scores) or `results`
-/// (rerank), `usage` and `error`, from the whole body.
+/// (rerank), `usage` and `error`, from the whole body, or, for vLLM's `encoding_format:
+/// "bytes"`, from the JSON of the response's `metadata` header (its `data` items give
+/// each vector's `shape`), the body being the raw vectors.
 #[derive(Debug, Clone)]
 pub struct PoolingDecoder {
     kind: PooledKind,
+    /// `None`: the body is JSON. `Some(Some(json))`: a bytes response and its metadata;
+    /// `Some(None)`: a bytes response without a metadata header.
+    metadata: Option<Option<Vec<u8>>>,
 }
 
 /// What a body says.
@@ -375,8 +399,21 @@ struct Body {
 }
 
 impl PoolingDecoder {
+    /// A decoder for JSON bodies.
     pub fn new(kind: PooledKind) -> Self {
-        PoolingDecoder { kind }
+        PoolingDecoder {
+            kind,
+            metadata: None,
+        }
+    }
+
+    /// A decoder for a bytes response (`encoding_format: "bytes"`) with the head `head`.
+    pub fn bytes(kind: PooledKind, head: &ResponseHead) -> Self {
+        let metadata = head.header("metadata").map(|m| m.as_bytes().to_vec());
+        PoolingDecoder {
+            kind,
+            metadata: Some(metadata),
+        }
     }
 
     fn scan(bytes: &[u8]) -> json::Result<Body> {
@@ -432,6 +469,14 @@ fn results(v: &mut Cursor<'_>) -> json::Result<Option<(u32, u32)>> {
             item.object(|key, v| {
                 if key.is("embedding") || key.is("data") {
                     dimension = v.array(|_, _| Ok(()))?.unwrap_or(0) as u32;
+                } else if key.is("shape") {
+                    // A bytes response's metadata: the vector's shape, outermost first.
+                    v.array(|i, n| {
+                        if i == 0 {
+                            dimension = n.u64()?.map_or(0, |n| n.min(u64::from(u32::MAX)) as u32);
+                        }
+                        Ok(())
+                    })?;
                 }
                 Ok(())
             })?;
@@ -461,9 +506,21 @@ impl Decoder for PoolingDecoder {
         let Some(last) = frame_ends.len().checked_sub(1) else {
             return Ok(());
         };
-        // Frames lie end to end: the body is the buffer up to the last frame's end.
-        let bytes = &buffer[..start as usize];
         let frame = last as u32;
+        // Frames lie end to end: the body is the buffer up to the last frame's end.
+        let bytes = match &self.metadata {
+            None => &buffer[..start as usize],
+            Some(Some(metadata)) => metadata.as_slice(),
+            Some(None) => {
+                out.push(Event {
+                    frame,
+                    kind: EventKind::malformed_frame(
+                        "a bytes response (encoding_format \"bytes\") without its metadata header",
+                    ),
+                });
+                return Ok(());
+            }
+        };
         let kind = match Self::scan(bytes) {
             Err(e) => EventKind::malformed_frame(format!(
                 "invalid JSON in a pooling response: {e}; the body starts {}",
@@ -624,6 +681,62 @@ mod tests {
                 .feed(b"{}", &[2, 1], &mut out)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn bytes_responses_are_read_from_their_metadata_header() {
+        let head = |headers: &str| ResponseHead {
+            status: 200,
+            headers: headers.as_bytes().to_vec(),
+        };
+        let metadata = r#"metadata: {"id":"embd-1","created":1,"model":"m","data":[{"index":0,"embed_dtype":"float32","endianness":"native","start":0,"end":16,"shape":[4]},{"index":1,"embed_dtype":"float32","endianness":"native","start":16,"end":32,"shape":[4]}],"usage":{"prompt_tokens":6,"total_tokens":6}}"#;
+        let body = [0u8, 0, 128, 63, 0, 0, 0, 64];
+        let decode = |decoder: &mut PoolingDecoder| {
+            let mut out = Vec::new();
+            decoder.feed(&body, &[4, 8], &mut out).unwrap();
+            out.iter()
+                .map(|e| crate::openai::render(&body, e))
+                .collect::<Vec<_>>()
+        };
+        let mut decoder = PoolingDecoder::bytes(
+            PooledKind::Embedding,
+            &head(&format!(
+                "content-type: application/octet-stream\r\n{metadata}\r\n"
+            )),
+        );
+        assert_eq!(
+            decode(&mut decoder),
+            [
+                "1: usage prompt=6 completion=none",
+                "1: pooled PooledKind::Embedding 2x4"
+            ]
+        );
+        let mut decoder = PoolingDecoder::bytes(PooledKind::Embedding, &head(""));
+        let events = decode(&mut decoder);
+        assert!(
+            events[0].starts_with("1: error malformed: a bytes response"),
+            "{events:?}"
+        );
+        // The client asks for it with the extra body; bytes_only is refused.
+        let open = |extra: &str| {
+            PoolingClient::open(
+                "t",
+                ClientConfig {
+                    model: "m".into(),
+                    ignore_eos: false,
+                    stream: false,
+                    extra_body: Some(extra.into()),
+                    options: Vec::new(),
+                },
+            )
+            .map(|(client, _)| client.bytes)
+        };
+        assert!(open(r#"{"encoding_format":"bytes"}"#).unwrap());
+        assert!(!open(r#"{"encoding_format":"float"}"#).unwrap());
+        assert!(matches!(
+            open(r#"{"encoding_format":"bytes_only"}"#),
+            Err(PluginError::Unsupported(_))
+        ));
     }
 
     #[test]

@@ -321,3 +321,35 @@ fn a_generation_backend_keeps_the_generation_metrics() {
         "{out}"
     );
 }
+
+#[test]
+fn bytes_encoded_embeddings_are_read_from_the_metadata_header() {
+    // vLLM's encoding_format "bytes": raw vectors in the body, the counts in a header.
+    let m = mock(bench::mock::MockConfig::default());
+    let run = |extra: Option<&str>| {
+        let mut bench = Bench::against(&m.url)
+            .backend("vllm-pooling")
+            .args(["--random-input-len", "16", "--random-batch-size", "2"])
+            .prompts(8)
+            .save_detailed();
+        if let Some(extra) = extra {
+            bench = bench.args(["--extra-body", extra]);
+        }
+        let out = bench.run().assert_success();
+        out.json()
+    };
+    let json = run(None);
+    let bytes = run(Some(r#"{"encoding_format":"bytes"}"#));
+    assert_eq!(bytes["completed"], 4);
+    assert_eq!(bytes["total_input_sequences"], 8);
+    // The same prompts, the same server count of their tokens.
+    assert_eq!(bytes["input_lens"], json["input_lens"]);
+    assert_eq!(bytes["total_input_tokens"], json["total_input_tokens"]);
+    let out = Bench::against(&m.url)
+        .backend("vllm-pooling")
+        .args(["--extra-body", r#"{"encoding_format":"bytes_only"}"#])
+        .prompts(1)
+        .run()
+        .assert_failure();
+    assert!(out.to_string().contains("bytes_only"), "{out}");
+}

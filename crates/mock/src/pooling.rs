@@ -129,7 +129,15 @@ async fn pool(shared: &Shared, api: PoolingApi, conn: &Conn, request: Request) -
             );
         }
     };
-    let body = Bytes::from(answer.to_string());
+    let wants_bytes = api != PoolingApi::Rerank
+        && serde_json::from_slice::<Value>(&body)
+            .is_ok_and(|r| r.get("encoding_format") == Some(&json!("bytes")));
+    let (body, metadata) = if wants_bytes {
+        let (vectors, metadata) = as_bytes(answer);
+        (Bytes::from(vectors), Some(metadata))
+    } else {
+        (Bytes::from(answer.to_string()), None)
+    };
     tokio::time::sleep_until(arrival + shared.ttft).await;
     let since_arrival = Instant::now().saturating_duration_since(arrival);
     shared.timing.first_token(since_arrival);
@@ -138,11 +146,54 @@ async fn pool(shared: &Shared, api: PoolingApi, conn: &Conn, request: Request) -
         pending.first_token(since_arrival);
         shared.timing.finish(pending);
     }
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
+    match metadata {
+        None => (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+        Some(metadata) => (
+            [
+                (
+                    axum::http::header::CONTENT_TYPE,
+                    "application/octet-stream".to_string(),
+                ),
+                (axum::http::HeaderName::from_static("metadata"), metadata),
+            ],
+            body,
+        )
+            .into_response(),
+    }
+}
+
+/// vLLM's `encoding_format: "bytes"` form of a JSON answer: the vectors as little-endian
+/// float32, one after the other, and the answer's other members as the `metadata`
+/// header, its `data` items giving where each vector is and its shape.
+pub(super) fn as_bytes(mut answer: Value) -> (Vec<u8>, String) {
+    let mut vectors = Vec::new();
+    if let Some(Value::Array(items)) = answer.get_mut("data") {
+        for item in items.iter_mut() {
+            let vector = item
+                .get("embedding")
+                .or(item.get("data"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let start = vectors.len();
+            for x in &vector {
+                vectors.extend_from_slice(&(x.as_f64().unwrap_or(0.0) as f32).to_le_bytes());
+            }
+            *item = json!({
+                "index": item["index"],
+                "embed_dtype": "float32",
+                "endianness": "little",
+                "start": start,
+                "end": vectors.len(),
+                "shape": [vector.len()],
+            });
+        }
+    }
+    (vectors, answer.to_string())
 }
 
 /// The response body to a request `body` of `api`, the server's `k`-th request; `Err`
@@ -410,6 +461,23 @@ mod tests {
             let i = r["index"].as_u64().unwrap() as usize;
             assert_eq!(r["document"]["text"], ["a", "b c d", "e"][i]);
         }
+    }
+
+    #[test]
+    fn bytes_answers_carry_the_vectors_and_a_metadata_header() {
+        let a = answer_to(PoolingApi::Embeddings, json!({"input": ["a", "b c"]})).unwrap();
+        let first = a["data"][0]["embedding"][0].as_f64().unwrap();
+        let (vectors, metadata) = as_bytes(a);
+        assert_eq!(vectors.len(), 2 * DIMENSION * 4);
+        let got = f32::from_le_bytes(vectors[..4].try_into().unwrap());
+        assert!((f64::from(got) - first).abs() < 1e-6);
+        let metadata: Value = serde_json::from_str(&metadata).unwrap();
+        assert_eq!(metadata["usage"]["prompt_tokens"], 3);
+        assert_eq!(
+            metadata["data"][1],
+            json!({"index": 1, "embed_dtype": "float32", "endianness": "little",
+                   "start": DIMENSION * 4, "end": 2 * DIMENSION * 4, "shape": [DIMENSION]})
+        );
     }
 
     #[test]
