@@ -177,3 +177,45 @@ fn sglang_and_llama_cpp_answer_whole_when_not_streaming() {
         .assert_failure();
     assert!(out.stderr.contains("stream"), "{out}");
 }
+
+#[test]
+fn sglang_and_llama_cpp_report_the_servers_cached_prompt_tokens() {
+    // The mock serves a repeated body from its prefix cache and says so in each API's own
+    // field (SGLang's `meta_info.cached_tokens`, llama.cpp's `timings.cache_n`) and in its
+    // Prometheus counters, which bench scrapes around the run.
+    let m = mock(bench::mock::MockConfig {
+        prefix_cache: true,
+        ..Default::default()
+    });
+    for backend in ["sglang", "llama-cpp"] {
+        let run = || {
+            let out = Bench::against(&m.url)
+                .backend(backend)
+                .random(32, 4)
+                .prompts(6)
+                .save_result()
+                .run()
+                .assert_success();
+            out.json()
+        };
+        let first = run();
+        assert_eq!(
+            first["requests_with_cached_tokens"], 6,
+            "{backend}: {first:#}"
+        );
+        // The same workload again: every body repeats, every prompt token is a hit.
+        let again = run();
+        // The mock's prompt counts are its own (words), as its usage reports them.
+        let cached = again["cached_prompt_tokens"].as_u64().unwrap();
+        assert!(cached > 0, "{backend}: {again:#}");
+        assert_eq!(
+            cached,
+            again["input_tokens_server_usage"].as_u64().unwrap(),
+            "{backend}: {again:#}"
+        );
+        assert_eq!(
+            again["cached_prompt_tokens"], again["server_cached_prompt_tokens"],
+            "{backend}: {again:#}"
+        );
+    }
+}

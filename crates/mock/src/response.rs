@@ -296,6 +296,11 @@ impl Reply<'_> {
             self.prompt_tokens,
             (self.prompt_tokens + self.completion_tokens).saturating_sub(1)
         );
+        // llama-server's `timings.cache_n`: the prompt tokens its cache served.
+        if let Some(cached) = self.cached_tokens {
+            out.pop();
+            let _ = write!(out, r#","timings":{{"cache_n":{cached}}}}}"#);
+        }
     }
 
     /// The whole answer of a server's own API (streaming endpoints stream regardless, so
