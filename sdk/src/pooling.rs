@@ -739,6 +739,42 @@ mod tests {
         ));
     }
 
+    /// Damaged bodies (cut, spliced, stray bytes) never panic the decoder and fail only
+    /// as malformed or server errors; frame ends out of order are refused.
+    #[test]
+    fn fuzz_damaged_bodies() {
+        struct Api;
+        impl PoolingApi for Api {
+            const NAME: &'static str = "t";
+            const DESCRIPTION: &'static str = "t";
+            const DEFAULT_PATH: &'static str = "/t";
+            const KIND: PooledKind = PooledKind::Embedding;
+            fn fields(
+                spec: &RequestSpec,
+                body: &mut Map<String, Value>,
+            ) -> Result<(), PluginError> {
+                body.insert("input".into(), input("t", spec)?);
+                Ok(())
+            }
+        }
+        let seeds: [&[u8]; 4] = [
+            br#"{"object":"list","data":[{"index":0,"object":"embedding","embedding":[0.5,-1e-3,2]}],"usage":{"prompt_tokens":3,"total_tokens":3}}"#,
+            br#"{"id":"rerank-1","usage":{"prompt_tokens":9},"results":[{"index":0,"relevance_score":0.5}]}"#,
+            br#"{"data":[{"index":0,"object":"pooling","data":[[1,2],[3]]}]}"#,
+            br#"{"error":{"message":"too long","code":400}}"#,
+        ];
+        crate::openai::fuzz_damaged_frames(&seeds, |_| {
+            PoolingBackend::<Api>::open(ClientConfig {
+                model: "m".into(),
+                ignore_eos: false,
+                stream: false,
+                extra_body: None,
+                options: Vec::new(),
+            })
+            .unwrap()
+        });
+    }
+
     #[test]
     fn request_indexes_are_the_trailing_number() {
         assert_eq!(request_index(Some("bench-run-12")), Some(12));
