@@ -224,3 +224,159 @@ fn input_tokens_and_start_times_are_computed_as_vllm_computes_them() {
         server
     );
 }
+
+/// Every flag of vLLM's `bench serve` parser (`tests/data/vllm-serve-flags.txt`) is one
+/// `bench serve` takes, with one of the built-in plugins loaded for the dataset and backend
+/// flags, except the few still to build, listed here; a flag that starts working must
+/// leave this list (the test fails until it does), so the list is always the truth.
+#[test]
+fn every_vllm_serve_flag_is_accepted_except_those_still_to_build() {
+    const NOT_YET: &[&str] = &[
+        "--insecure",
+        "--plot-dataset-stats",
+        "--plot-timeline",
+        "--probe-request-rate",
+        "--profile",
+        "--skip-tokenizer-init",
+        "--timeline-itl-thresholds",
+    ];
+    let flags = std::fs::read_to_string(data("vllm-serve-flags.txt")).unwrap();
+    let flags: Vec<&str> = flags.lines().filter(|l| l.starts_with("--")).collect();
+    assert!(flags.len() > 100, "{} flags", flags.len());
+    // The help of `serve` with each built-in plugin loaded: plugins add their own flags.
+    let list = bench(&["plugin", "list"]).assert_success().stdout;
+    let mut help = String::new();
+    for line in list.lines().skip(1) {
+        let mut cols = line.split_whitespace();
+        let (Some(name), Some(kind)) = (cols.next(), cols.next()) else {
+            continue;
+        };
+        let role = match kind {
+            "dataset" => "--dataset-name",
+            "backend" => "--backend",
+            _ => continue,
+        };
+        help.push_str(
+            &bench(&["serve", role, name, "--help"])
+                .assert_success()
+                .stdout,
+        );
+    }
+    let accepted = |flag: &str| {
+        help.lines().any(|l| {
+            l.split([' ', ',', '=', '['])
+                .any(|word| word == flag || word.strip_prefix(flag) == Some("<"))
+        })
+    };
+    let missing: Vec<&str> = flags.iter().copied().filter(|f| !accepted(f)).collect();
+    assert_eq!(
+        missing, NOT_YET,
+        "flags of vLLM's parser that bench serve does not take"
+    );
+}
+
+/// `--lora-modules` with `--lora-assignment`: each request's body names its adapter as the
+/// model (the workload assigns them, the backend sends them), round-robin in order or a
+/// seeded choice that the same `--seed` repeats.
+#[test]
+fn lora_modules_name_each_requests_model() {
+    use bench::observer::{Event, Observer};
+    use bench::runtime::{ClientConfig, PluginRef, RuntimeConfig};
+    use bench::workload::{HostHeaders, LoraAssignment, LoraModules, WorkloadConfig};
+
+    struct Quiet;
+    impl Observer for Quiet {
+        fn event(&mut self, _: Event<'_>) {}
+    }
+    gate::enter();
+    let models = |assignment, seed| -> Vec<String> {
+        let config = WorkloadConfig {
+            dataset: PluginRef::parse("random").unwrap(),
+            dataset_path: None,
+            num_prompts: 12,
+            seed,
+            options: vec![
+                ("input-len".into(), "8".into()),
+                ("output-len".into(), "4".into()),
+            ],
+            request_id_prefix: Some("r-".into()),
+            hub_cache: Vec::new(),
+            chat_template_kwargs: None,
+            lora: Some(LoraModules {
+                names: vec!["sql".into(), "math".into(), "chat".into()],
+                assignment,
+            }),
+            runtime: RuntimeConfig::default(),
+            progress: false,
+        };
+        let workload = bench::workload::load(&config, &gpt2(), &mut Quiet).unwrap();
+        let mut backend = workload
+            .runtime
+            .load_backend(&PluginRef::parse("openai").unwrap(), workload.host())
+            .unwrap();
+        backend
+            .open(ClientConfig {
+                model: "base".into(),
+                ignore_eos: false,
+                stream: true,
+                extra_body: None,
+                options: Vec::new(),
+            })
+            .unwrap();
+        let prepared =
+            bench::workload::prepare(&mut backend, &workload.specs, &HostHeaders::default())
+                .unwrap();
+        prepared
+            .iter()
+            .map(|r| {
+                let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                body["model"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let rr = models(LoraAssignment::RoundRobin, 0);
+    let want: Vec<&str> = ["sql", "math", "chat"]
+        .into_iter()
+        .cycle()
+        .take(12)
+        .collect();
+    assert_eq!(rr, want);
+    let random = models(LoraAssignment::Random, 5);
+    assert_eq!(random, models(LoraAssignment::Random, 5));
+    assert!(
+        random
+            .iter()
+            .all(|m| ["sql", "math", "chat"].contains(&m.as_str()))
+    );
+    assert!(
+        random
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+    );
+}
+
+/// `--tokenizer-mode`: `auto` and `hf` are the fast tokenizer bench loads; other modes are
+/// refused before anything is loaded, naming the flag.
+#[test]
+fn tokenizer_modes_bench_cannot_honour_are_refused() {
+    let sample = |mode: &str| {
+        bench(&[
+            "dataset",
+            "sample",
+            "--tokenizer",
+            &gpt2(),
+            "--num-prompts",
+            "2",
+            "--tokenizer-mode",
+            mode,
+        ])
+    };
+    assert_eq!(
+        sample("hf").assert_success().stdout,
+        sample("auto").assert_success().stdout
+    );
+    let out = sample("mistral").assert_failure();
+    assert!(out.stderr.contains("--tokenizer-mode mistral"), "{out}");
+}

@@ -2,6 +2,7 @@
 //! subcommand), then turned into requests ready to send: every body is built by the
 //! backend plugin here, before the clock starts, so no plugin code runs on the send path.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,11 +39,53 @@ pub struct WorkloadConfig {
     /// Further chat-template variables for every client-side render
     /// (`--chat-template-kwargs`).
     pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The LoRA adapters requests are spread over (`--lora-modules`); none: the dataset's.
+    pub lora: Option<LoraModules>,
     /// The plugin sandbox.
     pub runtime: RuntimeConfig,
     /// Report the preparation's progress to the observer ([`Event::Preparing`] and
     /// [`Event::Prepared`]).
     pub progress: bool,
+}
+
+/// vLLM's `--lora-modules` and `--lora-assignment`: each request is sent to one of these
+/// adapters (the request's model is the adapter's name), whatever the dataset chose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraModules {
+    /// At least one.
+    pub names: Vec<String>,
+    pub assignment: LoraAssignment,
+}
+
+/// How requests are spread over the adapters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoraAssignment {
+    /// A seeded uniform choice per request (vLLM's default; vLLM draws from Python's global
+    /// `random` after the dataset's own draws, so the sequence is not vLLM's: the same
+    /// `--seed` gives the same assignment here).
+    Random,
+    /// Request `i` gets adapter `i % n`.
+    RoundRobin,
+}
+
+impl LoraModules {
+    /// Sets every request's adapter; `seed` drives [`LoraAssignment::Random`].
+    pub fn assign(&self, specs: &mut [RequestSpec], seed: u64) {
+        use rand::{Rng, SeedableRng};
+        let n = self.names.len();
+        if n == 0 {
+            return;
+        }
+        // Its own stream, so that the assignment does not change the arrival times.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x6c6f_7261_5f61_7373);
+        for (i, spec) in specs.iter_mut().enumerate() {
+            let pick = match self.assignment {
+                LoraAssignment::RoundRobin => i % n,
+                LoraAssignment::Random => rng.random_range(0..n),
+            };
+            spec.lora_name = Some(self.names[pick].clone());
+        }
+    }
 }
 
 /// Applies the dataset's rule for `--dataset-path` (its description's `path`), with
@@ -84,6 +127,9 @@ pub struct Conversations {
     pub dataset: DatasetPlugin,
     /// The prefix of the ids of turns the plugin leaves without one.
     pub request_id_prefix: Option<String>,
+    /// Each conversation's LoRA adapter (`--lora-modules`), given to its first turn: its
+    /// later turns go to the same one.
+    pub lora_by_session: HashMap<String, String>,
 }
 
 impl Workload {
@@ -167,6 +213,13 @@ pub fn load(
     if let Some(prefix) = &config.request_id_prefix {
         assign_request_ids(&mut specs, prefix);
     }
+    if let Some(lora) = &config.lora {
+        lora.assign(&mut specs, config.seed);
+    }
+    let lora_by_session = specs
+        .iter()
+        .filter_map(|s| Some((s.session.as_ref()?.id.clone(), s.lora_name.clone()?)))
+        .collect();
     Ok(Workload {
         runtime,
         tokenizer,
@@ -177,6 +230,7 @@ pub fn load(
             || Conversations {
                 dataset,
                 request_id_prefix: config.request_id_prefix.clone(),
+                lora_by_session,
             },
         ),
         description,
@@ -269,4 +323,57 @@ fn insert(headers: &mut HeaderMap, k: &str, v: &str) -> Result<()> {
         HeaderValue::from_str(v).with_context(|| format!("invalid value for header {k}"))?;
     headers.insert(name, value);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(n: usize) -> Vec<RequestSpec> {
+        (0..n)
+            .map(|i| RequestSpec {
+                prompt: crate::runtime::Prompt::Text(format!("p{i}")),
+                prompt_len: 1,
+                expected_output_len: 1,
+                multimodal: Vec::new(),
+                request_id: None,
+                lora_name: Some("from-the-dataset".into()),
+                extra_body: None,
+                send_at: None,
+                session: None,
+            })
+            .collect()
+    }
+
+    fn names(specs: &[RequestSpec]) -> Vec<&str> {
+        specs
+            .iter()
+            .map(|s| s.lora_name.as_deref().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn lora_modules_are_assigned_round_robin_or_by_a_seeded_choice() {
+        let lora = |assignment| LoraModules {
+            names: vec!["a".into(), "b".into(), "c".into()],
+            assignment,
+        };
+        let mut rr = specs(7);
+        lora(LoraAssignment::RoundRobin).assign(&mut rr, 0);
+        assert_eq!(names(&rr), ["a", "b", "c", "a", "b", "c", "a"]);
+
+        let random = |seed| {
+            let mut s = specs(300);
+            lora(LoraAssignment::Random).assign(&mut s, seed);
+            s
+        };
+        let (first, again, other) = (random(1), random(1), random(2));
+        assert_eq!(names(&first), names(&again));
+        assert_ne!(names(&first), names(&other));
+        // Every adapter is used, about a third of the time each.
+        for name in ["a", "b", "c"] {
+            let n = names(&first).iter().filter(|&&x| x == name).count();
+            assert!((70..=130).contains(&n), "{name}: {n} of 300");
+        }
+    }
 }

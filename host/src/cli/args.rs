@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 /// The model and its tokenizer.
-#[derive(Args, Debug, Clone, Default, serde::Serialize)]
+#[derive(Args, Debug, Clone, serde::Serialize)]
 pub struct ModelArgs {
     /// Name of the model. If not given, `serve` asks the server's /v1/models for the first one.
     #[arg(long)]
@@ -23,6 +23,26 @@ pub struct ModelArgs {
     /// cache (nothing is downloaded). Defaults to --model.
     #[arg(long)]
     pub tokenizer: Option<String>,
+
+    /// vLLM's tokenizer mode: `auto` and `hf` load the Hugging Face fast tokenizer
+    /// (`tokenizer.json`), the one kind bench reads; `mistral`, `deepseek_v32` and plugin
+    /// modes are refused.
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    pub tokenizer_mode: String,
+}
+
+impl ModelArgs {
+    /// Refuses a `--tokenizer-mode` bench cannot honour, before anything is loaded.
+    pub fn check_tokenizer_mode(&self) -> Result<()> {
+        match self.tokenizer_mode.as_str() {
+            "auto" | "hf" => Ok(()),
+            other => bail!(
+                "--tokenizer-mode {other}: bench loads Hugging Face fast tokenizers \
+                 (tokenizer.json) only, which --tokenizer-mode auto and hf select; give the \
+                 model's tokenizer.json with --tokenizer"
+            ),
+        }
+    }
 }
 
 /// The dataset plugin and the options every dataset shares.

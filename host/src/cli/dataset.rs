@@ -51,6 +51,7 @@ struct SampleArgs {
 
 pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
     let DatasetAction::Sample(args) = cmd.action;
+    args.model.check_tokenizer_mode()?;
     let tokenizer = args
         .model
         .tokenizer
@@ -72,6 +73,7 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
         request_id_prefix: args.request_id_prefix.clone(),
         hub_cache,
         chat_template_kwargs: args.dataset.template_kwargs()?,
+        lora: None,
         runtime: args.sandbox.runtime_config()?,
         progress: true,
     };

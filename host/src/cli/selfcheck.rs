@@ -387,6 +387,7 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             request_id_prefix: Some(REQUEST_ID_PREFIX.to_owned()),
             hub_cache: hub_cache_roots_from_env(),
             chat_template_kwargs: None,
+            lora: None,
             runtime: RuntimeConfig {
                 cache_dir: crate::runtime::cache_dir_from_env(),
                 ..RuntimeConfig::default()

@@ -20,7 +20,7 @@ use crate::runtime::PluginRef;
 use crate::schedule::{RampUp, RampUpStrategy};
 use crate::target::http::HttpConfig;
 use crate::tokenizer::hub_cache_roots_from_env;
-use crate::workload::{TokenizerError, WorkloadConfig};
+use crate::workload::{LoraAssignment, LoraModules, TokenizerError, WorkloadConfig};
 
 /// The flags of `bench serve`, vLLM's by name and meaning. Numeric flags accept a leading
 /// minus sign so that a negative value is refused by the flag's own parser, naming it.
@@ -213,6 +213,22 @@ pub struct ServeArgs {
     #[arg(long)]
     pub extra_body: Option<String>,
 
+    /// Accepted as `vllm bench serve` accepts it: its request functions never read it,
+    /// so it changes no request there, nor here.
+    #[arg(long)]
+    pub use_beam_search: bool,
+
+    /// LoRA adapters the server was started with: each request goes to one of them (the
+    /// request's model is the adapter's name), chosen as --lora-assignment says.
+    #[arg(long, num_args = 1.., value_name = "NAME")]
+    pub lora_modules: Option<Vec<String>>,
+
+    /// How requests are spread over --lora-modules: `random` (a seeded choice per request:
+    /// the same --seed, the same assignment) or `round-robin` (request i gets adapter i
+    /// modulo their number). The turns of a conversation keep its first turn's adapter.
+    #[arg(long, value_enum, default_value_t = LoraAssignmentArg::Random)]
+    pub lora_assignment: LoraAssignmentArg,
+
     /// A backend plugin option as KEY=VALUE (repeatable); see `bench plugin inspect NAME`.
     #[arg(long = "backend-option", value_name = "KEY=VALUE")]
     pub backend_options: Vec<String>,
@@ -239,6 +255,13 @@ pub struct ServeArgs {
     /// so far are reported and saved, marked as interrupted. A second Ctrl-C exits at once.
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub shutdown_grace_sec: f64,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoraAssignmentArg {
+    Random,
+    RoundRobin,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -385,6 +408,13 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         ),
         hub_cache,
         chat_template_kwargs: args.dataset.template_kwargs()?,
+        lora: args.lora_modules.clone().map(|names| LoraModules {
+            names,
+            assignment: match args.lora_assignment {
+                LoraAssignmentArg::Random => LoraAssignment::Random,
+                LoraAssignmentArg::RoundRobin => LoraAssignment::RoundRobin,
+            },
+        }),
         runtime,
         progress: !args.disable_tqdm,
     };
@@ -612,6 +642,7 @@ fn sampling_body(args: &ServeArgs) -> Result<Option<String>> {
 }
 
 pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
+    args.model.check_tokenizer_mode()?;
     let Resolved {
         config,
         connections,

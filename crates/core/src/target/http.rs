@@ -339,6 +339,13 @@ impl Conversations {
         {
             spec.request_id = Some(format!("{prefix}{index}"));
         }
+        if let Some(lora) = spec
+            .session
+            .as_ref()
+            .and_then(|s| self.source.lora_by_session.get(&s.id))
+        {
+            spec.lora_name = Some(lora.clone());
+        }
         let request = workload::prepare_one(&mut self.backend, index, &spec, &self.headers)?;
         Ok(Some((request, spec.send_at, spec.prompt)))
     }
