@@ -10,6 +10,8 @@
 # `openai` wasm backend decoding every chunk. With two or more cores the server is pinned
 # to core 1 and bench to core 0.
 #   ceiling-N: zero-delay server, 128-token streams, request rate inf, concurrency N.
+#   ceiling-backends: ceiling-64 through each streaming backend (openai, openai-chat, tgi,
+#              tensorrt-llm, sglang, llama-cpp), the mock speaking its protocol.
 #   timing-N:  server TTFT 50 ms / ITL 10 ms, 64-token streams, concurrency N; "err" is
 #              bench's mean minus the server's own recorded mean (GET /mock/timing: when
 #              each chunk actually left, from the request's arrival); "p99 err" is exact:
@@ -54,7 +56,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server="taskset -c 1" pin_client="taskset -c 0"
 fi
 datasets="sharegpt sonnet prefix_repetition prefix_repetition-20k random-rerank random-mm custom custom_image custom_audio burstgpt spec_bench speed_bench hf timed_trace mooncake file"
-rows=${ROWS:-prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
+rows=${ROWS:-prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 ceiling-backends timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
 want() { [[ " $rows " == *" $1 "* ]] || { [[ $1 == data-* ]] && [[ " $rows " == *" data "* ]]; }; }
 
 # label conc(or "none") prompts ttft_ms itl_ms output_len [extra bench flags...]
@@ -66,7 +68,7 @@ run() {
   $pin_server "$bench" mock-server --port "$port" --ttft-ms "$ttft" --itl-ms "$itl" >/dev/null 2>&1 &
   local server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.05; done
-  /usr/bin/time -f %M -o "$tmp/$label.rss" $pin_client "$bench" --backend openai --model mock \
+  /usr/bin/time -f %M -o "$tmp/$label.rss" $pin_client "$bench" --backend "${BACKEND:-openai}" --model mock \
     --tokenizer tests/data/tokenizers/gpt2 --base-url "http://127.0.0.1:$port" \
     --random-input-len 128 --random-output-len "$out" --num-prompts "$n" "${conc_flag[@]}" \
     --disable-tqdm --save-result --result-dir "$tmp" --result-filename "$label.json" "$@" \
@@ -234,6 +236,14 @@ PY
 for c in 64 512; do
   want "ceiling-$c" && { run "ceiling-$c" "$c" "${N_CEILING:-20000}" 0 0 128; speed_row "ceiling-$c" "$c" 0; }
 done
+# Each streaming backend's ceiling (its decoder on the client's one core), against the mock
+# speaking its protocol: ROWS=ceiling-backends.
+if want ceiling-backends; then
+  for b in openai openai-chat tgi tensorrt-llm sglang llama-cpp; do
+    BACKEND=$b run "ceiling-$b" 64 "${N_CEILING:-20000}" 0 0 128
+    speed_row "ceiling-$b" 64 0
+  done
+fi
 for c in 64 256 1024; do
   want "timing-$c" && {
     run "timing-$c" "$c" $((c * ${ROUNDS:-10})) 50 10 64 --save-detailed --request-id-prefix perf-
