@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 use crate::json::{self, Cursor, Key, Str};
 use crate::options::{OptionReader, option};
 use crate::{
-    Backend, Chunk, ClientConfig, Decoder, ErrorKind, Event, EventKind, Framing, HttpRequest,
-    OptionInfo, PluginError, RequestSpec, ResponseHead, TextSpan, Usage,
+    Backend, Chunk, ClientConfig, ContentPart, Decoder, ErrorKind, Event, EventKind, Framing,
+    HttpRequest, OptionInfo, PluginError, RequestSpec, ResponseHead, TextSpan, Usage,
 };
 
 /// vLLM's benchmark sends `temperature: 0.0` (greedy decoding) unless the sampling
@@ -204,6 +204,41 @@ fn json_type(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// A content part as OpenAI's chat messages carry it (`{"type": "image_url", "image_url":
+/// {"url": ...}}`, ...), for every backend that sends chat messages. Binary data is a file
+/// upload (a multipart request), which no JSON body can carry: an error naming `plugin`.
+pub fn content_part(plugin: &str, part: &ContentPart) -> Result<Value, PluginError> {
+    Ok(match part {
+        ContentPart::Text(text) => json!({ "type": "text", "text": text }),
+        ContentPart::ImageUrl(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
+        ContentPart::AudioUrl(url) => json!({ "type": "audio_url", "audio_url": { "url": url } }),
+        ContentPart::VideoUrl(url) => json!({ "type": "video_url", "video_url": { "url": url } }),
+        ContentPart::Binary(data) => {
+            return Err(PluginError::Unsupported(format!(
+                "{plugin}: binary data ({}) is a file upload, which a JSON request cannot \
+                 carry; it needs a transcription backend (multipart)",
+                data.mime_type
+            )));
+        }
+    })
+}
+
+/// A chat message as OpenAI's APIs take it. Content that is one text part goes as a plain
+/// string, the form of vLLM's prebuilt conversations (and the one every chat template
+/// accepts); anything else goes as a list of content parts ([`content_part`]).
+pub fn chat_message(plugin: &str, message: &crate::ChatMessage) -> Result<Value, PluginError> {
+    let content = match message.content.as_slice() {
+        [ContentPart::Text(text)] => json!(text),
+        parts => Value::Array(
+            parts
+                .iter()
+                .map(|p| content_part(plugin, p))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    Ok(json!({ "role": message.role, "content": content }))
 }
 
 /// Where the text sits inside `choices[0]`.

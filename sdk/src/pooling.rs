@@ -25,10 +25,11 @@ use std::marker::PhantomData;
 use serde_json::{Map, Value, json};
 
 use crate::json::{self, Cursor};
+use crate::openai::{chat_message, content_part};
 use crate::{
-    Backend, BackendDescription, ChatMessage, ClientConfig, ContentPart, Decoder, Event, EventKind,
-    Framing, HttpRequest, OptionReader, PluginError, PluginInfo, Pooled, PooledKind, Prompt,
-    RequestSpec, ResponseHead, Usage,
+    Backend, BackendDescription, ClientConfig, ContentPart, Decoder, Event, EventKind, Framing,
+    HttpRequest, OptionReader, PluginError, PluginInfo, Pooled, PooledKind, Prompt, RequestSpec,
+    ResponseHead, Usage,
 };
 
 /// One pooling API: the fields of its request body and what its response holds.
@@ -285,36 +286,6 @@ pub fn chat_messages(
             .collect::<Result<_, _>>()?,
     };
     Ok(json!([{ "role": "user", "content": content }]))
-}
-
-/// A chat message: one text part as a plain string, anything else as content parts.
-fn chat_message(plugin: &str, message: &ChatMessage) -> Result<Value, PluginError> {
-    let content = match message.content.as_slice() {
-        [ContentPart::Text(text)] => json!(text),
-        parts => Value::Array(
-            parts
-                .iter()
-                .map(|p| content_part(plugin, p))
-                .collect::<Result<_, _>>()?,
-        ),
-    };
-    Ok(json!({ "role": message.role, "content": content }))
-}
-
-/// An OpenAI content part (`{"type": "image_url", "image_url": {"url": ...}}`).
-pub fn content_part(plugin: &str, part: &ContentPart) -> Result<Value, PluginError> {
-    Ok(match part {
-        ContentPart::Text(text) => json!({ "type": "text", "text": text }),
-        ContentPart::ImageUrl(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
-        ContentPart::AudioUrl(url) => json!({ "type": "audio_url", "audio_url": { "url": url } }),
-        ContentPart::VideoUrl(url) => json!({ "type": "video_url", "video_url": { "url": url } }),
-        ContentPart::Binary(data) => {
-            return Err(PluginError::Unsupported(format!(
-                "{plugin}: binary data ({}) cannot go in a JSON request",
-                data.mime_type
-            )));
-        }
-    })
 }
 
 /// The number at the end of a request id (`bench-12` -> 12), as vLLM's

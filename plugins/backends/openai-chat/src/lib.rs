@@ -7,10 +7,12 @@
 //! items as OpenAI content parts), `max_completion_tokens`, and where a choice keeps its
 //! content and reasoning.
 
-use bench_sdk::openai::{ChoiceFields, OpenAiClient, OpenAiDecoder, common_options};
+use bench_sdk::openai::{
+    ChoiceFields, OpenAiClient, OpenAiDecoder, chat_message, common_options, content_part,
+};
 use bench_sdk::{
-    Backend, BackendDescription, ChatMessage, ClientConfig, ContentPart, Framing, HttpRequest,
-    PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead,
+    Backend, BackendDescription, ClientConfig, Framing, HttpRequest, PluginError, PluginInfo,
+    Prompt, RequestSpec, ResponseHead,
 };
 use serde_json::{Value, json};
 
@@ -103,12 +105,15 @@ fn messages(spec: &RequestSpec) -> Result<Value, PluginError> {
     match &spec.prompt {
         Prompt::Text(text) => {
             let content = std::iter::once(Ok(json!({ "type": "text", "text": text })))
-                .chain(spec.multimodal.iter().map(content_part))
+                .chain(spec.multimodal.iter().map(|p| content_part(NAME, p)))
                 .collect::<Result<_, _>>()?;
             Ok(json!([{ "role": "user", "content": Value::Array(content) }]))
         }
         Prompt::Chat(chat) => {
-            let mut messages: Vec<Value> = chat.iter().map(message).collect::<Result<_, _>>()?;
+            let mut messages: Vec<Value> = chat
+                .iter()
+                .map(|m| chat_message(NAME, m))
+                .collect::<Result<_, _>>()?;
             if !spec.multimodal.is_empty() {
                 let last_user = chat.iter().rposition(|m| m.role == "user").ok_or_else(|| {
                     PluginError::InvalidInput(format!(
@@ -119,7 +124,7 @@ fn messages(spec: &RequestSpec) -> Result<Value, PluginError> {
                     .content
                     .iter()
                     .chain(&spec.multimodal)
-                    .map(content_part)
+                    .map(|p| content_part(NAME, p))
                     .collect::<Result<_, _>>()?;
                 messages[last_user] = json!({ "role": "user", "content": Value::Array(parts) });
             }
@@ -135,38 +140,11 @@ fn messages(spec: &RequestSpec) -> Result<Value, PluginError> {
     }
 }
 
-/// A chat message. Content that is one text part goes as a plain string, the form of
-/// vLLM's prebuilt conversations (and the one every chat template accepts); anything
-/// else goes as a list of content parts.
-fn message(message: &ChatMessage) -> Result<Value, PluginError> {
-    let content = match message.content.as_slice() {
-        [ContentPart::Text(text)] => json!(text),
-        parts => Value::Array(parts.iter().map(content_part).collect::<Result<_, _>>()?),
-    };
-    Ok(json!({ "role": message.role, "content": content }))
-}
-
-/// An OpenAI content part, as vLLM's multimodal datasets build them.
-fn content_part(part: &ContentPart) -> Result<Value, PluginError> {
-    Ok(match part {
-        ContentPart::Text(text) => json!({ "type": "text", "text": text }),
-        ContentPart::ImageUrl(url) => json!({ "type": "image_url", "image_url": { "url": url } }),
-        ContentPart::AudioUrl(url) => json!({ "type": "audio_url", "audio_url": { "url": url } }),
-        ContentPart::VideoUrl(url) => json!({ "type": "video_url", "video_url": { "url": url } }),
-        ContentPart::Binary(data) => {
-            return Err(PluginError::Unsupported(format!(
-                "{NAME}: binary data ({}) goes in a multipart request; use a backend that sends \
-                 files, such as openai-audio",
-                data.mime_type
-            )));
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use bench_sdk::openai::render_response;
+    use bench_sdk::{ChatMessage, ContentPart};
 
     fn client(
         ignore_eos: bool,
