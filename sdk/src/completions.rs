@@ -122,3 +122,103 @@ impl<F: Flavor> Backend for Completions<F> {
         Ok(self.client.decoder(FIELDS))
     }
 }
+
+/// What every completions plugin must do under its own name, for the tests of each thin
+/// crate (`vllm`, `lmdeploy`, `scalellm`): described as its flavor says, vLLM's completions
+/// body, errors that name the backend, and a decoded stream. Panics on the first failure.
+pub mod checks {
+    use serde_json::{Value, json};
+
+    use super::{Completions, Flavor};
+    use crate::openai::render_response;
+    use crate::{Backend, ClientConfig, Framing, PluginError, Prompt, RequestSpec};
+
+    /// Runs every check for flavor `F`.
+    pub fn flavor<F: Flavor>() {
+        described_under_its_own_name_as_openai_compatible::<F>();
+        sends_vllms_completions_body_to_v1_completions::<F>();
+        errors_name_this_backend::<F>();
+        decodes_a_completions_stream::<F>();
+    }
+
+    fn client<F: Flavor>(options: &[(&str, &str)]) -> Result<Completions<F>, PluginError> {
+        Completions::<F>::open(ClientConfig {
+            model: "Qwen/Qwen3-0.6B".into(),
+            stream: true,
+            ignore_eos: true,
+            extra_body: None,
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        })
+    }
+
+    fn described_under_its_own_name_as_openai_compatible<F: Flavor>() {
+        let description = Completions::<F>::describe();
+        assert_eq!(description.info.name, F::NAME);
+        assert!(description.openai_compatible);
+        assert!(description.info.description.contains("/v1/completions"));
+    }
+
+    fn sends_vllms_completions_body_to_v1_completions<F: Flavor>() {
+        let backend = client::<F>(&[]).unwrap();
+        assert_eq!(backend.default_path(), "/v1/completions");
+        assert_eq!(backend.framing(), Framing::Sse);
+        let request = backend
+            .build_request(RequestSpec::text("Hello there".into(), 2, 8))
+            .unwrap();
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "Qwen/Qwen3-0.6B",
+                "prompt": "Hello there",
+                "repetition_penalty": 1.0,
+                "max_tokens": 8,
+                "logprobs": null,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "ignore_eos": true,
+                "temperature": 0.0,
+            })
+        );
+    }
+
+    fn errors_name_this_backend<F: Flavor>() {
+        let unknown = client::<F>(&[("n_predict", "3")]);
+        assert!(
+            matches!(&unknown, Err(PluginError::InvalidConfig(m)) if m.contains(F::NAME)),
+            "{:?}",
+            unknown.err()
+        );
+        let mut spec = RequestSpec::text(String::new(), 1, 1);
+        spec.prompt = Prompt::Chat(Vec::new());
+        let refused = client::<F>(&[]).unwrap().build_request(spec);
+        assert!(
+            matches!(&refused, Err(PluginError::Unsupported(m)) if m.starts_with(&format!("{}:", F::NAME))),
+            "{:?}",
+            refused.err()
+        );
+    }
+
+    fn decodes_a_completions_stream<F: Flavor>() {
+        let events = render_response(
+            &client::<F>(&[]).unwrap(),
+            &[
+                r#"{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" Hi","finish_reason":null}]}"#,
+                r#"{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"!","finish_reason":"length"}]}"#,
+                r#"{"id":"cmpl-1","object":"text_completion","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":2}}"#,
+            ],
+        );
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content=" Hi" reasoning=none"#,
+                r#"1: chunk content="!" reasoning=none"#,
+                "1: finish length",
+                "2: usage prompt=2 completion=2",
+            ]
+        );
+    }
+}
