@@ -362,7 +362,7 @@ pub fn server_error(v: &mut Cursor<'_>) -> json::Result<Option<ServerError>> {
 }
 
 /// The start of `bytes` as a quoted string for an error message.
-fn quote(bytes: &[u8]) -> String {
+pub(crate) fn quote(bytes: &[u8]) -> String {
     let cut = bytes.len().min(QUOTE_BYTES);
     let text = String::from_utf8_lossy(&bytes[..cut]);
     if cut < bytes.len() {

@@ -11,6 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::json::{self, Cursor, Key, Str};
+use crate::native::{ServerError, quote, server_error};
 use crate::options::{OptionReader, option};
 use crate::{
     Backend, Chunk, ClientConfig, ContentPart, Decoder, ErrorKind, Event, EventKind, Framing,
@@ -20,9 +21,6 @@ use crate::{
 /// vLLM's benchmark sends `temperature: 0.0` (greedy decoding) unless the sampling
 /// parameters or the extra body set one.
 pub const DEFAULT_TEMPERATURE: f64 = 0.0;
-
-/// How much of a bad frame an error message quotes.
-const QUOTE_BYTES: usize = 120;
 
 /// The options every OpenAI-format backend accepts, for its `describe`.
 pub fn common_options() -> Vec<OptionInfo> {
@@ -317,14 +315,6 @@ struct Choice {
     /// The non-empty reasoning text and the index of its key in `ChoiceFields::reasoning`.
     reasoning: Option<(usize, Str)>,
     finish: Option<Str>,
-}
-
-#[derive(Clone, Copy)]
-enum ServerError {
-    /// The error's `message` (or the error itself when it is a string).
-    Message(Str),
-    /// The raw JSON of an error without a message.
-    Raw { start: usize, end: usize },
 }
 
 impl Decoder for OpenAiDecoder {
@@ -640,47 +630,6 @@ fn usage(v: &mut Cursor<'_>) -> json::Result<Option<Usage>> {
         Ok(())
     })?;
     Ok(members.filter(|&n| n > 0).map(|_| usage))
-}
-
-/// A non-null `error` member: its message when it has one.
-fn server_error(v: &mut Cursor<'_>) -> json::Result<Option<ServerError>> {
-    if v.null()? {
-        return Ok(None);
-    }
-    if let Some(message) = v.string()? {
-        return Ok(Some(ServerError::Message(message)));
-    }
-    v.kind()?;
-    let start = v.pos();
-    let mut message = None;
-    if v.object(|key, v| {
-        if key.is("message") {
-            message = v.string()?;
-        }
-        Ok(())
-    })?
-    .is_none()
-    {
-        v.skip()?;
-    }
-    Ok(Some(message.map_or(
-        ServerError::Raw {
-            start,
-            end: v.pos(),
-        },
-        ServerError::Message,
-    )))
-}
-
-/// The start of `bytes` as a quoted string for an error message.
-fn quote(bytes: &[u8]) -> String {
-    let cut = bytes.len().min(QUOTE_BYTES);
-    let text = String::from_utf8_lossy(&bytes[..cut]);
-    if cut < bytes.len() {
-        format!("{text:?}...")
-    } else {
-        format!("{text:?}")
-    }
 }
 
 /// One line per event with its text resolved (`2: chunk content="Hi" reasoning=none`),
