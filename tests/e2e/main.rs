@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod backends_openai_api;
 mod backends_pooling;
 mod backends_servers;
 mod console;
@@ -30,7 +31,10 @@ mod reproducible;
 mod sandbox;
 mod serve;
 mod serve_flags;
+mod serve_probe;
 mod serve_timing;
+mod server_metrics;
+mod token_accounting;
 mod trace_replay;
 mod validation;
 
