@@ -14,7 +14,8 @@
 //! stand-in prefix cache, see [`prefix_cache`]), with `--tokenize` vLLM's `POST /tokenize`
 //! and `POST /detokenize` (see [`tokenize`]), and the server's own record of what it did:
 //! `GET /mock/timing` (aggregates over every stream) and `GET /mock/requests` (per streamed
-//! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...]}]`, in the
+//! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
+//! "first_content_ms"}]`, the last the first non-reasoning chunk's time, in the
 //! order the streams finished, within the bound of [`timing::MAX_KEPT_REQUESTS`]). What it
 //! does with a request:
 //! - Output: token `i` is `response::WORDS[i % 32]`, each one token for GPT-2, Qwen and
@@ -78,6 +79,7 @@ pub use faults::Faults;
 use faults::{Conn, Delivery, Fault, FaultListener, FaultPlan, FaultyBody};
 use request::Generation;
 use response::{Api, Content, Reply};
+pub use response::{Reasoning, ReasoningField};
 
 /// Largest request body accepted: room for multimodal prompts with inline images.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -119,6 +121,8 @@ pub struct MockServerArgs {
     /// tokenizer, which no client shares, so that a client's prompt re-alignment shows.
     #[arg(long)]
     pub tokenize: bool,
+    #[command(flatten)]
+    pub reasoning: Reasoning,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -144,6 +148,8 @@ pub struct MockConfig {
     pub prefix_cache: bool,
     /// See [`MockServerArgs::tokenize`].
     pub tokenize: bool,
+    /// The first tokens of chat and Responses answers are reasoning (see [`Reasoning`]).
+    pub reasoning: Reasoning,
 }
 
 impl Default for MockConfig {
@@ -160,6 +166,7 @@ impl Default for MockConfig {
             closing: Closing::default(),
             prefix_cache: false,
             tokenize: false,
+            reasoning: Reasoning::default(),
         }
     }
 }
@@ -178,6 +185,7 @@ impl From<&MockServerArgs> for MockConfig {
             closing: args.closing.clone(),
             prefix_cache: args.prefix_cache,
             tokenize: args.tokenize,
+            reasoning: args.reasoning,
         }
     }
 }
@@ -225,6 +233,7 @@ struct Shared {
     prefix_cache: prefix_cache::PrefixCache,
     /// See [`MockServer::sessions`].
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
+    reasoning: Reasoning,
 }
 
 /// A request that carried a conversation's session id (`x-session-id`), as received.
@@ -348,6 +357,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         timing: timing.clone(),
         prefix_cache: prefix_cache::PrefixCache::new(config.prefix_cache),
         sessions: sessions.clone(),
+        reasoning: config.reasoning,
     });
     let mut stopped = stop.subscribe();
     let closes = Arc::new(closing::CloseStats::default());
@@ -578,6 +588,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
             completion_tokens
         },
         cached_tokens: shared.prefix_cache.enabled().then_some(cached_tokens),
+        reasoning: shared.reasoning,
     };
     let content = match fault {
         Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(f)),

@@ -39,6 +39,57 @@ fn word(i: u32) -> &'static str {
     WORDS[i as usize % WORDS.len()]
 }
 
+/// Reasoning in the answers of the APIs that have it (chat completions, Responses): the
+/// first `tokens` output tokens of every answer are reasoning, the rest content, so a
+/// client's time to first content token can be checked against the server's record
+/// (`first_content_ms` in `/mock/requests`). The words are the same either way: token `i`
+/// is `WORDS[i % 32]`, whichever kind it is. Reasoning tokens count as output tokens
+/// (`usage.completion_tokens`), as vLLM counts them. Other APIs have no place for
+/// reasoning and ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::Args)]
+pub struct Reasoning {
+    /// The first N output tokens of every chat or Responses answer are reasoning
+    /// (`delta.reasoning_content` in a chat stream, `response.reasoning_text.delta`
+    /// events in a Responses stream), the rest content.
+    #[arg(long = "reasoning-tokens", default_value_t = 0)]
+    pub tokens: u32,
+    /// The key of a chat answer's reasoning text: vLLM's `reasoning_content`, or
+    /// `reasoning` (newer vLLM, OpenRouter).
+    #[arg(long = "reasoning-field", value_enum, default_value_t = ReasoningField::ReasoningContent)]
+    pub field: ReasoningField,
+}
+
+/// Where a chat answer carries its reasoning text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ReasoningField {
+    /// `reasoning_content`, vLLM's reasoning parsers' field.
+    #[default]
+    ReasoningContent,
+    /// `reasoning`.
+    Reasoning,
+}
+
+impl ReasoningField {
+    fn key(self) -> &'static str {
+        match self {
+            ReasoningField::ReasoningContent => "reasoning_content",
+            ReasoningField::Reasoning => "reasoning",
+        }
+    }
+
+    /// Opens a chat chunk's reasoning text (the first chunk carries the role too).
+    fn chat_open(self, first: bool) -> &'static [u8] {
+        match (self, first) {
+            (ReasoningField::ReasoningContent, true) => {
+                br#""delta":{"role":"assistant","reasoning_content":""#
+            }
+            (ReasoningField::ReasoningContent, false) => br#""delta":{"reasoning_content":""#,
+            (ReasoningField::Reasoning, true) => br#""delta":{"role":"assistant","reasoning":""#,
+            (ReasoningField::Reasoning, false) => br#""delta":{"reasoning":""#,
+        }
+    }
+}
+
 /// The API a request came through; it decides the response's shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Api {
@@ -85,6 +136,11 @@ const CHAT_CHUNK: ChunkShape = ChunkShape {
 };
 
 impl Api {
+    /// Whether answers of this API can carry reasoning (see [`Reasoning`]).
+    fn has_reasoning(self) -> bool {
+        matches!(self, Api::Chat)
+    }
+
     /// Whether this is one of OpenAI's APIs (else a server's own, see [`Api`]).
     fn is_openai(self) -> bool {
         matches!(self, Api::Completions | Api::Chat)
@@ -185,9 +241,20 @@ pub(super) struct Reply<'a> {
     /// `usage.prompt_tokens_details.cached_tokens` (as vLLM does with its prefix caching
     /// on); `None` when the cache is off, and the usage has no such member.
     pub cached_tokens: Option<u32>,
+    /// The run's reasoning setting; it applies where the API has reasoning.
+    pub reasoning: Reasoning,
 }
 
 impl Reply<'_> {
+    /// How many of the answer's first tokens are reasoning.
+    pub fn reasoning_tokens(&self) -> u32 {
+        if self.api.has_reasoning() {
+            self.reasoning.tokens.min(self.completion_tokens)
+        } else {
+            0
+        }
+    }
+
     /// `{"id":"…","object":"…","created":…,"model":"…",` (an unfinished JSON object).
     fn object_head(&self, out: &mut Vec<u8>, object: &str) {
         // Writing into a Vec cannot fail.
@@ -242,11 +309,22 @@ impl Reply<'_> {
             return out.into();
         }
         self.object_head(&mut out, self.api.object());
-        out.extend_from_slice(match self.api {
-            Api::Chat => br#""choices":[{"index":0,"message":{"role":"assistant","content":""#,
-            _ => br#""choices":[{"index":0,"text":""#.as_slice(),
-        });
-        for i in 0..self.completion_tokens {
+        let reasoning = self.reasoning_tokens();
+        if reasoning > 0 {
+            let _ = write!(
+                out,
+                r#""choices":[{{"index":0,"message":{{"role":"assistant","{}":""#,
+                self.reasoning.field.key()
+            );
+            self.text(reasoning, &mut out);
+            out.extend_from_slice(br#"","content":""#);
+        } else {
+            out.extend_from_slice(match self.api {
+                Api::Chat => br#""choices":[{"index":0,"message":{"role":"assistant","content":""#,
+                _ => br#""choices":[{"index":0,"text":""#.as_slice(),
+            });
+        }
+        for i in reasoning..self.completion_tokens {
             out.extend_from_slice(word(i).as_bytes());
         }
         out.extend_from_slice(match self.api {
@@ -381,6 +459,8 @@ impl Reply<'_> {
                 cached_tokens: self.cached_tokens,
             }),
             shape: self.api.chunk_shape(),
+            reasoning: self.reasoning_tokens(),
+            reasoning_field: self.reasoning.field,
             head,
             buf: BytesMut::with_capacity(block),
             next: 0,
@@ -416,6 +496,9 @@ pub(super) struct TokenStream {
     /// Set for a server's own API, whose chunks [`TokenStream::native_chunk`] formats.
     native: Option<Native>,
     shape: &'static ChunkShape,
+    /// The first `reasoning` token chunks carry reasoning text (under `reasoning_field`).
+    reasoning: u32,
+    reasoning_field: ReasoningField,
     /// `data: {"id":…,"model":…,"choices":[{"index":0,` shared by every token chunk.
     head: Vec<u8>,
     buf: BytesMut,
@@ -517,6 +600,7 @@ impl Native {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             cached_tokens: self.cached_tokens,
+            reasoning: Reasoning::default(),
         }
     }
 }
@@ -549,7 +633,13 @@ impl TokenStream {
             return self.native_chunk(i);
         }
         let shape = self.shape;
-        let open = if i == 0 { shape.first_open } else { shape.open };
+        let open = if i < self.reasoning {
+            self.reasoning_field.chat_open(i == 0)
+        } else if i == 0 {
+            shape.first_open
+        } else {
+            shape.open
+        };
         let close = if self.malformed == Some(i) {
             // The text's closing quote and everything after it are missing.
             b"\n\n".as_slice()
@@ -610,6 +700,11 @@ impl Stream for TokenStream {
                 }
             }
         }
+        if this.next == this.reasoning
+            && let Some(request) = &mut this.request
+        {
+            request.first_content(now - this.arrival);
+        }
         this.previous = Some(now);
         let chunk = this.chunk(this.next);
         this.next += 1;
@@ -626,5 +721,138 @@ impl Drop for TokenStream {
     /// A stream that ended early (client gone, delivery fault) still leaves its entry.
     fn drop(&mut self) {
         self.finish_request();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::{Reasoning, ReasoningField, WORDS};
+    use crate::{MockConfig, MockServer, spawn};
+
+    async fn reasoning_server(tokens: u32, field: ReasoningField) -> MockServer {
+        spawn(MockConfig {
+            ttft: Duration::from_millis(20),
+            itl: Duration::from_millis(5),
+            reasoning: Reasoning { tokens, field },
+            ..MockConfig::default()
+        })
+        .await
+        .expect("start the mock server")
+    }
+
+    /// The `data:` payloads of a whole SSE body.
+    async fn post(server: &MockServer, path: &str, id: &str, body: Value) -> String {
+        let response = reqwest::Client::new()
+            .post(format!("{}{path}", server.base_url()))
+            .header("x-request-id", id)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("send the request");
+        assert!(response.status().is_success(), "{response:?}");
+        response.text().await.expect("read the body")
+    }
+
+    fn payloads(body: &str) -> Vec<Value> {
+        body.split("\n\n")
+            .filter_map(|event| event.strip_prefix("data: "))
+            .filter(|data| *data != "[DONE]")
+            .map(|data| serde_json::from_str(data).expect("a JSON payload"))
+            .collect()
+    }
+
+    fn words(range: std::ops::Range<usize>) -> String {
+        range.map(|i| WORDS[i % WORDS.len()]).collect()
+    }
+
+    #[tokio::test]
+    async fn chat_streams_the_first_tokens_as_reasoning_and_records_the_first_content() {
+        for (field, key) in [
+            (ReasoningField::ReasoningContent, "reasoning_content"),
+            (ReasoningField::Reasoning, "reasoning"),
+        ] {
+            let server = reasoning_server(3, field).await;
+            let body = json!({
+                "model": "m", "messages": [{"role": "user", "content": "hi"}],
+                "max_completion_tokens": 7, "stream": true,
+                "stream_options": {"include_usage": true},
+            });
+            let chunks = payloads(&post(&server, "/v1/chat/completions", "r-0", body).await);
+            assert_eq!(chunks.len(), 8, "7 tokens and usage: {chunks:?}");
+            for (i, chunk) in chunks[..7].iter().enumerate() {
+                let delta = &chunk["choices"][0]["delta"];
+                let (has, lacks) = if i < 3 {
+                    (key, "content")
+                } else {
+                    ("content", key)
+                };
+                assert_eq!(delta[has], json!(WORDS[i]), "chunk {i}: {chunk}");
+                assert!(delta.get(lacks).is_none(), "chunk {i}: {chunk}");
+                assert_eq!(delta.get("role").is_some(), i == 0, "chunk {i}: {chunk}");
+            }
+            // Reasoning tokens are output tokens.
+            assert_eq!(chunks[7]["usage"]["completion_tokens"], json!(7));
+
+            let record = server.requests().pop().expect("a record");
+            assert_eq!(record.itl_ms.len(), 6);
+            // The chunk of token 3 is the first content: TTFT plus the first 3 gaps.
+            let first_content = record.first_content_ms.expect("a content chunk was sent");
+            let due = record.ttft_ms + record.itl_ms[..3].iter().sum::<f64>();
+            assert!((first_content - due).abs() < 1e-6, "{record:?}");
+            assert!(first_content >= 20.0 + 3.0 * 5.0, "{record:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_whole_chat_answer_splits_reasoning_from_content() {
+        let server = reasoning_server(4, ReasoningField::ReasoningContent).await;
+        let body = json!({
+            "model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "max_completion_tokens": 6,
+        });
+        let answer: Value =
+            serde_json::from_str(&post(&server, "/v1/chat/completions", "r-0", body).await)
+                .unwrap();
+        let message = &answer["choices"][0]["message"];
+        assert_eq!(message["reasoning_content"], json!(words(0..4)), "{answer}");
+        assert_eq!(message["content"], json!(words(4..6)), "{answer}");
+        assert_eq!(answer["usage"]["completion_tokens"], json!(6));
+    }
+
+    #[tokio::test]
+    async fn all_reasoning_has_no_first_content_and_other_apis_have_no_reasoning() {
+        let server = reasoning_server(10, ReasoningField::ReasoningContent).await;
+        let chat = json!({
+            "model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "max_completion_tokens": 4, "stream": true,
+        });
+        let chunks = payloads(&post(&server, "/v1/chat/completions", "chat", chat).await);
+        assert!(
+            chunks
+                .iter()
+                .all(|c| c["choices"][0]["delta"].get("content").is_none()),
+            "{chunks:?}"
+        );
+        let completions = json!({"model": "m", "prompt": "hi", "max_tokens": 4, "stream": true});
+        let chunks = payloads(&post(&server, "/v1/completions", "cmpl", completions).await);
+        let text: String = chunks
+            .iter()
+            .map(|c| c["choices"][0]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(text, words(0..4));
+        let records = server.requests();
+        let chat = records.iter().find(|r| r.id == "chat").unwrap();
+        assert_eq!(chat.first_content_ms, None, "{chat:?}");
+        let completions = records.iter().find(|r| r.id == "cmpl").unwrap();
+        assert_eq!(
+            completions.first_content_ms,
+            Some(completions.ttft_ms),
+            "{completions:?}"
+        );
     }
 }

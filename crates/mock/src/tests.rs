@@ -755,6 +755,7 @@ fn flags_map_onto_the_config() {
             closing: Closing::default(),
             prefix_cache: false,
             tokenize: false,
+            reasoning: Reasoning::default(),
         }
     );
 

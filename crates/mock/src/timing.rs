@@ -86,6 +86,12 @@ pub struct RequestTiming {
     /// Each gap between successive token chunks: `tokens - 1` of them for a stream that
     /// ran to its end, fewer for one that ended early (client gone, delivery fault).
     pub itl_ms: Vec<f64>,
+    /// Arrival to the first chunk that carried content rather than reasoning (with
+    /// `--reasoning-tokens N`, the chunk of token N): the server's side of a client's
+    /// time to first content token. Equal to `ttft_ms` when the answer has no reasoning;
+    /// `null` when no content chunk was sent (an answer of reasoning alone, one cut short
+    /// before its content, or a pooling answer, which has no output).
+    pub first_content_ms: Option<f64>,
 }
 
 /// A stream's own record of its request while it runs; becomes a [`RequestTiming`].
@@ -103,6 +109,7 @@ impl PendingRequest {
                 id,
                 ttft_ms: 0.0,
                 itl_ms: Vec::with_capacity(gaps),
+                first_content_ms: None,
             },
             first_token_sent: false,
         }
@@ -115,6 +122,11 @@ impl PendingRequest {
 
     pub fn gap(&mut self, since_previous: Duration) {
         self.entry.itl_ms.push(ms(since_previous));
+    }
+
+    /// The first chunk with content (not reasoning) left at `since_arrival`.
+    pub fn first_content(&mut self, since_arrival: Duration) {
+        self.entry.first_content_ms = Some(ms(since_arrival));
     }
 }
 
@@ -270,6 +282,7 @@ mod tests {
                 id: "a-0".to_owned(),
                 ttft_ms: 50.25,
                 itl_ms: vec![10.0, 10.001],
+                first_content_ms: None,
             }]
         );
         assert_eq!(r.snapshot().requests_kept, 1);
