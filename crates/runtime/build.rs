@@ -86,7 +86,7 @@ fn main() {
         Some("plugins/ had no plugin crates when bench was built".to_owned())
     } else if let Some(empty) = ["Dataset", "Backend"]
         .into_iter()
-        .find(|kind| !members.iter().any(|(_, k)| k == kind))
+        .find(|kind| !members.iter().any(|(_, _, k)| k == kind))
     {
         // plugins/Cargo.toml lists `datasets/*` and `backends/*`; cargo refuses a
         // workspace whose glob matches nothing, so there is nothing we can build yet.
@@ -101,13 +101,13 @@ fn main() {
                 let built = target_dir.join("wasm32-wasip2/release");
                 let embed_dir = out_dir.join("plugins");
                 std::fs::create_dir_all(&embed_dir).expect("creating OUT_DIR/plugins");
-                for (name, kind) in &members {
+                for (name, crate_name, kind) in &members {
                     // Cargo names the artifact after the crate, dashes turned into underscores.
-                    let artifact = built.join(format!("{}.wasm", name.replace('-', "_")));
-                    let embedded = embed_dir.join(format!("{name}.wasm"));
+                    let artifact = built.join(format!("{}.wasm", crate_name.replace('-', "_")));
+                    let embedded = embed_dir.join(format!("{crate_name}.wasm"));
                     std::fs::copy(&artifact, &embedded).unwrap_or_else(|e| {
                         panic!(
-                            "plugin crate '{name}' produced no {} ({e}); is it a `cdylib`?",
+                            "plugin crate '{crate_name}' produced no {} ({e}); is it a `cdylib`?",
                             artifact.display()
                         )
                     });
@@ -148,7 +148,7 @@ fn env_flag(name: &str) -> bool {
 
 /// `(crate name, kind)` of every crate under `plugins/datasets` and `plugins/backends`, in
 /// name order.
-fn plugin_crates(plugins: &Path) -> Vec<(String, &'static str)> {
+fn plugin_crates(plugins: &Path) -> Vec<(String, String, &'static str)> {
     let mut crates = Vec::new();
     for (dir, kind) in [("datasets", "Dataset"), ("backends", "Backend")] {
         let Ok(entries) = std::fs::read_dir(plugins.join(dir)) else {
@@ -157,9 +157,13 @@ fn plugin_crates(plugins: &Path) -> Vec<(String, &'static str)> {
         for entry in entries.flatten() {
             let manifest = entry.path().join("Cargo.toml");
             if let Ok(text) = std::fs::read_to_string(&manifest) {
-                let name = package_name(&text)
+                let name = table_value(&text, "[package]", "name")
                     .unwrap_or_else(|| panic!("{} has no [package] name", manifest.display()));
-                crates.push((name, kind));
+                // The name users type, when a crate name cannot hold it (vLLM's
+                // `llama.cpp`: cargo refuses a `.`).
+                let user_name = table_value(&text, "[package.metadata.bench]", "name")
+                    .unwrap_or_else(|| name.clone());
+                crates.push((user_name, name, kind));
             }
         }
     }
@@ -167,15 +171,17 @@ fn plugin_crates(plugins: &Path) -> Vec<(String, &'static str)> {
     crates
 }
 
-/// The `name` of the `[package]` table of a Cargo manifest.
-fn package_name(manifest: &str) -> Option<String> {
-    let mut in_package = false;
+/// The string `key` of the table `table` (`[package]`) of a Cargo manifest.
+fn table_value(manifest: &str, table: &str, key: &str) -> Option<String> {
+    let mut in_table = false;
     for line in manifest.lines().map(str::trim) {
         if line.starts_with('[') {
-            in_package = line == "[package]";
-        } else if in_package && let Some(value) = line.strip_prefix("name") {
-            let value = value.trim_start().strip_prefix('=')?.trim();
-            return Some(value.trim_matches('"').to_owned());
+            in_table = line == table;
+        } else if in_table
+            && let Some(value) = line.strip_prefix(key)
+            && let Some(value) = value.trim_start().strip_prefix('=')
+        {
+            return Some(value.trim().trim_matches('"').to_owned());
         }
     }
     None

@@ -129,7 +129,7 @@ fn every_server_backend_measures_what_the_mock_did() {
         ("tgi", true),
         ("tensorrt-llm", true),
         ("sglang", true),
-        ("llama-cpp", true),
+        ("llama.cpp", true),
         ("deepspeed-mii", false),
     ] {
         let mut attempt = 1;
@@ -152,7 +152,7 @@ fn sglang_and_llama_cpp_answer_whole_when_not_streaming() {
     // `--no-stream` reaches plugins as the client's `stream`; the `stream` option sets it
     // per backend. (TGI's and Triton's endpoints always stream: their plugins refuse it.)
     let m = mock(Default::default());
-    for backend in ["sglang", "llama-cpp"] {
+    for backend in ["sglang", "llama.cpp"] {
         let out = Bench::against(&m.url)
             .backend(backend)
             .random(8, 4)
@@ -187,7 +187,7 @@ fn sglang_and_llama_cpp_report_the_servers_cached_prompt_tokens() {
         prefix_cache: true,
         ..Default::default()
     });
-    for backend in ["sglang", "llama-cpp"] {
+    for backend in ["sglang", "llama.cpp"] {
         let run = || {
             let out = Bench::against(&m.url)
                 .backend(backend)

@@ -6,7 +6,8 @@ use super::PluginKind;
 /// A plugin embedded in the binary.
 #[derive(Clone, Copy, Debug)]
 pub struct BuiltinPlugin {
-    /// The crate name (`openai-chat`), which is how users name it.
+    /// How users name it: the crate name (`openai-chat`), or the manifest's
+    /// `[package.metadata.bench] name` where a crate name cannot hold it (`llama.cpp`).
     pub name: &'static str,
     /// The kind its source directory declares (`plugins/datasets` or `plugins/backends`);
     /// loading still checks the component's exports.

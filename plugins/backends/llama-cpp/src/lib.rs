@@ -1,8 +1,8 @@
-//! The `llama-cpp` backend: llama.cpp's `llama-server` native `/completion` API, streamed.
+//! The `llama.cpp` backend: llama.cpp's `llama-server` native `/completion` API, streamed.
 //!
-//! The name users type is `llama-cpp`, not vLLM's `llama.cpp`: bench names an embedded
-//! plugin after its crate (`crates/runtime/build.rs`), and cargo refuses a `.` in a crate
-//! name. vLLM's older client maps `--backend llama.cpp` to its OpenAI completions
+//! The crate is `llama-cpp` (cargo refuses a `.` in a crate name); its manifest's
+//! `[package.metadata.bench] name` is the name users type, vLLM's `llama.cpp`.
+//! vLLM's older client maps `--backend llama.cpp` to its OpenAI completions
 //! function; llama-server serves that API too (`--backend openai`). This backend measures
 //! the server's own API instead: `{"prompt", "n_predict", "stream", ...}` answered by
 //! server-sent events `{"content", "stop": false, ...}`, one per token, then a last event
@@ -21,7 +21,7 @@ use bench_sdk::{
 };
 use serde_json::{Map, json};
 
-const NAME: &str = "llama-cpp";
+const NAME: &str = "llama.cpp";
 
 /// The llama.cpp backend.
 pub struct LlamaCpp {
