@@ -136,11 +136,25 @@ impl OpenAiClient {
     /// request is a turn of one; the host adds authorization and `--header` values.
     pub fn request(
         &self,
-        mut body: Map<String, Value>,
+        body: Map<String, Value>,
         spec: &RequestSpec,
     ) -> Result<HttpRequest, PluginError> {
+        let body = self.merged(body, spec, true)?;
+        self.json_request(body, spec)
+    }
+
+    /// The body [`OpenAiClient::request`] sends, as a map: `stream`, then
+    /// `stream_options` when streaming and `stream_options` is set (the Responses and
+    /// audio APIs take none: they report usage on their own), then `ignore_eos`, the
+    /// default temperature and the extra bodies, later entries winning.
+    pub fn merged(
+        &self,
+        mut body: Map<String, Value>,
+        spec: &RequestSpec,
+        stream_options: bool,
+    ) -> Result<Map<String, Value>, PluginError> {
         body.insert("stream".into(), json!(self.stream));
-        if self.stream {
+        if self.stream && stream_options {
             // Servers refuse stream_options on a non-streaming request.
             body.insert("stream_options".into(), json!({ "include_usage": true }));
         }
@@ -155,24 +169,45 @@ impl OpenAiClient {
             })?;
             body.extend(extra);
         }
+        Ok(body)
+    }
+
+    /// A POST of `body` (finished, see [`OpenAiClient::merged`]) as JSON, with the
+    /// headers of [`OpenAiClient::headers`].
+    pub fn json_request(
+        &self,
+        body: Map<String, Value>,
+        spec: &RequestSpec,
+    ) -> Result<HttpRequest, PluginError> {
         let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| {
             PluginError::Internal(format!(
                 "{}: cannot serialize the request body: {e}",
                 self.plugin
             ))
         })?;
-        let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+        Ok(HttpRequest {
+            method: "POST".into(),
+            headers: self.headers(spec, "application/json"),
+            body,
+        })
+    }
+
+    /// A request's headers: `Content-Type`, `x-request-id` when the request has an id,
+    /// and the session header with the conversation's id when it is a turn of one.
+    pub fn headers(&self, spec: &RequestSpec, content_type: &str) -> Vec<(String, String)> {
+        let mut headers = vec![("Content-Type".to_string(), content_type.to_string())];
         if let Some(id) = &spec.request_id {
             headers.push(("x-request-id".to_string(), id.clone()));
         }
         if let (Some(name), Some(session)) = (&self.session_header, &spec.session) {
             headers.push((name.clone(), session.id.clone()));
         }
-        Ok(HttpRequest {
-            method: "POST".into(),
-            headers,
-            body,
-        })
+        headers
+    }
+
+    /// The plugin's name, for messages.
+    pub fn plugin(&self) -> &'static str {
+        self.plugin
     }
 
     /// A decoder for one response, reading the text where `fields` says.

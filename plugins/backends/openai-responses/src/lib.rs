@@ -1,0 +1,555 @@
+//! The `openai-responses` backend: OpenAI's Responses API (`/v1/responses`), sent and read
+//! as vLLM's `--backend openai-responses` does (`async_request_openai_responses` in
+//! `vllm/benchmarks/lib/endpoint_request_func.py`, vLLM 0.32).
+//!
+//! The body is `input`, `max_output_tokens`, `stream` and `store: false` (a server that
+//! stores responses would keep every one of a long run in memory), with the common
+//! options, `ignore_eos` and the extra bodies merged by [`bench_sdk::openai`]. Unlike
+//! chat completions there is no `stream_options`: the Responses stream reports usage in
+//! its terminal event anyway.
+//!
+//! A stream is typed events (`{"type": "response.output_text.delta", "delta": ...}`);
+//! [`ResponsesDecoder`] reads them with the SDK's scanner, as vLLM's client does:
+//! - `response.output_text.delta` is a chunk with content, `response.reasoning_text.delta`
+//!   a chunk with reasoning; both are timing points (TTFT, ITL);
+//! - `response.completed` and `response.incomplete` end the response: their
+//!   `response.usage` (`input_tokens`, `output_tokens`) is the usage, which the host takes
+//!   as the prompt and output lengths, as vLLM does, since the frame carries no chunk;
+//! - `error` and `response.failed` events, or any event with a non-null `error`, fail the
+//!   request with the server's message;
+//! - a stream that had token deltas but no terminal event fails: it was cut short and its
+//!   usage is missing (vLLM's rule). One without any delta fails in the host (no output).
+//!
+//! Without streaming (`--no-stream`) the answer is one response object: its `output`
+//! items' `output_text` and `reasoning_text` parts are the text, `usage` the counts.
+
+use bench_sdk::json::{self, Cursor, Str};
+use bench_sdk::native::{ServerError, server_error};
+use bench_sdk::openai::{OpenAiClient, common_options};
+use bench_sdk::{
+    Backend, BackendDescription, Chunk, ClientConfig, ContentPart, Decoder, Event, EventKind,
+    Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead, TextSpan,
+    Usage,
+};
+use serde_json::{Value, json};
+
+const NAME: &str = "openai-responses";
+
+/// The Responses API backend.
+pub struct Responses {
+    client: OpenAiClient,
+}
+
+impl Backend for Responses {
+    type Decoder = ResponsesDecoder;
+
+    fn describe() -> BackendDescription {
+        BackendDescription {
+            info: PluginInfo {
+                name: NAME.into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                description: "OpenAI Responses API (/v1/responses, streamed events), as vLLM's \
+                              --backend openai-responses. Output and reasoning text deltas are \
+                              timed; the terminal event's usage gives the prompt and output \
+                              token counts."
+                    .into(),
+                options: common_options(),
+            },
+            openai_compatible: true,
+        }
+    }
+
+    fn open(config: ClientConfig) -> Result<Self, PluginError> {
+        let (client, options) = OpenAiClient::open(NAME, config)?;
+        options.finish(&Self::describe().info.options)?;
+        Ok(Responses { client })
+    }
+
+    fn framing(&self) -> Framing {
+        self.client.framing()
+    }
+
+    fn default_path(&self) -> String {
+        "/v1/responses".into()
+    }
+
+    fn build_request(&self, spec: RequestSpec) -> Result<HttpRequest, PluginError> {
+        let mut body = self.client.body(&spec);
+        body.insert("input".into(), input(&spec)?);
+        body.insert("max_output_tokens".into(), json!(spec.expected_output_len));
+        body.insert("store".into(), json!(false));
+        let body = self.client.merged(body, &spec, false)?;
+        self.client.json_request(body, &spec)
+    }
+
+    fn decoder(&self, _head: &ResponseHead) -> Result<ResponsesDecoder, PluginError> {
+        Ok(ResponsesDecoder::new(self.client.stream()))
+    }
+}
+
+bench_sdk::export_backend!(Responses);
+
+/// The `input`: a text prompt as the string vLLM sends; chat messages, or a text with
+/// images, as the API's input messages (`input_text` and `input_image` parts).
+fn input(spec: &RequestSpec) -> Result<Value, PluginError> {
+    match &spec.prompt {
+        Prompt::Text(text) if spec.multimodal.is_empty() => Ok(json!(text)),
+        Prompt::Text(text) => {
+            let parts = std::iter::once(Ok(json!({ "type": "input_text", "text": text })))
+                .chain(spec.multimodal.iter().map(input_part))
+                .collect::<Result<_, _>>()?;
+            Ok(json!([{ "role": "user", "content": Value::Array(parts) }]))
+        }
+        Prompt::Chat(messages) => {
+            if !spec.multimodal.is_empty() {
+                return Err(PluginError::Unsupported(format!(
+                    "{NAME}: chat messages with separate multimodal items are not supported"
+                )));
+            }
+            let messages = messages
+                .iter()
+                .map(|m| {
+                    let content = match m.content.as_slice() {
+                        [ContentPart::Text(text)] => json!(text),
+                        parts => {
+                            Value::Array(parts.iter().map(input_part).collect::<Result<_, _>>()?)
+                        }
+                    };
+                    Ok(json!({ "role": m.role, "content": content }))
+                })
+                .collect::<Result<_, PluginError>>()?;
+            Ok(Value::Array(messages))
+        }
+        Prompt::TokenIds(_) => Err(PluginError::Unsupported(format!(
+            "{NAME}: the Responses API takes no token-id prompts; use --backend openai"
+        ))),
+        Prompt::Texts(_) | Prompt::Rerank(_) => Err(PluginError::Unsupported(format!(
+            "{NAME}: the Responses API takes no batches of texts or rerank queries; use a \
+             pooling backend"
+        ))),
+    }
+}
+
+/// A content part as the Responses API's input takes it (text and images only).
+fn input_part(part: &ContentPart) -> Result<Value, PluginError> {
+    match part {
+        ContentPart::Text(text) => Ok(json!({ "type": "input_text", "text": text })),
+        ContentPart::ImageUrl(url) => Ok(json!({ "type": "input_image", "image_url": url })),
+        ContentPart::AudioUrl(_) | ContentPart::VideoUrl(_) => Err(PluginError::Unsupported(
+            format!("{NAME}: the Responses API input takes text and images, not audio or video"),
+        )),
+        ContentPart::Binary(data) => Err(PluginError::Unsupported(format!(
+            "{NAME}: binary data ({}) is a file upload, which a JSON request cannot carry; it \
+             needs --backend openai-audio (multipart)",
+            data.mime_type
+        ))),
+    }
+}
+
+/// Reads a Responses stream (or one whole response); see the crate documentation.
+#[derive(Debug)]
+pub struct ResponsesDecoder {
+    stream: bool,
+    /// A token delta arrived.
+    delta: bool,
+    /// A terminal event (`response.completed`/`response.incomplete`) arrived.
+    terminal: bool,
+    /// An error was reported (in band or a frame that could not be read).
+    failed: bool,
+    /// Frames fed so far: the last one carries the missing terminal event's error.
+    frames: u32,
+}
+
+/// What kind of event a frame is, from its `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Type {
+    OutputDelta,
+    ReasoningDelta,
+    Terminal,
+    Error,
+    Other,
+}
+
+impl Type {
+    fn of(raw: &[u8]) -> Type {
+        match raw {
+            b"response.output_text.delta" => Type::OutputDelta,
+            b"response.reasoning_text.delta" => Type::ReasoningDelta,
+            b"response.completed" | b"response.incomplete" => Type::Terminal,
+            b"error" | b"response.failed" => Type::Error,
+            _ => Type::Other,
+        }
+    }
+}
+
+/// What one streamed event says, as spans of the frame.
+#[derive(Debug, Default)]
+struct StreamEvent {
+    kind: Option<Type>,
+    delta: Option<Str>,
+    usage: Option<Usage>,
+    status: Option<Str>,
+    /// A non-null top-level `error`.
+    error: Option<ServerError>,
+    /// `response.error` (set on `response.failed`).
+    response_error: Option<ServerError>,
+    /// A top-level `message` (an `error` event's own).
+    message: Option<Str>,
+    /// Where the frame's JSON is (for an error without a message: the whole event).
+    end: usize,
+}
+
+/// What a whole response says.
+#[derive(Debug, Default)]
+struct Whole {
+    /// `(output_text, reasoning_text)` parts, in order.
+    output: Vec<Str>,
+    reasoning: Vec<Str>,
+    usage: Option<Usage>,
+    status: Option<Str>,
+    error: Option<ServerError>,
+}
+
+impl ResponsesDecoder {
+    /// A decoder for a streamed response, or for one whole response object.
+    pub fn new(stream: bool) -> Self {
+        ResponsesDecoder {
+            stream,
+            delta: false,
+            terminal: false,
+            failed: false,
+            frames: 0,
+        }
+    }
+
+    fn stream_frame(&mut self, bytes: &[u8], start: usize, frame: u32, out: &mut Vec<Event>) {
+        let event = match scan_event(bytes) {
+            Ok(event) => event,
+            Err(e) => return self.malformed(bytes, e, frame, out),
+        };
+        let span = |s: Str| TextSpan {
+            start: (start + s.start) as u32,
+            len: s.len() as u32,
+            escaped: s.escaped,
+        };
+        match event.kind {
+            Some(Type::OutputDelta) => {
+                self.delta = true;
+                out.push(Event {
+                    frame,
+                    kind: EventKind::Chunk(Chunk {
+                        content: Some(event.delta.map_or(empty(start), span)),
+                        reasoning: None,
+                        tokens: None,
+                    }),
+                });
+            }
+            Some(Type::ReasoningDelta) => {
+                self.delta = true;
+                out.push(Event {
+                    frame,
+                    kind: EventKind::Chunk(Chunk {
+                        content: None,
+                        reasoning: Some(event.delta.map_or(empty(start), span)),
+                        tokens: None,
+                    }),
+                });
+            }
+            Some(Type::Terminal) => {
+                self.terminal = true;
+                if let Some(usage) = event.usage {
+                    out.push(Event {
+                        frame,
+                        kind: EventKind::Usage(usage),
+                    });
+                }
+                if let Some(status) = event.status {
+                    out.push(Event {
+                        frame,
+                        kind: EventKind::Finish(status.text(bytes)),
+                    });
+                }
+            }
+            _ => {}
+        }
+        // vLLM: an error event, or any event with an error.
+        let error = match event.kind {
+            Some(Type::Error) => Some(
+                event
+                    .error
+                    .or(event.response_error)
+                    .or(event.message.map(ServerError::Message))
+                    .unwrap_or(ServerError::Raw {
+                        start: 0,
+                        end: event.end,
+                    }),
+            ),
+            _ => event.error,
+        };
+        if let Some(error) = error {
+            self.server_error(bytes, error, frame, out);
+        }
+    }
+
+    fn whole(&mut self, bytes: &[u8], start: usize, frame: u32, out: &mut Vec<Event>) {
+        let whole = match scan_whole(bytes) {
+            Ok(whole) => whole,
+            Err(e) => return self.malformed(bytes, e, frame, out),
+        };
+        let span = |s: Str| TextSpan {
+            start: (start + s.start) as u32,
+            len: s.len() as u32,
+            escaped: s.escaped,
+        };
+        // One chunk per text part, a reasoning part paired with an output part.
+        let parts = whole.output.len().max(whole.reasoning.len());
+        for i in 0..parts {
+            out.push(Event {
+                frame,
+                kind: EventKind::Chunk(Chunk {
+                    content: whole.output.get(i).copied().map(span),
+                    reasoning: whole.reasoning.get(i).copied().map(span),
+                    tokens: None,
+                }),
+            });
+        }
+        self.delta |= parts > 0;
+        self.terminal = true;
+        if let Some(usage) = whole.usage {
+            out.push(Event {
+                frame,
+                kind: EventKind::Usage(usage),
+            });
+        }
+        if let Some(status) = whole.status {
+            out.push(Event {
+                frame,
+                kind: EventKind::Finish(status.text(bytes)),
+            });
+        }
+        if let Some(error) = whole.error {
+            self.server_error(bytes, error, frame, out);
+        }
+    }
+
+    fn server_error(&mut self, bytes: &[u8], error: ServerError, frame: u32, out: &mut Vec<Event>) {
+        self.failed = true;
+        let message = match error {
+            ServerError::Message(s) => s.text(bytes),
+            ServerError::Raw { start, end } => quote(&bytes[start..end]),
+        };
+        out.push(Event {
+            frame,
+            kind: EventKind::server_error(format!("the server reported an error: {message}")),
+        });
+    }
+
+    fn malformed(&mut self, bytes: &[u8], e: json::Error, frame: u32, out: &mut Vec<Event>) {
+        self.failed = true;
+        out.push(Event {
+            frame,
+            kind: EventKind::malformed_frame(format!(
+                "invalid JSON in a response frame: {e}; the frame starts {}",
+                quote(bytes)
+            )),
+        });
+    }
+}
+
+/// An empty text span at `start` (a delta event without a `delta` string).
+fn empty(start: usize) -> TextSpan {
+    TextSpan {
+        start: start as u32,
+        len: 0,
+        escaped: false,
+    }
+}
+
+/// How much of a bad frame an error message quotes.
+const QUOTE_BYTES: usize = 120;
+
+/// The start of `bytes` as a quoted string, for an error message.
+fn quote(bytes: &[u8]) -> String {
+    let cut = bytes.len().min(QUOTE_BYTES);
+    let text = String::from_utf8_lossy(&bytes[..cut]);
+    if cut < bytes.len() {
+        format!("{text:?}...")
+    } else {
+        format!("{text:?}")
+    }
+}
+
+impl Decoder for ResponsesDecoder {
+    fn feed(
+        &mut self,
+        buffer: &[u8],
+        frame_ends: &[u32],
+        out: &mut Vec<Event>,
+    ) -> Result<(), PluginError> {
+        let mut start = 0;
+        for (index, &end) in frame_ends.iter().enumerate() {
+            let end = end as usize;
+            if end < start || end > buffer.len() {
+                return Err(PluginError::InvalidInput(format!(
+                    "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
+                    buffer.len()
+                )));
+            }
+            // Frames are numbered within this call; `frames` counts them for `finish`.
+            let frame = index as u32;
+            let bytes = &buffer[start..end];
+            if self.stream {
+                self.stream_frame(bytes, start, frame, out);
+            } else {
+                self.whole(bytes, start, frame, out);
+            }
+            start = end;
+        }
+        self.frames += frame_ends.len() as u32;
+        Ok(())
+    }
+
+    /// vLLM's rule: a stream with token deltas but without a terminal event was cut
+    /// short, and fails (reported on its last frame).
+    fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), PluginError> {
+        if self.delta && !self.terminal && !self.failed {
+            out.push(Event {
+                frame: self.frames - 1,
+                kind: EventKind::malformed_frame(
+                    "the stream ended without a terminal event (response.completed or \
+                     response.incomplete): the response is truncated and has no usage",
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads one streamed event.
+fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
+    let mut event = StreamEvent::default();
+    let mut cur = Cursor::new(bytes);
+    let object = cur.object(|key, v| {
+        if key.is("type") {
+            event.kind = v.string()?.map(|s| Type::of(s.raw(bytes)));
+        } else if key.is("delta") {
+            event.delta = v.string()?;
+        } else if key.is("message") {
+            event.message = v.string()?;
+        } else if key.is("error") {
+            event.error = server_error(v)?;
+        } else if key.is("response") {
+            v.object(|key, v| {
+                if key.is("usage") {
+                    event.usage = usage(v)?;
+                } else if key.is("status") {
+                    event.status = v.string()?;
+                } else if key.is("error") {
+                    event.response_error = server_error(v)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    not_an_object(&mut cur, object)?;
+    cur.finish()?;
+    event.end = bytes.len();
+    // Usage and status belong to the terminal events only (`response.created` carries a
+    // response object too, with `usage: null` and status `in_progress`).
+    if event.kind != Some(Type::Terminal) {
+        event.usage = None;
+        event.status = None;
+    }
+    Ok(event)
+}
+
+fn not_an_object(cur: &mut Cursor<'_>, object: Option<usize>) -> json::Result<()> {
+    if object.is_none() {
+        cur.skip()?;
+        return Err(json::Error {
+            offset: 0,
+            what: "expected a JSON object",
+        });
+    }
+    Ok(())
+}
+
+/// Reads one whole response object.
+fn scan_whole(bytes: &[u8]) -> json::Result<Whole> {
+    let mut whole = Whole::default();
+    let mut cur = Cursor::new(bytes);
+    let object = cur.object(|key, v| {
+        if key.is("output") {
+            v.array(|_, item| {
+                item.object(|key, v| {
+                    if key.is("content") {
+                        v.array(|_, part| {
+                            let (mut kind, mut text) = (None, None);
+                            part.object(|key, v| {
+                                if key.is("type") {
+                                    kind = v.string()?;
+                                } else if key.is("text") {
+                                    text = v.string()?;
+                                }
+                                Ok(())
+                            })?;
+                            if let (Some(kind), Some(text)) = (kind, text) {
+                                match kind.raw(bytes) {
+                                    b"output_text" => whole.output.push(text),
+                                    b"reasoning_text" => whole.reasoning.push(text),
+                                    _ => {}
+                                }
+                            }
+                            Ok(())
+                        })?;
+                    }
+                    Ok(())
+                })?;
+                Ok(())
+            })?;
+        } else if key.is("usage") {
+            whole.usage = usage(v)?;
+        } else if key.is("status") {
+            whole.status = v.string()?;
+        } else if key.is("error") {
+            whole.error = server_error(v)?;
+        }
+        Ok(())
+    })?;
+    not_an_object(&mut cur, object)?;
+    cur.finish()?;
+    Ok(whole)
+}
+
+/// The Responses API's usage: `input_tokens`, `output_tokens` and
+/// `input_tokens_details.cached_tokens`; null or `{}` give `None`.
+fn usage(v: &mut Cursor<'_>) -> json::Result<Option<Usage>> {
+    let mut usage = Usage {
+        prompt_tokens: None,
+        completion_tokens: None,
+        cached_prompt_tokens: None,
+    };
+    let count = |v: &mut Cursor<'_>| -> json::Result<Option<u32>> {
+        Ok(v.u64()?.and_then(|n| u32::try_from(n).ok()))
+    };
+    let members = v.object(|key, v| {
+        if key.is("input_tokens") {
+            usage.prompt_tokens = count(v)?;
+        } else if key.is("output_tokens") {
+            usage.completion_tokens = count(v)?;
+        } else if key.is("input_tokens_details") {
+            v.object(|key, v| {
+                if key.is("cached_tokens") {
+                    usage.cached_prompt_tokens = count(v)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    Ok(members.filter(|&n| n > 0).map(|_| usage))
+}
+
+#[cfg(test)]
+mod tests;
