@@ -202,22 +202,31 @@ pub mod checks {
         );
     }
 
+    /// A recorded vLLM stream (with a UTF-8 character and escapes), decoded whole and split
+    /// at every byte as network reads split it: the same events every time.
     fn decodes_a_completions_stream<F: Flavor>() {
-        let events = render_response(
-            &client::<F>(&[]).unwrap(),
-            &[
-                r#"{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" Hi","finish_reason":null}]}"#,
-                r#"{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"!","finish_reason":"length"}]}"#,
-                r#"{"id":"cmpl-1","object":"text_completion","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":2}}"#,
-            ],
+        let backend = client::<F>(&[]).unwrap();
+        let head = crate::ResponseHead {
+            status: 200,
+            headers: Vec::new(),
+        };
+        let body = concat!(
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1718000001,\"model\":\"Qwen/Qwen3-0.6B\",\"choices\":[{\"index\":0,\"text\":\" Hi\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}],\"usage\":null}\n\n",
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1718000001,\"model\":\"Qwen/Qwen3-0.6B\",\"choices\":[{\"index\":0,\"text\":\" \\\"café\\\"\\n\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}],\"usage\":null}\n\n",
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1718000001,\"model\":\"Qwen/Qwen3-0.6B\",\"choices\":[{\"index\":0,\"text\":\"!\",\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],\"usage\":null}\n\n",
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1718000001,\"model\":\"Qwen/Qwen3-0.6B\",\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"total_tokens\":5,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":1}}}\n\n",
+            "data: [DONE]\n\n",
         );
+        let events =
+            crate::native::decode_sse_split_everywhere(|| backend.decoder(&head).unwrap(), body);
         assert_eq!(
             events,
             [
                 r#"0: chunk content=" Hi" reasoning=none"#,
-                r#"1: chunk content="!" reasoning=none"#,
-                "1: finish length",
-                "2: usage prompt=2 completion=2",
+                r#"1: chunk content=" \"café\"\n" reasoning=none"#,
+                r#"2: chunk content="!" reasoning=none"#,
+                "2: finish length",
+                "3: usage prompt=2 completion=3",
             ]
         );
     }

@@ -344,6 +344,39 @@ mod tests {
         );
     }
 
+    /// The same vLLM reasoning stream as the server sends it, decoded whole and split at
+    /// every byte as network reads split it: the same events every time.
+    #[test]
+    fn decodes_a_recorded_stream_split_at_every_byte() {
+        let backend = client(false, None, &[]);
+        let head = bench_sdk::ResponseHead {
+            status: 200,
+            headers: Vec::new(),
+        };
+        let body = concat!(
+            ": keep-alive\n\n",
+            "data: {\"id\":\"chatcmpl-9c\",\"object\":\"chat.completion.chunk\",\"created\":1718000002,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+            "data: {\"id\":\"chatcmpl-9c\",\"object\":\"chat.completion.chunk\",\"created\":1718000002,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Think \\u2014 \\\"hard\\\".\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+            "data: {\"id\":\"chatcmpl-9c\",\"object\":\"chat.completion.chunk\",\"created\":1718000002,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Paris été 🗼\"},\"logprobs\":null,\"finish_reason\":\"stop\",\"stop_reason\":null}]}\n\n",
+            "data: {\"id\":\"chatcmpl-9c\",\"object\":\"chat.completion.chunk\",\"created\":1718000002,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[],\"usage\":{\"prompt_tokens\":17,\"total_tokens\":21,\"completion_tokens\":4}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let events = bench_sdk::native::decode_sse_split_everywhere(
+            || backend.decoder(&head).unwrap(),
+            body,
+        );
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content="" reasoning=none"#,
+                r#"1: chunk content=none reasoning="Think — \"hard\".""#,
+                "2: chunk content=\"Paris été 🗼\" reasoning=none",
+                "2: finish stop",
+                "3: usage prompt=17 completion=4",
+            ]
+        );
+    }
+
     #[test]
     fn decodes_a_stream_whose_chunks_repeat_their_shape() {
         // Chunk after chunk the same bytes around the text: the decoder reads most of

@@ -162,6 +162,13 @@ mod tests {
         assert_eq!(names, ["stream", "session-header", "logprobs"]);
     }
 
+    /// The checks every completions flavor passes (vllm, lmdeploy and scalellm run them
+    /// too), among them a recorded stream decoded split at every byte.
+    #[test]
+    fn passes_the_completions_checks() {
+        bench_sdk::completions::checks::flavor::<OpenAi>();
+    }
+
     #[test]
     fn decodes_a_vllm_stream() {
         let backend = client(false, None, &[]);
