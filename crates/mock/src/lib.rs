@@ -49,6 +49,7 @@ mod pooling;
 mod prefix_cache;
 mod request;
 mod response;
+mod responses;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -439,6 +440,7 @@ fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         )
         .route("/generate", post(sglang_generate))
         .route("/completion", post(llama_cpp_completion))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/embeddings", post(pooling::embeddings))
         .route("/embeddings", post(pooling::infinity_embeddings))
         .route("/pooling", post(pooling::pooling))

@@ -93,6 +93,16 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 include_usage: false,
             })
         }
+        Api::Responses => {
+            let request: ResponsesRequest = serde_json::from_slice(body)?;
+            Ok(Generation {
+                prompt_tokens: request.input.0,
+                max_tokens: request.max_output_tokens,
+                stream: request.stream.unwrap_or(false),
+                // The terminal event always carries the usage.
+                include_usage: true,
+            })
+        }
         Api::LlamaCpp => {
             let request: LlamaRequest = serde_json::from_slice(body)?;
             Ok(Generation {
@@ -135,6 +145,41 @@ struct LlamaRequest {
     prompt: PromptTokens,
     n_predict: Option<i64>,
     stream: Option<bool>,
+}
+
+/// OpenAI's Responses API: `input` is a string or a list of input messages.
+#[derive(Deserialize)]
+struct ResponsesRequest {
+    input: ResponsesInput,
+    max_output_tokens: Option<u32>,
+    stream: Option<bool>,
+}
+
+/// The size of a Responses `input`: the words of a string, or of the text parts
+/// (`input_text`) of its messages.
+struct ResponsesInput(u32);
+
+impl<'de> Deserialize<'de> for ResponsesInput {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ResponsesInput;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or a list of input messages")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<ResponsesInput, E> {
+                Ok(ResponsesInput(count_words(text)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ResponsesInput, A::Error> {
+                let mut sum = 0u32;
+                while let Some(message) = seq.next_element::<Message>()? {
+                    sum = sum.saturating_add(message.content.map_or(0, |c| c.0));
+                }
+                Ok(ResponsesInput(sum))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 fn include_usage(options: Option<StreamOptions>) -> bool {

@@ -109,6 +109,9 @@ pub(super) enum Api {
     /// llama.cpp's `/completion`: `{"content", "stop": false}` per token, then a last
     /// event with `"stop": true`, the counts and `stop_type`; no `[DONE]`.
     LlamaCpp,
+    /// OpenAI's Responses API (`/v1/responses`): typed events, one delta per token, then
+    /// `response.completed` with the usage; no `[DONE]` (see `responses.rs`).
+    Responses,
 }
 
 /// The pieces of one streamed token chunk around the token text, per API.
@@ -138,7 +141,7 @@ const CHAT_CHUNK: ChunkShape = ChunkShape {
 impl Api {
     /// Whether answers of this API can carry reasoning (see [`Reasoning`]).
     fn has_reasoning(self) -> bool {
-        matches!(self, Api::Chat)
+        matches!(self, Api::Chat | Api::Responses)
     }
 
     /// Whether this is one of OpenAI's APIs (else a server's own, see [`Api`]).
@@ -188,6 +191,10 @@ impl Api {
                 out,
                 r#"data: {{"error":{{"code":500,"message":{message},"type":"server_error"}}}}"#
             ),
+            Api::Responses => {
+                super::responses::error_event(&message, &mut out);
+                return out;
+            }
             Api::Completions | Api::Chat | Api::Sglang => {
                 out.extend_from_slice(b"data: ");
                 out.extend_from_slice(&error_object(message.as_str().unwrap_or_default()));
@@ -336,7 +343,7 @@ impl Reply<'_> {
     }
 
     /// The text of the first `n` output tokens.
-    fn text(&self, n: u32, out: &mut Vec<u8>) {
+    pub(super) fn text(&self, n: u32, out: &mut Vec<u8>) {
         for i in 0..n {
             out.extend_from_slice(word(i).as_bytes());
         }
@@ -394,6 +401,7 @@ impl Reply<'_> {
                 self.sglang_meta(self.completion_tokens, out);
             }
             Api::LlamaCpp => self.llama_final(&text, out),
+            Api::Responses => super::responses::whole(self, out),
             Api::Tgi => {
                 out.extend_from_slice(br#"{"generated_text":""#);
                 out.extend_from_slice(&text);
@@ -429,6 +437,10 @@ impl Reply<'_> {
         if let Content::ErrorEvent(message) = content {
             count = half;
             trailer.extend_from_slice(&self.api.error_event(message));
+        } else if self.api == Api::Responses {
+            // The events that close the items, and the terminal event unless the stream
+            // is to end without one (the `NoDone` fault).
+            super::responses::trailer(self, *content != Content::NoDone, &mut trailer);
         } else if self.api == Api::LlamaCpp {
             // The last event carries no token: the counts and why generation stopped.
             trailer.extend_from_slice(b"data: ");
@@ -457,6 +469,7 @@ impl Reply<'_> {
                 prompt_tokens: self.prompt_tokens,
                 completion_tokens: self.completion_tokens,
                 cached_tokens: self.cached_tokens,
+                reasoning: self.reasoning_tokens(),
             }),
             shape: self.api.chunk_shape(),
             reasoning: self.reasoning_tokens(),
@@ -533,6 +546,8 @@ struct Native {
     prompt_tokens: u32,
     completion_tokens: u32,
     cached_tokens: Option<u32>,
+    /// Tokens of reasoning before the content (Responses).
+    reasoning: u32,
 }
 
 impl Native {
@@ -584,6 +599,10 @@ impl Native {
                     i + 1,
                     self.prompt_tokens
                 );
+            }
+            Api::Responses => {
+                super::responses::delta(self.id, i, self.reasoning, head, tail);
+                return;
             }
             Api::Completions | Api::Chat => unreachable!("OpenAI chunks use their ChunkShape"),
         }
