@@ -1,0 +1,183 @@
+//! The scrapes of one run: before the clock, at an interval during the run (an option),
+//! after the last response, and the notes that say what was not found.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::{Scraper, ServerReport, Snapshot, scrape};
+use crate::observer::{Event, Observer};
+
+/// Whether and how often a run reads the server's `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScrapeConfig {
+    /// Read it before and after the run (`--no-server-metrics` turns it off).
+    pub enabled: bool,
+    /// Also read it every so often during the run (`--server-metrics-interval`), for the
+    /// peaks of gauges and the timeline.
+    pub interval: Option<Duration>,
+}
+
+impl Default for ScrapeConfig {
+    fn default() -> Self {
+        ScrapeConfig {
+            enabled: true,
+            interval: None,
+        }
+    }
+}
+
+/// The scrapes taken during the run.
+#[derive(Debug, Default)]
+pub struct Scrapes {
+    /// Seconds since the run started, and what was read then.
+    pub points: Vec<(f64, Snapshot)>,
+    /// Scrapes that failed (timed out, refused, an error status) and were skipped.
+    pub failed: usize,
+}
+
+/// The task that reads `/metrics` during the run: its own task on the client's runtime,
+/// one kept connection, each read cut off before the next is due, so that it never
+/// queues reads or holds the send path; a failed read is counted and skipped.
+pub struct Interval {
+    stop: watch::Sender<()>,
+    task: JoinHandle<Scrapes>,
+}
+
+impl Interval {
+    /// Starts reading `{base_url}/metrics` every `every` (the first read at once).
+    pub fn start(base_url: &str, every: Duration) -> Result<Interval> {
+        // Shorter than the interval, so a slow server never has two reads in flight.
+        let timeout = every.mul_f64(0.8).min(Duration::from_secs(5));
+        let scraper = Scraper::new(base_url, timeout)?;
+        let (stop, mut stopped) = watch::channel(());
+        let task = tokio::spawn(async move {
+            let start = Instant::now();
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut scrapes = Scrapes::default();
+            loop {
+                tokio::select! {
+                    // Raised, or the sender dropped: the run is over.
+                    _ = stopped.changed() => break,
+                    _ = ticks.tick() => {}
+                }
+                let t = start.elapsed().as_secs_f64();
+                tokio::select! {
+                    _ = stopped.changed() => break,
+                    read = scraper.scrape() => match read {
+                        Ok(snapshot) => scrapes.points.push((t, snapshot)),
+                        Err(_) => scrapes.failed += 1,
+                    },
+                }
+            }
+            scrapes
+        });
+        Ok(Interval { stop, task })
+    }
+
+    /// Stops the reads and returns them.
+    pub async fn finish(self) -> Scrapes {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
+}
+
+/// A run's scrapes, from before the clock to the report.
+#[derive(Default)]
+pub struct RunScrapes {
+    config: ScrapeConfig,
+    base_url: String,
+    /// The scrape before the clock; `None` when scraping is off or not done yet.
+    before: Option<Result<Snapshot>>,
+    during: Option<Interval>,
+}
+
+impl RunScrapes {
+    pub fn new(base_url: &str, config: ScrapeConfig) -> RunScrapes {
+        RunScrapes {
+            config,
+            base_url: base_url.to_owned(),
+            before: None,
+            during: None,
+        }
+    }
+
+    /// The scrape before the clock starts (after the warm-ups, whose requests would
+    /// otherwise count).
+    pub async fn before_run(&mut self) {
+        if self.config.enabled {
+            self.before = Some(scrape(&self.base_url).await);
+        }
+    }
+
+    /// Starts the scrapes during the run, where asked and where the one before worked: a
+    /// server without `/metrics` is not asked again and again.
+    pub fn start(&mut self) -> Result<()> {
+        if let (Some(Ok(_)), Some(every)) = (&self.before, self.config.interval) {
+            self.during = Some(Interval::start(&self.base_url, every)?);
+        }
+        Ok(())
+    }
+
+    /// Stops the scrapes during the run (call as soon as the last response is in).
+    pub async fn stop(&mut self) -> Scrapes {
+        match self.during.take() {
+            Some(during) => during.finish().await,
+            None => Scrapes::default(),
+        }
+    }
+
+    /// The scrape after the run and the report; a server without metrics bench knows
+    /// gets a note, never an error, and so does every metric its family does not expose.
+    pub async fn report(
+        self,
+        during: Scrapes,
+        observer: &mut dyn Observer,
+    ) -> Option<ServerReport> {
+        let scraped = match self.before? {
+            Ok(before) => scrape(&self.base_url).await.map(|after| (before, after)),
+            Err(e) => Err(e),
+        };
+        let (before, after) = match scraped {
+            Ok(scrapes) => scrapes,
+            Err(e) => {
+                observer.event(Event::Note(&format!("no server metrics ({e:#})")));
+                return None;
+            }
+        };
+        if during.failed > 0 {
+            observer.event(Event::Note(&format!(
+                "{} of {} reads of the server's /metrics during the run failed and were skipped",
+                during.failed,
+                during.failed + during.points.len()
+            )));
+        }
+        let Some(report) = ServerReport::between(&before, &during.points, &after) else {
+            observer.event(Event::Note(
+                "the server's /metrics has none of the metrics bench knows (vLLM's, SGLang's, \
+                 llama.cpp's, TGI's)",
+            ));
+            return None;
+        };
+        if let Some(cache) = report.cache.filter(|c| c.cached_prompt_tokens > 0) {
+            observer.event(Event::Note(&format!(
+                "the server served {} of {} prompt tokens ({:.1}%) from its prefix cache \
+                 during this run; its TTFTs reflect that cache",
+                cache.cached_prompt_tokens,
+                cache.queried_prompt_tokens,
+                100.0 * cache.hit_rate()
+            )));
+        }
+        if !report.not_found.is_empty() {
+            observer.event(Event::Note(&format!(
+                "not in the server's /metrics ({}): {}",
+                report.server,
+                report.not_found.join(", ")
+            )));
+        }
+        Some(report)
+    }
+}
