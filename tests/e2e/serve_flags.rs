@@ -235,9 +235,6 @@ fn every_vllm_serve_flag_is_accepted_except_those_still_to_build() {
         "--insecure",
         "--plot-dataset-stats",
         "--plot-timeline",
-        "--probe-request-rate",
-        "--profile",
-        "--skip-tokenizer-init",
         "--timeline-itl-thresholds",
     ];
     let flags = std::fs::read_to_string(data("vllm-serve-flags.txt")).unwrap();

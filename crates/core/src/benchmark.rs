@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 use crate::client::stop::{Signal, StopSignal};
 use crate::metrics::{self, Metrics, MetricsConfig};
 use crate::observer::{Event, Observer};
+use crate::probe::{Profiler, ProfilerStep};
 use crate::record::{Failure, RequestRecord};
 use crate::report::save::Interruption;
 use crate::report::{self, RunInfo, SaveOptions};
@@ -27,7 +28,7 @@ use crate::schedule::{self, RampUp, ScheduleConfig};
 use crate::target::http::{self, HttpConfig, HttpTarget};
 use crate::target::{RunOptions, Target, WarmUp};
 use crate::tokenizer::Tokenizer;
-use crate::workload::{self, WorkloadConfig};
+use crate::workload::{self, HostHeaders, WorkloadConfig};
 
 /// Everything [`serve`] needs, resolved and checked (the CLI builds it from its flags).
 #[derive(Debug, Clone)]
@@ -38,6 +39,10 @@ pub struct ServeConfig {
     pub served_model_name: Option<String>,
     /// The tokenizer (see [`Tokenizer::load_from`]); `None`: the model's name.
     pub tokenizer: Option<String>,
+    /// vLLM's `--skip-tokenizer-init`: load no tokenizer. A dataset plugin that needs one
+    /// fails, saying so; output tokens are the server's usage, or 1 per request without
+    /// it (vLLM's rule), and the reports leave out what only a tokenizer can count.
+    pub skip_tokenizer_init: bool,
     pub workload: WorkloadConfig,
     pub http: HttpConfig,
     pub load: LoadConfig,
@@ -67,6 +72,9 @@ pub struct LoadConfig {
     pub self_timed: Option<bool>,
     /// Multiplies the dataset's send times when self-timed (0.5 replays twice as fast).
     pub time_scale: f64,
+    /// vLLM's `--profile`: `POST /start_profile` after the warm-ups, `POST /stop_profile`
+    /// after the results; a call that fails is a warning, never a failed run.
+    pub profile: bool,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -140,8 +148,9 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         }
     };
     let served_model = config.served_model_name.as_ref().unwrap_or(&model);
-    let tokenizer_id = config.tokenizer.as_ref().unwrap_or(&model);
-    let workload = workload::load(&config.workload, tokenizer_id, observer)?;
+    let tokenizer_id =
+        (!config.skip_tokenizer_init).then(|| config.tokenizer.as_ref().unwrap_or(&model).as_str());
+    let workload = workload::load_with(&config.workload, tokenizer_id, observer)?;
     if workload.specs.is_empty() {
         bail!(
             "dataset {} produced no requests",
@@ -160,8 +169,25 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         tokenizer_id,
         num_prompts: config.workload.num_prompts as usize,
         send_at,
+        profiler: match config.load.profile {
+            true => Some(profiler(&config.http)?),
+            false => None,
+        },
     };
-    measure(&rt, target, &tokenizer, &plan, observer)
+    measure(&rt, target, tokenizer.as_deref(), &plan, observer)
+}
+
+/// `--profile`'s calls to the server, with the run's headers and TLS settings.
+fn profiler(http: &HttpConfig) -> Result<Profiler> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .context("--profile: the HTTP client")?;
+    let headers = HostHeaders {
+        api_key: http.api_key.clone(),
+        extra: http.headers.clone(),
+    };
+    Ok(Profiler::new(&http.base_url, headers, client))
 }
 
 /// The requests' send times when the run is self-timed (vLLM's `--self-timed`), else
@@ -186,10 +212,13 @@ struct Plan<'a> {
     /// The schedule's seed (the workload's).
     seed: u64,
     model_id: &'a str,
-    tokenizer_id: &'a str,
+    /// `None` with `--skip-tokenizer-init`.
+    tokenizer_id: Option<&'a str>,
     num_prompts: usize,
     /// The dataset's send times, when the run is self-timed.
     send_at: Option<Vec<Option<f64>>>,
+    /// `--profile`.
+    profiler: Option<Profiler>,
 }
 
 /// The part of a benchmark every target shares: schedule, warm-up, the measured run,
@@ -212,11 +241,12 @@ fn prefix_reuse(
 }
 
 /// metrics, reports and the result file. Generic, so the target's calls are static;
-/// `tokenizer` counts output tokens a response did not report.
+/// `tokenizer` counts output tokens a response did not report (`None`: vLLM's count of 1
+/// per such request, with `--skip-tokenizer-init`).
 fn measure<T: Target>(
     rt: &tokio::runtime::Runtime,
     mut target: T,
-    tokenizer: &Tokenizer,
+    tokenizer: Option<&Tokenizer>,
     plan: &Plan,
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
@@ -248,6 +278,15 @@ fn measure<T: Target>(
         let _runtime = rt.enter();
         observer.arm_stop(&stop)?;
     }
+    if let Some(profiler) = &plan.profiler {
+        observer.event(Event::Profiler(ProfilerStep::Starting));
+        match rt.block_on(profiler.start()) {
+            Ok(()) => observer.event(Event::Profiler(ProfilerStep::Started)),
+            Err(e) => observer.event(Event::Warning(&format!(
+                "--profile: the server's profiler did not start ({e}); the run goes on"
+            ))),
+        }
+    }
     observer.event(Event::RunStarting {
         request_rate: load.request_rate,
         burstiness: load.burstiness,
@@ -266,18 +305,29 @@ fn measure<T: Target>(
     let started_at = chrono::Local::now();
     let output = rt.block_on(target.run(&schedule.offsets, options, observer))?;
 
-    let counter = |text: &str| tokenizer.count_tokens(text);
+    let counter = |text: &str| match tokenizer {
+        Some(tokenizer) => tokenizer.count_tokens(text),
+        None => anyhow::bail!("no tokenizer is loaded"),
+    };
     let mut computed = metrics::calculate(
         output.records,
         output.duration,
-        Some(&counter),
+        tokenizer.map(|_| &counter as metrics::TokenCounter<'_>),
         plan.metrics,
     )?;
+    if let Some(probe) = &output.probe {
+        computed.probe = probe.stats();
+        computed.warnings.extend(probe.warning());
+    }
     computed.client.cpu = Some(output.cpu);
     computed.client.http_client = output.transport;
     computed.per_request.clock_origin_s = output.clock_origin_s;
     computed.server_cache = output.server_cache;
-    if plan.metrics.prefix_block_size > 0 && !output.prompts.is_empty() {
+    // The theoretical prefix reuse counts prompt tokens: none without a tokenizer.
+    if let Some(tokenizer) = tokenizer
+        && plan.metrics.prefix_block_size > 0
+        && !output.prompts.is_empty()
+    {
         computed.prefix_reuse = Some(prefix_reuse(
             &computed.per_request.records,
             &output.prompts,
@@ -295,7 +345,7 @@ fn measure<T: Target>(
         backend,
         label: report.label.clone(),
         model_id: plan.model_id.to_owned(),
-        tokenizer_id: Some(plan.tokenizer_id.to_owned()),
+        tokenizer_id: plan.tokenizer_id.map(str::to_owned),
         num_prompts: plan.num_prompts,
         request_rate: load.request_rate,
         burstiness: load.burstiness,
@@ -309,6 +359,16 @@ fn measure<T: Target>(
         metrics: &computed,
         run: &run,
     });
+    // vLLM stops the profiler once the results are shown.
+    if let Some(profiler) = &plan.profiler {
+        observer.event(Event::Profiler(ProfilerStep::Stopping));
+        match rt.block_on(profiler.stop()) {
+            Ok(()) => observer.event(Event::Profiler(ProfilerStep::Stopped)),
+            Err(e) => observer.event(Event::Warning(&format!(
+                "--profile: the server's profiler did not stop ({e})"
+            ))),
+        }
+    }
     let interrupted = output.stopped.map(|reason| Interruption {
         reason: reason.to_string(),
         not_sent: output.not_sent,

@@ -7,6 +7,7 @@ pub mod benchmark;
 pub mod metrics;
 pub mod observer;
 pub mod prefix_reuse;
+pub mod probe;
 pub mod pyjson;
 pub mod report;
 pub mod schedule;

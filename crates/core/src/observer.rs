@@ -68,6 +68,14 @@ pub enum Event<'a> {
         /// Requests go at the dataset's send times (trace replay), not by rate.
         self_timed: bool,
     },
+    /// `--profile`: the server's profiler is being started or stopped, or it answered.
+    /// A call that fails is a [`Event::Warning`] instead of the answer.
+    Profiler(crate::probe::ProfilerStep),
+    /// `--probe-request-rate`: the probe loop starts beside the run, at `rate` probes per
+    /// second.
+    ProbeStarting {
+        rate: f64,
+    },
     /// Something the user should know about the run's numbers.
     Warning(&'a str),
     /// A remark about the run that is not a problem (what the server's own counters say).

@@ -110,7 +110,8 @@ pub fn check_dataset_path(description: &DatasetDescription, path: Option<&Path>)
 /// which the backend plugin and the metrics need too.
 pub struct Workload {
     pub runtime: Runtime,
-    pub tokenizer: Arc<Tokenizer>,
+    /// `None` when the run loads no tokenizer (`--skip-tokenizer-init`).
+    pub tokenizer: Option<Arc<Tokenizer>>,
     /// The seed plugins were given.
     pub seed: u64,
     /// What the dataset plugin said of itself (its name, and the rules the run applies
@@ -136,7 +137,7 @@ impl Workload {
     /// What the host lends a plugin of this workload: its tokenizer and seed.
     pub fn host(&self) -> HostContext {
         HostContext {
-            tokenizer: Some(self.tokenizer.clone()),
+            tokenizer: self.tokenizer.clone(),
             seed: self.seed,
         }
     }
@@ -171,18 +172,34 @@ pub fn load(
     tokenizer: &str,
     observer: &mut dyn Observer,
 ) -> Result<Workload> {
-    let mut loaded =
-        Tokenizer::load_from(tokenizer, &config.hub_cache).map_err(|source| TokenizerError {
-            id: tokenizer.to_owned(),
-            source,
-        })?;
-    if let Some(kwargs) = &config.chat_template_kwargs {
-        loaded.set_template_kwargs(kwargs.clone());
-    }
-    let tokenizer = Arc::new(loaded);
+    load_with(config, Some(tokenizer), observer)
+}
+
+/// [`load`], or with no tokenizer at all (`None`, vLLM's `--skip-tokenizer-init`): then
+/// a dataset plugin that asks for one fails, and the error says which flag took it away.
+pub fn load_with(
+    config: &WorkloadConfig,
+    tokenizer: Option<&str>,
+    observer: &mut dyn Observer,
+) -> Result<Workload> {
+    let tokenizer = match tokenizer {
+        Some(id) => {
+            let mut loaded =
+                Tokenizer::load_from(id, &config.hub_cache).map_err(|source| TokenizerError {
+                    id: id.to_owned(),
+                    source,
+                })?;
+            if let Some(kwargs) = &config.chat_template_kwargs {
+                loaded.set_template_kwargs(kwargs.clone());
+            }
+            Some(Arc::new(loaded))
+        }
+        None => None,
+    };
+    let skipped = tokenizer.is_none();
     let runtime = Runtime::new(config.runtime.clone())?;
     let host = HostContext {
-        tokenizer: Some(tokenizer.clone()),
+        tokenizer: tokenizer.clone(),
         seed: config.seed,
     };
     let mut dataset =
@@ -191,7 +208,7 @@ pub fn load(
     check_dataset_path(&description, config.dataset_path.as_deref())?;
     let started = std::time::Instant::now();
     let total = u64::from(config.num_prompts);
-    let mut specs = dataset.sample_with_progress(
+    let specs = dataset.sample_with_progress(
         config.num_prompts,
         config.options.clone(),
         &mut |made, elapsed| {
@@ -203,7 +220,17 @@ pub fn load(
                 });
             }
         },
-    )?;
+    );
+    let mut specs = match specs {
+        Err(e) if skipped => {
+            return Err(anyhow::Error::from(e).context(format!(
+                "sampling the '{}' dataset with no tokenizer loaded (--skip-tokenizer-init; \
+                 vLLM samples only its custom datasets without one)",
+                description.info.name
+            )));
+        }
+        specs => specs?,
+    };
     if config.progress {
         observer.event(Event::Prepared {
             requests: specs.len(),

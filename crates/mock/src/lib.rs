@@ -47,6 +47,7 @@ mod closing;
 mod faults;
 mod pooling;
 mod prefix_cache;
+pub mod profile;
 mod request;
 mod response;
 mod responses;
@@ -259,6 +260,8 @@ pub struct MockServer {
     timing: Arc<timing::TimingRecorder>,
     closes: Arc<closing::CloseStats>,
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
+    /// See [`MockServer::profile_calls`].
+    profile: Arc<profile::ProfileLog>,
     /// Dropping the sender is the shutdown signal (for the server and stalled streams).
     stop: watch::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
@@ -303,6 +306,12 @@ impl MockServer {
     /// one the client had to send again.
     pub fn dropped_requests(&self) -> u64 {
         self.closes.dropped_requests()
+    }
+
+    /// The calls to vLLM's profiler endpoints (`/start_profile`, `/stop_profile`), in
+    /// arrival order (see [`profile`]).
+    pub fn profile_calls(&self) -> Vec<profile::ProfileCall> {
+        self.profile.calls()
     }
 
     /// `http://ip:port`, without a path: endpoints are `{base_url}/v1/completions` etc.
@@ -367,7 +376,8 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         closing: config.closing.io_policy(),
         stats: closes.clone(),
     };
-    let mut app = router(shared, config.tokenize);
+    let profile = Arc::new(profile::ProfileLog::new(timing.clone()));
+    let mut app = router(shared, config.tokenize).merge(profile::router(profile.clone()));
     if config.closing.any() {
         app = app.layer(axum::middleware::from_fn_with_state(
             Arc::new(config.closing),
@@ -385,6 +395,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         timing,
         closes,
         sessions,
+        profile,
         stop,
         task,
     })

@@ -372,8 +372,9 @@ pub fn derive_seed(run_seed: u64, label: &str) -> u64 {
 impl StoreState {
     fn tokenizer(&self) -> std::result::Result<&bench_tokenizer::Tokenizer, String> {
         self.host.tokenizer.as_deref().ok_or_else(|| {
-            "this plugin needs a tokenizer, and none was given: pass --tokenizer (a tokenizer.json, \
-             a directory, or a cached Hugging Face id) or --model"
+            "this plugin needs a tokenizer, and the run loads none (--skip-tokenizer-init): \
+             run without that flag, with --tokenizer (a tokenizer.json, a directory, or a \
+             cached Hugging Face id) or --model"
                 .to_string()
         })
     }

@@ -11,6 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::interrupt;
 use crate::client::stop::StopSignal;
 use crate::observer::{Event, Observer};
+use crate::probe::ProfilerStep;
+use crate::pyjson::float_repr;
 use crate::record::FailureKind;
 use crate::report;
 use crate::server_tokenizer::Alignment;
@@ -117,6 +119,18 @@ impl Observer for Console {
                     Some(c) => println!("Maximum request concurrency: {c}"),
                     None => println!("Maximum request concurrency: None"),
                 }
+            }
+            Event::Profiler(step) => println!(
+                "{}",
+                match step {
+                    ProfilerStep::Starting => "Starting profiler...",
+                    ProfilerStep::Started => "Profiler started",
+                    ProfilerStep::Stopping => "Stopping profiler...",
+                    ProfilerStep::Stopped => "Profiler stopped",
+                }
+            ),
+            Event::ProbeStarting { rate } => {
+                println!("Probe request rate: {} req/s", float_repr(rate));
             }
             Event::Warning(w) => eprintln!("WARNING: {w}"),
             Event::Note(n) => eprintln!("note: {n}"),

@@ -375,6 +375,7 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
         model: Some("mock".to_owned()),
         served_model_name: None,
         tokenizer: Some(tokenizer.to_owned()),
+        skip_tokenizer_init: false,
         workload: WorkloadConfig {
             dataset: PluginRef::parse("random")?,
             dataset_path: None,
@@ -406,6 +407,7 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             request_timeout: Duration::from_secs(6 * 3600),
             http_client: HttpClientKind::Auto,
             preconnect: load.concurrency,
+            probe_request_rate: None,
         },
         load: LoadConfig {
             request_rate: f64::INFINITY,
@@ -417,6 +419,7 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             shutdown_grace: Duration::from_secs(5),
             self_timed: Some(false),
             time_scale: 1.0,
+            profile: false,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {
@@ -459,6 +462,7 @@ mod tests {
             id: id.to_owned(),
             ttft_ms,
             itl_ms: itl_ms.to_vec(),
+            first_content_ms: None,
         }
     }
 

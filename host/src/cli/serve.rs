@@ -218,6 +218,30 @@ pub struct ServeArgs {
     #[arg(long)]
     pub use_beam_search: bool,
 
+    /// Beside the run, send one-token text probes ("Hi") one after another at this rate
+    /// (probes per second), ignoring --max-concurrency, and report their latency apart
+    /// from the run's (vLLM's probe_* keys): how long the load makes an unrelated request
+    /// wait. 0 sends none.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "RATE",
+        allow_negative_numbers = true
+    )]
+    pub probe_request_rate: f64,
+
+    /// Start the server's profiler before the run and stop it after (POST /start_profile
+    /// and /stop_profile, as vLLM does; a vLLM server needs --profiler-config). A call that
+    /// fails is a warning.
+    #[arg(long)]
+    pub profile: bool,
+
+    /// Load no tokenizer. Output tokens are then the server's usage (1 per request that
+    /// reports none, as in vLLM), the token counts and throughputs that need a tokenizer
+    /// are left out of the console, and a dataset that needs a tokenizer is an error.
+    #[arg(long)]
+    pub skip_tokenizer_init: bool,
+
     /// LoRA adapters the server was started with: each request goes to one of them (the
     /// request's model is the adapter's name), chosen as --lora-assignment says.
     #[arg(long, num_args = 1.., value_name = "NAME")]
@@ -311,6 +335,13 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         bail!(
             "--burstiness must be a positive number, got {}",
             args.burstiness
+        );
+    }
+    if !(args.probe_request_rate.is_finite() && args.probe_request_rate >= 0.0) {
+        bail!(
+            "--probe-request-rate must be a number of probes per second >= 0 (0 sends none), \
+             got {}",
+            args.probe_request_rate
         );
     }
     let request_timeout = positive_seconds(args.request_timeout)
@@ -432,6 +463,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         request_timeout,
         http_client: args.http_client,
         preconnect: args.preconnect.or(args.max_concurrency).unwrap_or(0),
+        probe_request_rate: (args.probe_request_rate > 0.0).then_some(args.probe_request_rate),
     };
     let load = LoadConfig {
         request_rate: args.request_rate,
@@ -448,6 +480,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             _ => None,
         },
         time_scale: args.time_scale,
+        profile: args.profile,
     };
     let report = ReportConfig {
         label: args.label.clone(),
@@ -470,6 +503,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             model: args.model.model.clone(),
             served_model_name: args.model.served_model_name.clone(),
             tokenizer: args.model.tokenizer.clone(),
+            skip_tokenizer_init: args.skip_tokenizer_init,
             workload,
             http,
             load,

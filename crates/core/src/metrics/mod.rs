@@ -357,6 +357,10 @@ pub struct Metrics {
     /// A pooling run (embeddings, scores): vLLM's embedding metrics, which the reports
     /// show instead of the generation metrics; `None` for a generation run.
     pub embedding: Option<EmbeddingStats>,
+    /// `--probe-request-rate`: vLLM's statistics of the probes sent beside the run (never
+    /// among the records); `None` without probes, or when none succeeded. Set by the
+    /// caller that ran them.
+    pub probe: Option<crate::probe::ProbeStats>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -563,6 +567,7 @@ pub fn calculate(
         reported_cache,
         prefix_reuse: None,
         embedding,
+        probe: None,
         per_request: PerRequest {
             records,
             output_lens,

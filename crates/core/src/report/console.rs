@@ -200,6 +200,7 @@ fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
         Some(embedding) => embedding_lines(out, m, embedding),
         None => generation_lines(out, m),
     }
+    probe_lines(out, m);
     for (metric, name, title) in reported_sections(m, run) {
         let summary = m.summary(metric);
         header(out, title, '-');
@@ -241,6 +242,20 @@ fn generation_lines(out: &mut String, m: &Metrics) {
             m.total_token_throughput,
         );
     }
+}
+
+/// vLLM's "Probe Requests" block (`--probe-request-rate`), where it prints it: after the
+/// throughputs, before the metric sections, and only when a probe succeeded.
+fn probe_lines(out: &mut String, m: &Metrics) {
+    let Some(p) = &m.probe else {
+        return;
+    };
+    header(out, "Probe Requests", '-');
+    line(out, "Probe requests completed:", p.completed);
+    line(out, "Probe requests failed:", p.failed);
+    line_f(out, "Median probe E2EL (ms):", p.median_e2el_ms);
+    line_f(out, "P99 probe E2EL (ms):", p.p99_e2el_ms);
+    line_f(out, "Max probe E2EL (ms):", p.max_e2el_ms);
 }
 
 /// A pooling run's lines between the input tokens and the metric sections (vLLM's

@@ -258,6 +258,14 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
     for (key, field) in results {
         r.insert_field(key.into(), field);
     }
+    // vLLM adds the probes' statistics right after `benchmark()`'s own keys.
+    if let Some(p) = &m.probe {
+        r.insert("probe_completed", json!(p.completed));
+        r.insert("probe_failed", json!(p.failed));
+        r.insert("probe_median_e2el_ms", float(p.median_e2el_ms));
+        r.insert("probe_p99_e2el_ms", float(p.p99_e2el_ms));
+        r.insert("probe_max_e2el_ms", float(p.max_e2el_ms));
+    }
     if !run.rps_change_events.is_empty() {
         let events = run
             .rps_change_events

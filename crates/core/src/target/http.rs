@@ -20,6 +20,7 @@ use crate::client::stop::StopSignal;
 use crate::client::worker::{self, DecodeWorker, TurnDone};
 use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
 use crate::observer::{Event, Observer};
+use crate::probe::Probe;
 use crate::runtime::{
     BackendDescription, BackendPlugin, ClientConfig, DatasetDescription, Framing, PluginRef,
     Prompt, TurnResult,
@@ -55,6 +56,9 @@ pub struct HttpConfig {
     /// Connections opened before the clock starts (bench's own HTTP/1.1 client only);
     /// never more than there are requests.
     pub preconnect: usize,
+    /// vLLM's `--probe-request-rate`: probes per second sent beside the run (see
+    /// [`crate::probe`]); `None`: no probes.
+    pub probe_request_rate: Option<f64>,
 }
 
 /// An HTTP server with a prepared workload.
@@ -74,6 +78,8 @@ pub struct HttpTarget {
     /// Every request's prompt, by index, for the theoretical prefix reuse computed after
     /// the run (moved out of the specs once the requests are built: no copy).
     prompts: Vec<Option<Prompt>>,
+    /// The probe loop run beside the workload (`--probe-request-rate`).
+    probe: Option<Probe>,
 }
 
 /// What continues a multi-turn workload during the run: the dataset plugin that makes the
@@ -141,6 +147,26 @@ impl HttpTarget {
             extra: config.headers.clone(),
         };
         let requests = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
+        let url = format!("{}{}", config.base_url, endpoint);
+        let probe = match (config.probe_request_rate, specs.first()) {
+            (Some(rate), Some(first)) => {
+                // Its own client: its own connection, outside the run's pool.
+                let client = HttpClient::new(
+                    &url,
+                    framing,
+                    Some(config.request_timeout),
+                    config.http_client,
+                )?;
+                Some(Probe::prepare(
+                    rate,
+                    &mut backend,
+                    first,
+                    &host_headers,
+                    client,
+                )?)
+            }
+            _ => None,
+        };
         let prompts = specs.into_iter().map(|s| Some(s.prompt)).collect();
         let conversations = match conversations {
             Some(source) => Some(Conversations {
@@ -151,7 +177,7 @@ impl HttpTarget {
             None => None,
         };
         let client = HttpClient::new(
-            &format!("{}{}", config.base_url, endpoint),
+            &url,
             framing,
             Some(config.request_timeout),
             config.http_client,
@@ -167,6 +193,7 @@ impl HttpTarget {
             metrics_before: None,
             conversations,
             prompts,
+            probe,
         })
     }
 }
@@ -245,7 +272,24 @@ impl Target for HttpTarget {
             shutdown_grace: options.shutdown_grace,
             progress: options.progress,
         };
+        // vLLM starts its probe loop just before the benchmark clock, and ends it once the
+        // workload has been answered.
+        let probe = match self.probe {
+            Some(probe) => {
+                observer.event(Event::ProbeStarting { rate: probe.rate() });
+                Some(probe.start(options.stop.clone())?)
+            }
+            None => None,
+        };
         let measured = load::run(self.client, self.requests, offsets, worker, load, more).await?;
+        let probe = match probe {
+            Some(running) => Some(
+                tokio::task::spawn_blocking(move || running.finish())
+                    .await
+                    .context("waiting for the probe thread")??,
+            ),
+            None => None,
+        };
         let mut output = RunOutput {
             records: measured.records,
             duration: measured.duration,
@@ -257,6 +301,7 @@ impl Target for HttpTarget {
             transport: Some(measured.transport),
             server_cache: None,
             prompts: self.prompts,
+            probe,
         };
         if let Some(driver) = driver {
             let turns = tokio::task::spawn_blocking(move || driver.join())

@@ -119,4 +119,7 @@ pub struct RunOutput {
     /// The prompt of each request, by index (a conversation's later turns included), for
     /// the workload's theoretical prefix reuse; empty when the target keeps none.
     pub prompts: Vec<Option<crate::runtime::Prompt>>,
+    /// What the probe loop beside the run measured (`--probe-request-rate`); `None`
+    /// when none ran. Not part of the records.
+    pub probe: Option<crate::probe::ProbeResults>,
 }

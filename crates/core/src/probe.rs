@@ -1,0 +1,419 @@
+//! What vLLM's `bench serve` does around the measured run besides the run itself:
+//! `--probe-request-rate` (a loop of tiny requests beside the workload, whose latency shows
+//! how long the workload makes an unrelated request wait) and `--profile` (the server's
+//! profiler started before the run and stopped after it).
+//!
+//! The probe loop runs on a thread of its own with its own connection and its own backend
+//! instance, so the main send path does not see it: no shared permit, no shared connection
+//! pool, no plugin call on the decode worker. Like vLLM's, it sends one probe, waits for
+//! its answer, sleeps `1 / rate` and starts again until the workload ends, ignoring
+//! `--max-concurrency`; its results stay out of the main metrics.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::client::decode::{RequestMeta, build_record};
+use crate::client::stop::StopSignal;
+use crate::client::worker;
+use crate::client::{HttpClient, PreparedRequest};
+use crate::metrics::stats;
+use crate::runtime::{BackendPlugin, Prompt, RequestSpec};
+use crate::workload::{self, HostHeaders};
+
+/// The text every probe sends (vLLM's).
+pub const PROBE_PROMPT: &str = "Hi";
+
+/// The request id of the probes, so a server's log (and the mock's record) tells them
+/// from the workload's requests. vLLM sends its probes without one.
+pub const PROBE_REQUEST_ID: &str = "bench-probe";
+
+/// vLLM's probe statistics (`probe_*` keys and its "Probe Requests" console block), over
+/// the probes that succeeded; failed probes are only counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbeStats {
+    pub completed: usize,
+    pub failed: usize,
+    /// `np.median` of the successful probes' E2EL, in ms.
+    pub median_e2el_ms: f64,
+    /// `np.percentile(..., 99)` (linear interpolation), in ms.
+    pub p99_e2el_ms: f64,
+    pub max_e2el_ms: f64,
+}
+
+impl ProbeStats {
+    /// The statistics of probes whose E2EL in seconds are `latencies` (the successful
+    /// ones) next to `failed` failed ones; `None` when no probe succeeded, as vLLM then
+    /// reports nothing of them.
+    pub fn of(latencies: &[f64], failed: usize) -> Option<ProbeStats> {
+        if latencies.is_empty() {
+            return None;
+        }
+        Some(ProbeStats {
+            completed: latencies.len(),
+            failed,
+            median_e2el_ms: stats::median(latencies) * 1000.0,
+            p99_e2el_ms: stats::percentile(latencies, 99.0) * 1000.0,
+            max_e2el_ms: stats::max(latencies) * 1000.0,
+        })
+    }
+}
+
+/// What the probe loop measured: the E2EL of each successful probe and the error of each
+/// failed one, in the order they were sent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeResults {
+    /// Seconds from sending a probe to its last output.
+    pub latencies: Vec<f64>,
+    /// The failed probes' errors (`kind: message`).
+    pub errors: Vec<String>,
+}
+
+impl ProbeResults {
+    /// vLLM's statistics of these results.
+    pub fn stats(&self) -> Option<ProbeStats> {
+        ProbeStats::of(&self.latencies, self.errors.len())
+    }
+
+    /// A warning when probes were sent and none succeeded (vLLM then prints nothing,
+    /// which reads as if no probe had been sent).
+    pub fn warning(&self) -> Option<String> {
+        let first = self.errors.first()?;
+        self.latencies.is_empty().then(|| {
+            format!(
+                "--probe-request-rate: all {} probe requests failed, so no probe statistics \
+                 are reported; the first error: {first}",
+                self.errors.len()
+            )
+        })
+    }
+}
+
+/// The probe request built from the workload's first request, as vLLM builds it from its
+/// test request: the text `"Hi"`, one prompt token, one output token, no multimodal
+/// content, the run's model (no LoRA adapter), and the first request's extra body.
+pub fn probe_spec(first: &RequestSpec) -> RequestSpec {
+    RequestSpec {
+        prompt: Prompt::Text(PROBE_PROMPT.to_owned()),
+        prompt_len: 1,
+        expected_output_len: 1,
+        multimodal: Vec::new(),
+        request_id: Some(PROBE_REQUEST_ID.to_owned()),
+        lora_name: None,
+        extra_body: first.extra_body.clone(),
+        send_at: None,
+        session: None,
+    }
+}
+
+/// A probe loop ready to start: its request, built once before the clock, a backend
+/// instance of its own to decode the answers, and its own HTTP client.
+pub struct Probe {
+    interval: Duration,
+    rate: f64,
+    request: PreparedRequest,
+    backend: BackendPlugin,
+    client: HttpClient,
+}
+
+impl Probe {
+    /// Builds the probe request with `backend` (which keeps building the workload's) and
+    /// forks it for the loop. `rate` is probes per second, positive and finite.
+    pub fn prepare(
+        rate: f64,
+        backend: &mut BackendPlugin,
+        first: &RequestSpec,
+        headers: &HostHeaders,
+        client: HttpClient,
+    ) -> Result<Probe> {
+        let interval = Duration::try_from_secs_f64(1.0 / rate)
+            .ok()
+            .filter(|_| rate.is_finite() && rate > 0.0)
+            .with_context(|| {
+                format!("--probe-request-rate must be a positive number, got {rate}")
+            })?;
+        let request = workload::prepare_one(backend, 0, &probe_spec(first), headers)
+            .context("--probe-request-rate: building the probe request")?;
+        let backend = backend
+            .fork()
+            .context("--probe-request-rate: a backend instance for the probes")?;
+        Ok(Probe {
+            interval,
+            rate,
+            request,
+            backend,
+            client,
+        })
+    }
+
+    /// Probes per second.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Starts the loop on its own thread. Raising `abort` (the run's stop signal) ends it
+    /// at once, the probe in flight abandoned; [`RunningProbe::finish`] ends it after the
+    /// probe in flight has been answered.
+    pub fn start(self, abort: Arc<StopSignal>) -> Result<RunningProbe> {
+        let end = Arc::new(StopSignal::new());
+        let thread = std::thread::Builder::new()
+            .name("bench-probe".into())
+            .spawn({
+                let end = end.clone();
+                move || self.run(&end, &abort)
+            })
+            .context("starting the probe thread")?;
+        Ok(RunningProbe { end, thread })
+    }
+
+    /// The loop: send, wait for the answer, decode it, sleep the interval; until `end`
+    /// or `abort`. Plugin calls happen here, outside the loop's runtime.
+    fn run(mut self, end: &StopSignal, abort: &StopSignal) -> Result<ProbeResults> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("the probe loop's runtime")?;
+        let t0 = Instant::now();
+        let mut results = ProbeResults::default();
+        while !end.is_stopped() && !abort.is_stopped() {
+            let sent = rt.block_on(async {
+                tokio::select! {
+                    raw = self.client.send(&self.request) => Some(raw),
+                    () = abort.stopped() => None,
+                }
+            });
+            let Some(raw) = sent else { break };
+            let meta = RequestMeta {
+                index: 0,
+                request_id: self.request.request_id.clone(),
+                prompt_len: self.request.prompt_len,
+                expected_output_len: self.request.expected_output_len,
+                intended_start_time: 0.0,
+                dispatch: raw.start,
+                concurrency_wait: Duration::ZERO,
+                session: None,
+            };
+            if self.backend.faulted() {
+                self.backend = self.backend.fork()?;
+            }
+            let decoded = worker::decode_response(&mut self.backend, &raw);
+            let record = build_record(&meta, &raw, decoded, t0);
+            match record.failure() {
+                None => results.latencies.push(record.latency),
+                Some(failure) => results.errors.push(failure.to_string()),
+            }
+            rt.block_on(async {
+                tokio::select! {
+                    () = tokio::time::sleep(self.interval) => {}
+                    () = end.stopped() => {}
+                    () = abort.stopped() => {}
+                }
+            });
+        }
+        Ok(results)
+    }
+}
+
+/// A probe loop in progress.
+pub struct RunningProbe {
+    end: Arc<StopSignal>,
+    thread: std::thread::JoinHandle<Result<ProbeResults>>,
+}
+
+impl RunningProbe {
+    /// Ends the loop once its probe in flight is answered (vLLM awaits it too) and returns
+    /// what it measured. Blocks: call it off the async runtime's threads.
+    pub fn finish(self) -> Result<ProbeResults> {
+        self.end.stop("the workload ended");
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the probe thread panicked"))?
+    }
+}
+
+/// Which end of the run a `--profile` call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfilerStep {
+    /// `POST /start_profile` is about to be sent (before the run, after the warm-ups).
+    Starting,
+    /// The server answered it with 200.
+    Started,
+    /// `POST /stop_profile` is about to be sent (after the results are shown).
+    Stopping,
+    /// The server answered it with 200.
+    Stopped,
+}
+
+/// vLLM's `--profile`: `POST {base_url}/start_profile` and `/stop_profile`, with no body
+/// and the run's headers (`Authorization` from `OPENAI_API_KEY`, then `--header`).
+#[derive(Debug, Clone)]
+pub struct Profiler {
+    base_url: String,
+    headers: HostHeaders,
+    client: reqwest::Client,
+}
+
+impl Profiler {
+    /// A profiler of the server at `base_url` (no trailing slash), reached through
+    /// `client` (the run's TLS settings).
+    pub fn new(base_url: &str, headers: HostHeaders, client: reqwest::Client) -> Profiler {
+        Profiler {
+            base_url: base_url.to_owned(),
+            headers,
+            client,
+        }
+    }
+
+    /// `POST /start_profile`.
+    pub async fn start(&self) -> Result<(), String> {
+        self.call("/start_profile").await
+    }
+
+    /// `POST /stop_profile`.
+    pub async fn stop(&self) -> Result<(), String> {
+        self.call("/stop_profile").await
+    }
+
+    /// What vLLM counts as success: status 200; anything else, or no answer, is an error
+    /// whose text says what came back.
+    async fn call(&self, path: &str) -> Result<(), String> {
+        let url = format!("{}{path}", self.base_url);
+        let mut request = self.client.post(&url);
+        if let Some(key) = &self.headers.api_key {
+            request = request.bearer_auth(key);
+        }
+        for (k, v) in &self.headers.extra {
+            request = request.header(k, v);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("POST {url}: {e}"))?;
+        match response.status() {
+            reqwest::StatusCode::OK => Ok(()),
+            status => Err(format!("POST {url}: HTTP {status}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_statistics_are_numpys_median_p99_and_max() {
+        // np.median([.01, .02, .03, .05]) = .025; np.percentile(..., 99): virtual index
+        // 3 * .99 = 2.97 between .03 and .05 -> .05 - .02 * .03 = .0494.
+        let s = ProbeStats::of(&[0.05, 0.01, 0.03, 0.02], 2).unwrap();
+        assert_eq!((s.completed, s.failed), (4, 2));
+        assert!((s.median_e2el_ms - 25.0).abs() < 1e-9, "{s:?}");
+        assert!((s.p99_e2el_ms - 49.4).abs() < 1e-9, "{s:?}");
+        assert!((s.max_e2el_ms - 50.0).abs() < 1e-9, "{s:?}");
+        let one = ProbeStats::of(&[0.007], 0).unwrap();
+        assert_eq!(one.median_e2el_ms, one.max_e2el_ms);
+        assert_eq!(one.p99_e2el_ms, one.max_e2el_ms);
+    }
+
+    #[test]
+    fn no_successful_probe_means_no_statistics_and_a_warning() {
+        assert_eq!(ProbeStats::of(&[], 3), None);
+        let failed = ProbeResults {
+            latencies: vec![],
+            errors: vec!["http-500: boom".into(), "timeout: slow".into()],
+        };
+        assert_eq!(failed.stats(), None);
+        let warning = failed.warning().unwrap();
+        assert!(warning.contains("all 2 probe requests failed"), "{warning}");
+        assert!(warning.contains("http-500: boom"), "{warning}");
+        // Some succeeded, or none was sent: nothing to warn about.
+        let mixed = ProbeResults {
+            latencies: vec![0.01],
+            errors: vec!["http-500: boom".into()],
+        };
+        assert_eq!(mixed.warning(), None);
+        assert_eq!(mixed.stats().map(|s| (s.completed, s.failed)), Some((1, 1)));
+        assert_eq!(ProbeResults::default().warning(), None);
+    }
+
+    /// A server that answers one request with `status` and hands back what it read.
+    async fn answer_once(status: &'static str) -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let served = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before its request head ended");
+                head.extend_from_slice(&buf[..n]);
+            }
+            let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+            conn.write_all(answer.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&head).into_owned()
+        });
+        (url, served)
+    }
+
+    #[tokio::test]
+    async fn the_profiler_posts_with_the_runs_headers_and_only_200_is_success() {
+        let headers = HostHeaders {
+            api_key: Some("k3y".into()),
+            extra: vec![("x-team".into(), "bench".into())],
+        };
+        let (url, served) = answer_once("200 OK").await;
+        let profiler = Profiler::new(&url, headers.clone(), reqwest::Client::new());
+        assert_eq!(profiler.start().await, Ok(()));
+        let head = served.await.unwrap().to_ascii_lowercase();
+        assert!(head.starts_with("post /start_profile http/1.1"), "{head}");
+        assert!(head.contains("authorization: bearer k3y"), "{head}");
+        assert!(head.contains("x-team: bench"), "{head}");
+
+        let (url, served) = answer_once("404 Not Found").await;
+        let profiler = Profiler::new(&url, headers.clone(), reqwest::Client::new());
+        let err = profiler.stop().await.unwrap_err();
+        assert!(
+            err.contains("/stop_profile") && err.contains("404"),
+            "{err}"
+        );
+        served.await.unwrap();
+
+        // Nothing listening: an error, not a panic.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", l.local_addr().unwrap())
+        };
+        let profiler = Profiler::new(&closed, headers, reqwest::Client::new());
+        assert!(profiler.start().await.is_err());
+    }
+
+    #[test]
+    fn the_probe_is_a_one_token_text_request_with_the_first_requests_extra_body() {
+        let first = RequestSpec {
+            prompt: Prompt::Text("a long first prompt".into()),
+            prompt_len: 900,
+            expected_output_len: 128,
+            multimodal: vec![crate::runtime::ContentPart::ImageUrl(
+                "data:image/png;base64,AA".into(),
+            )],
+            request_id: Some("run-0".into()),
+            lora_name: Some("adapter".into()),
+            extra_body: Some(r#"{"temperature":0}"#.into()),
+            send_at: Some(3.0),
+            session: Some(crate::runtime::Session {
+                id: "c0".into(),
+                turn: 0,
+            }),
+        };
+        let probe = probe_spec(&first);
+        assert!(matches!(&probe.prompt, Prompt::Text(t) if t == "Hi"));
+        assert_eq!((probe.prompt_len, probe.expected_output_len), (1, 1));
+        assert!(probe.multimodal.is_empty());
+        assert_eq!(probe.request_id.as_deref(), Some(PROBE_REQUEST_ID));
+        assert_eq!(probe.lora_name, None);
+        assert_eq!(probe.extra_body, first.extra_body);
+        assert_eq!((probe.send_at, probe.session.is_none()), (None, true));
+    }
+}
