@@ -29,6 +29,7 @@ pub mod json;
 pub mod lengths;
 #[cfg(feature = "media")]
 pub mod media;
+pub mod multipart;
 pub mod native;
 pub mod openai;
 pub mod options;

@@ -251,7 +251,7 @@ pub fn content_part(plugin: &str, part: &ContentPart) -> Result<Value, PluginErr
         ContentPart::Binary(data) => {
             return Err(PluginError::Unsupported(format!(
                 "{plugin}: binary data ({}) is a file upload, which a JSON request cannot \
-                 carry; it needs a transcription backend (multipart)",
+                 carry; it needs --backend openai-audio (multipart)",
                 data.mime_type
             )));
         }
