@@ -164,7 +164,10 @@ impl Probe {
                 move || self.run(&end, &abort)
             })
             .context("starting the probe thread")?;
-        Ok(RunningProbe { end, thread })
+        Ok(RunningProbe {
+            end,
+            thread: Some(thread),
+        })
     }
 
     /// The loop: send, wait for the answer, decode it, sleep the interval; until `end`
@@ -215,20 +218,31 @@ impl Probe {
     }
 }
 
-/// A probe loop in progress.
+/// A probe loop in progress. Dropped without [`RunningProbe::finish`] (the run failed),
+/// it still ends the loop, after the probe in flight.
 pub struct RunningProbe {
     end: Arc<StopSignal>,
-    thread: std::thread::JoinHandle<Result<ProbeResults>>,
+    thread: Option<std::thread::JoinHandle<Result<ProbeResults>>>,
 }
 
 impl RunningProbe {
     /// Ends the loop once its probe in flight is answered (vLLM awaits it too) and returns
     /// what it measured. Blocks: call it off the async runtime's threads.
-    pub fn finish(self) -> Result<ProbeResults> {
+    pub fn finish(mut self) -> Result<ProbeResults> {
         self.end.stop("the workload ended");
-        self.thread
+        let thread = self
+            .thread
+            .take()
+            .context("the probe loop was already finished")?;
+        thread
             .join()
             .map_err(|_| anyhow::anyhow!("the probe thread panicked"))?
+    }
+}
+
+impl Drop for RunningProbe {
+    fn drop(&mut self) {
+        self.end.stop("the run ended");
     }
 }
 
