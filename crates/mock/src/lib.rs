@@ -10,10 +10,13 @@
 //! the same way (see [`Faults`]).
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
-//! JSON), `GET /v1/models`, `GET /health`, `GET /metrics` (Prometheus counters of its
-//! stand-in prefix cache, see [`prefix_cache`]), with `--tokenize` vLLM's `POST /tokenize`
-//! and `POST /detokenize` (see [`tokenize`]), and the server's own record of what it did:
-//! `GET /mock/timing` (aggregates over every stream) and `GET /mock/requests` (per streamed
+//! JSON), `POST /v1/responses` (OpenAI's Responses API, see `responses.rs`),
+//! `POST /v1/audio/transcriptions` and `/v1/audio/translations` (multipart uploads, see
+//! `audio.rs` and [`MockServer::uploads`]), `GET /v1/models`, `GET /health`,
+//! `GET /metrics` (Prometheus counters of its stand-in prefix cache, see [`prefix_cache`]),
+//! with `--tokenize` vLLM's `POST /tokenize` and `POST /detokenize` (see [`tokenize`]), and
+//! the server's own record of what it did: `GET /mock/timing` (aggregates over every
+//! stream) and `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
 //! "first_content_ms"}]`, the last the first non-reasoning chunk's time, in the
 //! order the streams finished, within the bound of [`timing::MAX_KEPT_REQUESTS`]). What it
@@ -43,6 +46,7 @@
 //! that wait; where the kernel gives no timestamp, it is when the handler starts.
 
 mod arrival;
+mod audio;
 mod closing;
 mod faults;
 mod pooling;
@@ -76,6 +80,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use audio::Upload;
 pub use closing::{Closing, SilentClose};
 pub use faults::Faults;
 use faults::{Conn, Delivery, Fault, FaultListener, FaultPlan, FaultyBody};
@@ -236,6 +241,8 @@ struct Shared {
     /// See [`MockServer::sessions`].
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
     reasoning: Reasoning,
+    /// See [`MockServer::uploads`].
+    uploads: Arc<audio::Uploads>,
 }
 
 /// A request that carried a conversation's session id (`x-session-id`), as received.
@@ -257,6 +264,7 @@ const SESSION_HEADER: &str = "x-session-id";
 #[derive(Debug)]
 pub struct MockServer {
     addr: SocketAddr,
+    uploads: Arc<audio::Uploads>,
     timing: Arc<timing::TimingRecorder>,
     closes: Arc<closing::CloseStats>,
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
@@ -294,6 +302,12 @@ impl MockServer {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
+    }
+
+    /// What the audio requests uploaded (`/v1/audio/transcriptions` and
+    /// `/v1/audio/translations`), in arrival order (see [`audio::Upload`]).
+    pub fn uploads(&self) -> Vec<audio::Upload> {
+        self.uploads.list()
     }
 
     /// Connections accepted so far.
@@ -354,6 +368,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     let (stop, shutdown) = watch::channel(());
     let timing = Arc::new(timing::TimingRecorder::default());
     let sessions: Arc<std::sync::Mutex<Vec<Session>>> = Arc::default();
+    let uploads: Arc<audio::Uploads> = Arc::default();
     let shared = Arc::new(Shared {
         ttft: config.ttft,
         itl: config.itl,
@@ -368,6 +383,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         prefix_cache: prefix_cache::PrefixCache::new(config.prefix_cache),
         sessions: sessions.clone(),
         reasoning: config.reasoning,
+        uploads: uploads.clone(),
     });
     let mut stopped = stop.subscribe();
     let closes = Arc::new(closing::CloseStats::default());
@@ -392,6 +408,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     let task = tokio::spawn(serve.into_future());
     Ok(MockServer {
         addr,
+        uploads,
         timing,
         closes,
         sessions,
@@ -452,6 +469,8 @@ fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         .route("/generate", post(sglang_generate))
         .route("/completion", post(llama_cpp_completion))
         .route("/v1/responses", post(responses::responses))
+        .route("/v1/audio/transcriptions", post(audio::transcriptions))
+        .route("/v1/audio/translations", post(audio::translations))
         .route("/v1/embeddings", post(pooling::embeddings))
         .route("/embeddings", post(pooling::infinity_embeddings))
         .route("/pooling", post(pooling::pooling))

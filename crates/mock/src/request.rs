@@ -93,6 +93,28 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 include_usage: false,
             })
         }
+        Api::Audio => {
+            // Checked by the handler already; parsed again for the fields.
+            let form = super::audio::parse(body).map_err(de::Error::custom)?;
+            let count = |name: &str| {
+                form.field(name)
+                    .map(|v| v.parse::<u32>())
+                    .transpose()
+                    .map_err(|e| de::Error::custom(format!("field {name:?}: {e}")))
+            };
+            let max_tokens = match count("max_completion_tokens")? {
+                Some(n) => Some(n),
+                None => count("max_tokens")?,
+            };
+            Ok(Generation {
+                prompt_tokens: super::audio::prompt_tokens(&form),
+                max_tokens,
+                stream: form.flag("stream").map_err(de::Error::custom)?,
+                include_usage: form
+                    .flag("stream_include_usage")
+                    .map_err(de::Error::custom)?,
+            })
+        }
         Api::Responses => {
             let request: ResponsesRequest = serde_json::from_slice(body)?;
             Ok(Generation {

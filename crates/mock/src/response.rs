@@ -112,6 +112,9 @@ pub(super) enum Api {
     /// OpenAI's Responses API (`/v1/responses`): typed events, one delta per token, then
     /// `response.completed` with the usage; no `[DONE]` (see `responses.rs`).
     Responses,
+    /// OpenAI's audio transcriptions and translations: `transcription.chunk` objects
+    /// with usage, then `data: [DONE]` (see `audio.rs`).
+    Audio,
 }
 
 /// The pieces of one streamed token chunk around the token text, per API.
@@ -195,7 +198,7 @@ impl Api {
                 super::responses::error_event(&message, &mut out);
                 return out;
             }
-            Api::Completions | Api::Chat | Api::Sglang => {
+            Api::Completions | Api::Chat | Api::Sglang | Api::Audio => {
                 out.extend_from_slice(b"data: ");
                 out.extend_from_slice(&error_object(message.as_str().unwrap_or_default()));
                 Ok(())
@@ -402,6 +405,7 @@ impl Reply<'_> {
             }
             Api::LlamaCpp => self.llama_final(&text, out),
             Api::Responses => super::responses::whole(self, out),
+            Api::Audio => super::audio::whole(self, out),
             Api::Tgi => {
                 out.extend_from_slice(br#"{"generated_text":""#);
                 out.extend_from_slice(&text);
@@ -441,6 +445,10 @@ impl Reply<'_> {
             // The events that close the items, and the terminal event unless the stream
             // is to end without one (the `NoDone` fault).
             super::responses::trailer(self, *content != Content::NoDone, &mut trailer);
+        } else if self.api == Api::Audio {
+            if include_usage {
+                super::audio::usage_trailer(self, &mut trailer);
+            }
         } else if self.api == Api::LlamaCpp {
             // The last event carries no token: the counts and why generation stopped.
             trailer.extend_from_slice(b"data: ");
@@ -455,7 +463,10 @@ impl Reply<'_> {
         }
         // Of the servers' own APIs only SGLang's ends its stream with `[DONE]`.
         if *content != Content::NoDone
-            && matches!(self.api, Api::Completions | Api::Chat | Api::Sglang)
+            && matches!(
+                self.api,
+                Api::Completions | Api::Chat | Api::Sglang | Api::Audio
+            )
         {
             trailer.extend_from_slice(b"data: [DONE]\n\n");
         }
@@ -602,6 +613,11 @@ impl Native {
             }
             Api::Responses => {
                 super::responses::delta(self.id, i, self.reasoning, head, tail);
+                return;
+            }
+            Api::Audio => {
+                let (n, prompt) = (self.completion_tokens, self.prompt_tokens);
+                super::audio::chunk(self.id, i, n, prompt, head, tail);
                 return;
             }
             Api::Completions | Api::Chat => unreachable!("OpenAI chunks use their ChunkShape"),
