@@ -350,6 +350,74 @@ mod tests {
         assert_eq!(ProbeResults::default().warning(), None);
     }
 
+    /// A generation run at an infinite rate, for the reports.
+    fn run_info() -> crate::report::RunInfo {
+        use chrono::{Local, TimeZone};
+        crate::report::RunInfo {
+            date: Local.with_ymd_and_hms(2025, 3, 4, 5, 6, 7).unwrap(),
+            started_at: Local.with_ymd_and_hms(2025, 3, 4, 5, 5, 0).unwrap(),
+            backend: "openai".into(),
+            label: None,
+            model_id: "m".into(),
+            tokenizer_id: Some("m".into()),
+            num_prompts: 4,
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            max_concurrency: None,
+            ramp_up: None,
+            rps_change_events: vec![],
+            metadata: vec![],
+            args: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn the_reports_show_vllms_probe_block_and_keys_where_vllm_puts_them() {
+        let mut m = crate::metrics::tests::fixture_metrics();
+        let run = run_info();
+        let without = crate::report::console(&m, &run);
+        assert!(!without.contains("Probe"), "{without}");
+        let doc = crate::report::result_doc(&m, &run, false);
+        assert!(doc.get("probe_completed").is_none());
+
+        m.probe = ProbeStats::of(&[0.05, 0.01, 0.03, 0.02], 2);
+        let console = crate::report::console(&m, &run);
+        let block = [
+            "------------------Probe Requests------------------",
+            "Probe requests completed:                4         ",
+            "Probe requests failed:                   2         ",
+            "Median probe E2EL (ms):                  25.00     ",
+            "P99 probe E2EL (ms):                     49.40     ",
+            "Max probe E2EL (ms):                     50.00     ",
+        ]
+        .join("\n");
+        let at = console.find(&block).unwrap_or_else(|| panic!("{console}"));
+        // After the throughputs, before the first metric section.
+        assert!(console.find("Request throughput (req/s):").unwrap() < at);
+        assert!(
+            at < console.find("Time to First Token").unwrap(),
+            "{console}"
+        );
+
+        let doc = crate::report::result_doc(&m, &run, false);
+        let keys: Vec<&str> = doc.keys().collect();
+        let rtfx = keys.iter().position(|&k| k == "rtfx").unwrap();
+        assert_eq!(
+            keys[rtfx + 1..rtfx + 6],
+            [
+                "probe_completed",
+                "probe_failed",
+                "probe_median_e2el_ms",
+                "probe_p99_e2el_ms",
+                "probe_max_e2el_ms"
+            ]
+        );
+        assert_eq!(doc.get("probe_completed"), Some(&serde_json::json!(4)));
+        assert_eq!(doc.get("probe_failed"), Some(&serde_json::json!(2)));
+        let p99 = doc.get("probe_p99_e2el_ms").unwrap().as_f64().unwrap();
+        assert!((p99 - 49.4).abs() < 1e-9);
+    }
+
     /// A server that answers one request with `status` and hands back what it read.
     async fn answer_once(status: &'static str) -> (String, tokio::task::JoinHandle<String>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
