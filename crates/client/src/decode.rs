@@ -4,6 +4,10 @@
 //! - every frame that carries output (a `chunk` event, even with empty text) is a timing
 //!   point; the first gives TTFT, the following ones give ITL gaps;
 //! - latency runs from the request start to the last such frame;
+//! - beyond vLLM, the first chunk with non-empty content text gives the time to the first
+//!   content token (`ttfc`), which differs from TTFT when reasoning (or an empty
+//!   role-only delta) came first; the chunks' token counts are kept when the decoder knew
+//!   them;
 //! - `usage` sets the output token count and the server's prompt count, kept beside the
 //!   dataset's `prompt_len` (the metrics choose between them, see
 //!   `metrics::InputTokenSource`);
@@ -100,8 +104,12 @@ pub fn build_record(
         frames,
         spans,
         escaped,
-        tokens: _,
+        tokens,
     } = &decoded.chunks;
+    // The host checked that there are none or one per chunk.
+    if tokens.len() == frames.len() {
+        rec.chunk_tokens.clone_from(tokens);
+    }
     let mut first: Option<Instant> = None;
     let mut last = raw.start;
     rec.itl.reserve(frames.len().saturating_sub(1));
@@ -122,6 +130,11 @@ pub fn build_record(
                 .push(at.saturating_duration_since(last).as_secs_f64());
         }
         last = at;
+        if span[1] > 0 && rec.ttfc.is_none() {
+            // A non-empty span always decodes to some text (an escape is at least one
+            // character).
+            rec.ttfc = Some(at.saturating_duration_since(raw.start).as_secs_f64());
+        }
         let appended = append_text(
             &mut rec.generated_text,
             buffer,
@@ -566,5 +579,64 @@ mod tests {
         assert_eq!(rec.reasoning_text, "think\n");
         assert_eq!(rec.generated_text, "said");
         assert_eq!(rec.itl.len(), 1);
+    }
+
+    #[test]
+    fn the_first_content_token_is_timed_apart_from_reasoning_and_empty_deltas() {
+        let t0 = Instant::now();
+        let start = t0 + Duration::from_millis(100);
+        // A role-only chunk (empty content), two reasoning chunks, then the answer in two.
+        let raw = raw_with(
+            &["", "hm", "mm", "an", "swer"],
+            &[10, 20, 30, 45, 50],
+            start,
+        );
+        let out = Decoded {
+            chunks: Chunks {
+                frames: vec![0, 1, 2, 3, 4],
+                spans: vec![0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 2, 2, 4, 2, 0, 0, 6, 4, 0, 0],
+                escaped: vec![0; 5],
+                tokens: vec![0, 1, 1, 1, 1],
+            },
+            events: vec![],
+        };
+        let rec = build_record(&meta(t0), &raw, Ok(out), t0);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
+        // TTFT is vLLM's: the first chunk, empty or not.
+        assert!((rec.ttft - 0.010).abs() < 1e-9, "{}", rec.ttft);
+        // TTFC: the first chunk with content text, 45 ms after the start.
+        let ttfc = rec.ttfc.expect("content arrived");
+        assert!((ttfc - 0.045).abs() < 1e-9, "{ttfc}");
+        assert_eq!(
+            (rec.reasoning_text.as_str(), rec.generated_text.as_str()),
+            ("hmmm", "answer")
+        );
+        // The decoder's per-chunk counts are kept, one per chunk.
+        assert_eq!(rec.chunk_tokens, vec![0, 1, 1, 1, 1]);
+        assert_eq!(rec.itl.len(), 4);
+
+        // Reasoning only: no content token, no TTFC; without counts, none are kept.
+        let raw = raw_with(&["hm"], &[7], start);
+        let out = Decoded {
+            chunks: Chunks {
+                frames: vec![0],
+                spans: vec![0, 0, 0, 2],
+                escaped: vec![0],
+                tokens: vec![],
+            },
+            events: vec![],
+        };
+        let rec = build_record(&meta(t0), &raw, Ok(out), t0);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
+        assert_eq!((rec.ttfc, rec.chunk_tokens.len()), (None, 0));
+        // Content in the first chunk: TTFC is TTFT.
+        let raw = raw_with(&["ab"], &[7], start);
+        let rec = build_record(
+            &meta(t0),
+            &raw,
+            Ok(decoded(&[(0, 0, 2, false)], vec![])),
+            t0,
+        );
+        assert_eq!(rec.ttfc, Some(rec.ttft));
     }
 }

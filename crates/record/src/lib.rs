@@ -127,8 +127,17 @@ pub struct RequestRecord {
     pub reasoning_text: String,
     /// Time to the first frame that carried output (vLLM: first chunk with `choices`).
     pub ttft: f64,
+    /// Time to the first chunk whose content text (not reasoning) is non-empty: when a
+    /// reasoning model's answer began. vLLM's TTFT counts the first reasoning delta (and an
+    /// empty role-only delta) as the first token, which hides a long reasoning phase; this
+    /// is reported beside it. `None` when no content arrived.
+    pub ttfc: Option<f64>,
     /// Gaps between successive output-carrying frames.
     pub itl: Vec<f64>,
+    /// Tokens each output chunk carried, in chunk order (one more than `itl` gaps), when
+    /// the backend's decoder knew the count of every chunk (the contract sends all or
+    /// none); empty otherwise. `--split-itl-by-tokens` splits a chunk's gap among them.
+    pub chunk_tokens: Vec<u32>,
     /// Request start to the last output-carrying frame (vLLM's `latency`).
     pub latency: f64,
     /// Actual send time (after any `--max-concurrency` wait), seconds since the
@@ -188,7 +197,9 @@ impl Default for RequestRecord {
             generated_text: String::new(),
             reasoning_text: String::new(),
             ttft: 0.0,
+            ttfc: None,
             itl: Vec::new(),
+            chunk_tokens: Vec::new(),
             latency: 0.0,
             start_time: 0.0,
             dispatch_time: 0.0,

@@ -124,6 +124,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "TOKENS", default_value_t = crate::prefix_reuse::DEFAULT_BLOCK_SIZE)]
     pub prefix_cache_block_size: usize,
 
+    /// ITL with one entry per token: where the response says how many tokens each chunk
+    /// carried (a backend whose API reports it, or OpenAI usage with vLLM's
+    /// continuous_usage_stats), a chunk's gap is split evenly among its tokens, and tokens
+    /// that came with the first chunk get gaps of 0. Off by default: vLLM's ITL has one
+    /// entry per chunk, however many tokens it carries. Other responses keep that.
+    #[arg(long)]
+    pub split_itl_by_tokens: bool,
+
     /// Save the results to a JSON file.
     #[arg(long)]
     pub save_result: bool,
@@ -513,6 +521,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
                 goodput,
                 input_tokens: args.input_tokens,
                 prefix_block_size: args.prefix_cache_block_size,
+                split_itl_by_tokens: args.split_itl_by_tokens,
             },
             report,
         },

@@ -7,6 +7,7 @@ pub mod embeddings;
 pub mod goodput;
 pub mod stats;
 pub mod timeline;
+pub mod tokens;
 pub mod turns;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -14,6 +15,7 @@ use anyhow::{Context, Result, bail, ensure};
 pub use embeddings::EmbeddingStats;
 pub use goodput::{Goodput, parse_goodput};
 pub use stats::Summary;
+pub use tokens::ReasoningStats;
 pub use turns::{ReportedCache, TurnStats};
 
 use crate::record::{Failure, FailureKind, RequestRecord};
@@ -143,6 +145,10 @@ pub struct MetricsConfig {
     /// `--prefix-cache-block-size`: the block size of the theoretical prefix-cache hit
     /// rate ([`crate::prefix_reuse`]); 0 leaves it out.
     pub prefix_block_size: usize,
+    /// `--split-itl-by-tokens`: where a response said how many tokens each chunk carried,
+    /// ITL has one entry per token, each chunk's gap split evenly among its tokens
+    /// ([`tokens::split_itl`]); off, ITL is vLLM's, one entry per chunk.
+    pub split_itl_by_tokens: bool,
 }
 
 impl Default for MetricsConfig {
@@ -158,6 +164,7 @@ impl Default for MetricsConfig {
             goodput: Goodput::default(),
             input_tokens: InputTokenSource::default(),
             prefix_block_size: crate::prefix_reuse::DEFAULT_BLOCK_SIZE,
+            split_itl_by_tokens: false,
         }
     }
 }
@@ -206,6 +213,11 @@ impl PerRequest {
         self.records.iter().map(|r| r.ttft)
     }
 
+    /// Times to the first content token (`None` where no content arrived).
+    pub fn ttfcs(&self) -> impl ExactSizeIterator<Item = Option<f64>> + '_ {
+        self.records.iter().map(|r| r.ttfc)
+    }
+
     pub fn itls(&self) -> impl ExactSizeIterator<Item = &[f64]> + '_ {
         self.records.iter().map(|r| r.itl.as_slice())
     }
@@ -250,7 +262,9 @@ pub struct LagSummary {
 
 /// The server's `usage.completion_tokens` against the tokenizer's count of the generated
 /// text, over successful requests that reported usage anywhere in their response (also
-/// where vLLM's client does not read it, see `RequestRecord::server_output_tokens`).
+/// where vLLM's client does not read it, see `RequestRecord::server_output_tokens`). The
+/// tokenizer's count includes the reasoning text, which the server's usage counts too
+/// (vLLM's output length without usage does not: its client drops reasoning text).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TokenCountCheck {
     pub requests_with_usage: usize,
@@ -361,6 +375,12 @@ pub struct Metrics {
     /// among the records); `None` without probes, or when none succeeded. Set by the
     /// caller that ran them.
     pub probe: Option<crate::probe::ProbeStats>,
+    /// A run with reasoning text: the time to the first content token and the reasoning
+    /// token count, reported beside TTFT; `None` when no response had reasoning.
+    pub reasoning: Option<ReasoningStats>,
+    /// With `--split-itl-by-tokens`, the successful requests whose ITL was split by their
+    /// chunks' token counts (the others kept vLLM's); `None` without the flag.
+    pub itl_split_requests: Option<usize>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -401,6 +421,16 @@ pub fn calculate(
         "benchmark duration must be a positive number of seconds, got {duration_s}"
     );
     records.sort_by_key(|r| r.index);
+    let itl_split_requests = config.split_itl_by_tokens.then(|| {
+        let mut split = 0;
+        for record in records.iter_mut().filter(|r| r.succeeded()) {
+            if let Some(itl) = tokens::split_itl(&record.itl, &record.chunk_tokens) {
+                record.itl = itl;
+                split += 1;
+            }
+        }
+        split
+    });
     let ordered = records.as_slice();
 
     let mut output_lens = Vec::with_capacity(ordered.len());
@@ -413,6 +443,7 @@ pub fn calculate(
     // Of those, requests whose usage came where vLLM's client does not read it.
     let mut unread_usage = 0usize;
     let mut check = TokenCountCheck::default();
+    let mut reasoning_tokens = 0u64;
 
     for record in ordered {
         if !record.succeeded() {
@@ -438,12 +469,22 @@ pub fn calculate(
             })? as u64),
             None => None,
         };
+        // The server counts reasoning tokens as output; vLLM's client drops their text.
+        let reasoning_count = match count_tokens {
+            Some(count) if !record.reasoning_text.is_empty() => count(&record.reasoning_text)
+                .with_context(|| {
+                    format!("counting the reasoning tokens of request {}", record.index)
+                })? as u64,
+            _ => 0,
+        };
+        reasoning_tokens += reasoning_count;
         // The diagnostics compare every count the server sent, read by vLLM's rule or not.
         if let (Some(server), Some(tokenized)) = (
             record.server_output_tokens.filter(|&n| n > 0),
             tokenizer_count,
         ) {
             let server = u64::from(server);
+            let tokenized = tokenized + reasoning_count;
             check.requests_with_usage += 1;
             check.server_tokens += server;
             check.tokenizer_tokens += tokenized;
@@ -528,6 +569,15 @@ pub fn calculate(
     // A pooling result has no output to count.
     let token_counts = count_tokens.filter(|_| embedding.is_none()).map(|_| check);
     let client = client_stats(ordered, completed, duration_s, token_counts);
+    warnings.extend(tokens::mismatch_notes(&client));
+    if itl_split_requests == Some(0) && completed > 0 {
+        warnings.push(
+            "--split-itl-by-tokens: no response said how many tokens its chunks carried, so \
+             ITL is per chunk as in vLLM"
+                .to_string(),
+        );
+    }
+    let reasoning = tokens::reasoning(ordered, count_tokens.map(|_| reasoning_tokens), percentiles);
     let failed = ordered.len() - completed;
     let per_turn = turns::per_turn(ordered, &output_lens, percentiles);
     let reported_cache = turns::reported_cache(ordered);
@@ -568,6 +618,8 @@ pub fn calculate(
         prefix_reuse: None,
         embedding,
         probe: None,
+        reasoning,
+        itl_split_requests,
         per_request: PerRequest {
             records,
             output_lens,

@@ -78,6 +78,7 @@ pub(crate) fn config() -> MetricsConfig {
         goodput: Goodput::default(),
         input_tokens: InputTokenSource::Usage,
         prefix_block_size: 16,
+        split_itl_by_tokens: false,
     }
 }
 
@@ -489,4 +490,160 @@ fn percentile_flags_parse() {
     );
     assert!(parse_percentiles("101").is_err());
     assert!(parse_percentiles("p99").is_err());
+}
+
+/// The fixture with reasoning: request 0 thought "let me see" (3 words) before its answer,
+/// which began 0.25 s after the start (TTFT 0.1 s was the first reasoning delta); request
+/// 3 thought "hmm" and its content came with its first chunk; request 1 had no reasoning.
+fn reasoning_fixture() -> Vec<RequestRecord> {
+    let mut records = fixture();
+    records[0].reasoning_text = "let me see".into();
+    records[0].ttfc = Some(0.25);
+    records[1].ttfc = Some(0.2);
+    records[3].reasoning_text = "hmm".into();
+    records[3].ttfc = Some(0.4);
+    records
+}
+
+#[test]
+fn reasoning_runs_report_the_first_content_token_and_reasoning_tokens() {
+    let m = calculate(reasoning_fixture(), 10.0, Some(&words), &config()).unwrap();
+    let r = m.reasoning.as_ref().expect("a reasoning run");
+    assert_eq!(
+        (r.requests_with_reasoning, r.requests_without_content),
+        (2, 0)
+    );
+    assert_eq!(r.reasoning_tokens, Some(3 + 1));
+    // TTFCs 0.25, 0.2, 0.4 s: mean 283.33 ms, median 250, population std, p50, p99.
+    let ttfcs = [250.0f64, 200.0, 400.0];
+    let mean = ttfcs.iter().sum::<f64>() / 3.0;
+    let std = (ttfcs.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / 3.0).sqrt();
+    summary(&r.ttfc, mean, 250.0, std, 250.0, 250.0 + 150.0 * 0.98);
+    // vLLM's keys do not move: TTFT is still the first chunk's, output lengths are the
+    // server's usage where read, else the tokenizer's count of the content text only.
+    let plain = fixture_metrics();
+    assert_eq!(m.ttft, plain.ttft);
+    assert_eq!(m.per_request.output_lens, plain.per_request.output_lens);
+    assert_eq!(m.total_output, plain.total_output);
+    // The check against the server's usage counts the reasoning text too (the server's
+    // completion_tokens include it): request 0's 5 + 3 words against its usage of 5.
+    let check = m.client.token_counts.unwrap();
+    assert_eq!((check.server_tokens, check.tokenizer_tokens), (6, 7 + 3));
+    // A request that only reasoned has no TTFC and is counted apart.
+    let mut records = reasoning_fixture();
+    records[3].ttfc = None;
+    let m = calculate(records, 10.0, None, &config()).unwrap();
+    let r = m.reasoning.unwrap();
+    assert_eq!((r.requests_without_content, r.reasoning_tokens), (1, None));
+    close(r.ttfc.mean, 225.0);
+    // Without reasoning text anywhere there is nothing to report, whatever the TTFCs.
+    let mut records = reasoning_fixture();
+    records[0].reasoning_text.clear();
+    records[3].reasoning_text.clear();
+    assert_eq!(
+        calculate(records, 10.0, Some(&words), &config())
+            .unwrap()
+            .reasoning,
+        None
+    );
+    // A failed request's reasoning does not make a reasoning run.
+    let mut records = fixture();
+    records[2].reasoning_text = "x".into();
+    assert_eq!(
+        calculate(records, 10.0, Some(&words), &config())
+            .unwrap()
+            .reasoning,
+        None
+    );
+}
+
+#[test]
+fn split_itl_gives_one_gap_per_token_only_when_asked() {
+    // Request 0 streamed 5 tokens in chunks of 1, 2, 1, 0, 1 (the fourth chunk said it
+    // carried none); request 3 had no counts.
+    let mut records = fixture();
+    records[0].chunk_tokens = vec![1, 2, 1, 0, 1];
+    let split = MetricsConfig {
+        split_itl_by_tokens: true,
+        ..config()
+    };
+    let off = calculate(records.clone(), 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(off.per_request.records[0].itl, vec![0.02, 0.03, 0.05, 0.1]);
+    assert_eq!(off.itl_split_requests, None);
+    let on = calculate(records, 10.0, Some(&words), &split).unwrap();
+    assert_eq!(on.itl_split_requests, Some(1));
+    assert_eq!(
+        on.per_request.records[0].itl,
+        vec![0.01, 0.01, 0.03, 0.05, 0.1]
+    );
+    // The pooled ITL follows, vLLM's other metrics do not move.
+    assert_eq!(on.per_request.records[3].itl, vec![0.2, 0.1]);
+    assert_eq!((on.ttft.clone(), on.tpot.clone()), (off.ttft, off.tpot));
+    // ITLs: 0.01 0.01 0.03 0.05 0.1 0.2 0.1 -> mean 0.5 / 7 s.
+    close(on.itl.mean, 500.0 / 7.0);
+    assert!(
+        on.warnings
+            .iter()
+            .all(|w| !w.contains("--split-itl-by-tokens"))
+    );
+    // Asked for, but no response said: a note, and vLLM's ITL.
+    let none = calculate(fixture(), 10.0, Some(&words), &split).unwrap();
+    assert_eq!(none.itl, fixture_metrics().itl);
+    assert!(
+        none.warnings
+            .iter()
+            .any(|w| w.starts_with("--split-itl-by-tokens: no response said")),
+        "{:?}",
+        none.warnings
+    );
+}
+
+#[test]
+fn totals_that_differ_by_more_than_one_percent_are_noted() {
+    // The fixture's server says 6 output tokens where the tokenizer counts 7 (16.7%), and
+    // no prompt counts.
+    let m = fixture_metrics();
+    let check = m.client.token_counts.unwrap();
+    let (server, tokenizer, pct) = check.totals_mismatch().unwrap();
+    assert_eq!((server, tokenizer), (6, 7));
+    close(pct, 100.0 / 6.0);
+    let notes: Vec<&String> = m
+        .warnings
+        .iter()
+        .filter(|w| w.contains("token totals differ"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{:?}", m.warnings);
+    assert!(notes[0].starts_with("output token totals differ by 16.67% (more than 1%)"));
+    // Agreeing output counts and prompt counts 1% apart: no note; 1.5% apart: a note.
+    let mut records = fixture();
+    records[1].output_tokens = Some(2);
+    records[1].server_output_tokens = Some(2);
+    for (i, n) in [(0, 100), (1, 50), (3, 30)] {
+        records[i].prompt_len = n;
+    }
+    records[0].server_prompt_tokens = Some(200);
+    records[0].prompt_len = 198;
+    let m = calculate(records.clone(), 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(m.client.token_counts.unwrap().totals_mismatch(), None);
+    assert_eq!(m.client.prompt_tokens.unwrap().totals_mismatch(), None);
+    assert!(
+        m.warnings
+            .iter()
+            .all(|w| !w.contains("token totals differ")),
+        "{:?}",
+        m.warnings
+    );
+    records[0].prompt_len = 197;
+    let m = calculate(records, 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(
+        m.client.prompt_tokens.unwrap().totals_mismatch(),
+        Some((200, 197, 1.5))
+    );
+    assert!(
+        m.warnings
+            .iter()
+            .any(|w| w.starts_with("input token totals differ by 1.50% (more than 1%)")),
+        "{:?}",
+        m.warnings
+    );
 }

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::RunInfo;
-use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric};
+use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric, Summary};
 use crate::pyjson::float_repr;
 
 /// vLLM prints at most this many failed requests' errors.
@@ -202,15 +202,24 @@ fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
     }
     probe_lines(out, m);
     for (metric, name, title) in reported_sections(m, run) {
-        let summary = m.summary(metric);
-        header(out, title, '-');
-        line_f(out, &format!("Mean {name} (ms):"), summary.mean);
-        line_f(out, &format!("Median {name} (ms):"), summary.median);
-        for &(p, value) in &summary.percentiles {
-            line_f(out, &format!("P{} {name} (ms):", percentile_word(p)), value);
+        section(out, m.summary(metric), name, title);
+        // A reasoning run's time to the first content token, beside vLLM's TTFT (which
+        // its first reasoning delta set); the block is vLLM's without reasoning.
+        if let (PercentileMetric::Ttft, Some(reasoning)) = (metric, &m.reasoning) {
+            section(out, &reasoning.ttfc, "TTFC", "Time to First Content Token");
         }
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
+}
+
+/// One metric's section of vLLM's block: its header, mean, median and percentiles.
+fn section(out: &mut String, summary: &Summary, name: &str, title: &str) {
+    header(out, title, '-');
+    line_f(out, &format!("Mean {name} (ms):"), summary.mean);
+    line_f(out, &format!("Median {name} (ms):"), summary.median);
+    for &(p, value) in &summary.percentiles {
+        line_f(out, &format!("P{} {name} (ms):", percentile_word(p)), value);
+    }
 }
 
 /// A generation run's lines between the input tokens and the metric sections.
@@ -318,6 +327,9 @@ fn client_block(out: &mut String, m: &Metrics) {
     if let Some(check) = c.prompt_tokens {
         line(out, "Input tokens (server usage):", check.server_tokens);
         line(out, "Input tokens (dataset count):", check.dataset_tokens);
+        if let Some((_, _, pct)) = check.totals_mismatch() {
+            line_f(out, "Input token totals differ (%):", pct);
+        }
     }
     if let Some(check) = c.token_counts.filter(|check| check.requests_with_usage > 0) {
         line(out, "Output tokens (server usage):", check.server_tokens);
@@ -331,6 +343,29 @@ fn client_block(out: &mut String, m: &Metrics) {
             "Requests with differing counts:",
             check.mismatched_requests,
         );
+        if let Some((_, _, pct)) = check.totals_mismatch() {
+            line_f(out, "Output token totals differ (%):", pct);
+        }
+    }
+    if let Some(reasoning) = &m.reasoning {
+        line(
+            out,
+            "Requests with reasoning:",
+            reasoning.requests_with_reasoning,
+        );
+        if reasoning.requests_without_content > 0 {
+            line(
+                out,
+                "Requests without content:",
+                reasoning.requests_without_content,
+            );
+        }
+        if let Some(tokens) = reasoning.reasoning_tokens {
+            line(out, "Reasoning tokens (tokenizer count):", tokens);
+        }
+    }
+    if let Some(split) = m.itl_split_requests {
+        line(out, "Requests with ITL split by tokens:", split);
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::console::{percentile_word, reported_sections};
 use super::{RunInfo, rps_change_timestamp, strategy_name};
-use crate::metrics::{EmbeddingStats, Metrics, PerRequest};
+use crate::metrics::{EmbeddingStats, Metrics, PerRequest, PercentileMetric, Summary};
 
 /// Per-request lists that vLLM drops unless `--save-detailed` (it keeps `latencies` and
 /// `queue_times` regardless).
@@ -87,6 +87,7 @@ enum List {
     InputLens,
     OutputLens,
     Ttfts,
+    Ttfcs,
     Itls,
     Latencies,
     StartTimes,
@@ -113,6 +114,7 @@ impl Serialize for Field<'_> {
             List::InputLens => s.collect_seq(p.input_lens()),
             List::OutputLens => s.collect_seq(&p.output_lens),
             List::Ttfts => s.collect_seq(p.ttfts().map(Float)),
+            List::Ttfcs => s.collect_seq(p.ttfcs().map(|t| t.map(Float))),
             List::Itls => s.collect_seq(p.itls().map(Floats)),
             List::Latencies => s.collect_seq(p.latencies().map(Float)),
             List::StartTimes => s.collect_seq(p.start_times().map(Float)),
@@ -283,13 +285,11 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         r.insert("rps_change_events", Value::Array(events));
     }
     for (metric, _, _) in reported_sections(m, run) {
-        let name = metric.name();
-        let s = m.summary(metric);
-        r.insert(format!("mean_{name}_ms"), float(s.mean));
-        r.insert(format!("median_{name}_ms"), float(s.median));
-        r.insert(format!("std_{name}_ms"), float(s.std));
-        for &(p, value) in &s.percentiles {
-            r.insert(format!("p{}_{name}_ms", percentile_word(p)), float(value));
+        summary_keys(&mut r, metric.name(), m.summary(metric));
+        // A reasoning run's time to the first content token, beside TTFT, under a name
+        // vLLM does not use.
+        if let (PercentileMetric::Ttft, Some(reasoning)) = (metric, &m.reasoning) {
+            summary_keys(&mut r, "ttfc", &reasoning.ttfc);
         }
     }
 
@@ -334,6 +334,13 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
             "input_token_count_mismatches",
             json!(check.mismatched_requests),
         );
+        if let Some((server, dataset, pct)) = check.totals_mismatch() {
+            r.insert(
+                "input_token_count_mismatch",
+                json!({"server_usage": server, "dataset_count": dataset,
+                       "difference_pct": float(pct)}),
+            );
+        }
     }
     if let Some(cache) = &m.server_cache {
         r.insert("server_metrics_source", json!(cache.server));
@@ -382,6 +389,32 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
             "output_token_count_mismatches",
             json!(check.mismatched_requests),
         );
+        if let Some((server, tokenizer, pct)) = check.totals_mismatch() {
+            r.insert(
+                "output_token_count_mismatch",
+                json!({"server_usage": server, "tokenizer_count": tokenizer,
+                       "difference_pct": float(pct)}),
+            );
+        }
+    }
+    if let Some(reasoning) = &m.reasoning {
+        r.insert(
+            "requests_with_reasoning",
+            json!(reasoning.requests_with_reasoning),
+        );
+        r.insert(
+            "requests_without_content",
+            json!(reasoning.requests_without_content),
+        );
+        if let Some(tokens) = reasoning.reasoning_tokens {
+            r.insert("total_reasoning_tokens", json!(tokens));
+        }
+        if detailed {
+            r.insert_field("ttfcs".into(), list(List::Ttfcs));
+        }
+    }
+    if let Some(split) = m.itl_split_requests {
+        r.insert("itl_split_by_tokens_requests", json!(split));
     }
 
     if !detailed {
@@ -390,6 +423,16 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         }
     }
     r
+}
+
+/// `mean_{name}_ms`, `median_{name}_ms`, `std_{name}_ms` and the percentiles' keys.
+fn summary_keys(r: &mut ResultDoc<'_>, name: &str, s: &Summary) {
+    r.insert(format!("mean_{name}_ms"), float(s.mean));
+    r.insert(format!("median_{name}_ms"), float(s.median));
+    r.insert(format!("std_{name}_ms"), float(s.std));
+    for &(p, value) in &s.percentiles {
+        r.insert(format!("p{}_{name}_ms", percentile_word(p)), float(value));
+    }
 }
 
 /// A pooling run's result keys (vLLM's `benchmark()` for `EmbedBenchmarkMetrics`, which

@@ -18,6 +18,8 @@ use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
 mod console_snapshots;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod token_tests;
 
 /// vLLM's date format for the result's `date` key and file name.
 pub const DATE_FORMAT: &str = "%Y%m%d-%H%M%S";

@@ -126,6 +126,7 @@ fn console_block_is_vllms_text() {
         "Output tokens (server usage):            6         \n",
         "Output tokens (tokenizer count):         7         \n",
         "Requests with differing counts:          1         \n",
+        "Output token totals differ (%):          16.67     \n",
         "==================================================\n",
     );
     assert_eq!(console(&full_metrics(), &run()), want);
@@ -263,6 +264,7 @@ fn result_json_has_every_vllm_key() {
             "connection_retries",
             "failures_by_kind",
             "input_tokens_source",
+            "output_token_count_mismatch",
             "output_token_count_mismatches",
             "output_tokens_server_usage",
             "output_tokens_tokenizer_count",
