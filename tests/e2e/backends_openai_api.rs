@@ -1,1 +1,218 @@
-//! (being written this session)
+//! OpenAI's other APIs (vLLM's `openai-responses` and `openai-audio`), each against the
+//! mock speaking it.
+//!
+//! The truth is the server's own record of each request (`/mock/requests`, by request
+//! id) and the text the `openai` backend gets from the same server (token `i` of every
+//! answer is the same word, whatever the API).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::timing::ATTEMPTS;
+use crate::common::*;
+
+const PROMPTS: usize = 6;
+const OUTPUT_LEN: usize = 8;
+const TTFT: Duration = Duration::from_millis(40);
+const ITL: Duration = Duration::from_millis(10);
+
+/// A run of `backend` against `m` with `args`, its request ids `<prefix><index>`.
+fn run(m: &Mock, backend: &str, prefix: &str, args: &[&str]) -> Value {
+    let out = Bench::against(&m.url)
+        .backend(backend)
+        .random(16, OUTPUT_LEN as u32)
+        .prompts(PROMPTS as u64)
+        .args(["--max-concurrency", "3", "--request-id-prefix", prefix])
+        .args(args)
+        .save_detailed()
+        .run()
+        .assert_success();
+    let r = out.json();
+    assert_eq!(r["completed"], PROMPTS, "{backend}: {out}");
+    assert_eq!(r["failed"], 0, "{backend}: {out}");
+    r
+}
+
+fn numbers(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// The words of an answer of the mock (each starts with a space).
+fn words(text: &str) -> Vec<String> {
+    text.split(' ').skip(1).map(|w| format!(" {w}")).collect()
+}
+
+/// The texts the `openai` backend gets from `m`: the mock's first `OUTPUT_LEN` words.
+fn reference(m: &Mock) -> Vec<String> {
+    let r = run(m, "openai", "ref-", &[]);
+    r["generated_texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Per request: bench's TTFT is never less than the server's and its gaps are the
+/// server's, one per token after the first. `Some(why)` when only the bounds a busy
+/// machine can break were missed.
+fn check_timing(m: &Mock, r: &Value, prefix: &str) -> Option<String> {
+    let records = m.server.as_ref().unwrap().requests();
+    let ttfts = numbers(&r["ttfts"]);
+    let itls = r["itls"].as_array().unwrap();
+    let mut missed = Vec::new();
+    for i in 0..PROMPTS {
+        let id = format!("{prefix}{i}");
+        let record = records
+            .iter()
+            .rfind(|rec| rec.id == id)
+            .unwrap_or_else(|| panic!("the server has no record of {id}"));
+        let ttft_ms = ttfts[i] * 1e3;
+        let gaps: Vec<f64> = numbers(&itls[i]).iter().map(|s| s * 1e3).collect();
+        assert!(
+            ttft_ms >= record.ttft_ms - 0.5,
+            "{id}: {ttft_ms} < {record:?}"
+        );
+        assert_eq!(gaps.len(), record.itl_ms.len(), "{id}: {gaps:?} {record:?}");
+        assert_eq!(gaps.len(), OUTPUT_LEN - 1, "{id}");
+        if ttft_ms - record.ttft_ms >= 10.0 {
+            missed.push(format!("{id}: TTFT {ttft_ms} ms, the server's {record:?}"));
+        }
+        let (ours, theirs) = (gaps.iter().sum::<f64>(), record.itl_ms.iter().sum::<f64>());
+        if (ours - theirs).abs() >= 10.0 {
+            missed.push(format!("{id}: gaps {gaps:?}, the server's {record:?}"));
+        }
+    }
+    (!missed.is_empty()).then(|| missed.join("; "))
+}
+
+/// Runs `attempt` until it meets the timing bounds, at most `ATTEMPTS` times.
+fn with_attempts(what: &str, mut attempt: impl FnMut(usize) -> Option<String>) {
+    for n in 1..=ATTEMPTS {
+        match attempt(n) {
+            None => return,
+            Some(late) => eprintln!("{what}: attempt {n}/{ATTEMPTS}: timing bounds missed: {late}"),
+        }
+    }
+    timing::skipped(format_args!(
+        "{what}: in {ATTEMPTS} attempts bench's timing was 10 ms or more off the mock \
+         server's record (a busy machine)"
+    ));
+}
+
+#[test]
+fn openai_responses_times_reasoning_and_output_deltas_as_the_mock_sent_them() {
+    const REASONING: usize = 3;
+    let _alone = gate::exclusive();
+    let m = mock(bench::mock::MockConfig {
+        ttft: TTFT,
+        itl: ITL,
+        reasoning: bench::mock::Reasoning {
+            tokens: REASONING as u32,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let texts = reference(&m);
+    with_attempts("openai-responses", |n| {
+        let prefix = format!("resp{n}-");
+        let r = run(&m, "openai-responses", &prefix, &[]);
+        assert_eq!(r["backend"], "openai-responses");
+        // The text is the output deltas' (reasoning is timed, not returned, as in vLLM);
+        // the output length is the terminal event's usage, reasoning included.
+        for (got, full) in r["generated_texts"].as_array().unwrap().iter().zip(&texts) {
+            assert_eq!(got.as_str().unwrap(), words(full)[REASONING..].concat());
+        }
+        assert_eq!(r["total_output_tokens"], PROMPTS * OUTPUT_LEN, "{r:#}");
+        assert!(
+            r["output_lens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n == OUTPUT_LEN),
+            "{}",
+            r["output_lens"]
+        );
+        // The first reasoning delta is the first token; content starts REASONING later.
+        let records = m.server.as_ref().unwrap().requests();
+        for i in 0..PROMPTS {
+            let id = format!("{prefix}{i}");
+            let record = records.iter().rfind(|rec| rec.id == id).unwrap();
+            let first_content = record.first_content_ms.unwrap();
+            let due = record.ttft_ms + record.itl_ms[..REASONING].iter().sum::<f64>();
+            assert!((first_content - due).abs() < 1e-6, "{record:?}");
+        }
+        check_timing(&m, &r, &prefix)
+    });
+}
+
+#[test]
+fn openai_responses_reads_whole_responses_without_streaming() {
+    let m = mock(Default::default());
+    let texts = reference(&m);
+    // The `stream` option (the host's `--no-stream` reaches plugins the same way).
+    let r = run(
+        &m,
+        "openai-responses",
+        "whole-",
+        &["--backend-option", "stream=false"],
+    );
+    assert_eq!(r["generated_texts"].as_array().unwrap(), &texts);
+    assert_eq!(r["total_output_tokens"], PROMPTS * OUTPUT_LEN);
+    for gaps in r["itls"].as_array().unwrap() {
+        assert!(gaps.as_array().unwrap().is_empty(), "{gaps}");
+    }
+}
+
+#[test]
+fn openai_responses_fails_on_error_events_and_streams_without_a_terminal_event() {
+    // Every other request to arrive is faulted: 2 of 4.
+    for (faults, needle) in [
+        (
+            bench::mock::Faults {
+                error_event_rate: 0.5,
+                ..Default::default()
+            },
+            "the server reported an error: mock server: request",
+        ),
+        (
+            bench::mock::Faults {
+                no_done_rate: 0.5,
+                ..Default::default()
+            },
+            "the stream ended without a terminal event",
+        ),
+    ] {
+        let m = mock(bench::mock::MockConfig {
+            faults,
+            ..Default::default()
+        });
+        let out = Bench::against(&m.url)
+            .backend("openai-responses")
+            .random(16, OUTPUT_LEN as u32)
+            .prompts(4)
+            .save_detailed()
+            .run();
+        assert!(out.success(), "{out}");
+        let r = out.json();
+        assert_eq!(r["completed"], 2, "{out}");
+        assert_eq!(r["failed"], 2, "{out}");
+        let failures: Vec<&str> = r["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .filter(|e| !e.is_empty())
+            .collect();
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert!(
+            failures.iter().all(|e| e.contains(needle)),
+            "{needle}: {failures:?}"
+        );
+    }
+}
