@@ -215,6 +215,7 @@ impl OpenAiClient {
         OpenAiDecoder {
             fields,
             shape: None,
+            completion_tokens: 0,
         }
     }
 }
@@ -313,6 +314,11 @@ pub struct ChoiceFields {
 pub struct OpenAiDecoder {
     fields: ChoiceFields,
     shape: Option<Shape>,
+    /// The last `usage.completion_tokens` seen next to `choices`: a stream with vLLM's
+    /// `continuous_usage_stats` carries the running count in every chunk, so each chunk's
+    /// tokens are the difference (`Chunk::tokens`, which the host uses only when every
+    /// chunk of the response has one).
+    completion_tokens: u32,
 }
 
 /// A frame read in full, kept to read later frames of the same shape.
@@ -402,7 +408,7 @@ impl OpenAiDecoder {
     /// Reads the frame `buffer[start..end]` without the shape check: adds its events to
     /// `out` and returns its reading, or `None` when it is not valid JSON.
     fn read_in_full(
-        &self,
+        &mut self,
         buffer: &[u8],
         start: usize,
         end: usize,
@@ -431,19 +437,34 @@ impl OpenAiDecoder {
 
     /// The events of a frame (`bytes`, at `start` in the buffer) read as `parsed`.
     #[inline(always)]
-    fn emit(&self, bytes: &[u8], start: usize, frame: u32, parsed: Frame, out: &mut Vec<Event>) {
+    fn emit(
+        &mut self,
+        bytes: &[u8],
+        start: usize,
+        frame: u32,
+        parsed: Frame,
+        out: &mut Vec<Event>,
+    ) {
         let span = |s: Str| TextSpan {
             start: (start + s.start) as u32,
             len: s.len() as u32,
             escaped: s.escaped,
         };
         if let Some(choice) = parsed.choice {
+            let tokens = parsed
+                .usage
+                .and_then(|u| u.completion_tokens)
+                .map(|running| {
+                    let new = running.saturating_sub(self.completion_tokens);
+                    self.completion_tokens = running;
+                    new
+                });
             out.push(Event {
                 frame,
                 kind: EventKind::Chunk(Chunk {
                     content: choice.content.map(span),
                     reasoning: choice.reasoning.map(|(_, s)| span(s)),
-                    tokens: None,
+                    tokens,
                 }),
             });
             if let Some(usage) = parsed.usage {
@@ -973,6 +994,99 @@ mod tests {
             request.headers,
             vec![("Content-Type".into(), "application/json".into())]
         );
+    }
+
+    /// Shows each chunk's token count as a line after it (`finish tokens=N`), so that the
+    /// split-everywhere check compares the counts too.
+    struct ShowTokens(OpenAiDecoder);
+
+    impl Decoder for ShowTokens {
+        fn feed(
+            &mut self,
+            buffer: &[u8],
+            frame_ends: &[u32],
+            out: &mut Vec<Event>,
+        ) -> Result<(), PluginError> {
+            let mut events = Vec::new();
+            self.0.feed(buffer, frame_ends, &mut events)?;
+            for event in events {
+                let (frame, tokens) = match &event.kind {
+                    EventKind::Chunk(chunk) => (event.frame, chunk.tokens),
+                    _ => (event.frame, None),
+                };
+                out.push(event);
+                if let Some(n) = tokens {
+                    out.push(Event {
+                        frame,
+                        kind: EventKind::Finish(format!("tokens={n}")),
+                    });
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// vLLM with `stream_options.continuous_usage_stats`: every chunk carries the running
+    /// usage, so each chunk's tokens are the difference, also when a chunk holds several
+    /// (speculative decoding, or a detokenizer holding back an incomplete character), and
+    /// however the reads split the stream (the count carries over from one feed to the
+    /// next). Without usage in the chunks there are no counts.
+    #[test]
+    fn continuous_usage_gives_each_chunk_its_tokens() {
+        let (client, _) = open(&[], None).unwrap();
+        let body = concat!(
+            "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1718000003,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":9,\"completion_tokens\":0}}\n\n",
+            "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1718000003,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Hm\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":10,\"completion_tokens\":1}}\n\n",
+            "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1718000003,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"The tower \\u2014\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":13,\"completion_tokens\":4}}\n\n",
+            "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1718000003,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" Eiffel.\"},\"logprobs\":null,\"finish_reason\":\"stop\",\"stop_reason\":null}],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":15,\"completion_tokens\":6}}\n\n",
+            "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1718000003,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":15,\"completion_tokens\":6}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let events =
+            crate::native::decode_sse_split_everywhere(|| ShowTokens(client.decoder(CHAT)), body);
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content="" reasoning=none"#,
+                "0: finish tokens=0",
+                "0: usage prompt=9 completion=0",
+                r#"1: chunk content=none reasoning="Hm""#,
+                "1: finish tokens=1",
+                "1: usage prompt=9 completion=1",
+                r#"2: chunk content="The tower —" reasoning=none"#,
+                "2: finish tokens=3",
+                "2: usage prompt=9 completion=4",
+                r#"3: chunk content=" Eiffel." reasoning=none"#,
+                "3: finish tokens=2",
+                "3: usage prompt=9 completion=6",
+                "3: finish stop",
+                "4: usage prompt=9 completion=6",
+            ]
+        );
+        // The flattened form the host receives: a count for every chunk.
+        let mut decoder = client.decoder(CHAT);
+        let frames: Vec<&str> = body
+            .split("\n\n")
+            .filter_map(|event| event.strip_prefix("data: "))
+            .filter(|data| *data != "[DONE]")
+            .collect();
+        let buffer = frames.concat().into_bytes();
+        let ends = frame_ends(&frames);
+        let mut out = Vec::new();
+        decoder.feed(&buffer, &ends, &mut out).unwrap();
+        assert_eq!(crate::backend::flatten(out).chunks.tokens, [0, 1, 3, 2]);
+        // vLLM's default stream (usage only at the end): no counts.
+        let plain = [
+            r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#,
+        ];
+        let mut decoder = client.decoder(CHAT);
+        let mut out = Vec::new();
+        let buffer = plain.concat().into_bytes();
+        decoder
+            .feed(&buffer, &frame_ends(&plain), &mut out)
+            .unwrap();
+        assert!(crate::backend::flatten(out).chunks.tokens.is_empty());
     }
 
     #[test]
@@ -1605,6 +1719,9 @@ mod tests {
                 let split = split % (frames.len() + 1);
                 let mut got = Vec::new();
                 let mut want = Vec::new();
+                // Reads every frame in full, never through a kept shape; it keeps only the
+                // running completion count, which the chunks' token counts follow.
+                let mut alone = client.decoder(fields);
                 for part in [&frames[..split], &frames[split..]] {
                     let (buffer, ends) = lay_out(part);
                     let mut events = Vec::new();
@@ -1613,7 +1730,6 @@ mod tests {
                     let mut events = Vec::new();
                     let mut start = 0;
                     for (i, &end) in ends.iter().enumerate() {
-                        let alone = client.decoder(fields);
                         alone.read_in_full(&buffer, start, end as usize, i as u32, &mut events);
                         start = end as usize;
                     }
