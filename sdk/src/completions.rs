@@ -130,7 +130,6 @@ pub mod checks {
     use serde_json::{Value, json};
 
     use super::{Completions, Flavor};
-    use crate::openai::render_response;
     use crate::{Backend, ClientConfig, Framing, PluginError, Prompt, RequestSpec};
 
     /// Runs every check for flavor `F`.
