@@ -5,6 +5,7 @@
 //! id) and the text the `openai` backend gets from the same server (token `i` of every
 //! answer is the same word, whatever the API).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -215,4 +216,169 @@ fn openai_responses_fails_on_error_events_and_streams_without_a_terminal_event()
             "{needle}: {failures:?}"
         );
     }
+}
+
+/// `bench dataset sample` of the same workload: each request's upload size by request id,
+/// and its expected output length.
+fn sampled_uploads(flags: &[String]) -> HashMap<String, (u64, u64)> {
+    let mut args: Vec<String> = vec!["dataset".into(), "sample".into()];
+    args.extend(flags.iter().cloned());
+    let out = bench(&args).assert_success();
+    out.stdout
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let file = &v["multi_modal_data"][0]["file"];
+            assert_eq!(file["mime_type"], "audio/wav", "{v}");
+            (
+                v["request_id"].as_str().unwrap().to_owned(),
+                (
+                    file["bytes"].as_u64().unwrap(),
+                    v["expected_output_len"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Checks the mock's record of every upload of a run against the sampled workload: one
+/// per request, to `endpoint`, the WAV as the dataset made it, vLLM's form fields.
+fn check_uploads(m: &Mock, endpoint: &str, prefix: &str, want: &HashMap<String, (u64, u64)>) {
+    let uploads: Vec<_> = m
+        .server
+        .as_ref()
+        .unwrap()
+        .uploads()
+        .into_iter()
+        .filter(|u| {
+            u.request_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with(prefix))
+        })
+        .collect();
+    assert_eq!(uploads.len(), want.len(), "{uploads:?}");
+    for upload in &uploads {
+        let id = upload.request_id.as_deref().unwrap();
+        let (bytes, output_len) = want[id];
+        assert_eq!(upload.endpoint, endpoint, "{upload:?}");
+        assert_eq!(
+            (upload.file_name.as_str(), upload.content_type.as_str()),
+            ("audio.wav", "audio/wav")
+        );
+        assert_eq!(upload.file_bytes as u64, bytes, "{upload:?}");
+        let field = |name: &str| {
+            upload
+                .fields
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(field("model"), Some("mock"), "{upload:?}");
+        assert_eq!(
+            field("max_completion_tokens"),
+            Some(output_len.to_string().as_str())
+        );
+        for (name, value) in [
+            ("stream", "True"),
+            ("language", "en"),
+            ("stream_include_usage", "True"),
+            ("stream_continuous_usage_stats", "True"),
+        ] {
+            assert_eq!(field(name), Some(value), "{name}: {upload:?}");
+        }
+        // vLLM sends no prompt: the server prompts its model itself.
+        assert_eq!(field("prompt"), None);
+    }
+}
+
+#[test]
+fn openai_audio_uploads_custom_audio_clips_and_times_the_transcription() {
+    let _alone = gate::exclusive();
+    let m = mock(bench::mock::MockConfig {
+        ttft: TTFT,
+        itl: ITL,
+        ..Default::default()
+    });
+    let texts = reference(&m);
+    let clips = data("datasets/audio/clips.jsonl").display().to_string();
+    let output_len = OUTPUT_LEN.to_string();
+    let dataset = [
+        "--dataset-name",
+        "custom_audio",
+        "--dataset-path",
+        &clips,
+        "--custom-output-len",
+        &output_len,
+    ];
+    with_attempts("openai-audio", |n| {
+        let prefix = format!("aud{n}-");
+        let out = Bench::against(&m.url)
+            .backend("openai-audio")
+            .args(dataset)
+            .prompts(PROMPTS as u64)
+            .args(["--max-concurrency", "3", "--request-id-prefix", &prefix])
+            .save_detailed()
+            .run()
+            .assert_success();
+        let r = out.json();
+        assert_eq!(r["completed"], PROMPTS, "{out}");
+        assert_eq!(r["backend"], "openai-audio");
+        assert_eq!(r["generated_texts"].as_array().unwrap(), &texts);
+        assert_eq!(r["total_output_tokens"], PROMPTS * OUTPUT_LEN, "{r:#}");
+        let mut flags: Vec<String> = dataset.iter().map(|s| s.to_string()).collect();
+        flags.extend(
+            [
+                "--tokenizer",
+                &gpt2(),
+                "--num-prompts",
+                &PROMPTS.to_string(),
+                "--request-id-prefix",
+                &prefix,
+            ]
+            .map(str::to_owned),
+        );
+        check_uploads(&m, "transcriptions", &prefix, &sampled_uploads(&flags));
+        check_timing(&m, &r, &prefix)
+    });
+}
+
+#[test]
+fn openai_audio_translates_an_hf_asr_set() {
+    let m = mock(Default::default());
+    let root = data("datasets/audio/asr").display().to_string();
+    let dataset: Vec<String> = [
+        "--dataset-name",
+        "hf",
+        "--dataset-path",
+        &root,
+        "--hf-name",
+        "openslr/librispeech_asr",
+        "--hf-subset",
+        "clean",
+        "--hf-split",
+        "train",
+        "--num-prompts",
+        "4",
+        "--request-id-prefix",
+        "asr-",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let out = Bench::against(&m.url)
+        .backend("openai-audio")
+        .args(&dataset)
+        .args(["--endpoint", "/v1/audio/translations"])
+        .save_detailed()
+        .run()
+        .assert_success();
+    let r = out.json();
+    assert_eq!(r["completed"], 4, "{out}");
+    assert_eq!(r["failed"], 0, "{out}");
+    let mut flags = dataset.clone();
+    flags.extend(["--tokenizer".to_owned(), gpt2()]);
+    let want = sampled_uploads(&flags);
+    check_uploads(&m, "translations", "asr-", &want);
+    // The output lengths are the server's usage: what each request asked for.
+    let asked: u64 = want.values().map(|(_, n)| n).sum();
+    assert_eq!(r["total_output_tokens"], asked, "{r:#}");
 }
