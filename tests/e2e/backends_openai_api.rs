@@ -120,9 +120,18 @@ fn openai_responses_times_reasoning_and_output_deltas_as_the_mock_sent_them() {
         ..Default::default()
     });
     let texts = reference(&m);
+    // The prompt lengths the server reported for the same prompts through the completions
+    // API (the mock counts words either way).
+    let input_lens = run(&m, "openai", "ref-in-", &[])["input_lens"].clone();
+    let lens = input_lens.as_array().unwrap();
+    assert_eq!(lens.len(), PROMPTS);
+    // Not the dataset's 16 tokens: the server's usage decides.
+    assert!(lens.iter().any(|n| n != 16), "{input_lens}");
     with_attempts("openai-responses", |n| {
         let prefix = format!("resp{n}-");
         let r = run(&m, "openai-responses", &prefix, &[]);
+        // vLLM takes the prompt length from the terminal event's usage too.
+        assert_eq!(r["input_lens"], input_lens);
         assert_eq!(r["backend"], "openai-responses");
         // The text is the output deltas' (reasoning is timed, not returned, as in vLLM);
         // the output length is the terminal event's usage, reasoning included.
