@@ -191,3 +191,81 @@ fn server_counts_that_differ_by_more_than_one_percent_are_noted() {
     assert!(r.get("output_token_count_mismatch").is_none(), "{r:#}");
     assert!(!out.stderr.contains("output token totals differ"), "{out}");
 }
+
+/// A server that counts 3 tokens per word of its answer and, asked for vLLM's
+/// `continuous_usage_stats`, says so in every chunk: each chunk carries 3 tokens.
+fn three_tokens_per_chunk(split: bool) -> (Value, Run) {
+    let m = mock(bench::mock::MockConfig {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(6),
+        usage_tokens_per_word: 3,
+        ..Default::default()
+    });
+    let mut bench = Bench::against(&m.url)
+        .backend("openai-chat")
+        .random(16, OUTPUT_LEN as u32)
+        .prompts(4)
+        .args([
+            "--extra-body",
+            r#"{"stream_options": {"include_usage": true, "continuous_usage_stats": true}}"#,
+        ])
+        .save_detailed();
+    if split {
+        bench = bench.arg("--split-itl-by-tokens");
+    }
+    let out = bench.run().assert_success();
+    (out.json(), out)
+}
+
+#[test]
+fn split_itl_gives_one_gap_per_token_of_multi_token_chunks() {
+    let (r, out) = three_tokens_per_chunk(true);
+    let tokens = 3 * OUTPUT_LEN;
+    // Output tokens are the server's usage (vLLM's rule).
+    assert_eq!(r["total_output_tokens"], 4 * tokens, "{out}");
+    assert_eq!(r["itl_split_by_tokens_requests"], 4, "{r:#}");
+    let ttfts = numbers(&r["ttfts"]);
+    let latencies = numbers(&r["latencies"]);
+    for (i, itl) in r["itls"].as_array().unwrap().iter().enumerate() {
+        let gaps = numbers(itl);
+        // One gap per token after the first: the first chunk's other two tokens came
+        // with it (0), then each chunk's gap split in three equal parts.
+        assert_eq!(gaps.len(), tokens - 1, "request {i}: {gaps:?}");
+        assert_eq!(&gaps[..2], [0.0, 0.0], "request {i}: {gaps:?}");
+        for part in gaps[2..].chunks(3) {
+            assert!(part.iter().all(|&g| g == part[0]), "request {i}: {gaps:?}");
+        }
+        // Split, the gaps still add up to the time from the first chunk to the last (7
+        // gaps of the server's 6 ms).
+        let sum: f64 = gaps.iter().sum();
+        assert!(sum >= 0.035, "request {i}: {gaps:?}");
+        assert!(
+            (sum - (latencies[i] - ttfts[i])).abs() < 1e-6,
+            "request {i}: {sum} vs {}",
+            latencies[i] - ttfts[i]
+        );
+    }
+    // The server's counts are three times the tokenizer's: the result says so.
+    let mismatch = &r["output_token_count_mismatch"];
+    assert_eq!(mismatch["server_usage"], 4 * tokens, "{r:#}");
+    assert_eq!(mismatch["tokenizer_count"], 4 * OUTPUT_LEN);
+    assert!(
+        out.stderr
+            .contains("output token totals differ by 66.67% (more than 1%)"),
+        "{out}"
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "{:<40} {:<10.2}\n",
+            "Output token totals differ (%):", 66.67
+        )),
+        "{out}"
+    );
+
+    // Off (the default): vLLM's ITL, one gap per chunk.
+    let (r, out) = three_tokens_per_chunk(false);
+    assert!(r.get("itl_split_by_tokens_requests").is_none(), "{r:#}");
+    for itl in r["itls"].as_array().unwrap() {
+        assert_eq!(numbers(itl).len(), OUTPUT_LEN - 1, "{out}");
+    }
+}

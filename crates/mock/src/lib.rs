@@ -130,6 +130,12 @@ pub struct MockServerArgs {
     pub tokenize: bool,
     #[command(flatten)]
     pub reasoning: Reasoning,
+    /// Tokens the server's `usage` counts for each word of an answer (each word is one
+    /// GPT-2 token, so 1 agrees with a GPT-2 client): a server whose tokenizer disagrees
+    /// with the client's, and, with `stream_options.continuous_usage_stats`, chunks that
+    /// carry several tokens each. OpenAI APIs' usage only.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub usage_tokens_per_word: u32,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -157,6 +163,8 @@ pub struct MockConfig {
     pub tokenize: bool,
     /// The first tokens of chat and Responses answers are reasoning (see [`Reasoning`]).
     pub reasoning: Reasoning,
+    /// See [`MockServerArgs::usage_tokens_per_word`]; at least 1.
+    pub usage_tokens_per_word: u32,
 }
 
 impl Default for MockConfig {
@@ -174,6 +182,7 @@ impl Default for MockConfig {
             prefix_cache: false,
             tokenize: false,
             reasoning: Reasoning::default(),
+            usage_tokens_per_word: 1,
         }
     }
 }
@@ -193,6 +202,7 @@ impl From<&MockServerArgs> for MockConfig {
             prefix_cache: args.prefix_cache,
             tokenize: args.tokenize,
             reasoning: args.reasoning,
+            usage_tokens_per_word: args.usage_tokens_per_word,
         }
     }
 }
@@ -241,6 +251,7 @@ struct Shared {
     /// See [`MockServer::sessions`].
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
     reasoning: Reasoning,
+    usage_tokens_per_word: u32,
     /// See [`MockServer::uploads`].
     uploads: Arc<audio::Uploads>,
 }
@@ -383,6 +394,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         prefix_cache: prefix_cache::PrefixCache::new(config.prefix_cache),
         sessions: sessions.clone(),
         reasoning: config.reasoning,
+        usage_tokens_per_word: config.usage_tokens_per_word.max(1),
         uploads: uploads.clone(),
     });
     let mut stopped = stop.subscribe();
@@ -621,6 +633,8 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
         },
         cached_tokens: shared.prefix_cache.enabled().then_some(cached_tokens),
         reasoning: shared.reasoning,
+        usage_per_word: shared.usage_tokens_per_word,
+        continuous_usage: generation.continuous_usage,
     };
     let content = match fault {
         Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(f)),

@@ -26,6 +26,9 @@ pub(super) struct Generation {
     pub stream: bool,
     /// `stream_options.include_usage`: end the stream with a usage chunk.
     pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats` (vLLM's): the usage so far in every chunk
+    /// of an OpenAI stream.
+    pub continuous_usage: bool,
 }
 
 /// Parses a request body for `api`; the error names the offending field.
@@ -38,6 +41,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 max_tokens: request.max_tokens,
                 stream: request.stream.unwrap_or(false),
                 include_usage: include_usage(request.stream_options),
+                continuous_usage: continuous_usage(request.stream_options),
             })
         }
         Api::Chat => {
@@ -53,6 +57,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 max_tokens: request.max_completion_tokens.or(request.max_tokens),
                 stream: request.stream.unwrap_or(false),
                 include_usage: include_usage(request.stream_options),
+                continuous_usage: continuous_usage(request.stream_options),
             })
         }
         Api::Tgi => {
@@ -63,6 +68,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 // `/generate_stream` streams whatever the body says.
                 stream: true,
                 include_usage: false,
+                continuous_usage: false,
             })
         }
         Api::Triton => {
@@ -73,6 +79,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 // `generate_stream` streams whatever the body says.
                 stream: true,
                 include_usage: false,
+                continuous_usage: false,
             })
         }
         Api::Sglang => {
@@ -91,6 +98,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 max_tokens: request.sampling_params.and_then(|p| p.max_new_tokens),
                 stream: request.stream.unwrap_or(false),
                 include_usage: false,
+                continuous_usage: false,
             })
         }
         Api::Audio => {
@@ -113,6 +121,8 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 include_usage: form
                     .flag("stream_include_usage")
                     .map_err(de::Error::custom)?,
+                // Its chunks carry the usage themselves (see `audio`).
+                continuous_usage: false,
             })
         }
         Api::Responses => {
@@ -123,6 +133,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 stream: request.stream.unwrap_or(false),
                 // The terminal event always carries the usage.
                 include_usage: true,
+                continuous_usage: false,
             })
         }
         Api::LlamaCpp => {
@@ -132,6 +143,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 max_tokens: request.n_predict.and_then(|n| u32::try_from(n).ok()),
                 stream: request.stream.unwrap_or(false),
                 include_usage: false,
+                continuous_usage: false,
             })
         }
     }
@@ -208,6 +220,12 @@ fn include_usage(options: Option<StreamOptions>) -> bool {
     options.and_then(|o| o.include_usage).unwrap_or(false)
 }
 
+fn continuous_usage(options: Option<StreamOptions>) -> bool {
+    options
+        .and_then(|o| o.continuous_usage_stats)
+        .unwrap_or(false)
+}
+
 #[derive(Deserialize)]
 struct CompletionRequest {
     prompt: PromptTokens,
@@ -225,9 +243,10 @@ struct ChatRequest {
     stream_options: Option<StreamOptions>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone, Copy)]
 struct StreamOptions {
     include_usage: Option<bool>,
+    continuous_usage_stats: Option<bool>,
 }
 
 #[derive(Deserialize)]

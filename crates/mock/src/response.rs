@@ -253,9 +253,27 @@ pub(super) struct Reply<'a> {
     pub cached_tokens: Option<u32>,
     /// The run's reasoning setting; it applies where the API has reasoning.
     pub reasoning: Reasoning,
+    /// Tokens the OpenAI usage counts per word of the answer (`--usage-tokens-per-word`).
+    pub usage_per_word: u32,
+    /// The usage so far in every chunk of an OpenAI stream (`continuous_usage_stats`).
+    pub continuous_usage: bool,
+}
+
+/// `"usage":{"prompt_tokens":…,"completion_tokens":…,"total_tokens":…` (unclosed).
+fn usage_counts(out: &mut Vec<u8>, prompt: u32, completion: u64) {
+    let total = u64::from(prompt) + completion;
+    let _ = write!(
+        out,
+        r#""usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion},"total_tokens":{total}"#
+    );
 }
 
 impl Reply<'_> {
+    /// What the usage says `words` words of the answer are (`--usage-tokens-per-word`).
+    fn usage_tokens(&self, words: u32) -> u64 {
+        u64::from(words) * u64::from(self.usage_per_word.max(1))
+    }
+
     /// How many of the answer's first tokens are reasoning.
     pub fn reasoning_tokens(&self) -> u32 {
         if self.api.has_reasoning() {
@@ -281,11 +299,10 @@ impl Reply<'_> {
 
     /// `"usage":{…}}`: the usage member, closing the object.
     fn usage_tail(&self, out: &mut Vec<u8>) {
-        let total = u64::from(self.prompt_tokens) + u64::from(self.completion_tokens);
-        let _ = write!(
+        usage_counts(
             out,
-            r#""usage":{{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{}"#,
-            self.prompt_tokens, self.completion_tokens, total
+            self.prompt_tokens,
+            self.usage_tokens(self.completion_tokens),
         );
         if let Some(cached) = self.cached_tokens {
             let _ = write!(
@@ -491,6 +508,8 @@ impl Reply<'_> {
             count,
             last: self.completion_tokens.checked_sub(1),
             malformed: (*content == Content::Malformed).then_some(half),
+            continuous_usage: (self.continuous_usage && self.api.is_openai())
+                .then_some((self.prompt_tokens, self.usage_per_word.max(1))),
             first_token_at,
             itl,
             request: timing
@@ -534,6 +553,9 @@ pub(super) struct TokenStream {
     last: Option<u32>,
     /// The token chunk sent malformed.
     malformed: Option<u32>,
+    /// With `continuous_usage_stats` on an OpenAI stream: the prompt tokens and the usage
+    /// tokens per word, for the usage so far that every token chunk carries.
+    continuous_usage: Option<(u32, u32)>,
     first_token_at: Instant,
     itl: Duration,
     recorder: Arc<TimingRecorder>,
@@ -636,6 +658,8 @@ impl Native {
             completion_tokens: self.completion_tokens,
             cached_tokens: self.cached_tokens,
             reasoning: Reasoning::default(),
+            usage_per_word: 1,
+            continuous_usage: false,
         }
     }
 }
@@ -689,7 +713,19 @@ impl TokenStream {
         self.buf.extend_from_slice(&self.head);
         self.buf.extend_from_slice(open);
         self.buf.extend_from_slice(text);
-        self.buf.extend_from_slice(close);
+        match self.continuous_usage {
+            // vLLM's continuous usage: the object closes after the usage so far.
+            Some((prompt, per_word)) if self.malformed != Some(i) => {
+                let object_end = close.len() - b"}\n\n".len();
+                let mut usage = Vec::with_capacity(96);
+                usage.push(b',');
+                usage_counts(&mut usage, prompt, u64::from(i + 1) * u64::from(per_word));
+                self.buf.extend_from_slice(&close[..object_end]);
+                self.buf.extend_from_slice(&usage);
+                self.buf.extend_from_slice(b"}}\n\n");
+            }
+            _ => self.buf.extend_from_slice(close),
+        }
         self.buf.split().freeze()
     }
 }
@@ -803,6 +839,52 @@ mod tests {
 
     fn words(range: std::ops::Range<usize>) -> String {
         range.map(|i| WORDS[i % WORDS.len()]).collect()
+    }
+
+    /// vLLM's `continuous_usage_stats`: every token chunk carries the usage so far, here
+    /// of a server that counts 3 tokens per word, which its final usage and a whole answer
+    /// count too.
+    #[tokio::test]
+    async fn continuous_usage_counts_each_chunk_at_the_servers_tokens_per_word() {
+        let server = spawn(MockConfig {
+            usage_tokens_per_word: 3,
+            ..MockConfig::default()
+        })
+        .await
+        .expect("start the mock server");
+        for (path, prompt) in [
+            (
+                "/v1/chat/completions",
+                json!({"messages": [{"role": "user", "content": "a b"}]}),
+            ),
+            ("/v1/completions", json!({"prompt": "a b"})),
+        ] {
+            let mut body = prompt;
+            body["max_tokens"] = json!(4);
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true, "continuous_usage_stats": true});
+            let chunks = payloads(&post(&server, path, "c-0", body.clone()).await);
+            assert_eq!(chunks.len(), 5, "{path}: 4 tokens and usage: {chunks:?}");
+            for (i, chunk) in chunks[..4].iter().enumerate() {
+                assert_eq!(chunk["choices"].as_array().unwrap().len(), 1, "{chunk}");
+                let usage = &chunk["usage"];
+                assert_eq!(usage["prompt_tokens"], json!(2), "{chunk}");
+                assert_eq!(usage["completion_tokens"], json!(3 * (i + 1)), "{chunk}");
+                assert_eq!(usage["total_tokens"], json!(2 + 3 * (i + 1)), "{chunk}");
+            }
+            assert_eq!(chunks[3]["choices"][0]["finish_reason"], json!("length"));
+            assert_eq!(chunks[4]["usage"]["completion_tokens"], json!(12));
+            // Without the option, only the last frame has usage.
+            body["stream_options"] = json!({"include_usage": true});
+            let chunks = payloads(&post(&server, path, "c-1", body.clone()).await);
+            assert!(
+                chunks[..4].iter().all(|c| c.get("usage").is_none()),
+                "{chunks:?}"
+            );
+            body["stream"] = json!(false);
+            let whole = &payloads(&format!("data: {}", post(&server, path, "c-2", body).await))[0];
+            assert_eq!(whole["usage"]["completion_tokens"], json!(12), "{whole}");
+        }
     }
 
     #[tokio::test]
