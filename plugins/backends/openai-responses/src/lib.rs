@@ -15,8 +15,9 @@
 //! - `response.completed` and `response.incomplete` end the response: their
 //!   `response.usage` (`input_tokens`, `output_tokens`) is the usage, which the host takes
 //!   as the prompt and output lengths, as vLLM does, since the frame carries no chunk;
-//! - `error` and `response.failed` events, or any event with a non-null `error`, fail the
-//!   request with the server's message;
+//! - `error` and `response.failed` events, or any other event with a non-null `error`
+//!   (vLLM reads the error of neither a delta nor a terminal event), fail the request with
+//!   the server's message;
 //! - a stream that had token deltas but no terminal event fails: it was cut short and its
 //!   usage is missing (vLLM's rule). One without any delta fails in the host (no output).
 //!
@@ -158,6 +159,62 @@ pub struct ResponsesDecoder {
     failed: bool,
     /// Frames fed so far: the last one carries the missing terminal event's error.
     frames: u32,
+    /// The last delta event read in full, to read the next ones by their delta alone.
+    shape: Option<Shape>,
+}
+
+/// A delta event read in full, kept to read later delta events of the same shape.
+///
+/// A stream's delta events differ from one another only in their delta text and their
+/// `sequence_number` (vLLM writes the number after the delta). A frame whose bytes equal
+/// the kept one's except for a valid string literal in place of the delta and a valid
+/// whole number in place of the sequence number reads as the kept one does with that
+/// delta: the scanner decides on the bytes it reaches, a valid literal is read as one
+/// string whatever it holds, a whole number as one number, and the rest is the same bytes
+/// read in the same state. So such a frame needs no full scan.
+#[derive(Debug)]
+struct Shape {
+    bytes: Vec<u8>,
+    /// The delta literal's inside, in `bytes`.
+    text: Str,
+    reasoning: bool,
+    /// The sequence number's digits in `bytes`, when they come after the delta.
+    number: Option<(usize, usize)>,
+}
+
+impl Shape {
+    /// The delta of `bytes` when they have this shape.
+    fn read(&self, bytes: &[u8]) -> Option<Str> {
+        let head = &self.bytes[..self.text.start];
+        if !bytes.starts_with(head) {
+            return None;
+        }
+        // The literal from its opening quote.
+        let open = self.text.start - 1;
+        let text = Cursor::new(&bytes[open..]).string().ok()??;
+        let (start, end) = (open + text.start, open + text.end);
+        let (old, new) = (&self.bytes[self.text.end..], &bytes[end..]);
+        let same = match self.number {
+            None => old == new,
+            Some((from, to)) => {
+                let (from, to) = (from - self.text.end, to - self.text.end);
+                let digits = new
+                    .get(from..)?
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                new[..from] == old[..from]
+                    && digits > 0
+                    && (digits == 1 || new[from] != b'0')
+                    && new[from + digits..] == old[to..]
+            }
+        };
+        same.then_some(Str {
+            start,
+            end,
+            escaped: text.escaped,
+        })
+    }
 }
 
 /// What kind of event a frame is, from its `type`.
@@ -195,6 +252,8 @@ struct StreamEvent {
     response_error: Option<ServerError>,
     /// A top-level `message` (an `error` event's own).
     message: Option<Str>,
+    /// Where a whole-number `sequence_number` is.
+    number: Option<(usize, usize)>,
     /// Where the frame's JSON is (for an error without a message: the whole event).
     end: usize,
 }
@@ -219,19 +278,55 @@ impl ResponsesDecoder {
             terminal: false,
             failed: false,
             frames: 0,
+            shape: None,
         }
     }
 
     fn stream_frame(&mut self, bytes: &[u8], start: usize, frame: u32, out: &mut Vec<Event>) {
-        let event = match scan_event(bytes) {
-            Ok(event) => event,
-            Err(e) => return self.malformed(bytes, e, frame, out),
-        };
         let span = |s: Str| TextSpan {
             start: (start + s.start) as u32,
             len: s.len() as u32,
             escaped: s.escaped,
         };
+        if let Some(shape) = &self.shape
+            && let Some(text) = shape.read(bytes)
+        {
+            let text = Some(span(text));
+            let (content, reasoning) = if shape.reasoning {
+                (None, text)
+            } else {
+                (text, None)
+            };
+            self.delta = true;
+            out.push(Event {
+                frame,
+                kind: EventKind::Chunk(Chunk {
+                    content,
+                    reasoning,
+                    tokens: None,
+                }),
+            });
+            return;
+        }
+        let event = match scan_event(bytes) {
+            Ok(event) => event,
+            Err(e) => return self.malformed(bytes, e, frame, out),
+        };
+        if let (Some(kind @ (Type::OutputDelta | Type::ReasoningDelta)), Some(text)) =
+            (event.kind, event.delta)
+        {
+            let shape = self.shape.get_or_insert_with(|| Shape {
+                bytes: Vec::new(),
+                text,
+                reasoning: false,
+                number: None,
+            });
+            shape.bytes.clear();
+            shape.bytes.extend_from_slice(bytes);
+            shape.text = text;
+            shape.reasoning = kind == Type::ReasoningDelta;
+            shape.number = event.number.filter(|&(from, _)| from > text.end);
+        }
         match event.kind {
             Some(Type::OutputDelta) => {
                 self.delta = true;
@@ -272,7 +367,8 @@ impl ResponsesDecoder {
             }
             _ => {}
         }
-        // vLLM: an error event, or any event with an error.
+        // vLLM: an error event, or any other event (not a delta, not terminal) with an
+        // error.
         let error = match event.kind {
             Some(Type::Error) => Some(
                 event
@@ -284,6 +380,7 @@ impl ResponsesDecoder {
                         end: event.end,
                     }),
             ),
+            Some(Type::OutputDelta | Type::ReasoningDelta | Type::Terminal) => None,
             _ => event.error,
         };
         if let Some(error) = error {
@@ -436,6 +533,9 @@ fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
             event.delta = v.string()?;
         } else if key.is("message") {
             event.message = v.string()?;
+        } else if key.is("sequence_number") {
+            let from = v.pos();
+            event.number = v.u64()?.map(|_| (from, v.pos()));
         } else if key.is("error") {
             event.error = server_error(v)?;
         } else if key.is("response") {

@@ -250,6 +250,18 @@ fn error_events_and_streams_without_a_terminal_event_fail() {
             "1: error server: the server reported an error: boom",
         ]
     );
+    // ... but not on a delta: vLLM reads only a delta event's text.
+    let body = concat!(
+        "data: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\",\"error\":{\"message\":\"x\"}}\n\n",
+        "data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n",
+    );
+    assert_eq!(
+        decode_sse_split_everywhere(|| decoder(&backend), body),
+        [
+            r#"0: chunk content="Hi" reasoning=none"#,
+            "1: usage prompt=1 completion=1",
+        ]
+    );
     // Deltas and no terminal event: cut short, no usage.
     let cut: String = REASONING_STREAM
         .split_inclusive("\n\n")
@@ -307,6 +319,70 @@ fn a_whole_response_gives_its_texts_and_usage() {
         decode_whole(decoder(&backend), error),
         ["0: error server: the server reported an error: max_output_tokens is too large"]
     );
+}
+
+/// The shortcut for delta events of one shape reads every frame as a full read of it
+/// alone does: frames that differ from the kept one in the delta and the sequence number
+/// (valid or not: a number with a leading zero, a float, a broken literal), or elsewhere.
+#[test]
+fn delta_events_of_one_shape_read_as_each_read_alone() {
+    let template = |delta: &str, number: &str, kind: &str| {
+        format!(
+            "{{\"content_index\":0,\"delta\":\"{delta}\",\"item_id\":\"msg_1\",\"logprobs\":[],\"output_index\":1,\"sequence_number\":{number},\"type\":\"response.{kind}.delta\"}}"
+        )
+    };
+    let mut frames = Vec::new();
+    for kind in ["output_text", "reasoning_text"] {
+        for (i, delta) in [
+            " Paris", "", "\\n\\\"", "é", "x\\", "a\\u00e9", " the", "\\\"", "y",
+        ]
+        .iter()
+        .enumerate()
+        {
+            for number in [
+                (i + 8).to_string(),
+                "9".into(),
+                "10".into(),
+                "100".into(),
+                "0".into(),
+                "07".into(),
+                "1.5".into(),
+                "-1".into(),
+                "".into(),
+                "1e3".into(),
+            ] {
+                frames.push(template(delta, &number, kind));
+            }
+        }
+    }
+    // Literals cut or ended early, bytes changed elsewhere.
+    let base = template(" ok", "12", "output_text");
+    frames.push(base.replace(" ok", "\\"));
+    frames.push(base.replace(" ok\"", " ok"));
+    frames.push(base.replace("msg_1", "msg_2"));
+    frames.push(base.replace("\"logprobs\":[]", "\"logprobs\":[1]"));
+    frames.push(base.replace("12,", "12 ,"));
+    frames.push(base.replace(" ok", "a\",\"error\":\"b"));
+    frames.push(base.clone());
+    let backend = client(true, false, None);
+    let refs: Vec<&str> = frames.iter().map(String::as_str).collect();
+    let all = bench_sdk::openai::render_frames(&mut decoder(&backend), &refs);
+    let mut alone = Vec::new();
+    for (i, frame) in refs.iter().enumerate() {
+        for line in bench_sdk::openai::render_frames(&mut decoder(&backend), &[frame]) {
+            // Renumbered, and without the cut-stream error of a one-frame stream.
+            if !line.contains("without a terminal event") {
+                alone.push(line.replacen("0: ", &format!("{i}: "), 1));
+            }
+        }
+    }
+    let all: Vec<String> = all
+        .into_iter()
+        .filter(|l| !l.contains("without a terminal event"))
+        .collect();
+    assert_eq!(all, alone);
+    assert!(all.iter().filter(|l| l.contains("chunk")).count() > 100);
+    assert!(all.iter().any(|l| l.contains("invalid JSON")));
 }
 
 #[test]
