@@ -322,7 +322,7 @@ fn measure<T: Target>(
     computed.client.cpu = Some(output.cpu);
     computed.client.http_client = output.transport;
     computed.per_request.clock_origin_s = output.clock_origin_s;
-    computed.server_cache = output.server_cache;
+    computed.server_metrics = output.server_metrics;
     // The theoretical prefix reuse counts prompt tokens: none without a tokenizer.
     if let Some(tokenizer) = tokenizer
         && plan.metrics.prefix_block_size > 0

@@ -55,6 +55,7 @@ pub mod profile;
 mod request;
 mod response;
 mod responses;
+mod server_metrics;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -87,6 +88,7 @@ use faults::{Conn, Delivery, Fault, FaultListener, FaultPlan, FaultyBody};
 use request::Generation;
 use response::{Api, Content, Reply};
 pub use response::{Reasoning, ReasoningField};
+pub use server_metrics::{Family as ServerFamily, ServerMetrics};
 
 /// Largest request body accepted: room for multimodal prompts with inline images.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -129,6 +131,8 @@ pub struct MockServerArgs {
     #[arg(long)]
     pub tokenize: bool,
     #[command(flatten)]
+    pub server_metrics: ServerMetrics,
+    #[command(flatten)]
     pub reasoning: Reasoning,
     /// Tokens the server's `usage` counts for each word of an answer (each word is one
     /// GPT-2 token, so 1 agrees with a GPT-2 client): a server whose tokenizer disagrees
@@ -161,6 +165,8 @@ pub struct MockConfig {
     pub prefix_cache: bool,
     /// See [`MockServerArgs::tokenize`].
     pub tokenize: bool,
+    /// A server family's own `/metrics`, moving with the load (see [`ServerMetrics`]).
+    pub server_metrics: ServerMetrics,
     /// The first tokens of chat and Responses answers are reasoning (see [`Reasoning`]).
     pub reasoning: Reasoning,
     /// See [`MockServerArgs::usage_tokens_per_word`]; at least 1.
@@ -181,6 +187,7 @@ impl Default for MockConfig {
             closing: Closing::default(),
             prefix_cache: false,
             tokenize: false,
+            server_metrics: ServerMetrics::default(),
             reasoning: Reasoning::default(),
             usage_tokens_per_word: 1,
         }
@@ -201,6 +208,7 @@ impl From<&MockServerArgs> for MockConfig {
             closing: args.closing.clone(),
             prefix_cache: args.prefix_cache,
             tokenize: args.tokenize,
+            server_metrics: args.server_metrics.clone(),
             reasoning: args.reasoning,
             usage_tokens_per_word: args.usage_tokens_per_word,
         }
@@ -250,6 +258,8 @@ struct Shared {
     prefix_cache: prefix_cache::PrefixCache,
     /// See [`MockServer::sessions`].
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
+    /// The server family's metrics that follow the load, when asked for.
+    load: server_metrics::Load,
     reasoning: Reasoning,
     usage_tokens_per_word: u32,
     /// See [`MockServer::uploads`].
@@ -393,6 +403,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         timing: timing.clone(),
         prefix_cache: prefix_cache::PrefixCache::new(config.prefix_cache),
         sessions: sessions.clone(),
+        load: server_metrics::Load::new(config.server_metrics.clone()),
         reasoning: config.reasoning,
         usage_tokens_per_word: config.usage_tokens_per_word.max(1),
         uploads: uploads.clone(),
@@ -620,6 +631,8 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
     if completion_tokens == 0 {
         return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
     }
+    let last_token_at = arrival + shared.ttft + shared.itl * (completion_tokens - 1);
+    shared.load.admit(last_token_at, completion_tokens);
     let reply = Reply {
         api,
         id: k,
@@ -719,13 +732,16 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// vLLM's `/health`: 200 with an empty body once the server can take requests.
-/// Prometheus counters, under vLLM's names (see [`prefix_cache`]).
+/// Prometheus metrics: a server family's that follow the load when asked for (see
+/// [`ServerMetrics`]), else vLLM's prefix-cache counters (see [`prefix_cache`]), which
+/// the vLLM family shows too.
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared.prefix_cache.metrics_text(),
-    )
-        .into_response()
+    let text = match shared.load.family() {
+        None | Some(ServerFamily::Vllm) => shared.prefix_cache.metrics_text(),
+        Some(ServerFamily::None) => return StatusCode::NOT_FOUND.into_response(),
+        Some(_) => String::new(),
+    } + &shared.load.metrics_text(Instant::now());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn health() -> StatusCode {

@@ -407,6 +407,7 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             request_timeout: Duration::from_secs(6 * 3600),
             http_client: HttpClientKind::Auto,
             preconnect: load.concurrency,
+            server_metrics: Default::default(),
             probe_request_rate: None,
         },
         load: LoadConfig {

@@ -287,6 +287,27 @@ pub struct ServeArgs {
     /// so far are reported and saved, marked as interrupted. A second Ctrl-C exits at once.
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub shutdown_grace_sec: f64,
+
+    /// Also read the server's Prometheus /metrics every SECONDS during the run (off by
+    /// default), for the peaks of its gauges (KV-cache usage, requests running and
+    /// waiting) and `server_metrics_timeline` in the result. The reads are a task of their
+    /// own over one connection, each given up after 80% of the interval; a failed one is
+    /// skipped.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
+    pub server_metrics_interval: Option<Duration>,
+
+    /// Do not read the server's /metrics at all (by default it is read before and after
+    /// the run, outside the clock).
+    #[arg(long, conflicts_with = "server_metrics_interval")]
+    pub no_server_metrics: bool,
+}
+
+/// `--server-metrics-interval`: a positive number of seconds.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(Duration::from_secs_f64(x)),
+        _ => Err(format!("expected a positive number of seconds, got {s:?}")),
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -471,6 +492,10 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         request_timeout,
         http_client: args.http_client,
         preconnect: args.preconnect.or(args.max_concurrency).unwrap_or(0),
+        server_metrics: crate::server_metrics::ScrapeConfig {
+            enabled: !args.no_server_metrics,
+            interval: args.server_metrics_interval,
+        },
         probe_request_rate: (args.probe_request_rate > 0.0).then_some(args.probe_request_rate),
     };
     let load = LoadConfig {

@@ -356,9 +356,9 @@ pub struct Metrics {
     /// Failed requests per kind, most frequent first, ties in name order.
     pub failures_by_kind: Vec<(FailureKind, usize)>,
     pub client: ClientStats,
-    /// The server's own prefix-cache counters over the run (its `/metrics`), when it
-    /// exposes them; set by the caller that scraped them.
-    pub server_cache: Option<crate::server_metrics::ServerCache>,
+    /// What the server's own `/metrics` said about the run, when it exposes metrics bench
+    /// knows; set by the caller that scraped them.
+    pub server_metrics: Option<crate::server_metrics::ServerReport>,
     /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
     pub warnings: Vec<String>,
     /// Multi-turn runs: statistics by turn index (empty for other runs).
@@ -611,7 +611,7 @@ pub fn calculate(
         failure_messages,
         failures_by_kind,
         client,
-        server_cache: None,
+        server_metrics: None,
         warnings,
         per_turn,
         reported_cache,

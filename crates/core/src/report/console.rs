@@ -30,7 +30,7 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     vllm_block(&mut out, metrics, run);
     failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
-    server_block(&mut out, metrics);
+    super::server_metrics::server_block(&mut out, metrics);
     turns_block(&mut out, metrics);
     out
 }
@@ -91,27 +91,6 @@ fn turns_block(out: &mut String, m: &Metrics) {
     let _ = writeln!(out, "{}", "=".repeat(50));
 }
 
-/// The server's own prefix-cache counters over the run, when it exposes them.
-fn server_block(out: &mut String, m: &Metrics) {
-    let Some(cache) = m.server_cache else {
-        return;
-    };
-    header(out, " Server Metrics (/metrics) ", '=');
-    line(out, "Server counters:", cache.server);
-    line(
-        out,
-        "Prompt tokens looked up in the cache:",
-        cache.queried_prompt_tokens,
-    );
-    line(
-        out,
-        "Prompt tokens served from the cache:",
-        cache.cached_prompt_tokens,
-    );
-    line_f(out, "Prefix cache hit rate (%):", 100.0 * cache.hit_rate());
-    let _ = writeln!(out, "{}", "=".repeat(50));
-}
-
 /// `Failures by kind: http-500: 3, timeout: 1`, when any request failed.
 fn failures_line(out: &mut String, m: &Metrics) {
     if m.failures_by_kind.is_empty() {
@@ -126,17 +105,17 @@ fn failures_line(out: &mut String, m: &Metrics) {
 }
 
 /// `"{:<40} {:<10}".format(label, value)` for integers and strings.
-fn line(out: &mut String, label: &str, value: impl std::fmt::Display) {
+pub(super) fn line(out: &mut String, label: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "{label:<40} {value:<10}");
 }
 
 /// `"{:<40} {:<10.2f}".format(label, value)`.
-fn line_f(out: &mut String, label: &str, value: f64) {
+pub(super) fn line_f(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {value:<10.2}");
 }
 
 /// `"{s:{c}^{n}}".format(s=title, n=50, c=fill)`; like Python, odd padding goes right.
-fn header(out: &mut String, title: &str, fill: char) {
+pub(super) fn header(out: &mut String, title: &str, fill: char) {
     let _ = writeln!(out, "{}", centered(title, fill));
 }
 
@@ -209,6 +188,7 @@ fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
             section(out, &reasoning.ttfc, "TTFC", "Time to First Content Token");
         }
     }
+    super::server_metrics::spec_decode_lines(out, m);
     let _ = writeln!(out, "{}", "=".repeat(50));
 }
 

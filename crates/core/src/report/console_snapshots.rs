@@ -10,7 +10,7 @@ use crate::metrics::{
     ClientCpu, Goodput, Metrics, MetricsConfig, PercentileMetric, PromptTokenCheck, TokenCounter,
     calculate,
 };
-use crate::server_metrics::ServerCache;
+use crate::server_metrics::{ServerCache, ServerReport};
 
 /// The report tests' run, through the chat backend, without extra keys.
 fn run() -> RunInfo {
@@ -54,10 +54,14 @@ fn every_section() {
         dataset_tokens: 180,
         mismatched_requests: 1,
     });
-    m.server_cache = Some(ServerCache {
+    m.server_metrics = Some(ServerReport {
         server: "vllm",
-        cached_prompt_tokens: 90,
-        queried_prompt_tokens: 180,
+        cache: Some(ServerCache {
+            server: "vllm",
+            cached_prompt_tokens: 90,
+            queried_prompt_tokens: 180,
+        }),
+        ..ServerReport::default()
     });
     insta::assert_snapshot!(console(&m, &run()));
 }

@@ -284,6 +284,7 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
             .collect();
         r.insert("rps_change_events", Value::Array(events));
     }
+    super::server_metrics::vllm_keys(&mut r, m);
     for (metric, _, _) in reported_sections(m, run) {
         summary_keys(&mut r, metric.name(), m.summary(metric));
         // A reasoning run's time to the first content token, beside TTFT, under a name
@@ -342,18 +343,7 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
             );
         }
     }
-    if let Some(cache) = &m.server_cache {
-        r.insert("server_metrics_source", json!(cache.server));
-        r.insert(
-            "server_cached_prompt_tokens",
-            json!(cache.cached_prompt_tokens),
-        );
-        r.insert(
-            "server_queried_prompt_tokens",
-            json!(cache.queried_prompt_tokens),
-        );
-        r.insert("server_prefix_cache_hit_rate", float(cache.hit_rate()));
-    }
+    super::server_metrics::extra_keys(&mut r, m);
     if let Some(cache) = &m.reported_cache {
         r.insert("requests_with_cached_tokens", json!(cache.requests));
         r.insert("cached_prompt_tokens", json!(cache.cached_tokens));

@@ -4,6 +4,7 @@
 pub mod console;
 pub mod json;
 pub mod save;
+mod server_metrics;
 
 use chrono::{DateTime, Local, NaiveDateTime, Timelike};
 use serde_json::{Map, Value};

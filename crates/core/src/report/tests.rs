@@ -536,10 +536,14 @@ fn the_servers_cache_counters_are_reported_when_it_has_them() {
             .is_none()
     );
 
-    m.server_cache = Some(crate::server_metrics::ServerCache {
+    m.server_metrics = Some(crate::server_metrics::ServerReport {
         server: "llama.cpp",
-        cached_prompt_tokens: 900,
-        queried_prompt_tokens: 1000,
+        cache: Some(crate::server_metrics::ServerCache {
+            server: "llama.cpp",
+            cached_prompt_tokens: 900,
+            queried_prompt_tokens: 1000,
+        }),
+        ..Default::default()
     });
     let text = console(&m, &run());
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
@@ -564,6 +568,117 @@ fn the_servers_cache_counters_are_reported_when_it_has_them() {
     assert_eq!(v["server_cached_prompt_tokens"], json!(900));
     assert_eq!(v["server_queried_prompt_tokens"], json!(1000));
     assert_eq!(v["server_prefix_cache_hit_rate"], json!(0.9));
+}
+
+/// vLLM's speculative-decoding lines inside its block and its keys before the metric
+/// sections; the other servers' figures in the server block and `server_*` keys.
+#[test]
+fn speculative_decoding_and_server_gauges_are_reported_as_found() {
+    use crate::server_metrics::ServerReport;
+    use crate::server_metrics::report::{Peak, QueueTime, SpecGauges, TimelinePoint};
+    use crate::server_metrics::spec_decode::SpecDecodeStats;
+    let mut m = full_metrics();
+    let spec = SpecDecodeStats {
+        num_drafts: 200,
+        draft_tokens: 600,
+        accepted_tokens: 300,
+        acceptance_rate: 50.0,
+        acceptance_length: 2.5,
+        per_position_acceptance_rates: vec![0.8, 0.5, 0.2],
+    };
+    m.server_metrics = Some(ServerReport {
+        server: "vllm",
+        spec_decode: Some(spec),
+        preemptions: Some(5),
+        queue_time: Some(QueueTime {
+            requests: 10,
+            mean_ms: 250.0,
+        }),
+        kv_cache_usage: Some(Peak {
+            metric: "vllm:kv_cache_usage_perc",
+            peak: 0.75,
+        }),
+        timeline: vec![TimelinePoint {
+            t: 0.5,
+            values: vec![("vllm:kv_cache_usage_perc", 0.75)],
+        }],
+        ..ServerReport::default()
+    });
+    let text = console(&m, &run());
+    let vllm_part = &text[..text.find("=== Client Diagnostics").unwrap()];
+    let row = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
+    let expected = [
+        format!("{}Speculative Decoding{}\n", "-".repeat(15), "-".repeat(15)),
+        row("Acceptance rate (%):", "50.00"),
+        row("Acceptance length:", "2.50"),
+        row("Drafts:", "200"),
+        row("Draft tokens:", "600"),
+        row("Accepted tokens:", "300"),
+        "Per-position acceptance (%):\n".to_owned(),
+        row("  Position 0:", "80.00"),
+        row("  Position 1:", "50.00"),
+        row("  Position 2:", "20.00"),
+        format!("{}\n", "=".repeat(50)),
+    ]
+    .concat();
+    assert!(vllm_part.ends_with(&expected), "{text}");
+    let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
+    assert!(
+        text.contains(&line("Peak KV-cache usage (%):", "75.00")),
+        "{text}"
+    );
+    assert!(text.contains(&line("Preemptions:", "5")), "{text}");
+    assert!(
+        text.contains(&line("Mean server queue time (ms):", "250.00")),
+        "{text}"
+    );
+    assert!(!text.contains("Prefix cache hit rate (%)"), "{text}");
+
+    let v = result_json(&m, &run(), false);
+    assert_eq!(v["spec_decode_acceptance_rate"], json!(50.0));
+    assert_eq!(v["spec_decode_acceptance_length"], json!(2.5));
+    assert_eq!(v["spec_decode_num_drafts"], json!(200));
+    assert_eq!(v["spec_decode_draft_tokens"], json!(600));
+    assert_eq!(v["spec_decode_accepted_tokens"], json!(300));
+    assert_eq!(
+        v["spec_decode_per_position_acceptance_rates"],
+        json!([0.8, 0.5, 0.2])
+    );
+    // vLLM's keys come before its metric sections, as vLLM adds them.
+    let doc = super::json::result_doc(&m, &run(), false);
+    let keys: Vec<&str> = doc.keys().collect();
+    let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+    assert!(at("spec_decode_acceptance_rate") < at("mean_ttft_ms"));
+    assert_eq!(v["server_metrics_source"], json!("vllm"));
+    assert_eq!(v["server_kv_cache_usage_peak"], json!(0.75));
+    assert_eq!(v["server_preemptions"], json!(5));
+    assert_eq!(v["server_mean_queue_time_ms"], json!(250.0));
+    assert_eq!(v["server_queue_time_requests"], json!(10));
+    assert_eq!(
+        v["server_metrics_timeline"],
+        json!([{"t": 0.5, "vllm:kv_cache_usage_perc": 0.75}])
+    );
+    assert!(v.get("server_cached_prompt_tokens").is_none());
+    assert!(v.get("server_spec_decode_acceptance_rate").is_none());
+
+    // SGLang's gauges go in the server block, not vLLM's lines.
+    m.server_metrics = Some(ServerReport {
+        server: "sglang",
+        spec_gauges: Some(SpecGauges {
+            acceptance_rate: 60.0,
+            acceptance_length: 2.8,
+        }),
+        ..ServerReport::default()
+    });
+    let text = console(&m, &run());
+    assert!(!text.contains("Speculative Decoding"), "{text}");
+    assert!(
+        text.contains(&line("Spec. decode acceptance length:", "2.80")),
+        "{text}"
+    );
+    let v = result_json(&m, &run(), false);
+    assert!(v.get("spec_decode_acceptance_rate").is_none());
+    assert_eq!(v["server_spec_decode_acceptance_rate"], json!(60.0));
 }
 
 #[test]

@@ -25,7 +25,7 @@ use crate::runtime::{
     BackendDescription, BackendPlugin, ClientConfig, DatasetDescription, Framing, PluginRef,
     Prompt, TurnResult,
 };
-use crate::server_metrics::{self, ServerCache, Snapshot};
+use crate::server_metrics::{RunScrapes, ScrapeConfig};
 use crate::server_tokenizer;
 use crate::workload::{self, HostHeaders, Workload};
 
@@ -56,6 +56,8 @@ pub struct HttpConfig {
     /// Connections opened before the clock starts (bench's own HTTP/1.1 client only);
     /// never more than there are requests.
     pub preconnect: usize,
+    /// Whether and how often the server's `/metrics` is read.
+    pub server_metrics: ScrapeConfig,
     /// vLLM's `--probe-request-rate`: probes per second sent beside the run (see
     /// [`crate::probe`]); `None`: no probes.
     pub probe_request_rate: Option<f64>,
@@ -69,10 +71,9 @@ pub struct HttpTarget {
     requests: Arc<Vec<PreparedRequest>>,
     /// The backend plugin's own name (also for a `.wasm` path), so results name the API.
     name: String,
-    base_url: String,
     preconnect: usize,
-    /// The server's counters read just before the clock started (by `warm_up`).
-    metrics_before: Option<Result<Snapshot>>,
+    /// The server's `/metrics`, read before, during and after the run.
+    server_metrics: RunScrapes,
     /// A multi-turn workload's conversations, continued during the run.
     conversations: Option<Conversations>,
     /// Every request's prompt, by index, for the theoretical prefix reuse computed after
@@ -188,9 +189,8 @@ impl HttpTarget {
             backend,
             requests,
             name,
-            base_url: config.base_url.clone(),
             preconnect: config.preconnect,
-            metrics_before: None,
+            server_metrics: RunScrapes::new(&config.base_url, config.server_metrics),
             conversations,
             prompts,
             probe,
@@ -234,7 +234,7 @@ impl Target for HttpTarget {
             .preconnect(self.preconnect.min(self.requests.len()))
             .await
             .context("--preconnect")?;
-        self.metrics_before = Some(server_metrics::scrape(&self.base_url).await);
+        self.server_metrics.before_run().await;
         Ok(())
     }
 
@@ -281,7 +281,11 @@ impl Target for HttpTarget {
             }
             None => None,
         };
-        let measured = load::run(self.client, self.requests, offsets, worker, load, more).await?;
+        let mut server_metrics = self.server_metrics;
+        server_metrics.start()?;
+        let measured = load::run(self.client, self.requests, offsets, worker, load, more).await;
+        let during = server_metrics.stop().await;
+        let measured = measured?;
         let probe = match probe {
             Some(running) => Some(
                 tokio::task::spawn_blocking(move || running.finish())
@@ -299,7 +303,7 @@ impl Target for HttpTarget {
             clock_origin_s: measured.clock_origin_s,
             cpu: measured.cpu,
             transport: Some(measured.transport),
-            server_cache: None,
+            server_metrics: None,
             prompts: self.prompts,
             probe,
         };
@@ -315,9 +319,7 @@ impl Target for HttpTarget {
                 output.prompts[index] = Some(prompt);
             }
         }
-        if let Some(before) = self.metrics_before {
-            output.server_cache = server_cache(before, &self.base_url, observer).await;
-        }
+        output.server_metrics = server_metrics.report(during, observer).await;
         Ok(output)
     }
 }
@@ -485,43 +487,6 @@ async fn send_warm_ups(client: &HttpClient, first: &PreparedRequest, warm_up: &W
     while set.join_next().await.is_some() {}
 }
 
-/// The server's prefix-cache counters over the run, from the scrape `before` the run and
-/// one now; a server without them gets a note, never an error.
-async fn server_cache(
-    before: Result<Snapshot>,
-    base_url: &str,
-    observer: &mut dyn Observer,
-) -> Option<ServerCache> {
-    let scraped = match before {
-        Ok(before) => server_metrics::scrape(base_url)
-            .await
-            .map(|after| (before, after)),
-        Err(e) => Err(e),
-    };
-    let cache = match scraped {
-        Ok((before, after)) => ServerCache::between(&before, &after),
-        Err(e) => {
-            observer.event(Event::Note(&format!("no server metrics ({e:#})")));
-            return None;
-        }
-    };
-    match cache {
-        Some(cache) if cache.cached_prompt_tokens > 0 => {
-            observer.event(Event::Note(&format!(
-                "the server served {} of {} prompt tokens ({:.1}%) from its prefix cache \
-                 during this run; its TTFTs reflect that cache",
-                cache.cached_prompt_tokens,
-                cache.queried_prompt_tokens,
-                100.0 * cache.hit_rate()
-            )));
-        }
-        Some(_) => {}
-        None => observer.event(Event::Note(
-            "the server's /metrics has no prefix-cache counters bench knows",
-        )),
-    }
-    cache
-}
 /// Whether requests ask the server to ignore EOS: when the user says so, or by vLLM's rule,
 /// which each plugin's description states: a synthetic dataset on an OpenAI-compatible
 /// backend, so that generation runs to the requested length.

@@ -32,7 +32,7 @@ use crate::client::stop::{StopReason, StopSignal};
 use crate::metrics::ClientCpu;
 use crate::observer::Observer;
 use crate::record::RequestRecord;
-use crate::server_metrics::ServerCache;
+use crate::server_metrics::ServerReport;
 
 /// Runs a prepared workload and records what came back.
 // The core awaits these on its own runtime (`block_on`), so their futures need no
@@ -114,8 +114,8 @@ pub struct RunOutput {
     /// Which HTTP client sent the requests (`h1`, `reqwest`); `None` for a target that
     /// sends no HTTP.
     pub transport: Option<&'static str>,
-    /// The server's prefix-cache counters over the run, when it reports them.
-    pub server_cache: Option<ServerCache>,
+    /// What the server's `/metrics` said about the run, when it has metrics bench knows.
+    pub server_metrics: Option<ServerReport>,
     /// The prompt of each request, by index (a conversation's later turns included), for
     /// the workload's theoretical prefix reuse; empty when the target keeps none.
     pub prompts: Vec<Option<crate::runtime::Prompt>>,
