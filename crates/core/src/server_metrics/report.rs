@@ -7,6 +7,11 @@
 //! (`prompt_tokens_cached_total`), TGI's router (`tgi_request_queue_duration`,
 //! `tgi_queue_size`, `tgi_batch_current_size`, exported by `metrics-exporter-prometheus`
 //! as `_sum`/`_count`).
+//!
+//! The servers' names and metric names live here, in the core, rather than in the backend
+//! plugins: the issue asks for these servers' metrics by name, a server's `/metrics` is the
+//! same whichever API the run speaks (vLLM serves it to the `openai`, `vllm` and
+//! `openai-chat` backends alike), and the plugin contract has no way to declare metrics.
 
 use super::Snapshot;
 use super::spec_decode::SpecDecodeStats;
