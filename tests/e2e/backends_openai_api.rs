@@ -391,3 +391,105 @@ fn openai_audio_translates_an_hf_asr_set() {
     let asked: u64 = want.values().map(|(_, n)| n).sum();
     assert_eq!(r["total_output_tokens"], asked, "{r:#}");
 }
+
+/// Seconds of audio in a 16-bit PCM WAV upload, from its size: the clips the datasets
+/// upload, re-encoded as soundfile writes them (44-byte header, 2 bytes a sample), by
+/// their frames, channels and rate as `tests/data/datasets/audio/README.md` lists them.
+fn upload_seconds(bytes: usize) -> f64 {
+    let custom_audio = [
+        (16000, 1, 16000),
+        (8000, 1, 16000),
+        (5512, 2, 22050),
+        (24000, 1, 16000),
+        (20000, 1, 16000),
+        (32000, 1, 16000),
+    ];
+    let asr_rows = [3200, 7200, 10400, 13600, 18400, 8800, 5600, 12000].map(|f| (f, 1, 8000));
+    custom_audio
+        .iter()
+        .chain(&asr_rows)
+        .find(|&&(frames, channels, _)| 44 + 2 * frames * channels == bytes)
+        .map(|&(frames, _, rate)| frames as f64 / f64::from(rate))
+        .unwrap_or_else(|| panic!("no test clip uploads as {bytes} bytes"))
+}
+
+/// vLLM's `rtfx`: the seconds of audio the completed requests uploaded (the mock's record
+/// of each upload) over the benchmark duration, in the result file and on the console.
+fn check_rtfx(m: &Mock, prefix: &str, out: &Run) {
+    let r = out.json();
+    assert_eq!(r["failed"], 0, "{out}");
+    let audio: f64 = m
+        .server
+        .as_ref()
+        .unwrap()
+        .uploads()
+        .iter()
+        .filter(|u| {
+            u.request_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with(prefix))
+        })
+        .map(|u| upload_seconds(u.file_bytes))
+        .sum();
+    assert!(audio > 0.0);
+    let want = audio / r["duration"].as_f64().unwrap();
+    let rtfx = r["rtfx"].as_f64().unwrap();
+    assert!(
+        (rtfx - want).abs() <= 1e-9 * want,
+        "rtfx {rtfx}, want {want}"
+    );
+    let line = format!("{:<40} {:<10.2}", "RTFx (Inverse Real-Time Factor):", rtfx);
+    assert!(out.stdout.contains(&line), "{line:?} not in\n{out}");
+}
+
+#[test]
+fn audio_uploads_give_vllms_rtfx_and_inline_chat_audio_none() {
+    let m = mock(Default::default());
+    let clips = data("datasets/audio/clips.jsonl").display().to_string();
+    let custom_audio = ["--dataset-name", "custom_audio", "--dataset-path", &clips];
+    let out = Bench::against(&m.url)
+        .backend("openai-audio")
+        .args(custom_audio)
+        .args(["--custom-output-len", "4", "--request-id-prefix", "rtfx-"])
+        .prompts(12)
+        .save_result()
+        .run()
+        .assert_success();
+    assert_eq!(out.json()["completed"], 12, "{out}");
+    check_rtfx(&m, "rtfx-", &out);
+
+    let root = data("datasets/audio/asr").display().to_string();
+    let out = Bench::against(&m.url)
+        .backend("openai-audio")
+        .args(["--dataset-name", "hf", "--dataset-path", &root])
+        .args([
+            "--hf-name",
+            "openslr/librispeech_asr",
+            "--hf-subset",
+            "clean",
+        ])
+        .args(["--hf-split", "train", "--request-id-prefix", "rtfx-asr-"])
+        .prompts(5)
+        .save_result()
+        .run()
+        .assert_success();
+    assert_eq!(out.json()["completed"], 5, "{out}");
+    check_rtfx(&m, "rtfx-asr-", &out);
+
+    // The same clips inline in chat messages: vLLM's chat client sets no audio duration.
+    let out = Bench::against(&m.url)
+        .backend("openai-chat")
+        .args(custom_audio)
+        .args(["--enable-multimodal-chat", "--custom-output-len", "4"])
+        .prompts(6)
+        .save_result()
+        .run()
+        .assert_success();
+    let r = out.json();
+    assert_eq!(
+        (r["completed"].as_u64(), r["rtfx"].as_f64()),
+        (Some(6), Some(0.0)),
+        "{out}"
+    );
+    assert!(!out.stdout.contains("RTFx"), "{out}");
+}

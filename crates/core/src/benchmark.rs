@@ -323,6 +323,7 @@ fn measure<T: Target>(
     computed.client.http_client = output.transport;
     computed.per_request.clock_origin_s = output.clock_origin_s;
     computed.server_metrics = output.server_metrics;
+    computed.set_rtfx(&output.audio_seconds);
     // The theoretical prefix reuse counts prompt tokens: none without a tokenizer.
     if let Some(tokenizer) = tokenizer
         && plan.metrics.prefix_block_size > 0

@@ -3,6 +3,7 @@
 //! shows on the way through an [`observer::Observer`]; it prints nothing and reads no
 //! environment. The target it drives ([`target::Target`]) is the HTTP server today.
 
+pub mod audio_duration;
 pub mod benchmark;
 pub mod metrics;
 pub mod observer;

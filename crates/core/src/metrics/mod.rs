@@ -5,6 +5,7 @@
 
 pub mod embeddings;
 pub mod goodput;
+mod rtfx;
 pub mod stats;
 pub mod timeline;
 pub mod tokens;
@@ -344,6 +345,9 @@ pub struct Metrics {
     pub max_output_tokens_per_s: f64,
     /// vLLM's peak: the most requests active during one whole second.
     pub max_concurrent_requests: usize,
+    /// vLLM's `rtfx` (inverse real-time factor): seconds of uploaded audio of the
+    /// successful requests per second of benchmark; 0 without audio ([`Metrics::set_rtfx`]).
+    pub rtfx: f64,
     /// The most requests in flight at one instant (not in vLLM).
     pub peak_concurrent_requests: usize,
     /// Whether output tokens could be counted with a tokenizer; like vLLM without a
@@ -605,6 +609,7 @@ pub fn calculate(
         e2el_including_client_queue: Summary::of_seconds(e2els_with_queue, percentiles),
         max_output_tokens_per_s: peaks.max_output_tokens_per_s,
         max_concurrent_requests: peaks.max_concurrent_requests,
+        rtfx: 0.0,
         peak_concurrent_requests: peaks.peak_concurrent_requests,
         has_tokenizer: count_tokens.is_some(),
         config,

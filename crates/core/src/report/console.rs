@@ -224,6 +224,10 @@ fn generation_lines(out: &mut String, m: &Metrics) {
         "Peak concurrent requests:",
         m.max_concurrent_requests as f64,
     );
+    // vLLM prints it for audio runs only, where it is positive.
+    if m.rtfx > 0.0 {
+        line_f(out, "RTFx (Inverse Real-Time Factor):", m.rtfx);
+    }
     if m.has_tokenizer {
         line_f(
             out,

@@ -253,8 +253,8 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
                 "max_concurrent_requests",
                 value(json!(m.max_concurrent_requests)),
             ),
-            // Inverse real-time factor of audio benchmarks; no audio input here.
-            ("rtfx", value(float(0.0))),
+            // Inverse real-time factor of audio benchmarks (0 without uploaded audio).
+            ("rtfx", value(float(m.rtfx))),
         ],
     };
     for (key, field) in results {

@@ -934,3 +934,24 @@ fn turns_and_reported_cache_hits_are_extra_keys_and_a_block() {
     );
     assert!(text.contains("Turn Completed"), "{text}");
 }
+
+#[test]
+fn rtfx_is_written_and_printed_only_for_audio() {
+    let mut m = full_metrics();
+    let r = run();
+    assert_eq!(result_json(&m, &r, false)["rtfx"], json!(0.0));
+    assert!(!console(&m, &r).contains("RTFx"));
+    // The fixture's successful requests (0, 1, 3) uploaded 4 s of audio in its 10 s.
+    m.set_rtfx(&[1.5, 2.0, 7.0, 0.5]);
+    let doc = result_json(&m, &r, false);
+    assert_eq!(doc["rtfx"], json!(0.4));
+    // vLLM's key order: right after max_concurrent_requests.
+    let keys: Vec<&String> = doc.as_object().unwrap().keys().collect();
+    let at = keys.iter().position(|k| *k == "rtfx").unwrap();
+    assert_eq!(keys[at - 1], "max_concurrent_requests");
+    let text = console(&m, &r);
+    let line = "RTFx (Inverse Real-Time Factor):         0.40      \n";
+    let peak = text.find("Peak concurrent requests:").unwrap();
+    let at = text.find(line).unwrap_or_else(|| panic!("{text}"));
+    assert!(peak < at && at < text.find("Total token throughput").unwrap());
+}

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::{RunOptions, RunOutput, Target, WarmUp};
+use crate::audio_duration;
 use crate::client::framing::FramingKind;
 use crate::client::load::{self, MoreTurns, NextTurn};
 use crate::client::stop::StopSignal;
@@ -79,6 +80,8 @@ pub struct HttpTarget {
     /// Every request's prompt, by index, for the theoretical prefix reuse computed after
     /// the run (moved out of the specs once the requests are built: no copy).
     prompts: Vec<Option<Prompt>>,
+    /// Seconds of audio each request uploads, measured before the clock for `rtfx`.
+    audio_seconds: Vec<f64>,
     /// The probe loop run beside the workload (`--probe-request-rate`).
     probe: Option<Probe>,
 }
@@ -148,6 +151,10 @@ impl HttpTarget {
             extra: config.headers.clone(),
         };
         let requests = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
+        let audio = audio_duration::measure(&specs);
+        if let Some(warning) = audio.warning() {
+            observer.event(Event::Warning(&warning));
+        }
         let url = format!("{}{}", config.base_url, endpoint);
         let probe = match (config.probe_request_rate, specs.first()) {
             (Some(rate), Some(first)) => {
@@ -193,6 +200,7 @@ impl HttpTarget {
             server_metrics: RunScrapes::new(&config.base_url, config.server_metrics),
             conversations,
             prompts,
+            audio_seconds: audio.seconds,
             probe,
         })
     }
@@ -305,6 +313,7 @@ impl Target for HttpTarget {
             transport: Some(measured.transport),
             server_metrics: None,
             prompts: self.prompts,
+            audio_seconds: self.audio_seconds,
             probe,
         };
         if let Some(driver) = driver {

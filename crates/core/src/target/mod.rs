@@ -119,6 +119,9 @@ pub struct RunOutput {
     /// The prompt of each request, by index (a conversation's later turns included), for
     /// the workload's theoretical prefix reuse; empty when the target keeps none.
     pub prompts: Vec<Option<crate::runtime::Prompt>>,
+    /// Seconds of audio each request uploaded, by index, for vLLM's `rtfx`
+    /// ([`crate::audio_duration`]); empty when none uploaded any.
+    pub audio_seconds: Vec<f64>,
     /// What the probe loop beside the run measured (`--probe-request-rate`); `None`
     /// when none ran. Not part of the records.
     pub probe: Option<crate::probe::ProbeResults>,
