@@ -232,7 +232,6 @@ fn input_tokens_and_start_times_are_computed_as_vllm_computes_them() {
 #[test]
 fn every_vllm_serve_flag_is_accepted_except_those_still_to_build() {
     const NOT_YET: &[&str] = &[
-        "--insecure",
         "--plot-dataset-stats",
         "--plot-timeline",
         "--timeline-itl-thresholds",
@@ -376,4 +375,70 @@ fn tokenizer_modes_bench_cannot_honour_are_refused() {
     );
     let out = sample("mistral").assert_failure();
     assert!(out.stderr.contains("--tokenizer-mode mistral"), "{out}");
+}
+
+/// `--insecure`: against an https server with a self-signed certificate (the mock behind
+/// `bench mock-server --tls-cert`), a run without the flag stops at the ready check saying
+/// the certificate was refused; with it, every request completes, and so does asking the
+/// server for its model (`/v1/models`, no `--model`).
+#[test]
+fn insecure_accepts_a_self_signed_certificate_and_nothing_else_does() {
+    use std::io::BufRead as _;
+    let tls = data("tls");
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["mock-server", "--port", "0", "--tls-cert"])
+        .arg(tls.join("cert.pem"))
+        .arg("--tls-key")
+        .arg(tls.join("key.pem"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("https://"))
+        .unwrap_or_else(|| panic!("no https URL in {line:?}"))
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = gpt2();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "serve",
+            "--base-url",
+            &url,
+            "--tokenizer",
+            &tokenizer,
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "5",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--ready-check-timeout-sec",
+            "1",
+            "--save-result",
+            "--result-dir",
+            dir.path().to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        bench(&args)
+    };
+    let refused = run(&["--model", "mock"]).assert_failure();
+    assert!(
+        refused.stderr.contains("Initial test run failed")
+            && refused.stderr.to_lowercase().contains("certificate"),
+        "{refused}"
+    );
+    run(&["--insecure"]).assert_success();
+    let r = result_json(dir.path());
+    assert_eq!(r["completed"], 5, "{r:#}");
+    assert_eq!(r["failed"], 0, "{r:#}");
+    assert_eq!(r["model_id"], "mock", "{r:#}");
+    let _ = server.kill();
+    let _ = server.wait();
 }

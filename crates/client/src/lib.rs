@@ -135,6 +135,27 @@ pub enum HttpClientKind {
     Reqwest,
 }
 
+/// Whether https connections check the server's certificate. Every HTTP client bench opens
+/// to the server starts from [`reqwest_builder`], so one setting reaches the requests, the
+/// model listing, the tokenizer alignment and the `/metrics` scrapes alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tls {
+    /// Check the certificate against the web's root certificates (vLLM's default).
+    #[default]
+    Verify,
+    /// Accept any certificate, self-signed or expired (vLLM's `--insecure`): the traffic is
+    /// still encrypted, but nothing says who answers.
+    Insecure,
+}
+
+/// reqwest's builder with what every client of a run shares: no proxies from the
+/// environment (a benchmark measures the server, not a proxy) and the run's [`Tls`].
+pub fn reqwest_builder(tls: Tls) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .no_proxy()
+        .danger_accept_invalid_certs(tls == Tls::Insecure)
+}
+
 /// A configured HTTP client shared by all requests of a run.
 #[derive(Clone)]
 pub struct HttpClient {
@@ -235,12 +256,15 @@ impl ServedConns {
 }
 
 /// The reqwest client settings of a run; `pool` false opens a new connection per request.
-fn reqwest_client(timeout: Option<Duration>, pool: bool) -> reqwest::Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder()
+fn reqwest_client(
+    timeout: Option<Duration>,
+    pool: bool,
+    tls: Tls,
+) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest_builder(tls)
         .pool_max_idle_per_host(if pool { usize::MAX } else { 0 })
         .pool_idle_timeout(POOL_IDLE)
-        .tcp_nodelay(true)
-        .no_proxy();
+        .tcp_nodelay(true);
     if let Some(t) = timeout {
         builder = builder.timeout(t);
     }
@@ -250,17 +274,18 @@ fn reqwest_client(timeout: Option<Duration>, pool: bool) -> reqwest::Result<reqw
 impl HttpClient {
     /// A client for POST requests to `url`. reqwest's connection pool never limits
     /// concurrency either: hyper opens a new connection whenever none is idle, and every
-    /// idle one is kept for reuse.
+    /// idle one is kept for reuse. `tls` applies to `https://` URLs, which reqwest carries.
     pub fn new(
         url: &str,
         framing: FramingKind,
         timeout: Option<Duration>,
         kind: HttpClientKind,
+        tls: Tls,
     ) -> anyhow::Result<Self> {
         let url =
             reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("invalid URL {url:?}: {e}"))?;
-        let client = reqwest_client(timeout, true)?;
-        let fresh = reqwest_client(timeout, false)?;
+        let client = reqwest_client(timeout, true, tls)?;
+        let fresh = reqwest_client(timeout, false, tls)?;
         let plain = url.scheme() == "http";
         let h1 = match kind {
             HttpClientKind::Auto if plain => true,

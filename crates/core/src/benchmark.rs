@@ -142,6 +142,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
             let id = rt.block_on(http::first_model(
                 &config.http.base_url,
                 &config.http.headers,
+                config.http.tls,
             ))?;
             observer.event(Event::ModelFound { id: &id });
             id
@@ -179,8 +180,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
 
 /// `--profile`'s calls to the server, with the run's headers and TLS settings.
 fn profiler(http: &HttpConfig) -> Result<Profiler> {
-    let client = reqwest::Client::builder()
-        .no_proxy()
+    let client = crate::client::reqwest_builder(http.tls)
         .build()
         .context("--profile: the HTTP client")?;
     let headers = HostHeaders {

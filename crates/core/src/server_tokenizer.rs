@@ -20,6 +20,7 @@ use anyhow::{Context, Result, bail};
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
 
+use crate::client::Tls;
 use crate::runtime::{Prompt, RequestSpec};
 
 /// vLLM's `asyncio.Semaphore(64)`.
@@ -47,11 +48,11 @@ pub enum Alignment {
 
 /// Re-aligns `specs`' text prompts to the tokenizer of the server at `base_url` (without
 /// `/v1`), as vLLM's client does.
-pub async fn align(base_url: &str, model: &str, specs: &mut [RequestSpec]) -> Alignment {
+pub async fn align(base_url: &str, model: &str, specs: &mut [RequestSpec], tls: Tls) -> Alignment {
     let Some(Prompt::Text(first)) = specs.first().map(|s| &s.prompt) else {
         return Alignment::NotText;
     };
-    let server = match Server::new(base_url, model) {
+    let server = match Server::new(base_url, model, tls) {
         Ok(server) => Arc::new(server),
         Err(e) => return Alignment::Unavailable(format!("{e:#}")),
     };
@@ -108,13 +109,12 @@ struct Server {
 }
 
 impl Server {
-    fn new(base_url: &str, model: &str) -> Result<Self> {
+    fn new(base_url: &str, model: &str, tls: Tls) -> Result<Self> {
         let base = base_url.trim_end_matches('/');
         Ok(Server {
             // aiohttp's default session timeout, which vLLM's client keeps.
-            client: reqwest::Client::builder()
+            client: crate::client::reqwest_builder(tls)
                 .timeout(Duration::from_secs(300))
-                .no_proxy()
                 .build()
                 .context("building an HTTP client")?,
             tokenize_url: format!("{base}/tokenize"),

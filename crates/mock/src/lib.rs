@@ -61,6 +61,7 @@ mod tests;
 #[cfg(test)]
 mod tests_native;
 pub mod timing;
+pub mod tls;
 mod tokenize;
 
 use std::convert::Infallible;
@@ -132,6 +133,13 @@ pub struct MockServerArgs {
     pub tokenize: bool,
     #[command(flatten)]
     pub server_metrics: ServerMetrics,
+    /// Serve https with this PEM certificate chain (with --tls-key): a TLS front on
+    /// --host/--port relays to the mock, to try a client's certificate checks.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub reasoning: Reasoning,
     /// Tokens the server's `usage` counts for each word of an answer (each word is one
@@ -443,12 +451,30 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
 
 /// `bench mock-server`: serves until Ctrl-C (a second Ctrl-C skips the graceful wait).
 pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
-    let config = MockConfig::from(&args);
+    let mut config = MockConfig::from(&args);
+    // With TLS the front takes --host/--port, and the plain mock behind it a loopback port.
+    let tls_files = args.tls_cert.as_ref().zip(args.tls_key.as_ref());
+    if tls_files.is_some() {
+        config.host = "127.0.0.1".to_owned();
+        config.port = 0;
+    }
     let server = spawn(config).await?;
+    let front = match tls_files {
+        Some((cert, key)) => {
+            let read = |p: &std::path::Path| {
+                std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+            };
+            let (cert, key) = (read(cert)?, read(key)?);
+            Some(tls::front((&args.host, args.port), server.addr, &cert, &key).await?)
+        }
+        None => None,
+    };
     println!(
         "bench mock-server listening on {} (model {:?}, ttft {} ms, itl {} ms, output-len {}, \
          fail-rate {})",
-        server.base_url(),
+        front
+            .as_ref()
+            .map_or_else(|| server.base_url(), tls::TlsFront::base_url),
         args.model,
         args.ttft_ms,
         args.itl_ms,

@@ -756,8 +756,8 @@ fn flags_map_onto_the_config() {
             prefix_cache: false,
             tokenize: false,
             reasoning: Reasoning::default(),
-            server_metrics: crate::ServerMetrics::default(),
             usage_tokens_per_word: 1,
+            server_metrics: crate::ServerMetrics::default(),
         }
     );
 

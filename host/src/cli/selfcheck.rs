@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::benchmark::{self, LoadConfig, ReportConfig, ServeConfig};
-use crate::client::HttpClientKind;
+use crate::client::{HttpClientKind, Tls};
 use crate::metrics::MetricsConfig;
 use crate::metrics::stats::percentile;
 use crate::mock::timing::RequestTiming;
@@ -406,9 +406,10 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             api_key: None,
             request_timeout: Duration::from_secs(6 * 3600),
             http_client: HttpClientKind::Auto,
+            tls: Tls::Verify,
             preconnect: load.concurrency,
-            server_metrics: Default::default(),
             probe_request_rate: None,
+            server_metrics: Default::default(),
         },
         load: LoadConfig {
             request_rate: f64::INFINITY,

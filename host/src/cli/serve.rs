@@ -13,7 +13,7 @@ use super::console::Console;
 use super::limits;
 use super::plugin_flags::{Parsed, Role, SharedValues};
 use crate::benchmark::{self, LoadConfig, Outcome, ReportConfig, ServeConfig};
-use crate::client::HttpClientKind;
+use crate::client::{HttpClientKind, Tls};
 use crate::metrics;
 use crate::report::SaveOptions;
 use crate::runtime::PluginRef;
@@ -275,6 +275,13 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = HttpClientKind::Auto)]
     pub http_client: HttpClientKind,
 
+    /// Accept the server's certificate without checking it (a self-signed or expired one)
+    /// on https:// URLs: the traffic stays encrypted, but nothing says who answers. Applies
+    /// to every connection bench makes to the server (requests, /v1/models, /tokenize,
+    /// /metrics, the profiler).
+    #[arg(long)]
+    pub insecure: bool,
+
     /// Connections to open before the clock starts (default: --max-concurrency, or none
     /// without it). vLLM opens them during the run, so its first requests' TTFT includes
     /// TCP handshakes made all at once, which is not what the server does; 0 restores that.
@@ -491,12 +498,17 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             .filter(|k| !k.is_empty()),
         request_timeout,
         http_client: args.http_client,
+        tls: if args.insecure {
+            Tls::Insecure
+        } else {
+            Tls::Verify
+        },
         preconnect: args.preconnect.or(args.max_concurrency).unwrap_or(0),
+        probe_request_rate: (args.probe_request_rate > 0.0).then_some(args.probe_request_rate),
         server_metrics: crate::server_metrics::ScrapeConfig {
             enabled: !args.no_server_metrics,
             interval: args.server_metrics_interval,
         },
-        probe_request_rate: (args.probe_request_rate > 0.0).then_some(args.probe_request_rate),
     };
     let load = LoadConfig {
         request_rate: args.request_rate,

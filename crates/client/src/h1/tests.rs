@@ -5,7 +5,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::{HttpClient, HttpClientKind};
+use crate::{HttpClient, HttpClientKind, Tls};
 use bench_mock::{self as mock, Closing, Faults, MockConfig, SilentClose};
 
 /// Feeds `pieces` one read at a time, the way [`H1Client::read_body`] does; returns the
@@ -191,7 +191,14 @@ const STREAM: &str =
 const WHOLE: &str = r#"{"model":"mock","prompt":"hi","max_tokens":6,"stream":false}"#;
 
 fn client(url: &str, framing: FramingKind, kind: HttpClientKind) -> HttpClient {
-    HttpClient::new(url, framing, Some(Duration::from_millis(800)), kind).unwrap()
+    HttpClient::new(
+        url,
+        framing,
+        Some(Duration::from_millis(800)),
+        kind,
+        Tls::Verify,
+    )
+    .unwrap()
 }
 
 /// What a response amounts to, for comparing the two clients: status, frame payloads,
@@ -546,9 +553,14 @@ async fn no_way_of_closing_connections_costs_a_request_with_either_client() {
                 .await
                 .unwrap();
                 let url = format!("{}/v1/completions", server.base_url());
-                let c =
-                    HttpClient::new(&url, FramingKind::Sse, Some(Duration::from_secs(10)), kind)
-                        .unwrap();
+                let c = HttpClient::new(
+                    &url,
+                    FramingKind::Sse,
+                    Some(Duration::from_secs(10)),
+                    kind,
+                    Tls::Verify,
+                )
+                .unwrap();
                 let all = run_requests(&c, 40, concurrency).await;
                 assert_eq!(all.len(), 40);
                 for r in &all {
@@ -638,8 +650,14 @@ async fn a_request_on_a_reused_connection_closed_under_it_is_resent_once_timed_f
     for kind in [HttpClientKind::H1, HttpClientKind::Reqwest] {
         let (url, count, reused) =
             second_request_server(|_| std::thread::sleep(CLOSE_AFTER), answer);
-        let c =
-            HttpClient::new(&url, FramingKind::Raw, Some(Duration::from_secs(10)), kind).unwrap();
+        let c = HttpClient::new(
+            &url,
+            FramingKind::Raw,
+            Some(Duration::from_secs(10)),
+            kind,
+            Tls::Verify,
+        )
+        .unwrap();
         let first = c.send(&request("{}")).await;
         assert_eq!(summary(&first), (Some(200), vec!["ok".into()], None));
         assert!(!first.retried);
@@ -786,4 +804,59 @@ async fn a_connection_near_the_servers_idle_timeout_is_not_reused() {
         assert!(!r.retried);
         assert_eq!(accepted(&count), connections, "timeout={timeout}");
     }
+}
+
+/// https goes through reqwest: a self-signed certificate is refused by default, with a
+/// message that says why, and accepted with `Tls::Insecure` (vLLM's `--insecure`), which
+/// then streams the same response as plain HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_checks_the_certificate_unless_insecure() {
+    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/tls");
+    let read = |name: &str| std::fs::read(tls.join(name)).unwrap();
+    let server = mock::spawn(MockConfig::default()).await.unwrap();
+    let front = mock::tls::front(
+        ("127.0.0.1", 0),
+        server.addr(),
+        &read("cert.pem"),
+        &read("key.pem"),
+    )
+    .await
+    .unwrap();
+    let url = format!("{}/v1/completions", front.base_url());
+    let open = |tls: Tls| {
+        HttpClient::new(
+            &url,
+            FramingKind::Sse,
+            Some(Duration::from_secs(10)),
+            HttpClientKind::Auto,
+            tls,
+        )
+        .unwrap()
+    };
+
+    let refused = open(Tls::Verify).send(&request(STREAM)).await;
+    let failure = refused
+        .error
+        .as_ref()
+        .expect("a self-signed certificate is refused");
+    assert!(
+        failure.message.contains("certificate") || failure.message.contains("Certificate"),
+        "{failure}"
+    );
+    assert_eq!(refused.status, None);
+
+    let insecure = open(Tls::Insecure);
+    assert_eq!(insecure.transport(), "reqwest");
+    let over_tls = insecure.send(&request(STREAM)).await;
+    let plain = client(
+        &format!("{}/v1/completions", server.base_url()),
+        FramingKind::Sse,
+        HttpClientKind::Auto,
+    )
+    .send(&request(STREAM))
+    .await;
+    assert_eq!(summary(&over_tls), summary(&plain));
+    assert_eq!(summary(&over_tls).0, Some(200));
+    // max_tokens 6: six chunks, each a token, all through the front.
+    assert_eq!(summary(&over_tls).1.len(), 6, "{:?}", summary(&over_tls));
 }

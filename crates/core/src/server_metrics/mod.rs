@@ -23,6 +23,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use crate::client::Tls;
+
 pub use report::{ServerCache, ServerReport};
 pub use run::{RunScrapes, ScrapeConfig};
 
@@ -171,12 +173,12 @@ pub struct Scraper {
 }
 
 impl Scraper {
-    /// A scraper of `{base_url}/metrics` whose scrapes give up after `timeout`.
-    pub fn new(base_url: &str, timeout: Duration) -> Result<Scraper> {
-        let client = reqwest::Client::builder()
+    /// A scraper of `{base_url}/metrics` whose scrapes give up after `timeout`; `tls` as
+    /// for the run's requests (`--insecure`).
+    pub fn new(base_url: &str, timeout: Duration, tls: Tls) -> Result<Scraper> {
+        let client = crate::client::reqwest_builder(tls)
             .timeout(timeout)
             .pool_max_idle_per_host(1)
-            .no_proxy()
             .build()
             .context("building the HTTP client for /metrics")?;
         Ok(Scraper {
@@ -212,8 +214,8 @@ impl Scraper {
 }
 
 /// Reads `{base_url}/metrics` once (a few seconds at most).
-pub async fn scrape(base_url: &str) -> Result<Snapshot> {
-    Scraper::new(base_url, Duration::from_secs(5))?
+pub async fn scrape(base_url: &str, tls: Tls) -> Result<Snapshot> {
+    Scraper::new(base_url, Duration::from_secs(5), tls)?
         .scrape()
         .await
 }

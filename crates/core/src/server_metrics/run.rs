@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::{Scraper, ServerReport, Snapshot, scrape};
+use crate::client::Tls;
 use crate::observer::{Event, Observer};
 
 /// Whether and how often a run reads the server's `/metrics`.
@@ -48,10 +49,10 @@ pub struct Interval {
 
 impl Interval {
     /// Starts reading `{base_url}/metrics` every `every` (the first read at once).
-    pub fn start(base_url: &str, every: Duration) -> Result<Interval> {
+    pub fn start(base_url: &str, every: Duration, tls: Tls) -> Result<Interval> {
         // Shorter than the interval, so a slow server never has two reads in flight.
         let timeout = every.mul_f64(0.8).min(Duration::from_secs(5));
-        let scraper = Scraper::new(base_url, timeout)?;
+        let scraper = Scraper::new(base_url, timeout, tls)?;
         let (stop, mut stopped) = watch::channel(());
         let task = tokio::spawn(async move {
             let start = Instant::now();
@@ -89,6 +90,8 @@ impl Interval {
 #[derive(Default)]
 pub struct RunScrapes {
     config: ScrapeConfig,
+    /// Certificate checks for https, as for the run's requests (`--insecure`).
+    tls: Tls,
     base_url: String,
     /// The scrape before the clock; `None` when scraping is off or not done yet.
     before: Option<Result<Snapshot>>,
@@ -96,9 +99,10 @@ pub struct RunScrapes {
 }
 
 impl RunScrapes {
-    pub fn new(base_url: &str, config: ScrapeConfig) -> RunScrapes {
+    pub fn new(base_url: &str, config: ScrapeConfig, tls: Tls) -> RunScrapes {
         RunScrapes {
             config,
+            tls,
             base_url: base_url.to_owned(),
             before: None,
             during: None,
@@ -109,7 +113,7 @@ impl RunScrapes {
     /// otherwise count).
     pub async fn before_run(&mut self) {
         if self.config.enabled {
-            self.before = Some(scrape(&self.base_url).await);
+            self.before = Some(scrape(&self.base_url, self.tls).await);
         }
     }
 
@@ -117,7 +121,7 @@ impl RunScrapes {
     /// server without `/metrics` is not asked again and again.
     pub fn start(&mut self) -> Result<()> {
         if let (Some(Ok(_)), Some(every)) = (&self.before, self.config.interval) {
-            self.during = Some(Interval::start(&self.base_url, every)?);
+            self.during = Some(Interval::start(&self.base_url, every, self.tls)?);
         }
         Ok(())
     }
@@ -138,7 +142,9 @@ impl RunScrapes {
         observer: &mut dyn Observer,
     ) -> Option<ServerReport> {
         let scraped = match self.before? {
-            Ok(before) => scrape(&self.base_url).await.map(|after| (before, after)),
+            Ok(before) => scrape(&self.base_url, self.tls)
+                .await
+                .map(|after| (before, after)),
             Err(e) => Err(e),
         };
         let (before, after) = match scraped {

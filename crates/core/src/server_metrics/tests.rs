@@ -382,10 +382,14 @@ fn scraping_reads_the_servers_metrics_endpoint() {
         .enable_all()
         .build()
         .unwrap();
-    let s = rt.block_on(scrape(&format!("http://{addr}/"))).unwrap();
+    let s = rt
+        .block_on(scrape(&format!("http://{addr}/"), Tls::Verify))
+        .unwrap();
     assert_eq!(s.total("llamacpp:prompt_tokens_cached_total"), Some(7.0));
     // A page that is no exposition text is an error (a note), not an empty scrape.
-    let err = rt.block_on(scrape(&format!("http://{addr}"))).unwrap_err();
+    let err = rt
+        .block_on(scrape(&format!("http://{addr}"), Tls::Verify))
+        .unwrap_err();
     assert!(
         format!("{err:#}").contains("no Prometheus metrics"),
         "{err:#}"

@@ -19,7 +19,7 @@ use crate::client::framing::FramingKind;
 use crate::client::load::{self, MoreTurns, NextTurn};
 use crate::client::stop::StopSignal;
 use crate::client::worker::{self, DecodeWorker, TurnDone};
-use crate::client::{HttpClient, HttpClientKind, PreparedRequest};
+use crate::client::{HttpClient, HttpClientKind, PreparedRequest, Tls};
 use crate::observer::{Event, Observer};
 use crate::probe::Probe;
 use crate::runtime::{
@@ -54,6 +54,8 @@ pub struct HttpConfig {
     /// How long one request may take.
     pub request_timeout: Duration,
     pub http_client: HttpClientKind,
+    /// Whether https connections check the server's certificate (`--insecure`).
+    pub tls: Tls,
     /// Connections opened before the clock starts (bench's own HTTP/1.1 client only);
     /// never more than there are requests.
     pub preconnect: usize,
@@ -121,8 +123,12 @@ impl HttpTarget {
         // vLLM re-aligns the prompts of its synthetic token-id datasets to the server's
         // tokenizer, before the clock; the dataset says whether it is one.
         if dataset.align_to_server_tokenizer {
-            let alignment =
-                rt.block_on(server_tokenizer::align(&config.base_url, model, &mut specs));
+            let alignment = rt.block_on(server_tokenizer::align(
+                &config.base_url,
+                model,
+                &mut specs,
+                config.tls,
+            ));
             observer.event(Event::Alignment(&alignment));
         }
         let mut backend = runtime.load_backend(&config.backend, host)?;
@@ -164,6 +170,7 @@ impl HttpTarget {
                     framing,
                     Some(config.request_timeout),
                     config.http_client,
+                    config.tls,
                 )?;
                 Some(Probe::prepare(
                     rate,
@@ -189,6 +196,7 @@ impl HttpTarget {
             framing,
             Some(config.request_timeout),
             config.http_client,
+            config.tls,
         )
         .context("--http-client")?;
         Ok(HttpTarget {
@@ -197,7 +205,7 @@ impl HttpTarget {
             requests,
             name,
             preconnect: config.preconnect,
-            server_metrics: RunScrapes::new(&config.base_url, config.server_metrics),
+            server_metrics: RunScrapes::new(&config.base_url, config.server_metrics, config.tls),
             conversations,
             prompts,
             audio_seconds: audio.seconds,
@@ -408,12 +416,13 @@ impl Conversations {
 }
 
 /// The first model the server lists (vLLM does this when no model is given).
-pub async fn first_model(base_url: &str, headers: &[(String, String)]) -> Result<String> {
+pub async fn first_model(base_url: &str, headers: &[(String, String)], tls: Tls) -> Result<String> {
     let client = HttpClient::new(
         &format!("{base_url}/v1/models"),
         FramingKind::Raw,
         Some(Duration::from_secs(30)),
         HttpClientKind::Reqwest,
+        tls,
     )?;
     let mut map = reqwest::header::HeaderMap::new();
     for (k, v) in headers {
