@@ -11,7 +11,8 @@
 # to core 1 and bench to core 0.
 #   ceiling-N: zero-delay server, 128-token streams, request rate inf, concurrency N.
 #   ceiling-backends: ceiling-64 through each streaming backend (openai, openai-chat, tgi,
-#              tensorrt-llm, sglang, llama.cpp), the mock speaking its protocol.
+#              openai-responses, tensorrt-llm, sglang, llama.cpp, openai-audio), the mock
+#              speaking its protocol.
 #   timing-N:  server TTFT 50 ms / ITL 10 ms, 64-token streams, concurrency N; "err" is
 #              bench's mean minus the server's own recorded mean (GET /mock/timing: when
 #              each chunk actually left, from the request's arrival); "p99 err" is exact:
@@ -239,10 +240,15 @@ done
 # Each streaming backend's ceiling (its decoder on the client's one core), against the mock
 # speaking its protocol: ROWS=ceiling-backends.
 if want ceiling-backends; then
-  for b in openai openai-chat tgi tensorrt-llm sglang llama.cpp; do
+  for b in openai openai-chat openai-responses tgi tensorrt-llm sglang llama.cpp; do
     BACKEND=$b run "ceiling-$b" 64 "${N_CEILING:-20000}" 0 0 128
     speed_row "ceiling-$b" 64 0
   done
+  # Transcriptions: the test clips (tests/data/datasets/audio) uploaded as multipart forms,
+  # answered as streamed transcription chunks.
+  BACKEND=openai-audio run ceiling-openai-audio 64 "${N_CEILING:-20000}" 0 0 128 \
+    --dataset-name custom_audio --dataset-path tests/data/datasets/audio/clips.jsonl
+  speed_row ceiling-openai-audio 64 0
 fi
 for c in 64 256 1024; do
   want "timing-$c" && {

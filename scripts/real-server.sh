@@ -453,10 +453,11 @@ echo "tokenizer: $tokenizer"
 echo "model: $model, $threads threads, 4 slots of 1024 tokens, port $port; $(date '+%Y-%m-%d %H:%M')"
 echo
 
-# a, b: both backends; b compares the same runs with the server's own counts.
+# a, b: the OpenAI backends and llama.cpp's native API; b compares the same runs with the
+# server's own counts.
 if want a || want b; then
   n=20 out=32
-  for backend in openai openai-chat; do
+  for backend in openai openai-chat llama.cpp; do
     start_server "a-$backend"
     scrape "a-$backend.before"
     rc=0
