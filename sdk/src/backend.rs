@@ -103,6 +103,34 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// The frames of one [`Decoder::feed`] call as `(frame index, where the frame starts in
+/// the buffer, its bytes)`, once the ends are checked: in order and inside the buffer.
+/// The host lays frames out so; a decoder checks anyway, since a bad end would make it
+/// read outside its frame. Every decoder walks its frames through this.
+#[inline]
+pub fn frames<'a>(
+    buffer: &'a [u8],
+    frame_ends: &'a [u32],
+) -> Result<impl Iterator<Item = (u32, usize, &'a [u8])> + 'a, PluginError> {
+    let mut start = 0;
+    for (index, &end) in frame_ends.iter().enumerate() {
+        let end = end as usize;
+        if end < start || end > buffer.len() {
+            return Err(PluginError::InvalidInput(format!(
+                "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
+                buffer.len()
+            )));
+        }
+        start = end;
+    }
+    let mut start = 0;
+    Ok(frame_ends.iter().enumerate().map(move |(index, &end)| {
+        let (from, end) = (start, end as usize);
+        start = end;
+        (index as u32, from, &buffer[from..end])
+    }))
+}
+
 /// The contract's flat form of a response's events (`decoded` in the WIT): chunks as
 /// parallel lists of numbers, which the host copies in one go, and the few other events as
 /// they are. A missing text is an empty span: the host appends nothing for either.

@@ -228,17 +228,7 @@ impl<R: FrameReader> Decoder for NativeDecoder<R> {
         frame_ends: &[u32],
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
-        let mut start = 0;
-        for (index, &end) in frame_ends.iter().enumerate() {
-            let end = end as usize;
-            if end < start || end > buffer.len() {
-                return Err(PluginError::InvalidInput(format!(
-                    "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
-                    buffer.len()
-                )));
-            }
-            let bytes = &buffer[start..end];
-            let frame = index as u32;
+        for (frame, start, bytes) in crate::backend::frames(buffer, frame_ends)? {
             match self.0.read(bytes) {
                 Ok(parsed) => emit(bytes, start, frame, parsed, out),
                 Err(e) => out.push(Event {
@@ -249,7 +239,6 @@ impl<R: FrameReader> Decoder for NativeDecoder<R> {
                     )),
                 }),
             }
-            start = end;
         }
         Ok(())
     }

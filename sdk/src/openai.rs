@@ -380,17 +380,8 @@ impl OpenAiDecoder {
         frame_ends: &[u32],
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
-        let mut start = 0;
-        for (index, &end) in frame_ends.iter().enumerate() {
-            let end = end as usize;
-            if end < start || end > buffer.len() {
-                return Err(PluginError::InvalidInput(format!(
-                    "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
-                    buffer.len()
-                )));
-            }
-            self.frame(buffer, start, end, index as u32, out);
-            start = end;
+        for (frame, start, bytes) in crate::backend::frames(buffer, frame_ends)? {
+            self.frame(buffer, start, start + bytes.len(), frame, out);
         }
         Ok(())
     }

@@ -464,23 +464,12 @@ impl Decoder for PoolingDecoder {
         frame_ends: &[u32],
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
-        let mut start = 0;
-        for (index, &end) in frame_ends.iter().enumerate() {
-            if end < start || end as usize > buffer.len() {
-                return Err(PluginError::InvalidInput(format!(
-                    "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
-                    buffer.len()
-                )));
-            }
-            start = end;
-        }
-        let Some(last) = frame_ends.len().checked_sub(1) else {
+        // Frames lie end to end: the body is the buffer up to the last frame's end.
+        let Some((frame, start, last)) = crate::backend::frames(buffer, frame_ends)?.last() else {
             return Ok(());
         };
-        let frame = last as u32;
-        // Frames lie end to end: the body is the buffer up to the last frame's end.
         let bytes = match &self.metadata {
-            None => &buffer[..start as usize],
+            None => &buffer[..start + last.len()],
             Some(Some(metadata)) => metadata.as_slice(),
             Some(None) => {
                 out.push(Event {

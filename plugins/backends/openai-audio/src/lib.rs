@@ -203,17 +203,8 @@ impl Decoder for AudioDecoder {
         match self {
             AudioDecoder::Stream(decoder) => decoder.feed(buffer, frame_ends, out),
             AudioDecoder::Whole => {
-                let mut start = 0;
-                for (index, &end) in frame_ends.iter().enumerate() {
-                    let end = end as usize;
-                    if end < start || end > buffer.len() {
-                        return Err(PluginError::InvalidInput(format!(
-                            "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
-                            buffer.len()
-                        )));
-                    }
-                    whole(&buffer[start..end], start, index as u32, out);
-                    start = end;
+                for (frame, start, bytes) in bench_sdk::backend::frames(buffer, frame_ends)? {
+                    whole(bytes, start, frame, out);
                 }
                 Ok(())
             }

@@ -483,24 +483,13 @@ impl Decoder for ResponsesDecoder {
         frame_ends: &[u32],
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
-        let mut start = 0;
-        for (index, &end) in frame_ends.iter().enumerate() {
-            let end = end as usize;
-            if end < start || end > buffer.len() {
-                return Err(PluginError::InvalidInput(format!(
-                    "frame {index} ends at byte {end}, outside {start}..={} of the buffer",
-                    buffer.len()
-                )));
-            }
-            // Frames are numbered within this call; `frames` counts them for `finish`.
-            let frame = index as u32;
-            let bytes = &buffer[start..end];
+        // Frames are numbered within this call; `frames` counts them for `finish`.
+        for (frame, start, bytes) in bench_sdk::backend::frames(buffer, frame_ends)? {
             if self.stream {
                 self.stream_frame(bytes, start, frame, out);
             } else {
                 self.whole(bytes, start, frame, out);
             }
-            start = end;
         }
         self.frames += frame_ends.len() as u32;
         Ok(())
