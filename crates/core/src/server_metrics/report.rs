@@ -48,6 +48,16 @@ struct Family {
     /// the server last computed them (vLLM has counters instead, read by
     /// [`super::spec_decode`]).
     spec_gauges: Option<(&'static str, &'static str)>,
+    /// Counters of drafts, drafted tokens and accepted tokens (llama.cpp, whose names
+    /// follow vLLM's), whose deltas give the acceptance over the run.
+    spec_counters: Option<SpecCounters>,
+}
+
+/// A server's speculative-decoding counters, summed over series.
+struct SpecCounters {
+    drafts: &'static str,
+    draft_tokens: &'static str,
+    accepted_tokens: &'static str,
 }
 
 /// The families in the order they are tried on a scrape.
@@ -66,6 +76,7 @@ const FAMILIES: &[Family] = &[
         preemptions: &["vllm:num_preemptions_total"],
         queue_time: &["vllm:request_queue_time_seconds"],
         spec_gauges: None,
+        spec_counters: None,
     },
     Family {
         server: "sglang",
@@ -83,6 +94,7 @@ const FAMILIES: &[Family] = &[
         preemptions: &["sglang:num_retracted_requests_total"],
         queue_time: &["sglang:queue_time_seconds"],
         spec_gauges: Some(("sglang:spec_accept_rate", "sglang:spec_accept_length")),
+        spec_counters: None,
     },
     Family {
         server: "llama.cpp",
@@ -102,6 +114,12 @@ const FAMILIES: &[Family] = &[
         preemptions: &[],
         queue_time: &[],
         spec_gauges: None,
+        // llama-server's `/metrics` handler (build 11434 checked).
+        spec_counters: Some(SpecCounters {
+            drafts: "llamacpp:spec_decode_num_drafts_total",
+            draft_tokens: "llamacpp:spec_decode_num_draft_tokens_total",
+            accepted_tokens: "llamacpp:spec_decode_num_accepted_tokens_total",
+        }),
     },
     Family {
         server: "tgi",
@@ -113,6 +131,7 @@ const FAMILIES: &[Family] = &[
         preemptions: &[],
         queue_time: &["tgi_request_queue_duration"],
         spec_gauges: None,
+        spec_counters: None,
     },
 ];
 
@@ -181,7 +200,9 @@ pub struct Peak {
     pub peak: f64,
 }
 
-/// Speculative decoding as a server reports it in gauges (SGLang), read after the run.
+/// Another server's speculative decoding: SGLang's gauges read after the run, or the deltas
+/// of llama.cpp's counters over it (rate = accepted / drafted tokens, length = 1 +
+/// accepted tokens per draft, vLLM's formulas).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpecGauges {
     /// Accepted over drafted tokens, in percent.
@@ -247,12 +268,25 @@ impl ServerReport {
         };
         let cache = ServerCache::between(before, after).filter(|c| c.server == family.server);
         note(cache.is_some(), "prefix-cache counters");
-        let spec_gauges = family.spec_gauges.and_then(|(rate, length)| {
-            Some(SpecGauges {
-                acceptance_rate: 100.0 * after.max(rate)?,
-                acceptance_length: after.max(length)?,
+        let spec_gauges = family
+            .spec_gauges
+            .and_then(|(rate, length)| {
+                Some(SpecGauges {
+                    acceptance_rate: 100.0 * after.max(rate)?,
+                    acceptance_length: after.max(length)?,
+                })
             })
-        });
+            .or_else(|| {
+                let c = family.spec_counters.as_ref()?;
+                let drafts = counter_delta(before, after, &[c.drafts])?;
+                let drafted = counter_delta(before, after, &[c.draft_tokens])?;
+                let accepted = counter_delta(before, after, &[c.accepted_tokens])?;
+                // No draft during the run: no speculative decoding to report.
+                (drafts > 0 && drafted > 0).then(|| SpecGauges {
+                    acceptance_rate: 100.0 * accepted as f64 / drafted as f64,
+                    acceptance_length: 1.0 + accepted as f64 / drafts as f64,
+                })
+            });
         note(
             spec_decode.is_some() || spec_gauges.is_some(),
             "speculative decoding",

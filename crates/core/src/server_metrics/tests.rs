@@ -330,6 +330,26 @@ fn llama_cpp_and_tgi_report_what_they_expose() {
         ]
     );
 
+    // With a draft model, its speculative-decoding counters (vLLM's names and formulas).
+    let spec = |drafts: u32, drafted: u32, accepted: u32| {
+        Snapshot::parse(&format!(
+            "{}llamacpp:spec_decode_num_drafts_total {drafts}\n\
+             llamacpp:spec_decode_num_draft_tokens_total {drafted}\n\
+             llamacpp:spec_decode_num_accepted_tokens_total {accepted}\n",
+            llama(0, 0, 10, 0)
+        ))
+    };
+    let r = ServerReport::between(&spec(2, 8, 5), &[], &spec(12, 88, 65)).unwrap();
+    let gauges = r.spec_gauges.unwrap();
+    assert_eq!(gauges.acceptance_rate, 100.0 * 60.0 / 80.0);
+    assert_eq!(gauges.acceptance_length, 1.0 + 60.0 / 10.0);
+    assert!(!r.not_found.contains(&"speculative decoding"));
+    // The same counters without a draft during the run (a server without a draft model
+    // exports them as 0) report nothing.
+    let r = ServerReport::between(&spec(0, 0, 0), &[], &spec(0, 0, 0)).unwrap();
+    assert_eq!(r.spec_gauges, None);
+    assert!(r.not_found.contains(&"speculative decoding"));
+
     let tgi = |count: u32, sum: f64, queued: u32| {
         format!(
             "# TYPE tgi_request_queue_duration summary\n\
