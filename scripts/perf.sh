@@ -247,7 +247,8 @@ if want ceiling-backends; then
   # Transcriptions: the test clips (tests/data/datasets/audio) uploaded as multipart forms,
   # answered as streamed transcription chunks.
   BACKEND=openai-audio run ceiling-openai-audio 64 "${N_CEILING:-20000}" 0 0 128 \
-    --dataset-name custom_audio --dataset-path tests/data/datasets/audio/clips.jsonl
+    --dataset-name custom_audio --dataset-path tests/data/datasets/audio/clips.jsonl \
+    --custom-output-len 128
   speed_row ceiling-openai-audio 64 0
 fi
 for c in 64 256 1024; do
