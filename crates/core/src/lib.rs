@@ -5,6 +5,7 @@
 
 pub mod audio_duration;
 pub mod benchmark;
+pub mod gpu_telemetry;
 pub mod metrics;
 pub mod observer;
 pub mod prefix_reuse;
