@@ -1,0 +1,361 @@
+//! The transformer: one implementation for GPT-2 and Llama.
+//!
+//! Both are pre-norm decoders that differ only in their parts (LayerNorm or RMSNorm, learned
+//! positions or RoPE, a GELU MLP or a gated SiLU one, biases or not), so one struct with
+//! those parts as enums serves both, and both loaders ([`crate::loader`]) fill it in.
+//!
+//! A forward pass runs over a *step*: the new tokens of several sequences, laid end to end
+//! (one row per token). The linear layers see all rows at once, which is where batching pays
+//! (the weights are read once per step, not once per sequence); attention is done per
+//! sequence, against that sequence's own KV cache, so sequences of any lengths (and a prefill
+//! chunk next to single decode tokens) share a step without padding.
+//!
+//! Everything is f32 apart from the weights of the linear layers, which stay in their
+//! quantized type where candle has a kernel for it (see `loader::gguf`).
+
+use candle_core::quantized::QMatMul;
+use candle_core::{D, DType, Device, Module, Result, Tensor};
+
+use crate::kv::KvCache;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arch {
+    Gpt2,
+    Llama,
+}
+
+impl Arch {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Arch::Gpt2 => "gpt2",
+            Arch::Llama => "llama",
+        }
+    }
+}
+
+/// Shapes the forward pass needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Shapes {
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+}
+
+pub(crate) enum Norm {
+    Rms { w: Tensor, eps: f32 },
+    Layer { w: Tensor, b: Tensor, eps: f32 },
+}
+
+impl Norm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Norm::Rms { w, eps } => candle_nn::ops::rms_norm(x, w, *eps),
+            Norm::Layer { w, b, eps } => candle_nn::ops::layer_norm(x, w, b, *eps),
+        }
+    }
+}
+
+/// `x @ w.T + b`, `w` quantized or dense.
+pub(crate) struct Linear {
+    pub w: QMatMul,
+    pub b: Option<Tensor>,
+    /// Columns of `w` as held: more than the input's width when the loader padded the rows
+    /// with zeros to reach one of candle's faster kernels (see `loader::gguf`); the input is
+    /// then padded to match.
+    pub k_held: usize,
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let k = x.dim(D::Minus1)?;
+        let y = if k < self.k_held {
+            self.w
+                .forward(&x.pad_with_zeros(D::Minus1, 0, self.k_held - k)?)?
+        } else {
+            self.w.forward(x)?
+        };
+        match &self.b {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+}
+
+/// Linear layers that read the same input, their outputs side by side: one matmul when the
+/// loader could fuse their weights into one matrix, several (and a concatenation) when not.
+pub(crate) struct Fused(pub Vec<Linear>);
+
+impl Fused {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self.0.as_slice() {
+            [one] => one.forward(x),
+            parts => {
+                // Pad a shared input once rather than once per part.
+                let k_held = parts[0].k_held;
+                let padded;
+                let x = if parts.iter().all(|p| p.k_held == k_held) && x.dim(D::Minus1)? < k_held {
+                    let k = x.dim(D::Minus1)?;
+                    padded = x.pad_with_zeros(D::Minus1, 0, k_held - k)?;
+                    &padded
+                } else {
+                    x
+                };
+                let ys = parts
+                    .iter()
+                    .map(|l| l.forward(x))
+                    .collect::<Result<Vec<_>>>()?;
+                Tensor::cat(&ys, D::Minus1)
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Activation {
+    /// GPT-2's `gelu_new`: the tanh approximation.
+    GeluTanh,
+    /// The exact, erf-based GELU.
+    GeluErf,
+}
+
+pub(crate) enum Mlp {
+    /// GPT-2: `proj(act(fc(x)))`.
+    Plain {
+        fc: Linear,
+        proj: Linear,
+        act: Activation,
+    },
+    /// Llama: `down(silu(gate(x)) * up(x))`, gate and up fused into one matrix (gate rows
+    /// first) so that one matmul serves both.
+    Gated {
+        gate_up: Fused,
+        down: Linear,
+        inter: usize,
+    },
+}
+
+impl Mlp {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Mlp::Plain { fc, proj, act } => {
+                let h = fc.forward(x)?;
+                let h = match act {
+                    Activation::GeluTanh => h.gelu()?,
+                    Activation::GeluErf => h.gelu_erf()?,
+                };
+                proj.forward(&h)
+            }
+            Mlp::Gated {
+                gate_up,
+                down,
+                inter,
+            } => {
+                let gu = gate_up.forward(x)?;
+                let gate = gu.narrow(D::Minus1, 0, *inter)?;
+                let up = gu.narrow(D::Minus1, *inter, *inter)?;
+                down.forward(&(candle_nn::ops::silu(&gate)? * up)?)
+            }
+        }
+    }
+}
+
+pub(crate) struct Block {
+    pub attn_norm: Norm,
+    /// Q, K and V fused into one matrix (rows: all of Q, then K, then V), as GPT-2 stores it
+    /// and as the loaders build it for Llama: one matmul instead of three per layer.
+    pub qkv: Fused,
+    pub o: Linear,
+    pub mlp_norm: Norm,
+    pub mlp: Mlp,
+}
+
+pub(crate) enum Embedding {
+    Dense(Tensor),
+    /// Rows looked up straight from the quantized table (often tied to the output layer),
+    /// whose rows may be padded past the model width `d`.
+    Quantized {
+        table: std::sync::Arc<candle_core::quantized::QTensor>,
+        d: usize,
+    },
+}
+
+pub(crate) enum Positions {
+    /// GPT-2's learned position table, (max_len, d).
+    Learned(Tensor),
+    /// RoPE in the half-split ("rotate_half") layout, as transformers' Llama has it; the GGUF
+    /// loader un-permutes llama.cpp's Q/K rows to match. Tables are (max_len, head_dim/2).
+    Rope { cos: Tensor, sin: Tensor },
+}
+
+pub(crate) struct Model {
+    pub arch: Arch,
+    pub shapes: Shapes,
+    pub embed: Embedding,
+    pub positions: Positions,
+    pub blocks: Vec<Block>,
+    pub final_norm: Norm,
+    pub lm_head: Linear,
+    pub device: Device,
+}
+
+/// One sequence's share of a step: `len` new tokens at positions `start..start + len`.
+pub(crate) struct Segment<'a> {
+    pub start: usize,
+    pub len: usize,
+    pub cache: &'a mut KvCache,
+}
+
+impl Model {
+    /// Runs one step. `tokens` holds the segments' new tokens end to end; `out_rows` are the
+    /// rows (indices into `tokens`) whose logits are wanted, usually each segment's last.
+    /// Returns their logits, (out_rows.len(), vocab), f32, on the model's device. Appends the
+    /// new keys and values to each segment's cache.
+    pub(crate) fn forward(
+        &self,
+        tokens: &[u32],
+        segments: &mut [Segment<'_>],
+        out_rows: &[u32],
+    ) -> Result<Tensor> {
+        let n = tokens.len();
+        debug_assert_eq!(n, segments.iter().map(|s| s.len).sum::<usize>());
+        let dev = &self.device;
+        let ids = Tensor::from_slice(tokens, n, dev)?;
+        let mut pos = Vec::with_capacity(n);
+        for s in segments.iter() {
+            pos.extend((s.start..s.start + s.len).map(|p| p as u32));
+        }
+        let pos = Tensor::from_vec(pos, n, dev)?;
+
+        let mut x = match &self.embed {
+            Embedding::Dense(w) => w.index_select(&ids, 0)?,
+            Embedding::Quantized { table, d } => {
+                let x = table.embedding(&ids)?;
+                if x.dim(1)? > *d {
+                    x.narrow(1, 0, *d)?.contiguous()?
+                } else {
+                    x
+                }
+            }
+        };
+        let rope = match &self.positions {
+            Positions::Learned(wpe) => {
+                x = (x + wpe.index_select(&pos, 0)?)?;
+                None
+            }
+            Positions::Rope { cos, sin } => {
+                Some((cos.index_select(&pos, 0)?, sin.index_select(&pos, 0)?))
+            }
+        };
+
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let h = block.attn_norm.forward(&x)?;
+            let a = self.attention(layer, block, &h, rope.as_ref(), segments)?;
+            x = (x + block.o.forward(&a)?)?;
+            let h = block.mlp_norm.forward(&x)?;
+            x = (x + block.mlp.forward(&h)?)?;
+        }
+
+        let x = if out_rows.len() == n && out_rows.iter().enumerate().all(|(i, &r)| i == r as usize)
+        {
+            x
+        } else {
+            let rows = Tensor::from_slice(out_rows, out_rows.len(), dev)?;
+            x.index_select(&rows, 0)?
+        };
+        let x = self.final_norm.forward(&x)?;
+        self.lm_head.forward(&x)?.to_dtype(DType::F32)
+    }
+
+    fn attention(
+        &self,
+        layer: usize,
+        block: &Block,
+        h: &Tensor,
+        rope: Option<&(Tensor, Tensor)>,
+        segments: &mut [Segment<'_>],
+    ) -> Result<Tensor> {
+        let Shapes {
+            n_head,
+            n_kv_head,
+            head_dim,
+            ..
+        } = self.shapes;
+        let n = h.dim(0)?;
+        let qkv = block.qkv.forward(h)?;
+        let q_width = n_head * head_dim;
+        let kv_width = n_kv_head * head_dim;
+        // Scaling q once here saves a pass over every sequence's scores.
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        let q = (qkv.narrow(1, 0, q_width)? * scale)?.reshape((1, n, n_head, head_dim))?;
+        let k = qkv
+            .narrow(1, q_width, kv_width)?
+            .contiguous()?
+            .reshape((1, n, n_kv_head, head_dim))?;
+        let v = qkv
+            .narrow(1, q_width + kv_width, kv_width)?
+            .contiguous()?
+            .reshape((n, n_kv_head, head_dim))?;
+        let (q, k) = match rope {
+            Some((cos, sin)) => (
+                candle_nn::rotary_emb::rope_thd(&q, cos, sin)?,
+                candle_nn::rotary_emb::rope_thd(&k, cos, sin)?,
+            ),
+            None => (q, k),
+        };
+        let q = q.reshape((n, n_head, head_dim))?;
+        let k = k.reshape((n, n_kv_head, head_dim))?;
+        let rep = n_head / n_kv_head;
+
+        let mut outs = Vec::with_capacity(segments.len());
+        let mut off = 0;
+        for seg in segments.iter_mut() {
+            let len = seg.len;
+            // (len, heads, hd) -> (kv_heads, rep * len, hd): the query heads that share a KV
+            // head become extra rows of one matmul, so K and V are never repeated.
+            let qs = q
+                .narrow(0, off, len)?
+                .transpose(0, 1)?
+                .contiguous()?
+                .reshape((n_kv_head, rep * len, head_dim))?;
+            let ks = k.narrow(0, off, len)?.transpose(0, 1)?.contiguous()?;
+            let vs = v.narrow(0, off, len)?.transpose(0, 1)?.contiguous()?;
+            let (keys, values) = seg.cache.append(layer, seg.start, &ks, &vs)?;
+            let total = seg.start + len;
+            let scores = qs.matmul(&keys.t()?)?; // (kv_heads, rep * len, total)
+            let scores = if len > 1 {
+                let mask = causal_mask(seg.start, len, total, &self.device)?;
+                scores
+                    .reshape((n_kv_head, rep, len, total))?
+                    .broadcast_add(&mask)?
+                    .reshape((n_kv_head, rep * len, total))?
+            } else {
+                scores
+            };
+            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+            let o = probs
+                .matmul(&values)? // (kv_heads, rep * len, hd)
+                .reshape((n_head, len, head_dim))?
+                .transpose(0, 1)?
+                .reshape((len, n_head * head_dim))?;
+            outs.push(o);
+            off += len;
+        }
+        if outs.len() == 1 {
+            Ok(outs.pop().expect("one segment"))
+        } else {
+            Tensor::cat(&outs, 0)
+        }
+    }
+}
+
+/// (len, total): 0 where query `start + i` may see key `j` (j <= start + i), -inf elsewhere.
+fn causal_mask(start: usize, len: usize, total: usize, dev: &Device) -> Result<Tensor> {
+    let mut m = vec![0f32; len * total];
+    for i in 0..len {
+        for v in &mut m[i * total + start + i + 1..(i + 1) * total] {
+            *v = f32::NEG_INFINITY;
+        }
+    }
+    Tensor::from_vec(m, (len, total), dev)
+}

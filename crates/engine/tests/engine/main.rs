@@ -1,0 +1,9 @@
+//! bench-engine's tests, in one binary (one link of candle instead of one per file).
+
+mod common;
+mod errors;
+mod generation;
+mod perf;
+mod quantized;
+mod reference;
+mod tokenizer;
