@@ -108,7 +108,7 @@ impl Engine {
             len: 1,
             cache: &mut cache,
         }];
-        model.forward(&[0], &mut warm, &[0])?;
+        model.step(&[0], &mut warm, &[0])?;
         let info = ModelInfo {
             name: loader::model_name(&config.model),
             architecture: model.arch.name().to_string(),
@@ -185,7 +185,7 @@ impl Engine {
             len: tokens.len(),
             cache: &mut cache,
         }];
-        let logits = self.model.forward(tokens, &mut segs, &rows)?;
+        let logits = self.model.step(tokens, &mut segs, &rows)?;
         Ok(logits.to_vec2::<f32>()?)
     }
 
@@ -308,7 +308,7 @@ impl Engine {
                     cache: &mut r.cache,
                 });
             }
-            let logits = self.model.forward(&tokens, &mut segments, &out_rows)?;
+            let logits = self.model.step(&tokens, &mut segments, &out_rows)?;
             drop(segments);
             let logits = if out_rows.is_empty() {
                 Vec::new()

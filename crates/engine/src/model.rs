@@ -207,11 +207,27 @@ pub(crate) struct Segment<'a> {
 }
 
 impl Model {
+    /// [`Model::forward`] inside candle's CPU thread pool (`Device::with_context`; a no-op on
+    /// CUDA). candle-nn's softmax and RoPE, and gemm, split their work with rayon; called
+    /// from a thread outside a rayon pool, every such call hands its work to the pool and
+    /// sleeps until it is done, a futex round trip that, once per sequence per layer, cost a
+    /// large decode batch about a tenth of its step time. Inside the pool the calling thread
+    /// is a worker and runs small splits itself.
+    pub(crate) fn step(
+        &self,
+        tokens: &[u32],
+        segments: &mut [Segment<'_>],
+        out_rows: &[u32],
+    ) -> Result<Tensor> {
+        self.device
+            .with_context(|| self.forward(tokens, segments, out_rows))
+    }
+
     /// Runs one step. `tokens` holds the segments' new tokens end to end; `out_rows` are the
     /// rows (indices into `tokens`) whose logits are wanted, usually each segment's last.
     /// Returns their logits, (out_rows.len(), vocab), f32, on the model's device. Appends the
     /// new keys and values to each segment's cache.
-    pub(crate) fn forward(
+    fn forward(
         &self,
         tokens: &[u32],
         segments: &mut [Segment<'_>],
@@ -312,14 +328,25 @@ impl Model {
         for seg in segments.iter_mut() {
             let len = seg.len;
             // (len, heads, hd) -> (kv_heads, rep * len, hd): the query heads that share a KV
-            // head become extra rows of one matmul, so K and V are never repeated.
-            let qs = q
-                .narrow(0, off, len)?
-                .transpose(0, 1)?
-                .contiguous()?
-                .reshape((n_kv_head, rep * len, head_dim))?;
-            let ks = k.narrow(0, off, len)?.transpose(0, 1)?.contiguous()?;
-            let vs = v.narrow(0, off, len)?.transpose(0, 1)?.contiguous()?;
+            // head become extra rows of one matmul, so K and V are never repeated. A decode
+            // token (len 1) needs no transpose, so no copy: this loop runs once per sequence
+            // and layer, and its fixed costs are what bounds large decode batches.
+            let (qs, ks, vs) = if len == 1 {
+                (
+                    q.narrow(0, off, 1)?.reshape((n_kv_head, rep, head_dim))?,
+                    k.narrow(0, off, 1)?.reshape((n_kv_head, 1, head_dim))?,
+                    v.narrow(0, off, 1)?.reshape((n_kv_head, 1, head_dim))?,
+                )
+            } else {
+                (
+                    q.narrow(0, off, len)?
+                        .transpose(0, 1)?
+                        .contiguous()?
+                        .reshape((n_kv_head, rep * len, head_dim))?,
+                    k.narrow(0, off, len)?.transpose(0, 1)?.contiguous()?,
+                    v.narrow(0, off, len)?.transpose(0, 1)?.contiguous()?,
+                )
+            };
             let (keys, values) = seg.cache.append(layer, seg.start, &ks, &vs)?;
             let total = seg.start + len;
             let scores = qs.matmul(&keys.t()?)?; // (kv_heads, rep * len, total)
@@ -333,11 +360,14 @@ impl Model {
                 scores
             };
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let o = probs
-                .matmul(&values)? // (kv_heads, rep * len, hd)
-                .reshape((n_head, len, head_dim))?
-                .transpose(0, 1)?
-                .reshape((len, n_head * head_dim))?;
+            let o = probs.matmul(&values)?; // (kv_heads, rep * len, hd)
+            let o = if len == 1 {
+                o.reshape((1, n_head * head_dim))?
+            } else {
+                o.reshape((n_head, len, head_dim))?
+                    .transpose(0, 1)?
+                    .reshape((len, n_head * head_dim))?
+            };
             outs.push(o);
             off += len;
         }

@@ -10,15 +10,23 @@
 //!   form for both formats, so it undoes the permutation. Rows are independent in every
 //!   GGML type (blocks run along a row), so this moves bytes and is lossless.
 //! - **Slow quantized types converted to Q8_0 on the CPU.** candle 0.11's CPU dot products for
-//!   Q4_1, Q5_0 and Q5_1 are the generic scalar code, while Q8_0 has AVX2 (and, with
-//!   AVX512-VNNI, a repacked kernel) and NEON paths. Such weights are dequantized and
+//!   Q4_1, Q5_0 and Q5_1 are the generic scalar code, while Q8_0 has AVX2 and NEON paths and,
+//!   with AVX512-VNNI or AVX-VNNI, a repacked kernel. Such weights are dequantized and
 //!   requantized to Q8_0 at load. The trade-off: Q8_0 holds a 32-value block in 34 bytes
-//!   against Q4_1's 20, so ~1.7x the weight bytes per decode step, but the scalar Q4_1 kernel
-//!   is several times slower than that costs (see the crate's README figures); and the values
-//!   change by at most half a Q8_0 step (1/254 of the block's largest magnitude), well under
-//!   Q4_1's own step (1/15 of the block's range). The conversion is reported in
-//!   [`crate::ModelInfo::weights`] ("Q4_1 as Q8_0"). On CUDA, candle has kernels for these
-//!   types, and they are kept.
+//!   against Q4_1's 20, so ~1.7x the weight bytes per decode step; but on the 2-core AVX512
+//!   machine this was measured on, a (3072 x 576) matmul ran at 3.3 G multiply-adds/s with
+//!   Q4_1's scalar kernel against 17 with Q8_0's AVX2 one (and 72 at one row, 166 at 16 rows,
+//!   with the repacked kernel, below). The values move by at most half a Q8_0 step (1/254 of
+//!   the block's largest magnitude), against Q4_1's own step of 1/15 of the block's range.
+//!   [`crate::ModelInfo::weights`] says so ("Q4_1 as Q8_0"). On CUDA, candle has kernels for
+//!   these types, and they are kept.
+//! - **Q8_0 rows padded for the repacked kernel.** candle takes its repacked x86 kernel for
+//!   Q8_0 only when a row holds a multiple of 256 values; SmolLM2's 576-wide rows miss it and
+//!   fall back to the AVX2 kernel, 4-7x slower. Where the CPU has VNNI, rows are padded with
+//!   zero blocks to the next multiple of 256 (and the activations with zero columns), when
+//!   that adds at most half again: 576 -> 768 reads a third more bytes and does a third
+//!   more work, for the faster kernel. [`crate::ModelInfo::weight_bytes`] counts the padded
+//!   size (what a step reads); `parameters` does not count the padding.
 //! - **Matrices fused.** Q, K and V become one matrix, as do the gate and up projections,
 //!   when they share a type (rows of the same type concatenate), so one matmul serves each
 //!   group; mixed types (e.g. Q4_K_M's Q6_K `attn_v`) stay separate.

@@ -66,7 +66,12 @@ fn smollm2_q4_1_decode_speed() {
         engine.info()
     );
     run(&mut engine, 1); // warm-up
-    for batch in [1, 4, 16] {
+    let batches: Vec<usize> = std::env::var("BENCH_ENGINE_BATCHES")
+        .unwrap_or_else(|_| "1,4,16".into())
+        .split(',')
+        .filter_map(|b| b.trim().parse().ok())
+        .collect();
+    for batch in batches {
         let (total, decode) = run(&mut engine, batch);
         eprintln!(
             "batch {batch:2}: {total:6.1} output tok/s over the run, {decode:6.1} decode tok/s ({OUTPUT} tokens each, {threads} threads)"
