@@ -9,8 +9,9 @@
 pub mod cli;
 
 pub use bench_core::{
-    benchmark, client, metrics, observer, prefix_reuse, probe, pyjson, record, report, runtime,
-    schedule, server_metrics, server_tokenizer, target, tokenizer, workload,
+    benchmark, client, engine, gpu_telemetry, metrics, observer, offline, prefix_reuse, probe,
+    pyjson, record, report, runtime, schedule, server_metrics, server_tokenizer, target, tokenizer,
+    workload,
 };
 /// The mock server (crate `bench-mock`).
 pub use bench_mock as mock;

@@ -35,6 +35,8 @@ macro_rules! help_snapshots {
 help_snapshots! {
     bench: [];
     serve: ["serve"];
+    throughput: ["throughput"];
+    latency: ["latency"];
     mock_server: ["mock-server"];
     selfcheck: ["selfcheck"];
     plugin: ["plugin"];

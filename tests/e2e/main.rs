@@ -27,6 +27,7 @@ mod help;
 mod interrupts;
 mod load;
 mod multi_turn;
+mod offline;
 mod reproducible;
 mod sandbox;
 mod serve;

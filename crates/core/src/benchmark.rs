@@ -43,6 +43,9 @@ pub struct ServeConfig {
     /// fails, saying so; output tokens are the server's usage, or 1 per request without
     /// it (vLLM's rule), and the reports leave out what only a tokenizer can count.
     pub skip_tokenizer_init: bool,
+    /// `--backend native`: the model runs in this process on the native engine, and
+    /// `http` is not used.
+    pub native: Option<crate::offline::NativeConfig>,
     pub workload: WorkloadConfig,
     pub http: HttpConfig,
     pub load: LoadConfig,
@@ -75,6 +78,9 @@ pub struct LoadConfig {
     /// vLLM's `--profile`: `POST /start_profile` after the warm-ups, `POST /stop_profile`
     /// after the results; a call that fails is a warning, never a failed run.
     pub profile: bool,
+    /// Sample this machine's GPUs during the measured run (`crate::gpu_telemetry`): where
+    /// NVIDIA's management library is absent, one note and no GPU figures.
+    pub gpu_telemetry: bool,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -135,6 +141,9 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    if let Some(native) = &config.native {
+        return serve_native(config, native, &rt, observer);
+    }
     let model = match &config.model {
         Some(m) => m.clone(),
         None => {
@@ -162,20 +171,70 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
     let send_at = self_timed(&config.load, &workload.specs)?;
     let target = HttpTarget::prepare(&config.http, &model, served_model, workload, &rt, observer)?;
     let plan = Plan {
-        load: &config.load,
+        drive: Drive {
+            load: &config.load,
+            seed: config.workload.seed,
+            send_at,
+            profiler: match config.load.profile {
+                true => Some(profiler(&config.http)?),
+                false => None,
+            },
+        },
         metrics: &config.metrics,
         report: &config.report,
-        seed: config.workload.seed,
         model_id: &model,
         tokenizer_id,
         num_prompts: config.workload.num_prompts as usize,
-        send_at,
-        profiler: match config.load.profile {
-            true => Some(profiler(&config.http)?),
-            false => None,
-        },
     };
     measure(&rt, target, tokenizer.as_deref(), &plan, observer)
+}
+
+/// `bench serve --backend native`: the workload on the native engine, at the run's rate
+/// and concurrency, with the same metrics and reports as a server's.
+fn serve_native(
+    config: &ServeConfig,
+    native: &crate::offline::NativeConfig,
+    rt: &tokio::runtime::Runtime,
+    observer: &mut dyn Observer,
+) -> Result<Outcome> {
+    let mut opened = crate::offline::open_native(
+        config.model.as_deref(),
+        config.tokenizer.as_deref(),
+        &config.workload,
+        native,
+        observer,
+    )?;
+    let send_at = self_timed(&config.load, &opened.workload.specs)?;
+    let specs = std::mem::take(&mut opened.workload.specs);
+    if specs.is_empty() {
+        bail!(
+            "dataset {} produced no requests",
+            config.workload.dataset.display()
+        );
+    }
+    if opened.workload.conversations.is_some() {
+        bail!("--backend native runs single requests; this dataset is multi-turn");
+    }
+    let target = crate::target::engine::EngineTarget::prepare(
+        &mut opened.engine,
+        &specs,
+        &opened.tokenizer,
+        opened.run.clone(),
+    )?;
+    let plan = Plan {
+        drive: Drive {
+            load: &config.load,
+            seed: config.workload.seed,
+            send_at,
+            profiler: None,
+        },
+        metrics: &config.metrics,
+        report: &config.report,
+        model_id: &opened.model,
+        tokenizer_id: Some(&opened.model),
+        num_prompts: config.workload.num_prompts as usize,
+    };
+    measure(rt, target, Some(&opened.tokenizer), &plan, observer)
 }
 
 /// `--profile`'s calls to the server, with the run's headers and TLS settings.
@@ -206,22 +265,15 @@ fn self_timed(load: &LoadConfig, specs: &[RequestSpec]) -> Result<Option<Vec<Opt
 
 /// What [`measure`] needs besides the target: how to drive it, and what the reports say.
 struct Plan<'a> {
-    load: &'a LoadConfig,
+    drive: Drive<'a>,
     metrics: &'a MetricsConfig,
     report: &'a ReportConfig,
-    /// The schedule's seed (the workload's).
-    seed: u64,
     model_id: &'a str,
     /// `None` with `--skip-tokenizer-init`.
     tokenizer_id: Option<&'a str>,
     num_prompts: usize,
-    /// The dataset's send times, when the run is self-timed.
-    send_at: Option<Vec<Option<f64>>>,
-    /// `--profile`.
-    profiler: Option<Profiler>,
 }
 
-/// The part of a benchmark every target shares: schedule, warm-up, the measured run,
 /// The workload's theoretical prefix reuse over the requests that were sent, in the order
 /// they were sent (ties in workload order).
 fn prefix_reuse(
@@ -240,26 +292,25 @@ fn prefix_reuse(
         .context("encoding the prompts for the theoretical prefix-cache hit rate")
 }
 
-/// metrics, reports and the result file. Generic, so the target's calls are static;
-/// `tokenizer` counts output tokens a response did not report (`None`: vLLM's count of 1
-/// per such request, with `--skip-tokenizer-init`).
-fn measure<T: Target>(
+/// The part of every benchmark that drives the target: the schedule, the warm-up, the stop
+/// signal, the profiler's start and the measured run. [`measure`] goes on to the metrics
+/// and reports of `bench serve`; the offline benchmarks (`crate::offline`) to their own.
+pub(crate) fn execute<T: Target>(
     rt: &tokio::runtime::Runtime,
     mut target: T,
-    tokenizer: Option<&Tokenizer>,
-    plan: &Plan,
+    drive: &Drive,
     observer: &mut dyn Observer,
-) -> Result<Outcome> {
-    let load = plan.load;
+) -> Result<Executed> {
+    let load = drive.load;
     let requests = target.requests();
-    let schedule = match &plan.send_at {
+    let schedule = match &drive.send_at {
         Some(send_at) => schedule::timed(send_at, load.time_scale)?,
         None => schedule::build(&ScheduleConfig {
             num_requests: requests,
             request_rate: load.request_rate,
             burstiness: load.burstiness,
             ramp_up: load.ramp_up,
-            seed: plan.seed,
+            seed: drive.seed,
         })?,
     };
     rt.block_on(target.warm_up(
@@ -278,7 +329,7 @@ fn measure<T: Target>(
         let _runtime = rt.enter();
         observer.arm_stop(&stop)?;
     }
-    if let Some(profiler) = &plan.profiler {
+    if let Some(profiler) = &drive.profiler {
         observer.event(Event::Profiler(ProfilerStep::Starting));
         match rt.block_on(profiler.start()) {
             Ok(()) => observer.event(Event::Profiler(ProfilerStep::Started)),
@@ -292,7 +343,7 @@ fn measure<T: Target>(
         burstiness: load.burstiness,
         ramp_up: load.ramp_up.as_ref(),
         max_concurrency: load.max_concurrency,
-        self_timed: plan.send_at.is_some(),
+        self_timed: drive.send_at.is_some(),
     });
     let backend = target.name().to_owned();
     let options = RunOptions {
@@ -304,6 +355,62 @@ fn measure<T: Target>(
     };
     let started_at = chrono::Local::now();
     let output = rt.block_on(target.run(&schedule.offsets, options, observer))?;
+    Ok(Executed {
+        output,
+        requests,
+        backend,
+        rps_change_events: schedule.rps_change_events,
+        stop,
+        started_at,
+    })
+}
+
+/// How [`execute`] drives a target.
+pub(crate) struct Drive<'a> {
+    pub load: &'a LoadConfig,
+    /// The schedule's seed (the workload's).
+    pub seed: u64,
+    /// The dataset's send times, when the run is self-timed.
+    pub send_at: Option<Vec<Option<f64>>>,
+    /// `--profile`.
+    pub profiler: Option<Profiler>,
+}
+
+/// What [`execute`] measured, with what the reports need to say about it.
+pub(crate) struct Executed {
+    pub output: crate::target::RunOutput,
+    /// The workload's size (requests prepared, sent or not).
+    pub requests: usize,
+    /// The target's name (`backend` in results).
+    pub backend: String,
+    pub rps_change_events: Vec<crate::schedule::RpsChange>,
+    /// The run's stop signal, read last for the exit code.
+    pub stop: Arc<StopSignal>,
+    pub started_at: chrono::DateTime<chrono::Local>,
+}
+
+/// `bench serve`'s whole measurement: [`execute`] (schedule, warm-up, the measured run),
+/// then the metrics, reports and the result file. Generic, so the target's calls are static;
+/// `tokenizer` counts output tokens a response did not report (`None`: vLLM's count of 1
+/// per such request, with `--skip-tokenizer-init`).
+fn measure<T: Target>(
+    rt: &tokio::runtime::Runtime,
+    target: T,
+    tokenizer: Option<&Tokenizer>,
+    plan: &Plan,
+    observer: &mut dyn Observer,
+) -> Result<Outcome> {
+    let load = plan.drive.load;
+    let mut gpu_observer = crate::offline::GpuObserver::new(observer, load.gpu_telemetry);
+    let Executed {
+        output,
+        requests,
+        backend,
+        rps_change_events,
+        stop,
+        started_at,
+    } = execute(rt, target, &plan.drive, &mut gpu_observer)?;
+    let gpu = gpu_observer.finish();
 
     let counter = |text: &str| match tokenizer {
         Some(tokenizer) => tokenizer.count_tokens(text),
@@ -323,6 +430,7 @@ fn measure<T: Target>(
     computed.client.http_client = output.transport;
     computed.per_request.clock_origin_s = output.clock_origin_s;
     computed.server_metrics = output.server_metrics;
+    computed.gpu = gpu;
     computed.set_rtfx(&output.audio_seconds);
     // The theoretical prefix reuse counts prompt tokens: none without a tokenizer.
     if let Some(tokenizer) = tokenizer
@@ -352,7 +460,7 @@ fn measure<T: Target>(
         burstiness: load.burstiness,
         max_concurrency: load.max_concurrency,
         ramp_up: load.ramp_up,
-        rps_change_events: schedule.rps_change_events,
+        rps_change_events,
         metadata: report.metadata.clone(),
         args: report.command_line.clone(),
     };
@@ -361,7 +469,7 @@ fn measure<T: Target>(
         run: &run,
     });
     // vLLM stops the profiler once the results are shown.
-    if let Some(profiler) = &plan.profiler {
+    if let Some(profiler) = &plan.drive.profiler {
         observer.event(Event::Profiler(ProfilerStep::Stopping));
         match rt.block_on(profiler.stop()) {
             Ok(()) => observer.event(Event::Profiler(ProfilerStep::Stopped)),

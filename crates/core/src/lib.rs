@@ -1,13 +1,15 @@
 //! `bench-core`: the library core of `bench`. A benchmark is [`benchmark::serve`]: a
 //! resolved, typed configuration in, the run's [`benchmark::Outcome`] out, everything it
 //! shows on the way through an [`observer::Observer`]; it prints nothing and reads no
-//! environment. The target it drives ([`target::Target`]) is the HTTP server today.
+//! environment. The targets it drives ([`target::Target`]) are an HTTP server and the
+//! native engine; [`offline`] holds `bench throughput` and `bench latency`.
 
 pub mod audio_duration;
 pub mod benchmark;
 pub mod gpu_telemetry;
 pub mod metrics;
 pub mod observer;
+pub mod offline;
 pub mod prefix_reuse;
 pub mod probe;
 pub mod pyjson;
@@ -21,6 +23,8 @@ pub mod workload;
 // The crates below the core, under the names the code uses.
 /// The HTTP client and load generator (crate `bench-client`).
 pub use bench_client as client;
+/// The native inference engine (crate `bench-engine`, on candle).
+pub use bench_engine as engine;
 /// What one request produced (crate `bench-record`).
 pub use bench_record as record;
 /// The plugin runtime (crate `bench-runtime`).

@@ -92,6 +92,22 @@ pub enum Event<'a> {
         requests: usize,
         grace: Duration,
     },
+    /// The native engine loaded its model.
+    EngineLoaded {
+        info: &'a crate::engine::ModelInfo,
+    },
+    /// `bench latency`: an iteration of the batch finished in `seconds` (`index` from 0,
+    /// of `of` warm-up or measured iterations).
+    LatencyIteration {
+        warm_up: bool,
+        index: usize,
+        of: usize,
+        seconds: f64,
+    },
+    /// `bench throughput`'s result, for vLLM's lines.
+    ThroughputResults(&'a crate::offline::ThroughputResult),
+    /// `bench latency`'s result, for vLLM's lines.
+    LatencyResults(&'a crate::offline::LatencyResult),
     /// The result was written to `path`.
     Saved {
         path: &'a Path,

@@ -55,13 +55,105 @@ pub fn float_repr(x: f64) -> String {
 
 /// `json.dump(value, writer)` with Python's defaults.
 pub fn to_writer<W: Write, T: Serialize + ?Sized>(writer: W, value: &T) -> serde_json::Result<()> {
-    value.serialize(&mut Serializer::with_formatter(writer, PythonFormatter))
+    value.serialize(&mut Serializer::with_formatter(
+        writer,
+        PythonFormatter::default(),
+    ))
 }
 
-/// Formats JSON as Python's `json.dump` does by default.
-struct PythonFormatter;
+/// `json.dump(value, writer, indent=indent)`: one item a line, `","` and `": "` as
+/// separators, empty lists and objects as `[]` and `{}` (vLLM's offline benchmarks
+/// write their results so).
+pub fn to_writer_indented<W: Write, T: Serialize + ?Sized>(
+    writer: W,
+    value: &T,
+    indent: usize,
+) -> serde_json::Result<()> {
+    let formatter = PythonFormatter {
+        indent: Some(indent),
+        ..PythonFormatter::default()
+    };
+    value.serialize(&mut Serializer::with_formatter(writer, formatter))
+}
+
+/// Formats JSON as Python's `json.dump` does: by default on one line, or indented.
+#[derive(Default)]
+struct PythonFormatter {
+    /// Spaces per level; `None`: one line.
+    indent: Option<usize>,
+    /// The current nesting level (indented only).
+    level: usize,
+    /// Whether the container being written has a value yet (indented only).
+    has_value: bool,
+}
+
+impl PythonFormatter {
+    fn newline<W: ?Sized + Write>(&self, w: &mut W, indent: usize) -> io::Result<()> {
+        w.write_all(b"\n")?;
+        for _ in 0..self.level * indent {
+            w.write_all(b" ")?;
+        }
+        Ok(())
+    }
+
+    fn open<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
+        self.level += 1;
+        self.has_value = false;
+        w.write_all(bracket)
+    }
+
+    fn close<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
+        self.level -= 1;
+        if let Some(indent) = self.indent
+            && self.has_value
+        {
+            self.newline(w, indent)?;
+        }
+        self.has_value = true;
+        w.write_all(bracket)
+    }
+
+    fn item<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        match self.indent {
+            None if first => Ok(()),
+            None => w.write_all(b", "),
+            Some(indent) => {
+                if !first {
+                    w.write_all(b",")?;
+                }
+                self.newline(w, indent)
+            }
+        }
+    }
+}
 
 impl Formatter for PythonFormatter {
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"[")
+    }
+
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"]")
+    }
+
+    fn end_array_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"{")
+    }
+
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"}")
+    }
+
+    fn end_object_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
     fn write_f64<W: ?Sized + Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
         writer.write_all(float_repr(value).as_bytes())
     }
@@ -71,11 +163,11 @@ impl Formatter for PythonFormatter {
     }
 
     fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
+        self.item(w, first)
     }
 
     fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
+        self.item(w, first)
     }
 
     fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
@@ -140,6 +232,17 @@ mod tests {
         for (value, want) in cases {
             assert_eq!(float_repr(value), want, "{value:e}");
         }
+    }
+
+    #[test]
+    fn indented_json_matches_python_json_dumps_with_indent() {
+        let value = json!({"a": 1.5, "b": [1, {"c": []}], "d": {}, "e": {"10": 0.25}});
+        // Python: print(json.dumps({"a": 1.5, "b": [1, {"c": []}], "d": {},
+        //   "e": {"10": 0.25}}, indent=4))
+        let want = "{\n    \"a\": 1.5,\n    \"b\": [\n        1,\n        {\n            \"c\": []\n        }\n    ],\n    \"d\": {},\n    \"e\": {\n        \"10\": 0.25\n    }\n}";
+        let mut out = Vec::new();
+        to_writer_indented(&mut out, &value, 4).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 
     #[test]

@@ -134,6 +134,20 @@ pub struct Conversations {
 }
 
 impl Workload {
+    /// A workload of the same runtime, tokenizer and dataset description with other
+    /// requests (single-turn): `bench latency` runs the same batch once per iteration,
+    /// each through a target of its own.
+    pub fn with_specs(&self, specs: Vec<RequestSpec>) -> Workload {
+        Workload {
+            runtime: self.runtime.clone(),
+            tokenizer: self.tokenizer.clone(),
+            seed: self.seed,
+            description: self.description.clone(),
+            specs,
+            conversations: None,
+        }
+    }
+
     /// What the host lends a plugin of this workload: its tokenizer and seed.
     pub fn host(&self) -> HostContext {
         HostContext {
@@ -183,19 +197,31 @@ pub fn load_with(
     observer: &mut dyn Observer,
 ) -> Result<Workload> {
     let tokenizer = match tokenizer {
-        Some(id) => {
-            let mut loaded =
-                Tokenizer::load_from(id, &config.hub_cache).map_err(|source| TokenizerError {
-                    id: id.to_owned(),
-                    source,
-                })?;
-            if let Some(kwargs) = &config.chat_template_kwargs {
-                loaded.set_template_kwargs(kwargs.clone());
-            }
-            Some(Arc::new(loaded))
-        }
+        Some(id) => Some(
+            Tokenizer::load_from(id, &config.hub_cache).map_err(|source| TokenizerError {
+                id: id.to_owned(),
+                source,
+            })?,
+        ),
         None => None,
     };
+    load_with_tokenizer(config, tokenizer, observer)
+}
+
+/// [`load_with`] with the tokenizer already loaded (the native engine's, which may come
+/// from a GGUF file rather than a `tokenizer.json`); `--chat-template-kwargs` is applied
+/// to it here.
+pub fn load_with_tokenizer(
+    config: &WorkloadConfig,
+    tokenizer: Option<Tokenizer>,
+    observer: &mut dyn Observer,
+) -> Result<Workload> {
+    let tokenizer = tokenizer.map(|mut loaded| {
+        if let Some(kwargs) = &config.chat_template_kwargs {
+            loaded.set_template_kwargs(kwargs.clone());
+        }
+        Arc::new(loaded)
+    });
     let skipped = tokenizer.is_none();
     let runtime = Runtime::new(config.runtime.clone())?;
     let host = HostContext {

@@ -384,7 +384,9 @@ fn too_large(what: &str, size: usize, limit: usize) -> String {
     format!("{what} is too large ({size} > {limit} bytes)")
 }
 
-fn chat_message_json(message: &ChatMessage) -> serde_json::Value {
+/// A chat message as chat templates read it (what `apply-chat-template` renders for a
+/// plugin): also used by the native engine target to render a conversation's prompt.
+pub fn chat_message_json(message: &ChatMessage) -> serde_json::Value {
     let text_only = message
         .content
         .iter()

@@ -43,7 +43,7 @@ pub use dataset::DatasetPlugin;
 pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
 pub use engine::cache_dir_from_env;
 pub use error::{CallFailure, Fault, PluginCallError, plugin_error_message};
-pub use host::{PLUGIN_LOG_TARGET, derive_seed};
+pub use host::{PLUGIN_LOG_TARGET, chat_message_json, derive_seed};
 
 use host::StoreState;
 
@@ -173,7 +173,8 @@ pub struct HostContext {
     pub seed: u64,
 }
 
-/// Loads plugins. Cheap to share: holds the engine and the linker.
+/// Loads plugins. Cheap to share (and to clone): holds the engine and the linker.
+#[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<StoreState>>,

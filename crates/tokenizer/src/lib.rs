@@ -99,6 +99,30 @@ impl Tokenizer {
         let dir = path.parent().unwrap_or(Path::new("."));
         let config = read_json_if_exists(&dir.join("tokenizer_config.json"))?;
         let special_map = read_json_if_exists(&dir.join("special_tokens_map.json"))?;
+        let template_file = dir.join("chat_template.jinja");
+        let template_file = template_file.is_file().then_some(template_file);
+        Self::from_parts(inner, path, config, special_map, template_file.as_deref())
+    }
+
+    /// A tokenizer that is not a `tokenizer.json` on disk: the native engine's, built from
+    /// a GGUF file's vocabulary, with `config` standing in for `tokenizer_config.json`
+    /// (its special tokens and `chat_template`). `source` names it in messages.
+    pub fn from_tokenizer(
+        inner: tokenizers::Tokenizer,
+        source: &Path,
+        config: Option<Json>,
+    ) -> Result<Tokenizer> {
+        Self::from_parts(inner, source, config, None, None)
+    }
+
+    fn from_parts(
+        inner: tokenizers::Tokenizer,
+        path: &Path,
+        config: Option<Json>,
+        special_map: Option<Json>,
+        template_file: Option<&Path>,
+    ) -> Result<Tokenizer> {
+        let dir = path.parent().unwrap_or(Path::new("."));
 
         // tokenizer_config.json wins over special_tokens_map.json, as in transformers.
         let lookup = |key: &str| -> Option<Json> {
@@ -147,17 +171,13 @@ impl Tokenizer {
                 select_template(value)
                     .with_context(|| format!("chat_template in {}", dir.display()))?,
             ),
-            None => {
-                let file = dir.join("chat_template.jinja");
-                if file.is_file() {
-                    Some(
-                        std::fs::read_to_string(&file)
-                            .with_context(|| format!("reading {}", file.display()))?,
-                    )
-                } else {
-                    None
-                }
-            }
+            None => match template_file {
+                Some(file) => Some(
+                    std::fs::read_to_string(file)
+                        .with_context(|| format!("reading {}", file.display()))?,
+                ),
+                None => None,
+            },
         };
         let chat_template = template_source
             .map(|source| {

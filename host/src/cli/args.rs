@@ -12,6 +12,8 @@ use clap::Args;
 #[derive(Args, Debug, Clone, serde::Serialize)]
 pub struct ModelArgs {
     /// Name of the model. If not given, `serve` asks the server's /v1/models for the first one.
+    /// With `--backend native`: a Hugging Face model directory, a .gguf file, or a hub id whose
+    /// copy is in the local cache.
     #[arg(long)]
     pub model: Option<String>,
 

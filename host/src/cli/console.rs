@@ -135,6 +135,29 @@ impl Observer for Console {
             Event::Warning(w) => eprintln!("WARNING: {w}"),
             Event::Note(n) => eprintln!("note: {n}"),
             Event::Results { metrics, run } => print!("{}", report::console(metrics, run)),
+            Event::EngineLoaded { info } => println!(
+                "Loaded {} ({}, {} parameters, {} weights, {:.1} MB) on {}",
+                info.name,
+                info.architecture,
+                info.parameters,
+                info.weights,
+                info.weight_bytes as f64 / 1e6,
+                info.device
+            ),
+            Event::LatencyIteration {
+                warm_up,
+                index,
+                of,
+                seconds,
+            } => {
+                if warm_up && index == 0 {
+                    println!("Warming up...");
+                }
+                let what = if warm_up { "Warmup" } else { "Profiling" };
+                eprintln!("{what} iteration {}/{of}: {seconds:.4} s", index + 1);
+            }
+            Event::ThroughputResults(result) => print!("{}", report::offline::throughput(result)),
+            Event::LatencyResults(result) => print!("{}", report::offline::latency(result)),
             Event::Interrupted {
                 interruption: i,
                 requests,

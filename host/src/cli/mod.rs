@@ -6,6 +6,7 @@ mod console;
 pub mod dataset;
 mod interrupt;
 pub mod limits;
+pub mod offline;
 pub mod plugin;
 pub mod plugin_flags;
 pub mod selfcheck;
@@ -42,6 +43,13 @@ struct Cli {
 enum Command {
     /// Online serving benchmark (the default): TTFT, TPOT, ITL, E2EL, throughput, goodput.
     Serve(serve::ServeArgs),
+    /// Offline throughput (vLLM's `bench throughput`): the whole workload at once on the
+    /// native engine (`--backend native`, the default) or a server; requests and tokens per
+    /// second.
+    Throughput(offline::ThroughputArgs),
+    /// Offline latency (vLLM's `bench latency`): one batch run to completion, again and
+    /// again, on the native engine or a server; latency percentiles.
+    Latency(offline::LatencyArgs),
     /// An OpenAI-compatible server with known delays, for demos and tests.
     MockServer(crate::mock::MockServerArgs),
     /// List, inspect and export plugins.
@@ -70,6 +78,8 @@ pub fn main() -> ExitCode {
     let result = parse(&argv).and_then(|(cli, parsed)| match cli.command {
         None => serve::run(cli.serve, &parsed),
         Some(Command::Serve(args)) => serve::run(args, &parsed),
+        Some(Command::Throughput(args)) => offline::run_throughput(args, &parsed),
+        Some(Command::Latency(args)) => offline::run_latency(args, &parsed),
         Some(Command::MockServer(args)) => run_mock(args),
         Some(Command::Plugin(args)) => plugin::run(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Dataset(cmd)) => dataset::run(cmd, &parsed).map(|()| ExitCode::SUCCESS),
@@ -122,9 +132,23 @@ fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
             (role, p.name)
         })
         .collect();
-    let parsed = plugin_flags::parse(Cli::command(), argv, &mut describe, &builtins)?;
+    // The offline benchmarks run the native engine by default, as vLLM's run its
+    // in-process engine.
+    let command = Cli::command()
+        .mut_subcommand("throughput", native_by_default)
+        .mut_subcommand("latency", native_by_default);
+    let parsed = plugin_flags::parse(command, argv, &mut describe, &builtins)?;
     let cli = Cli::from_arg_matches(&parsed.matches).unwrap_or_else(|e| e.exit());
     Ok((cli, parsed))
+}
+
+fn native_by_default(cmd: clap::Command) -> clap::Command {
+    cmd.mut_arg("backend", |a| {
+        a.default_value(offline::NATIVE_BACKEND).help(
+            "`native` (the default: the model runs in this process), or a backend plugin \
+             for a server: a first-party name (openai, openai-chat, ...) or a .wasm file",
+        )
+    })
 }
 
 fn run_mock(args: crate::mock::MockServerArgs) -> anyhow::Result<ExitCode> {

@@ -344,6 +344,8 @@ where
 enum Runs {
     /// `serve`, or the bare form (`bench --backend ...`).
     Serve { bare: bool },
+    /// `throughput` or `latency`: `serve`'s flags, and the native engine's.
+    Offline(&'static str),
     /// `dataset sample`.
     Sample,
     /// Anything else: no plugin flags.
@@ -356,6 +358,8 @@ impl Runs {
             None => Runs::Serve { bare: true },
             Some(a) if a.starts_with('-') => Runs::Serve { bare: true },
             Some("serve") => Runs::Serve { bare: false },
+            Some("throughput") => Runs::Offline("throughput"),
+            Some("latency") => Runs::Offline("latency"),
             Some("dataset") if args.get(1).map(String::as_str) == Some("sample") => Runs::Sample,
             _ => Runs::Other,
         }
@@ -363,7 +367,7 @@ impl Runs {
 
     fn roles(self) -> &'static [Role] {
         match self {
-            Runs::Serve { .. } => &[Role::Dataset, Role::Backend],
+            Runs::Serve { .. } | Runs::Offline(_) => &[Role::Dataset, Role::Backend],
             Runs::Sample => &[Role::Dataset],
             Runs::Other => &[],
         }
@@ -373,9 +377,13 @@ impl Runs {
     fn edit(self, cmd: Command, f: impl FnOnce(Command) -> Result<Command>) -> Result<Command> {
         match self {
             Runs::Serve { bare: true } => f(cmd),
-            Runs::Serve { bare: false } => {
+            Runs::Serve { bare: false } | Runs::Offline(_) => {
+                let name = match self {
+                    Runs::Offline(name) => name,
+                    _ => "serve",
+                };
                 let mut result = Ok(());
-                let cmd = cmd.mut_subcommand("serve", |sub| {
+                let cmd = cmd.mut_subcommand(name, |sub| {
                     f(sub.clone()).unwrap_or_else(|e| {
                         result = Err(e);
                         sub
@@ -403,6 +411,7 @@ impl Runs {
     fn matches(self, m: &ArgMatches) -> &ArgMatches {
         match self {
             Runs::Serve { bare: false } => m.subcommand_matches("serve").unwrap_or(m),
+            Runs::Offline(name) => m.subcommand_matches(name).unwrap_or(m),
             Runs::Sample => m
                 .subcommand_matches("dataset")
                 .and_then(|d| d.subcommand_matches("sample"))
@@ -477,6 +486,10 @@ pub fn parse(
             Some(name) => name.clone(),
             None => default_of(&cmd, runs, id)?,
         };
+        if role == Role::Backend && name == super::offline::NATIVE_BACKEND {
+            // The native engine is no plugin: its flags are the command's own.
+            continue;
+        }
         let info = describe(role, &name)?;
         cmd = runs.edit(cmd, |c| flags.add(c, role, &name, &info))?;
         chosen.insert(role.as_str(), name);
@@ -512,6 +525,7 @@ pub fn parse(
 fn default_of(cmd: &Command, runs: Runs, id: &str) -> Result<String> {
     let sub = match runs {
         Runs::Serve { bare: false } => cmd.find_subcommand("serve"),
+        Runs::Offline(name) => cmd.find_subcommand(name),
         Runs::Sample => cmd
             .find_subcommand("dataset")
             .and_then(|d| d.find_subcommand("sample")),

@@ -376,6 +376,7 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
         served_model_name: None,
         tokenizer: Some(tokenizer.to_owned()),
         skip_tokenizer_init: false,
+        native: None,
         workload: WorkloadConfig {
             dataset: PluginRef::parse("random")?,
             dataset_path: None,
@@ -422,6 +423,8 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             self_timed: Some(false),
             time_scale: 1.0,
             profile: false,
+            // The client's own ceiling: nothing beside the run.
+            gpu_telemetry: false,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {

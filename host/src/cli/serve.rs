@@ -38,7 +38,13 @@ pub struct ServeArgs {
     #[serde(skip)]
     pub sandbox: super::plugin::SandboxArgs,
 
-    /// Backend plugin: a first-party name (openai, openai-chat) or a path to a .wasm file.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub engine: super::offline::EngineArgs,
+
+    /// Backend plugin: a first-party name (openai, openai-chat, ...) or a path to a .wasm
+    /// file; `native` runs the model in this process on the native engine instead of a
+    /// server.
     #[arg(long, default_value = "openai")]
     pub backend: String,
 
@@ -307,6 +313,12 @@ pub struct ServeArgs {
     /// the run, outside the clock).
     #[arg(long, conflicts_with = "server_metrics_interval")]
     pub no_server_metrics: bool,
+
+    /// Do not sample this machine's GPUs during the run (by default utilisation, memory,
+    /// power and energy are read every 100 ms where NVIDIA's management library is
+    /// present, giving energy per output token; absent, one note says so).
+    #[arg(long)]
+    pub no_gpu_telemetry: bool,
 }
 
 /// `--server-metrics-interval`: a positive number of seconds.
@@ -332,12 +344,12 @@ pub enum RampUpArg {
 }
 
 /// What `serve`'s flags resolve to before any work.
-struct Resolved {
-    config: ServeConfig,
+pub(super) struct Resolved {
+    pub(super) config: ServeConfig,
     /// The most connections the run may hold open at once.
     connections: limits::ConnectionNeed,
     /// Flags vLLM accepts but that do nothing here, said once before the run.
-    warnings: Vec<String>,
+    pub(super) warnings: Vec<String>,
 }
 
 /// Checks every flag before any work, with messages naming the flag, and resolves them
@@ -345,7 +357,7 @@ struct Resolved {
 /// configuration. Nothing here reads more than file metadata, so a bad command line fails
 /// in milliseconds; the only side effect is creating `--result-dir` (as vLLM does) to
 /// prove it is writable.
-fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
+pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     let mut warnings = Vec::new();
     if let Some(c) = args.max_concurrency
         && c == 0
@@ -395,7 +407,15 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     let hub_cache = hub_cache_roots_from_env();
     let dataset_path = args.dataset.resolved_dataset_path(&hub_cache)?;
     let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
-    let backend = plugin_ref(&args.backend, "--backend")?;
+    let native = match args.backend == super::offline::NATIVE_BACKEND {
+        true => Some(super::offline::native_config(args, &mut warnings)?),
+        false => None,
+    };
+    let backend = match &native {
+        // No plugin: the HTTP settings are not used.
+        Some(_) => PluginRef::Builtin(super::offline::NATIVE_BACKEND.into()),
+        None => plugin_ref(&args.backend, "--backend")?,
+    };
     // The plugins' own flags and the general ones, then --dataset-option (which wins).
     let shared = args.dataset.shared_values();
     let mut dataset_options = plugins.options(Role::Dataset, shared);
@@ -526,6 +546,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         },
         time_scale: args.time_scale,
         profile: args.profile,
+        gpu_telemetry: !args.no_gpu_telemetry,
     };
     let report = ReportConfig {
         label: args.label.clone(),
@@ -549,6 +570,7 @@ fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             served_model_name: args.model.served_model_name.clone(),
             tokenizer: args.model.tokenizer.clone(),
             skip_tokenizer_init: args.skip_tokenizer_init,
+            native,
             workload,
             http,
             load,

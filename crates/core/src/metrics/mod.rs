@@ -363,6 +363,9 @@ pub struct Metrics {
     /// What the server's own `/metrics` said about the run, when it exposes metrics bench
     /// knows; set by the caller that scraped them.
     pub server_metrics: Option<crate::server_metrics::ServerReport>,
+    /// What the GPUs of this machine did during the run (utilisation, memory, power,
+    /// energy), where NVIDIA's management library is present; set by the caller.
+    pub gpu: Option<crate::gpu_telemetry::GpuReport>,
     /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
     pub warnings: Vec<String>,
     /// Multi-turn runs: statistics by turn index (empty for other runs).
@@ -617,6 +620,7 @@ pub fn calculate(
         failures_by_kind,
         client,
         server_metrics: None,
+        gpu: None,
         warnings,
         per_turn,
         reported_cache,

@@ -31,6 +31,11 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
     super::server_metrics::server_block(&mut out, metrics);
+    if let Some(gpu) = &metrics.gpu {
+        for line in gpu.console_lines(metrics.total_output) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     turns_block(&mut out, metrics);
     out
 }

@@ -344,6 +344,11 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         }
     }
     super::server_metrics::extra_keys(&mut r, m);
+    if let Some(gpu) = &m.gpu {
+        for (key, value) in gpu.result_keys(m.total_output) {
+            r.insert(key, value);
+        }
+    }
     if let Some(cache) = &m.reported_cache {
         r.insert("requests_with_cached_tokens", json!(cache.requests));
         r.insert("cached_prompt_tokens", json!(cache.cached_tokens));

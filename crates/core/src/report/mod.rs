@@ -1,8 +1,10 @@
 //! Reports of `bench serve`: the console block, the result JSON and the files saved with
-//! `--save-result`, all in vLLM's layout and key names so its users and tools read ours.
+//! `--save-result`, all in vLLM's layout and key names so its users and tools read ours;
+//! `offline` holds the console lines of `bench throughput` and `bench latency`.
 
 pub mod console;
 pub mod json;
+pub mod offline;
 pub mod save;
 mod server_metrics;
 

@@ -20,6 +20,7 @@
 //! The trait is called a few times per run, never per request, and generically (the core
 //! is monomorphised for each target), so it costs the send path nothing.
 
+pub mod engine;
 pub mod http;
 
 use std::sync::Arc;

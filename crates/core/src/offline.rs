@@ -1,0 +1,1079 @@
+//! `bench throughput` and `bench latency`: vLLM's offline benchmarks
+//! (`vllm/benchmarks/throughput.py` and `latency.py`), on two kinds of target.
+//!
+//! vLLM runs them on its in-process engine. Here the target is either a server reached
+//! through a backend plugin (the same [`HttpTarget`] as `bench serve`) or the native
+//! engine in this process ([`EngineTarget`], candle on the CPU or a GPU), so one command
+//! line compares a model on this machine with a server, and the two report the same keys.
+//!
+//! - **throughput**: the whole workload is released at once (no rate or concurrency cap
+//!   unless asked), and the run's elapsed time gives vLLM's `requests_per_second` and
+//!   `tokens_per_second` (prompt plus output tokens, per second).
+//! - **latency**: one batch of `--batch-size` requests (vLLM's dummy prompts are the
+//!   `random` dataset at `--input-len`, with `--output-len` tokens each), run to completion
+//!   `--num-iters-warmup` times unmeasured, then `--num-iters` times; each iteration's
+//!   time from release to the last token is one latency.
+//!
+//! Both follow vLLM's sampling (temperature 1.0, top-p 1.0, EOS ignored, so every request
+//! generates its full length) and count tokens as vLLM does: the prompt tokens the model
+//! processed (the server's usage, else the dataset's count) and every generated token.
+//! The library prints nothing; results reach the [`Observer`] and, with `--output-json`,
+//! a file with vLLM's keys (and bench's extra keys after them) plus the PyTorch-benchmark
+//! records beside it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
+
+use crate::benchmark::{Drive, Executed, LoadConfig, execute};
+use crate::engine::{Engine, EngineConfig, ModelInfo};
+use crate::gpu_telemetry::{self, GpuReport, GpuSampler};
+use crate::observer::{Event, Observer};
+use crate::record::RequestRecord;
+use crate::runtime::RequestSpec;
+use crate::target::engine::{EngineTarget, NativeRun};
+use crate::target::http::{self, HttpConfig, HttpTarget};
+use crate::target::{RunOptions, Target, WarmUp};
+use crate::tokenizer::Tokenizer;
+use crate::workload::{self, TokenizerError, Workload, WorkloadConfig};
+
+/// What the offline benchmarks run on.
+#[derive(Debug, Clone)]
+pub enum OfflineTarget {
+    /// A server, through a backend plugin.
+    Http(HttpConfig),
+    /// The native engine in this process.
+    Native(NativeConfig),
+}
+
+/// The native engine and how it samples.
+#[derive(Debug, Clone)]
+pub struct NativeConfig {
+    /// `model` is filled in from [`OfflineConfig::model`] (resolved to a local path).
+    pub engine: EngineConfig,
+    pub run: NativeRun,
+}
+
+/// What both offline benchmarks share.
+#[derive(Debug, Clone)]
+pub struct OfflineConfig {
+    /// The model: for a server its name (`None`: the first the server lists); for the
+    /// native engine a Hugging Face directory, a `.gguf` file, or a hub id whose copy is
+    /// in the local hub cache (nothing is downloaded).
+    pub model: Option<String>,
+    /// The name the server's API knows the model by; `None`: the model's.
+    pub served_model_name: Option<String>,
+    /// The tokenizer (see [`Tokenizer::load_from`]); `None`: the model's own (for the
+    /// native engine, the model directory's `tokenizer.json` or the GGUF's vocabulary).
+    pub tokenizer: Option<String>,
+    pub workload: WorkloadConfig,
+    pub target: OfflineTarget,
+    /// vLLM's `--n`: sequences generated per prompt. Each prompt is run `n` times (a
+    /// server's completions API has no `n` in vLLM's request functions); its prompt
+    /// tokens count once, as in vLLM's engine, its output tokens `n` times.
+    pub n: u32,
+    /// Rate, concurrency cap, ready check, warm-ups and GPU telemetry: throughput's
+    /// defaults send everything at once, as vLLM's `llm.generate` takes the whole list.
+    pub load: LoadConfig,
+    /// The command line as vLLM's `vars(args)`, for the PyTorch-benchmark records.
+    pub command_line: Map<String, Value>,
+}
+
+/// `bench throughput`'s configuration.
+#[derive(Debug, Clone)]
+pub struct ThroughputConfig {
+    pub offline: OfflineConfig,
+    /// vLLM's `--output-json`.
+    pub output_json: Option<PathBuf>,
+}
+
+/// `bench latency`'s configuration: the batch is the workload (`num_prompts` requests).
+#[derive(Debug, Clone)]
+pub struct LatencyConfig {
+    pub offline: OfflineConfig,
+    pub num_iters_warmup: u32,
+    pub num_iters: u32,
+    /// vLLM's `--output-json`.
+    pub output_json: Option<PathBuf>,
+}
+
+/// What the engine-side of a result says about the native engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineSummary {
+    pub device: String,
+    pub weights: String,
+    pub weight_bytes: u64,
+    pub parameters: u64,
+}
+
+impl From<&ModelInfo> for EngineSummary {
+    fn from(info: &ModelInfo) -> Self {
+        EngineSummary {
+            device: info.device.to_string(),
+            weights: info.weights.clone(),
+            weight_bytes: info.weight_bytes,
+            parameters: info.parameters,
+        }
+    }
+}
+
+/// `bench throughput`'s result: vLLM's figures, then bench's.
+#[derive(Debug, Clone)]
+pub struct ThroughputResult {
+    pub backend: String,
+    pub model: String,
+    /// Seconds from the release of the workload to its last token (vLLM: around
+    /// `llm.generate`).
+    pub elapsed_time: f64,
+    /// Prompts in the workload (vLLM's `len(requests)`, whatever `--n`).
+    pub num_requests: usize,
+    /// Requests that failed (a server's errors): their tokens are not counted.
+    pub failed_requests: usize,
+    pub total_prompt_tokens: u64,
+    pub total_output_tokens: u64,
+    pub engine: Option<EngineSummary>,
+    pub gpu: Option<GpuReport>,
+}
+
+impl ThroughputResult {
+    /// vLLM's `total_num_tokens`: prompt plus output tokens.
+    pub fn total_num_tokens(&self) -> u64 {
+        self.total_prompt_tokens + self.total_output_tokens
+    }
+
+    pub fn requests_per_second(&self) -> f64 {
+        self.num_requests as f64 / self.elapsed_time
+    }
+
+    pub fn tokens_per_second(&self) -> f64 {
+        self.total_num_tokens() as f64 / self.elapsed_time
+    }
+
+    pub fn output_tokens_per_second(&self) -> f64 {
+        self.total_output_tokens as f64 / self.elapsed_time
+    }
+
+    /// The result file: vLLM's five keys in its order, then bench's.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut doc = Map::new();
+        doc.insert("elapsed_time".into(), json!(self.elapsed_time));
+        doc.insert("num_requests".into(), json!(self.num_requests));
+        doc.insert("total_num_tokens".into(), json!(self.total_num_tokens()));
+        doc.insert(
+            "requests_per_second".into(),
+            json!(self.requests_per_second()),
+        );
+        doc.insert("tokens_per_second".into(), json!(self.tokens_per_second()));
+        doc.insert(
+            "output_tokens_per_second".into(),
+            json!(self.output_tokens_per_second()),
+        );
+        doc.insert(
+            "total_prompt_tokens".into(),
+            json!(self.total_prompt_tokens),
+        );
+        doc.insert(
+            "total_output_tokens".into(),
+            json!(self.total_output_tokens),
+        );
+        doc.insert("failed_requests".into(), json!(self.failed_requests));
+        doc.insert("backend".into(), json!(self.backend));
+        doc.insert("model".into(), json!(self.model));
+        extend_engine_and_gpu(
+            &mut doc,
+            self.engine.as_ref(),
+            self.gpu.as_ref(),
+            self.total_output_tokens,
+        );
+        doc
+    }
+
+    /// vLLM's `save_to_pytorch_benchmark_format` for throughput.
+    fn pytorch_metrics(&self) -> (Vec<(&'static str, Value)>, Map<String, Value>) {
+        let doc = self.to_json();
+        let extra = ["elapsed_time", "num_requests", "total_num_tokens"]
+            .iter()
+            .map(|&k| (k.to_string(), doc[k].clone()))
+            .collect();
+        (
+            vec![
+                ("requests_per_second", json!([doc["requests_per_second"]])),
+                ("tokens_per_second", json!([doc["tokens_per_second"]])),
+            ],
+            extra,
+        )
+    }
+}
+
+/// The percentiles vLLM's latency benchmark reports.
+pub const LATENCY_PERCENTILES: [u32; 6] = [10, 25, 50, 75, 90, 99];
+
+/// `bench latency`'s result.
+#[derive(Debug, Clone)]
+pub struct LatencyResult {
+    pub backend: String,
+    pub model: String,
+    /// Seconds per measured iteration, in order.
+    pub latencies: Vec<f64>,
+    /// Requests per iteration (`--batch-size` times `--n`).
+    pub batch_size: usize,
+    /// Prompt and output tokens of one iteration.
+    pub prompt_tokens_per_iter: u64,
+    pub output_tokens_per_iter: u64,
+    pub engine: Option<EngineSummary>,
+    pub gpu: Option<GpuReport>,
+}
+
+impl LatencyResult {
+    /// vLLM's `np.mean(latencies)`.
+    pub fn avg_latency(&self) -> f64 {
+        self.latencies.iter().sum::<f64>() / self.latencies.len() as f64
+    }
+
+    /// vLLM's `np.percentile(latencies, [10, 25, 50, 75, 90, 99])` (linear interpolation).
+    pub fn percentiles(&self) -> Vec<(u32, f64)> {
+        let mut sorted = self.latencies.clone();
+        sorted.sort_by(f64::total_cmp);
+        LATENCY_PERCENTILES
+            .iter()
+            .map(|&p| (p, numpy_percentile(&sorted, f64::from(p))))
+            .collect()
+    }
+
+    /// Output tokens per second of the mean iteration: the decode speed of the batch.
+    pub fn output_tokens_per_second(&self) -> f64 {
+        self.output_tokens_per_iter as f64 / self.avg_latency()
+    }
+
+    /// The result file: vLLM's three keys, then bench's.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut doc = Map::new();
+        doc.insert("avg_latency".into(), json!(self.avg_latency()));
+        doc.insert("latencies".into(), json!(self.latencies));
+        let percentiles: Map<String, Value> = self
+            .percentiles()
+            .into_iter()
+            .map(|(p, v)| (p.to_string(), json!(v)))
+            .collect();
+        doc.insert("percentiles".into(), Value::Object(percentiles));
+        doc.insert("batch_size".into(), json!(self.batch_size));
+        doc.insert(
+            "prompt_tokens_per_iteration".into(),
+            json!(self.prompt_tokens_per_iter),
+        );
+        doc.insert(
+            "output_tokens_per_iteration".into(),
+            json!(self.output_tokens_per_iter),
+        );
+        doc.insert(
+            "output_tokens_per_second".into(),
+            json!(self.output_tokens_per_second()),
+        );
+        doc.insert("backend".into(), json!(self.backend));
+        doc.insert("model".into(), json!(self.model));
+        let output_tokens = self.output_tokens_per_iter * self.latencies.len() as u64;
+        extend_engine_and_gpu(
+            &mut doc,
+            self.engine.as_ref(),
+            self.gpu.as_ref(),
+            output_tokens,
+        );
+        doc
+    }
+
+    /// vLLM's `save_to_pytorch_benchmark_format` for latency.
+    fn pytorch_metrics(&self) -> (Vec<(&'static str, Value)>, Map<String, Value>) {
+        let doc = self.to_json();
+        let extra = ["avg_latency", "percentiles"]
+            .iter()
+            .map(|&k| (k.to_string(), doc[k].clone()))
+            .collect();
+        (vec![("latency", doc["latencies"].clone())], extra)
+    }
+}
+
+/// numpy's default (`linear`) percentile of sorted values.
+fn numpy_percentile(sorted: &[f64], p: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        1 => sorted[0],
+        n => {
+            let rank = p / 100.0 * (n - 1) as f64;
+            let lo = rank.floor() as usize;
+            let hi = (lo + 1).min(n - 1);
+            sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+        }
+    }
+}
+
+fn extend_engine_and_gpu(
+    doc: &mut Map<String, Value>,
+    engine: Option<&EngineSummary>,
+    gpu: Option<&GpuReport>,
+    output_tokens: u64,
+) {
+    if let Some(e) = engine {
+        doc.insert("engine_device".into(), json!(e.device));
+        doc.insert("engine_weights".into(), json!(e.weights));
+        doc.insert("engine_weight_bytes".into(), json!(e.weight_bytes));
+        doc.insert("engine_parameters".into(), json!(e.parameters));
+    }
+    if let Some(gpu) = gpu {
+        doc.extend(gpu.result_keys(output_tokens));
+    }
+}
+
+/// What a finished offline benchmark returns to its caller.
+#[derive(Debug)]
+pub struct OfflineOutcome<R> {
+    pub result: R,
+    /// Where `--output-json` was written.
+    pub saved: Option<PathBuf>,
+    /// Set when the run was stopped early (Ctrl-C): then nothing is saved.
+    pub stopped: Option<crate::client::stop::StopReason>,
+}
+
+/// The native engine loaded, with the workload sampled with its tokenizer.
+pub(crate) struct NativeOpened {
+    pub engine: Box<Engine>,
+    pub tokenizer: Arc<Tokenizer>,
+    pub run: NativeRun,
+    pub workload: Workload,
+    /// The model as the user named it.
+    pub model: String,
+}
+
+/// The model and workload opened for a target, before any request.
+// One per run: the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Opened {
+    Native(NativeOpened),
+    Http {
+        config: HttpConfig,
+        workload: Workload,
+        model: String,
+        served_model: String,
+    },
+}
+
+impl Opened {
+    fn model(&self) -> &str {
+        match self {
+            Opened::Native(n) => &n.model,
+            Opened::Http { model, .. } => model,
+        }
+    }
+
+    fn engine_summary(&self) -> Option<EngineSummary> {
+        match self {
+            Opened::Native(n) => Some(EngineSummary::from(n.engine.info())),
+            Opened::Http { .. } => None,
+        }
+    }
+
+    fn workload_mut(&mut self) -> &mut Workload {
+        match self {
+            Opened::Native(n) => &mut n.workload,
+            Opened::Http { workload, .. } => workload,
+        }
+    }
+}
+
+/// Loads the native engine's model, then its tokenizer (`tokenizer`, else the model
+/// directory's `tokenizer.json`, else the GGUF file's vocabulary) and the workload sampled
+/// with it. `bench serve --backend native` opens its run here too.
+pub(crate) fn open_native(
+    model: Option<&str>,
+    tokenizer: Option<&str>,
+    workload: &WorkloadConfig,
+    native: &NativeConfig,
+    observer: &mut dyn Observer,
+) -> Result<NativeOpened> {
+    let Some(model) = model else {
+        bail!(
+            "the native engine needs --model: a Hugging Face model directory, a .gguf file, or \
+             a hub id whose copy is in the local cache"
+        );
+    };
+    let path = resolve_model(model, &workload.hub_cache)?;
+    let engine_config = EngineConfig {
+        model: path.clone(),
+        tokenizer: None,
+        ..native.engine.clone()
+    };
+    let engine =
+        Engine::load(&engine_config).with_context(|| format!("loading {}", path.display()))?;
+    observer.event(Event::EngineLoaded {
+        info: engine.info(),
+    });
+    let loaded = match tokenizer {
+        Some(id) => {
+            Tokenizer::load_from(id, &workload.hub_cache).map_err(|source| TokenizerError {
+                id: id.to_owned(),
+                source,
+            })?
+        }
+        None if path.join("tokenizer.json").is_file() => {
+            Tokenizer::from_file(&path.join("tokenizer.json")).map_err(|source| TokenizerError {
+                id: path.display().to_string(),
+                source,
+            })?
+        }
+        None => Tokenizer::from_tokenizer(engine.tokenizer().clone(), &path, None)
+            .with_context(|| format!("the tokenizer of {}", path.display()))?,
+    };
+    let workload = workload::load_with_tokenizer(workload, Some(loaded), observer)?;
+    let tokenizer = workload
+        .tokenizer
+        .clone()
+        .context("the workload lost its tokenizer")?;
+    Ok(NativeOpened {
+        engine: Box::new(engine),
+        tokenizer,
+        run: native.run.clone(),
+        workload,
+        model: model.to_owned(),
+    })
+}
+
+/// Loads the model (native) or finds it (server), then the tokenizer and the workload.
+fn open(
+    config: &OfflineConfig,
+    rt: &tokio::runtime::Runtime,
+    observer: &mut dyn Observer,
+) -> Result<Opened> {
+    match &config.target {
+        OfflineTarget::Native(native) => Ok(Opened::Native(open_native(
+            config.model.as_deref(),
+            config.tokenizer.as_deref(),
+            &config.workload,
+            native,
+            observer,
+        )?)),
+        OfflineTarget::Http(http_config) => {
+            let model = match &config.model {
+                Some(m) => m.clone(),
+                None => {
+                    observer.event(Event::FetchingModel);
+                    let id = rt.block_on(http::first_model(
+                        &http_config.base_url,
+                        &http_config.headers,
+                        http_config.tls,
+                    ))?;
+                    observer.event(Event::ModelFound { id: &id });
+                    id
+                }
+            };
+            let tokenizer_id = config.tokenizer.as_deref().unwrap_or(&model);
+            let workload = workload::load(&config.workload, tokenizer_id, observer)?;
+            Ok(Opened::Http {
+                config: http_config.clone(),
+                served_model: config
+                    .served_model_name
+                    .clone()
+                    .unwrap_or_else(|| model.clone()),
+                workload,
+                model,
+            })
+        }
+    }
+}
+
+/// The native engine's model: a path on disk, or a hub id (`ORG/NAME`) whose snapshot
+/// is in one of the hub caches. Nothing is downloaded.
+pub fn resolve_model(model: &str, hub_cache: &[PathBuf]) -> Result<PathBuf> {
+    let path = Path::new(model);
+    if path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    let folder = format!("models--{}", model.replace('/', "--"));
+    let is_hub_id = model.split('/').count() == 2 && !model.starts_with('.');
+    if is_hub_id {
+        for root in hub_cache {
+            let snapshots = root.join(&folder).join("snapshots");
+            let Ok(entries) = std::fs::read_dir(&snapshots) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.join("config.json").is_file())
+                .collect();
+            found.sort();
+            if let Some(snapshot) = found.pop() {
+                return Ok(snapshot);
+            }
+        }
+    }
+    bail!(
+        "--model {model}: not found on disk{}. bench downloads nothing: pass a local Hugging \
+         Face model directory (config.json, *.safetensors, tokenizer.json) or a .gguf file{}",
+        if is_hub_id {
+            format!(", and no copy of {model} in the Hugging Face cache ({folder})")
+        } else {
+            String::new()
+        },
+        if is_hub_id {
+            format!(", or fetch it first (`huggingface-cli download {model}`)")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// Each prompt `n` times in a row, the copies' ids suffixed `-1`, `-2`, ...; returns the
+/// copy number of each request.
+fn replicate(specs: Vec<RequestSpec>, n: u32) -> (Vec<RequestSpec>, Vec<u32>) {
+    if n <= 1 {
+        let copies = vec![0; specs.len()];
+        return (specs, copies);
+    }
+    let mut out = Vec::with_capacity(specs.len() * n as usize);
+    let mut copies = Vec::with_capacity(out.capacity());
+    for spec in specs {
+        for k in 0..n {
+            let mut copy = spec.clone();
+            if k > 0 {
+                copy.request_id = spec.request_id.as_ref().map(|id| format!("{id}-{k}"));
+            }
+            out.push(copy);
+            copies.push(k);
+        }
+    }
+    (out, copies)
+}
+
+/// Starts GPU sampling when the measured run starts (not during loading or warm-ups),
+/// passing every event on. `bench serve`'s measurement uses it too.
+pub(crate) struct GpuObserver<'o> {
+    inner: &'o mut dyn Observer,
+    enabled: bool,
+    sampler: Option<GpuSampler>,
+}
+
+impl<'o> GpuObserver<'o> {
+    pub(crate) fn new(inner: &'o mut dyn Observer, enabled: bool) -> Self {
+        GpuObserver {
+            inner,
+            enabled,
+            sampler: None,
+        }
+    }
+
+    fn start(&mut self) {
+        if !self.enabled || self.sampler.is_some() {
+            return;
+        }
+        // Asked for once per run: an absent library is one note, not one per iteration.
+        self.enabled = false;
+        match gpu_telemetry::start(gpu_telemetry::DEFAULT_INTERVAL) {
+            Ok(sampler) => self.sampler = Some(sampler),
+            Err(absent) => self.inner.event(Event::Note(&absent.to_string())),
+        }
+    }
+
+    pub(crate) fn finish(&mut self) -> Option<GpuReport> {
+        self.sampler.take().map(GpuSampler::finish)
+    }
+}
+
+impl Observer for GpuObserver<'_> {
+    fn event(&mut self, event: Event<'_>) {
+        if let Event::RunStarting { .. } = event {
+            self.start();
+        }
+        self.inner.event(event);
+    }
+
+    fn progress_bar(&mut self, requests: u64) -> indicatif::ProgressBar {
+        self.inner.progress_bar(requests)
+    }
+
+    fn arm_stop(&mut self, stop: &Arc<crate::client::stop::StopSignal>) -> Result<()> {
+        self.inner.arm_stop(stop)
+    }
+}
+
+/// Prompt and output tokens of successful records: a prompt's tokens once (its first
+/// copy that succeeded, by `copies`), every output.
+fn count_tokens(
+    records: &[RequestRecord],
+    copies: &[u32],
+    tokenizer: Option<&Tokenizer>,
+) -> Result<(u64, u64)> {
+    let mut prompt = 0u64;
+    let mut output = 0u64;
+    let mut counted_prompt = false;
+    for r in records {
+        if copies.get(r.index) == Some(&0) {
+            counted_prompt = false;
+        }
+        if !r.succeeded() {
+            continue;
+        }
+        if !counted_prompt {
+            prompt += u64::from(r.usage_prompt_len.unwrap_or(r.prompt_len));
+            counted_prompt = true;
+        }
+        output += match (r.output_tokens, tokenizer) {
+            (Some(n), _) => u64::from(n),
+            (None, Some(t)) => t
+                .count_tokens(&r.generated_text)
+                .with_context(|| format!("counting the output of request {}", r.request_id))?
+                as u64,
+            (None, None) => 1,
+        };
+    }
+    Ok((prompt, output))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Runs `bench throughput`: see the module documentation.
+pub fn throughput(
+    config: &ThroughputConfig,
+    observer: &mut dyn Observer,
+) -> Result<OfflineOutcome<ThroughputResult>> {
+    let rt = runtime()?;
+    let offline = &config.offline;
+    let mut opened = open(offline, &rt, observer)?;
+    let engine = opened.engine_summary();
+    let model = opened.model().to_owned();
+    let mut observer = GpuObserver::new(observer, offline.load.gpu_telemetry);
+    let drive = Drive {
+        load: &offline.load,
+        seed: offline.workload.seed,
+        send_at: None,
+        profiler: None,
+    };
+    let num_requests;
+    let (executed, copies, tokenizer): (Executed, Vec<u32>, Option<Arc<Tokenizer>>) =
+        match &mut opened {
+            Opened::Native(n) => {
+                num_requests = n.workload.specs.len();
+                let (specs, copies) = replicate(std::mem::take(&mut n.workload.specs), offline.n);
+                let target =
+                    EngineTarget::prepare(&mut n.engine, &specs, &n.tokenizer, n.run.clone())?;
+                let executed = execute(&rt, target, &drive, &mut observer)?;
+                (executed, copies, Some(n.tokenizer.clone()))
+            }
+            Opened::Http {
+                config: http_config,
+                workload,
+                model,
+                served_model,
+            } => {
+                if workload.conversations.is_some() {
+                    bail!(
+                        "throughput sends single requests; this dataset is multi-turn (use bench \
+                     serve for conversations)"
+                    );
+                }
+                num_requests = workload.specs.len();
+                let (specs, copies) = replicate(std::mem::take(&mut workload.specs), offline.n);
+                let tokenizer = workload.tokenizer.clone();
+                let target = HttpTarget::prepare(
+                    http_config,
+                    model,
+                    served_model,
+                    workload.with_specs(specs),
+                    &rt,
+                    &mut observer,
+                )?;
+                let executed = execute(&rt, target, &drive, &mut observer)?;
+                (executed, copies, tokenizer)
+            }
+        };
+    let gpu = observer.finish();
+    let observer = observer.inner;
+    let records = &executed.output.records;
+    let failed = records.iter().filter(|r| !r.succeeded()).count();
+    if failed > 0 {
+        let first = records
+            .iter()
+            .find_map(RequestRecord::failure)
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        observer.event(Event::Warning(&format!(
+            "{failed} of {} requests failed and are not counted (first error: {first})",
+            records.len()
+        )));
+    }
+    if failed == records.len() {
+        bail!("every request failed");
+    }
+    let (total_prompt_tokens, total_output_tokens) =
+        count_tokens(records, &copies, tokenizer.as_deref())?;
+    let result = ThroughputResult {
+        backend: executed.backend.clone(),
+        model,
+        elapsed_time: executed.output.duration,
+        num_requests,
+        failed_requests: failed,
+        total_prompt_tokens,
+        total_output_tokens,
+        engine,
+        gpu,
+    };
+    observer.event(Event::ThroughputResults(&result));
+    let stopped = executed.output.stopped.clone();
+    let saved = match (&config.output_json, &stopped) {
+        (Some(path), None) => {
+            let (metrics, extra) = result.pytorch_metrics();
+            save(
+                path,
+                &result.to_json(),
+                &metrics,
+                extra,
+                &offline.command_line,
+            )?;
+            observer.event(Event::Saved {
+                path,
+                interrupted: false,
+            });
+            Some(path.clone())
+        }
+        _ => None,
+    };
+    Ok(OfflineOutcome {
+        result,
+        saved,
+        stopped,
+    })
+}
+
+/// Runs `bench latency`: see the module documentation.
+pub fn latency(
+    config: &LatencyConfig,
+    observer: &mut dyn Observer,
+) -> Result<OfflineOutcome<LatencyResult>> {
+    if config.num_iters == 0 {
+        bail!("--num-iters must be at least 1");
+    }
+    let rt = runtime()?;
+    let offline = &config.offline;
+    let mut opened = open(offline, &rt, observer)?;
+    if opened.workload_mut().conversations.is_some() {
+        bail!("latency runs one batch of single requests; this dataset is multi-turn");
+    }
+    let engine_summary = opened.engine_summary();
+    let model = opened.model().to_owned();
+    let (specs, copies) = replicate(std::mem::take(&mut opened.workload_mut().specs), offline.n);
+    let batch_size = specs.len();
+    let stop = Arc::new(crate::client::stop::StopSignal::new());
+    {
+        let _runtime = rt.enter();
+        observer.arm_stop(&stop)?;
+    }
+    let mut observer = GpuObserver::new(observer, offline.load.gpu_telemetry);
+    let total = config.num_iters_warmup + config.num_iters;
+    let mut latencies = Vec::with_capacity(config.num_iters as usize);
+    let mut tokens_per_iter = (0, 0);
+    let mut backend = String::new();
+    for iteration in 0..total {
+        let warm_up = iteration < config.num_iters_warmup;
+        if iteration == config.num_iters_warmup {
+            // The measured iterations start: sample the GPU from here.
+            observer.start();
+        }
+        let options = RunOptions {
+            max_concurrency: offline.load.max_concurrency,
+            stop: stop.clone(),
+            shutdown_grace: offline.load.shutdown_grace,
+            progress: indicatif::ProgressBar::hidden(),
+            time_scale: 1.0,
+        };
+        let offsets = vec![0.0; batch_size];
+        let check = WarmUp {
+            ready_check: (iteration == 0)
+                .then_some(offline.load.ready_check)
+                .flatten(),
+            requests: 0,
+            max_concurrency: offline.load.max_concurrency,
+        };
+        let (output, tokenizer) = match &mut opened {
+            Opened::Native(n) => {
+                let mut target =
+                    EngineTarget::prepare(&mut n.engine, &specs, &n.tokenizer, n.run.clone())?;
+                backend = target.name().to_owned();
+                rt.block_on(target.warm_up(&check, observer.inner))?;
+                let output = rt.block_on(target.run(&offsets, options, observer.inner))?;
+                (output, Some(n.tokenizer.clone()))
+            }
+            Opened::Http {
+                config: http_config,
+                workload,
+                model,
+                served_model,
+            } => {
+                let mut target = HttpTarget::prepare(
+                    http_config,
+                    model,
+                    served_model,
+                    workload.with_specs(specs.clone()),
+                    &rt,
+                    observer.inner,
+                )?;
+                backend = target.name().to_owned();
+                rt.block_on(target.warm_up(&check, observer.inner))?;
+                let output = rt.block_on(target.run(&offsets, options, observer.inner))?;
+                (output, workload.tokenizer.clone())
+            }
+        };
+        if let Some(reason) = &output.stopped {
+            observer.inner.event(Event::Note(&format!(
+                "latency stopped after {} measured iterations: {reason}",
+                latencies.len()
+            )));
+            let gpu = observer.finish();
+            return Ok(OfflineOutcome {
+                result: LatencyResult {
+                    backend,
+                    model,
+                    latencies,
+                    batch_size,
+                    prompt_tokens_per_iter: tokens_per_iter.0,
+                    output_tokens_per_iter: tokens_per_iter.1,
+                    engine: engine_summary,
+                    gpu,
+                },
+                saved: None,
+                stopped: Some(reason.clone()),
+            });
+        }
+        if let Some(failure) = output.records.iter().find_map(RequestRecord::failure) {
+            bail!(
+                "latency iteration {}: a request failed, so the batch's time means nothing: \
+                 {failure}",
+                iteration + 1
+            );
+        }
+        tokens_per_iter = count_tokens(&output.records, &copies, tokenizer.as_deref())?;
+        observer.inner.event(Event::LatencyIteration {
+            warm_up,
+            index: if warm_up {
+                iteration
+            } else {
+                iteration - config.num_iters_warmup
+            } as usize,
+            of: if warm_up {
+                config.num_iters_warmup
+            } else {
+                config.num_iters
+            } as usize,
+            seconds: output.duration,
+        });
+        if !warm_up {
+            latencies.push(output.duration);
+        }
+    }
+    let gpu = observer.finish();
+    let observer = observer.inner;
+    let result = LatencyResult {
+        backend,
+        model,
+        latencies,
+        batch_size,
+        prompt_tokens_per_iter: tokens_per_iter.0,
+        output_tokens_per_iter: tokens_per_iter.1,
+        engine: engine_summary,
+        gpu,
+    };
+    observer.event(Event::LatencyResults(&result));
+    let saved = match &config.output_json {
+        Some(path) => {
+            let (metrics, extra) = result.pytorch_metrics();
+            save(
+                path,
+                &result.to_json(),
+                &metrics,
+                extra,
+                &offline.command_line,
+            )?;
+            observer.event(Event::Saved {
+                path,
+                interrupted: false,
+            });
+            Some(path.clone())
+        }
+        None => None,
+    };
+    Ok(OfflineOutcome {
+        result,
+        saved,
+        stopped: None,
+    })
+}
+
+/// Writes the result as vLLM does (`json.dump(results, f, indent=4)`) and its
+/// PyTorch-benchmark records beside it (`<stem>.pytorch.json`, `json.dump(records, f)`).
+fn save(
+    path: &Path,
+    doc: &Map<String, Value>,
+    metrics: &[(&'static str, Value)],
+    extra_info: Map<String, Value>,
+    args: &Map<String, Value>,
+) -> Result<()> {
+    let mut text = Vec::new();
+    crate::pyjson::to_writer_indented(&mut text, doc, 4)?;
+    crate::report::save::write_atomically(path, &[&text])
+        .with_context(|| format!("--output-json {}", path.display()))?;
+    let records: Vec<Value> = metrics
+        .iter()
+        .map(|(name, values)| {
+            json!({
+                "benchmark": {"name": "vLLM benchmark", "extra_info": {"args": args}},
+                "model": {"name": args.get("model").cloned().unwrap_or(Value::Null)},
+                "metric": {"name": name, "benchmark_values": values, "extra_info": extra_info},
+            })
+        })
+        .collect();
+    let mut text = Vec::new();
+    crate::pyjson::to_writer(&mut text, &records)?;
+    let pt_path = path.with_extension("pytorch.json");
+    crate::report::save::write_atomically(&pt_path, &[&text])
+        .with_context(|| format!("writing {}", pt_path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_numpys_linear_ones() {
+        // numpy: np.percentile([4, 1, 3, 2, 10], [10, 25, 50, 75, 90, 99])
+        //   -> [1.4, 2.0, 3.0, 4.0, 7.6, 9.76]
+        let r = LatencyResult {
+            backend: "native".into(),
+            model: "m".into(),
+            latencies: vec![4.0, 1.0, 3.0, 2.0, 10.0],
+            batch_size: 8,
+            prompt_tokens_per_iter: 0,
+            output_tokens_per_iter: 80,
+            engine: None,
+            gpu: None,
+        };
+        let got: Vec<f64> = r.percentiles().iter().map(|p| p.1).collect();
+        let want = [1.4, 2.0, 3.0, 4.0, 7.6, 9.76];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{got:?}");
+        }
+        assert_eq!(r.avg_latency(), 4.0);
+        assert_eq!(r.output_tokens_per_second(), 20.0);
+        let doc = r.to_json();
+        let keys: Vec<&str> = doc.keys().map(String::as_str).take(3).collect();
+        assert_eq!(keys, ["avg_latency", "latencies", "percentiles"]);
+        assert_eq!(doc["percentiles"]["99"], json!(9.76));
+    }
+
+    #[test]
+    fn throughput_keys_are_vllms_first() {
+        let r = ThroughputResult {
+            backend: "openai".into(),
+            model: "m".into(),
+            elapsed_time: 2.0,
+            num_requests: 10,
+            failed_requests: 0,
+            total_prompt_tokens: 300,
+            total_output_tokens: 100,
+            engine: None,
+            gpu: None,
+        };
+        let doc = r.to_json();
+        let keys: Vec<&str> = doc.keys().map(String::as_str).take(5).collect();
+        assert_eq!(
+            keys,
+            [
+                "elapsed_time",
+                "num_requests",
+                "total_num_tokens",
+                "requests_per_second",
+                "tokens_per_second"
+            ]
+        );
+        assert_eq!(doc["total_num_tokens"], json!(400));
+        assert_eq!(doc["requests_per_second"], json!(5.0));
+        assert_eq!(doc["tokens_per_second"], json!(200.0));
+        assert_eq!(doc["output_tokens_per_second"], json!(50.0));
+    }
+
+    #[test]
+    fn n_copies_count_the_prompt_once_and_every_output() {
+        let spec = |id: &str| RequestSpec {
+            prompt: crate::runtime::Prompt::Text("x".into()),
+            prompt_len: 7,
+            expected_output_len: 3,
+            multimodal: vec![],
+            request_id: Some(id.into()),
+            lora_name: None,
+            extra_body: None,
+            send_at: None,
+            session: None,
+        };
+        let (specs, copies) = replicate(vec![spec("a"), spec("b")], 3);
+        let ids: Vec<_> = specs
+            .iter()
+            .map(|s| s.request_id.clone().unwrap())
+            .collect();
+        assert_eq!(ids, ["a", "a-1", "a-2", "b", "b-1", "b-2"]);
+        assert_eq!(copies, [0, 1, 2, 0, 1, 2]);
+        let record = |index: usize, ok: bool| RequestRecord {
+            index,
+            request_id: ids[index].clone(),
+            outcome: if ok {
+                Ok(())
+            } else {
+                Err(crate::record::FailureKind::Http(500).failure("500"))
+            },
+            prompt_len: 7,
+            usage_prompt_len: None,
+            server_prompt_tokens: None,
+            expected_output_len: 3,
+            output_tokens: Some(3),
+            server_output_tokens: None,
+            generated_text: String::new(),
+            reasoning_text: String::new(),
+            ttft: 0.0,
+            ttfc: None,
+            itl: vec![],
+            chunk_tokens: vec![],
+            latency: 0.0,
+            start_time: 0.0,
+            dispatch_time: 0.0,
+            intended_start_time: 0.0,
+            concurrency_wait: 0.0,
+            retried: false,
+            turn: None,
+            cached_prompt_tokens: None,
+            pooled_results: None,
+        };
+        // Prompt "a"'s first copy failed: its second counts the prompt; "b" counts once.
+        let records: Vec<_> = (0..6).map(|i| record(i, i != 0)).collect();
+        assert_eq!(count_tokens(&records, &copies, None).unwrap(), (14, 15));
+    }
+
+    #[test]
+    fn a_model_not_on_disk_says_how_to_point_at_a_copy() {
+        let cache = tempfile::tempdir().unwrap();
+        let err = resolve_model("org/model", &[cache.path().to_path_buf()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not found on disk"), "{err}");
+        assert!(err.contains("models--org--model"), "{err}");
+        assert!(err.contains("bench downloads nothing"), "{err}");
+        let snapshot = cache.path().join("models--org--model/snapshots/abc");
+        std::fs::create_dir_all(&snapshot).unwrap();
+        std::fs::write(snapshot.join("config.json"), "{}").unwrap();
+        assert_eq!(
+            resolve_model("org/model", &[cache.path().to_path_buf()]).unwrap(),
+            snapshot
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! The native target: the in-process inference engine (`bench-engine`, on candle), so a
+//! model is measured on this machine's CPU or GPU without a server.
+//!
+//! Everything a server target does before the clock happens here too: the prompts are
+//! tokenized with the model's tokenizer when the target is built, never during the run.
+//! The run hands the whole workload to the engine, which admits request `i` once its
+//! offset has passed and a batch slot is free (continuous batching), and the engine's
+//! thread (this one) records the time of every token as it is sampled: the host's clock
+//! at the moment the token exists, the equivalent of a server's bytes arriving. So TTFT
+//! (arrival to the first token, queueing included), ITL, TPOT and E2EL mean what they
+//! mean for a server, and the records go through the same metrics and reports.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use super::{RunOptions, RunOutput, Target, WarmUp};
+use crate::client::cpu;
+use crate::client::stop::StopSignal;
+use crate::engine::{Engine, Events, FinishReason, GenRequest, Sampling};
+use crate::metrics::ClientCpu;
+use crate::observer::{Event, Observer};
+use crate::record::{FailureKind, RequestRecord};
+use crate::runtime::{Prompt, RequestSpec};
+use crate::tokenizer::Tokenizer;
+
+/// The name results give this target (`backend`).
+pub const NAME: &str = "native";
+
+/// How the engine samples and what it returns, for every request of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NativeRun {
+    /// 0 is greedy. vLLM's offline benchmarks sample at 1.0.
+    pub temperature: f32,
+    /// 1.0 turns it off.
+    pub top_p: f32,
+    /// 0 turns it off.
+    pub top_k: usize,
+    /// Generate until the request's output length whatever the model says (vLLM's
+    /// offline benchmarks always do).
+    pub ignore_eos: bool,
+    /// Turn the generated tokens into text during the run, as vLLM's engine does unless
+    /// `--disable-detokenize`; without it the records' texts are empty.
+    pub detokenize: bool,
+    /// Request `i` samples with seed `seed + i`, so a run is reproducible.
+    pub seed: u64,
+}
+
+impl Default for NativeRun {
+    fn default() -> Self {
+        NativeRun {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            ignore_eos: true,
+            detokenize: true,
+            seed: 0,
+        }
+    }
+}
+
+/// One request as the engine takes it.
+#[derive(Debug, Clone)]
+struct Prepared {
+    request_id: String,
+    prompt: Vec<u32>,
+    /// The dataset's own count (`prompt_len`), kept for the records.
+    dataset_prompt_len: u32,
+    max_tokens: u32,
+}
+
+/// The engine and a workload tokenized for it.
+pub struct EngineTarget<'e> {
+    engine: &'e mut Engine,
+    requests: Vec<Prepared>,
+    run: NativeRun,
+}
+
+impl<'e> EngineTarget<'e> {
+    /// Tokenizes every prompt with the model's tokenizer, as vLLM's `LLM.generate` does
+    /// (`add_special_tokens` for text, the chat template then no special tokens for a
+    /// conversation, token ids as they are). Multimodal and pooling requests are refused:
+    /// the engine generates text from text.
+    pub fn prepare(
+        engine: &'e mut Engine,
+        specs: &[RequestSpec],
+        tokenizer: &Tokenizer,
+        run: NativeRun,
+    ) -> Result<Self> {
+        let mut requests = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            let request_id = spec.request_id.clone().unwrap_or_else(|| i.to_string());
+            if !spec.multimodal.is_empty() {
+                bail!(
+                    "request {request_id}: the native engine takes text only, and this request \
+                     carries multimodal content (use a text dataset, or a server backend)"
+                );
+            }
+            let prompt = match &spec.prompt {
+                Prompt::Text(text) => encode(engine, text, true)
+                    .with_context(|| format!("request {request_id}: tokenizing its prompt"))?,
+                Prompt::TokenIds(ids) => ids.clone(),
+                Prompt::Chat(messages) => {
+                    let rendered = tokenizer
+                        .apply_chat_template(
+                            &messages
+                                .iter()
+                                .map(crate::runtime::chat_message_json)
+                                .collect::<Vec<_>>(),
+                            true,
+                        )
+                        .with_context(|| {
+                            format!("request {request_id}: rendering its chat template")
+                        })?;
+                    encode(engine, &rendered, false)
+                        .with_context(|| format!("request {request_id}: tokenizing its prompt"))?
+                }
+                Prompt::Texts(_) | Prompt::Rerank(_) => bail!(
+                    "request {request_id}: pooling requests (embeddings, rerank) need a pooling \
+                     server backend; the native engine generates text"
+                ),
+            };
+            if prompt.is_empty() {
+                bail!("request {request_id}: its prompt has no tokens");
+            }
+            requests.push(Prepared {
+                request_id,
+                prompt,
+                dataset_prompt_len: spec.prompt_len,
+                max_tokens: spec.expected_output_len.max(1),
+            });
+        }
+        Ok(EngineTarget {
+            engine,
+            requests,
+            run,
+        })
+    }
+
+    /// The engine's requests, sampling seeded per request; each admitted no earlier than
+    /// its offset after `t0` (all at once for offline throughput).
+    fn gen_requests(&self, offsets: &[f64], t0: Instant) -> Vec<GenRequest> {
+        self.requests
+            .iter()
+            .zip(offsets)
+            .enumerate()
+            .map(|(i, (r, &offset))| GenRequest {
+                prompt: r.prompt.clone(),
+                max_tokens: r.max_tokens,
+                ignore_eos: self.run.ignore_eos,
+                sampling: Sampling {
+                    temperature: self.run.temperature,
+                    top_p: self.run.top_p,
+                    top_k: self.run.top_k,
+                    seed: self.run.seed.wrapping_add(i as u64),
+                },
+                not_before: (offset > 0.0).then(|| t0 + std::time::Duration::from_secs_f64(offset)),
+            })
+            .collect()
+    }
+}
+
+fn encode(engine: &Engine, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+    let encoding = engine
+        .tokenizer()
+        .encode(text, add_special_tokens)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(encoding.get_ids().to_vec())
+}
+
+impl Target for EngineTarget<'_> {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// No readiness check (the model is loaded); warm-ups are the workload's first
+    /// requests, run to completion before the clock.
+    async fn warm_up(&mut self, warm_up: &WarmUp, observer: &mut dyn Observer) -> Result<()> {
+        if warm_up.requests == 0 {
+            return Ok(());
+        }
+        observer.event(Event::WarmUpStarted {
+            requests: warm_up.requests,
+        });
+        let n = (warm_up.requests as usize).min(self.requests.len());
+        let requests = self.gen_requests(&vec![0.0; n], Instant::now());
+        self.engine
+            .generate(&requests[..n], &mut Discard)
+            .context("the engine's warm-up requests")?;
+        observer.event(Event::WarmUpDone);
+        Ok(())
+    }
+
+    async fn run(
+        self,
+        offsets: &[f64],
+        options: RunOptions,
+        _observer: &mut dyn Observer,
+    ) -> Result<RunOutput> {
+        let clock_origin_s = cpu::monotonic().as_secs_f64();
+        let cpu_before = cpu::process();
+        let t0 = Instant::now();
+        let requests = self.gen_requests(offsets, t0);
+        let mut collector = Collector {
+            t0,
+            offsets,
+            tokens: vec![Vec::new(); requests.len()],
+            times: vec![Vec::new(); requests.len()],
+            finished: vec![None; requests.len()],
+            stop: &options.stop,
+            progress: &options.progress,
+        };
+        self.engine
+            .generate(&requests, &mut collector)
+            .context("the native engine")?;
+        let Collector {
+            tokens,
+            times,
+            finished,
+            ..
+        } = collector;
+        options.progress.finish_and_clear();
+        let mut records = Vec::with_capacity(requests.len());
+        let mut end = t0;
+        let mut cancelled = 0;
+        for (i, r) in self.requests.iter().enumerate() {
+            let arrival = offsets[i];
+            let text = if self.run.detokenize {
+                self.engine
+                    .tokenizer()
+                    .decode(&tokens[i], true)
+                    .map_err(|e| anyhow::anyhow!("{e}"))
+                    .with_context(|| format!("request {}: detokenizing", r.request_id))?
+            } else {
+                String::new()
+            };
+            let secs = |at: Instant| at.duration_since(t0).as_secs_f64() - arrival;
+            let ttft = times[i].first().map(|&t| secs(t)).unwrap_or(0.0);
+            let itl = times[i]
+                .windows(2)
+                .map(|w| w[1].duration_since(w[0]).as_secs_f64())
+                .collect();
+            let (reason, finished_at) = finished[i].unwrap_or((FinishReason::Aborted, t0));
+            end = end.max(finished_at);
+            let outcome = match reason {
+                FinishReason::Aborted => {
+                    cancelled += 1;
+                    Err(FailureKind::Interrupted
+                        .failure("the run was stopped before this request finished"))
+                }
+                FinishReason::Length | FinishReason::Stop => Ok(()),
+            };
+            let prompt_tokens = r.prompt.len() as u32;
+            let generated = tokens[i].len() as u32;
+            records.push(RequestRecord {
+                index: i,
+                request_id: r.request_id.clone(),
+                outcome,
+                prompt_len: r.dataset_prompt_len,
+                // What the engine processed, as vLLM's offline benchmarks count it
+                // (`len(prompt_token_ids)`): the "server's usage" of this target.
+                usage_prompt_len: Some(prompt_tokens),
+                server_prompt_tokens: Some(prompt_tokens),
+                expected_output_len: r.max_tokens,
+                output_tokens: Some(generated),
+                server_output_tokens: Some(generated),
+                generated_text: text,
+                reasoning_text: String::new(),
+                ttft,
+                ttfc: None,
+                itl,
+                chunk_tokens: vec![1; generated as usize],
+                latency: times[i].last().map(|&t| secs(t)).unwrap_or(0.0),
+                start_time: arrival,
+                dispatch_time: arrival,
+                intended_start_time: arrival,
+                concurrency_wait: 0.0,
+                retried: false,
+                turn: None,
+                cached_prompt_tokens: None,
+                pooled_results: None,
+            });
+        }
+        let cpu_total = (cpu::process() - cpu_before).as_secs_f64();
+        Ok(RunOutput {
+            records,
+            duration: end.duration_since(t0).as_secs_f64(),
+            stopped: options.stop.reason(),
+            not_sent: 0,
+            cancelled,
+            clock_origin_s,
+            cpu: ClientCpu {
+                total_s: cpu_total,
+                decode_s: 0.0,
+            },
+            transport: None,
+            server_metrics: None,
+            prompts: Vec::new(),
+            audio_seconds: Vec::new(),
+            probe: None,
+        })
+    }
+}
+
+/// The engine's events turned into per-request token times. Called on the engine's
+/// thread between steps; each call is a push into a vector reserved as it grows.
+struct Collector<'a> {
+    t0: Instant,
+    offsets: &'a [f64],
+    tokens: Vec<Vec<u32>>,
+    times: Vec<Vec<Instant>>,
+    finished: Vec<Option<(FinishReason, Instant)>>,
+    stop: &'a StopSignal,
+    progress: &'a indicatif::ProgressBar,
+}
+
+impl Events for Collector<'_> {
+    fn token(&mut self, index: usize, token: u32, at: Instant) {
+        self.tokens[index].push(token);
+        self.times[index].push(at);
+    }
+
+    fn finished(&mut self, index: usize, reason: FinishReason, at: Instant) {
+        // A request can only finish after it arrived; the engine never admits it before.
+        debug_assert!(at >= self.t0 + std::time::Duration::from_secs_f64(self.offsets[index]));
+        self.finished[index] = Some((reason, at));
+        self.progress.inc(1);
+    }
+
+    fn stop(&self) -> bool {
+        self.stop.is_stopped()
+    }
+}
+
+/// Warm-up events: nothing is kept.
+struct Discard;
+
+impl Events for Discard {
+    fn token(&mut self, _: usize, _: u32, _: Instant) {}
+    fn finished(&mut self, _: usize, _: FinishReason, _: Instant) {}
+}

@@ -1,0 +1,376 @@
+//! `bench throughput` and `bench latency`: vLLM's offline benchmarks, with its flags and
+//! result keys, on the native engine (`--backend native`, the default, as vLLM's runs on
+//! its in-process engine) or on any server through a backend plugin (`--backend openai
+//! --base-url ...`). Every `bench serve` flag that describes the server, the dataset, the
+//! requests or the native engine ([`EngineArgs`], which `serve` has too) works here; the
+//! work is `bench_core::offline`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use super::console::Console;
+use super::plugin_flags::Parsed;
+use super::serve::{self, ServeArgs};
+use crate::engine::{Device, EngineConfig};
+use crate::offline::NativeConfig;
+use crate::offline::{
+    self, LatencyConfig, OfflineConfig, OfflineOutcome, OfflineTarget, ThroughputConfig,
+};
+use crate::target::engine::NativeRun;
+
+/// The `--backend` value that runs the native engine instead of a backend plugin.
+pub const NATIVE_BACKEND: &str = "native";
+
+/// The heading of the native engine's flags in `--help`.
+const HEADING: &str = "Native engine (--backend native)";
+
+/// The native engine's flags (vLLM's engine arguments where vLLM has one).
+#[derive(Args, Debug, Clone, serde::Serialize)]
+pub struct EngineArgs {
+    /// Where the native engine runs: cpu, cuda or cuda:N (cuda needs a binary built with
+    /// `--features cuda`).
+    #[arg(long, default_value = "cpu", help_heading = HEADING)]
+    pub device: String,
+
+    /// Most sequences the engine decodes in one batch (vLLM's --max-num-seqs); later
+    /// requests wait for a slot.
+    #[arg(long, default_value_t = 256, help_heading = HEADING)]
+    pub max_num_seqs: usize,
+
+    /// Most prompt tokens the engine prefills in one step (vLLM's
+    /// --max-num-batched-tokens; longer prompts are prefilled in chunks).
+    #[arg(long, default_value_t = 8192, help_heading = HEADING)]
+    pub max_num_batched_tokens: usize,
+
+    /// The longest prompt plus output a request may have; defaults to the model's
+    /// context length. Longer requests are refused before the run, as vLLM does.
+    #[arg(long, help_heading = HEADING)]
+    pub max_model_len: Option<usize>,
+
+    /// CPU threads the engine computes with (default: every core).
+    #[arg(long, help_heading = HEADING)]
+    pub threads: Option<usize>,
+}
+
+/// What `throughput` and `latency` share.
+#[derive(Args, Debug, Clone, serde::Serialize)]
+pub struct OfflineArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub serve: ServeArgs,
+
+    /// Number of generated sequences per prompt (each prompt is run this many times).
+    #[arg(long = "n", default_value_t = 1, allow_negative_numbers = true)]
+    pub n: u32,
+
+    /// Path to save the results in JSON format (vLLM's keys, then bench's), with the
+    /// PyTorch-benchmark records beside it (<name>.pytorch.json).
+    #[arg(long, value_name = "PATH")]
+    pub output_json: Option<PathBuf>,
+
+    /// Do not turn generated tokens into text during the run (the native engine; a
+    /// server detokenizes as it does).
+    #[arg(long)]
+    pub disable_detokenize: bool,
+}
+
+/// `bench throughput`'s flags: vLLM's `vllm bench throughput`.
+#[derive(Args, Debug, Clone, serde::Serialize)]
+pub struct ThroughputArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub offline: OfflineArgs,
+
+    /// Deprecated in vLLM: the dataset path (use --dataset-path).
+    #[arg(long, value_name = "PATH", hide = true)]
+    pub dataset: Option<PathBuf>,
+
+    /// Fixed prefix tokens before each prompt (the random and sonnet datasets).
+    #[arg(long, allow_negative_numbers = true)]
+    pub prefix_len: Option<u32>,
+
+    /// LoRA adapter for every request, by name: a server's adapter (the request's model
+    /// is the adapter). The native engine has no LoRA.
+    #[arg(long, value_name = "NAME")]
+    pub lora_path: Option<String>,
+
+    /// Accepted for vLLM compatibility (its async engine); changes nothing here.
+    #[arg(long)]
+    pub async_engine: bool,
+
+    /// Accepted for vLLM compatibility; changes nothing here.
+    #[arg(long)]
+    pub disable_frontend_multiprocessing: bool,
+}
+
+/// `bench latency`'s flags: vLLM's `vllm bench latency`.
+#[derive(Args, Debug, Clone, serde::Serialize)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub offline: OfflineArgs,
+
+    /// Requests in the batch (each a --input-len random prompt asking --output-len tokens).
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
+    pub batch_size: u32,
+
+    /// Iterations run before the measured ones.
+    #[arg(long, default_value_t = 10, allow_negative_numbers = true)]
+    pub num_iters_warmup: u32,
+
+    /// Measured iterations.
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true)]
+    pub num_iters: u32,
+}
+
+/// The native engine's configuration from `serve`'s flags (`--backend native`): the
+/// engine's flags, and the sampling flags it honours (vLLM's offline sampling, temperature
+/// 1.0 and top-p 1.0, unless given). Flags that only mean something to a server are
+/// warned about; sampling flags the engine does not implement are refused.
+pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<NativeConfig> {
+    for (given, flag) in [
+        (args.base_url.is_some(), "--base-url"),
+        (args.endpoint.is_some(), "--endpoint"),
+        (args.profile, "--profile"),
+        (args.lora_modules.is_some(), "--lora-modules"),
+        (args.probe_request_rate > 0.0, "--probe-request-rate"),
+        (!args.header.is_empty(), "--header"),
+    ] {
+        if given {
+            warnings.push(format!(
+                "{flag} is ignored: --backend native runs the model in this process"
+            ));
+        }
+    }
+    let engine = &args.engine;
+    let device: Device = engine
+        .device
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--device {}: {e}", engine.device))?;
+    if engine.max_num_seqs == 0 {
+        bail!("--max-num-seqs must be at least 1");
+    }
+    if engine.max_num_batched_tokens == 0 {
+        bail!("--max-num-batched-tokens must be at least 1");
+    }
+    if engine.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    let unsupported = [
+        ("--min-p", args.min_p.is_some()),
+        ("--frequency-penalty", args.frequency_penalty.is_some()),
+        ("--presence-penalty", args.presence_penalty.is_some()),
+        ("--repetition-penalty", args.repetition_penalty.is_some()),
+        ("--extra-body", args.extra_body.is_some()),
+    ];
+    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+        bail!("{flag}: the native engine samples with --temperature, --top-p and --top-k only");
+    }
+    Ok(NativeConfig {
+        engine: EngineConfig {
+            model: PathBuf::new(),
+            tokenizer: None,
+            device,
+            max_num_seqs: engine.max_num_seqs,
+            max_num_batched_tokens: engine.max_num_batched_tokens,
+            max_model_len: engine.max_model_len,
+            threads: engine.threads,
+        },
+        run: NativeRun {
+            temperature: args.temperature.unwrap_or(1.0) as f32,
+            top_p: args.top_p.unwrap_or(1.0) as f32,
+            top_k: match args.top_k {
+                None | Some(-1) => 0,
+                Some(k) if k > 0 => k as usize,
+                Some(k) => bail!("--top-k must be -1 (off) or positive, got {k}"),
+            },
+            ignore_eos: true,
+            detokenize: true,
+            seed: args.dataset.seed,
+        },
+    })
+}
+
+/// vLLM's latency prompt and output lengths when not given.
+const LATENCY_INPUT_LEN: u32 = 32;
+const LATENCY_OUTPUT_LEN: u32 = 128;
+
+/// The shared configuration: `serve`'s resolution of the common flags (the native engine's
+/// included), then the target.
+fn resolve(
+    args: &OfflineArgs,
+    plugins: &Parsed,
+    record: serde_json::Map<String, serde_json::Value>,
+) -> Result<(OfflineConfig, Vec<String>)> {
+    if args.n == 0 {
+        bail!("--n must be at least 1");
+    }
+    let resolved = serve::resolve(&args.serve, plugins)?;
+    let mut warnings = resolved.warnings;
+    let mut config = resolved.config;
+    if args.serve.ignore_eos {
+        warnings.push("--ignore-eos: the offline benchmarks always ignore EOS, as vLLM's".into());
+    }
+    let target = match config.native {
+        Some(mut native) => {
+            native.run.detokenize = !args.disable_detokenize;
+            OfflineTarget::Native(native)
+        }
+        None => {
+            if args.disable_detokenize {
+                warnings.push(
+                    "--disable-detokenize is ignored: a server detokenizes as it is configured to"
+                        .into(),
+                );
+            }
+            let mut http = config.http;
+            // vLLM's offline sampling: temperature 1.0 and top-p 1.0 unless given, EOS ignored.
+            http.ignore_eos = true;
+            let mut body: serde_json::Map<String, serde_json::Value> = match &http.extra_body {
+                Some(text) => serde_json::from_str(text).context("--extra-body")?,
+                None => serde_json::Map::new(),
+            };
+            for key in ["temperature", "top_p"] {
+                body.entry(key).or_insert(serde_json::json!(1.0));
+            }
+            http.extra_body = Some(serde_json::Value::Object(body).to_string());
+            OfflineTarget::Http(http)
+        }
+    };
+    config.load.request_rate = args.serve.request_rate;
+    Ok((
+        OfflineConfig {
+            model: config.model,
+            served_model_name: config.served_model_name,
+            tokenizer: config.tokenizer,
+            workload: config.workload,
+            target,
+            n: args.n,
+            load: config.load,
+            command_line: record,
+        },
+        warnings,
+    ))
+}
+
+/// vLLM's `vars(args)` for the PyTorch records.
+fn record<T: serde::Serialize>(args: &T) -> Result<serde_json::Map<String, serde_json::Value>> {
+    match serde_json::to_value(args)? {
+        serde_json::Value::Object(mut map) => {
+            map.insert("header".into(), serde_json::json!("<redacted>"));
+            Ok(map)
+        }
+        _ => bail!("arguments did not serialize to an object"),
+    }
+}
+
+pub fn run_throughput(args: ThroughputArgs, plugins: &Parsed) -> Result<ExitCode> {
+    let mut args = args;
+    let mut warnings = Vec::new();
+    if let Some(path) = args.dataset.take() {
+        warnings.push(
+            "--dataset will be deprecated (as in vLLM): use --dataset-name and --dataset-path"
+                .to_string(),
+        );
+        args.offline.serve.dataset.dataset_path = Some(path);
+    }
+    for (given, flag) in [
+        (args.async_engine, "--async-engine"),
+        (
+            args.disable_frontend_multiprocessing,
+            "--disable-frontend-multiprocessing",
+        ),
+    ] {
+        if given {
+            warnings.push(format!(
+                "{flag} is accepted for vLLM compatibility and does nothing here"
+            ));
+        }
+    }
+    let native = args.offline.serve.backend == NATIVE_BACKEND;
+    if let Some(lora) = &args.lora_path {
+        if native {
+            bail!("--lora-path {lora}: the native engine has no LoRA adapters");
+        }
+        args.offline.serve.lora_modules = Some(vec![lora.clone()]);
+    }
+    let (mut offline, more) = resolve(&args.offline, plugins, record(&args)?)?;
+    warnings.extend(more);
+    // vLLM: without a dataset path the dataset is random, and it needs an input length
+    // (--input-len, or here the random dataset's own --random-input-len).
+    if args.offline.serve.dataset.dataset_name == "random"
+        && !offline
+            .workload
+            .options
+            .iter()
+            .any(|(k, _)| k == "input-len")
+    {
+        bail!("input_len must be provided for a random dataset (--input-len)");
+    }
+    if let Some(prefix_len) = args.prefix_len {
+        offline
+            .workload
+            .options
+            .insert(0, ("prefix-len".into(), prefix_len.to_string()));
+    }
+    for w in &warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let config = ThroughputConfig {
+        offline,
+        output_json: args.offline.output_json.clone(),
+    };
+    let mut console = Console::new(
+        !args.offline.serve.disable_tqdm,
+        config.offline.load.shutdown_grace,
+    );
+    let outcome = offline::throughput(&config, &mut console)?;
+    Ok(exit_code(&outcome))
+}
+
+pub fn run_latency(args: LatencyArgs, plugins: &Parsed) -> Result<ExitCode> {
+    let mut args = args;
+    if args.batch_size == 0 {
+        bail!("--batch-size must be at least 1");
+    }
+    if args.num_iters == 0 {
+        bail!("--num-iters must be at least 1");
+    }
+    let dataset = &mut args.offline.serve.dataset;
+    // The batch is the workload: vLLM's dummy prompts are random ones of --input-len
+    // tokens asking --output-len tokens.
+    dataset.num_prompts = args.batch_size;
+    dataset.input_len.get_or_insert(LATENCY_INPUT_LEN);
+    dataset.output_len.get_or_insert(LATENCY_OUTPUT_LEN);
+    let (offline, warnings) = resolve(&args.offline, plugins, record(&args)?)?;
+    for w in &warnings {
+        eprintln!("WARNING: {w}");
+    }
+    let config = LatencyConfig {
+        offline,
+        num_iters_warmup: args.num_iters_warmup,
+        num_iters: args.num_iters,
+        output_json: args.offline.output_json.clone(),
+    };
+    let mut console = Console::new(false, config.offline.load.shutdown_grace);
+    let outcome = offline::latency(&config, &mut console)?;
+    Ok(exit_code(&outcome))
+}
+
+/// A signal's exit code when one stopped the run, failure when it was stopped
+/// otherwise, success else.
+fn exit_code<R>(outcome: &OfflineOutcome<R>) -> ExitCode {
+    match &outcome.stopped {
+        None => ExitCode::SUCCESS,
+        Some(reason) => match reason.signal() {
+            Some(signal) => ExitCode::from(signal.exit_code()),
+            None => {
+                eprintln!("error: the benchmark was stopped early: {reason}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

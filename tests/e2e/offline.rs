@@ -1,0 +1,289 @@
+//! `bench throughput` and `bench latency` end to end: against the mock server through a
+//! backend plugin, and on the native engine with the tiny test models (GPT-2 from a
+//! Hugging Face directory, Llama from a GGUF file with its own vocabulary). Checked: vLLM's
+//! result keys and their arithmetic, the token counts against what was asked and served,
+//! that throughput releases the whole workload at once, that latency runs the batch once
+//! per iteration, and the errors a user meets first.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn fake_gpt2() -> String {
+    data("models/fake-gpt2").display().to_string()
+}
+
+fn tiny_llama_gguf() -> String {
+    data("models/llama-2-tiny-random-gguf/llama-2-tiny-random.gguf")
+        .display()
+        .to_string()
+}
+
+const TTFT_MS: u64 = 100;
+const ITL_MS: u64 = 10;
+
+#[test]
+fn throughput_on_a_server_sends_the_whole_workload_at_once() {
+    const PROMPTS: u64 = 24;
+    const OUTPUT: u64 = 8;
+    let m = mock(bench::mock::MockConfig {
+        ttft: Duration::from_millis(TTFT_MS),
+        itl: Duration::from_millis(ITL_MS),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("throughput.json");
+    let out = Bench::new()
+        .arg("throughput")
+        .with_server(&m.url)
+        .args(["--backend", "openai", "--dataset-name", "random"])
+        .args(["--input-len", "32", "--output-len", &OUTPUT.to_string()])
+        .prompts(PROMPTS)
+        .arg("--output-json")
+        .arg(&out_json)
+        .run()
+        .assert_success();
+    let r = read_json(&out_json);
+    let keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys[..5],
+        [
+            "elapsed_time",
+            "num_requests",
+            "total_num_tokens",
+            "requests_per_second",
+            "tokens_per_second"
+        ],
+        "{r:#}"
+    );
+    assert_eq!(r["num_requests"], PROMPTS);
+    assert_eq!(r["failed_requests"], 0);
+    // The mock's usage: every request generated the length asked for.
+    assert_eq!(r["total_output_tokens"], PROMPTS * OUTPUT, "{r:#}");
+    let prompt = r["total_prompt_tokens"].as_u64().unwrap();
+    assert_eq!(
+        r["total_num_tokens"].as_u64().unwrap(),
+        prompt + PROMPTS * OUTPUT
+    );
+    let elapsed = r["elapsed_time"].as_f64().unwrap();
+    let rps = r["requests_per_second"].as_f64().unwrap();
+    assert!((rps - PROMPTS as f64 / elapsed).abs() < 1e-9, "{r:#}");
+    // All at once: the whole run takes about one request's time (TTFT + 7 gaps), far
+    // from the 24 requests' one after another.
+    let one = (TTFT_MS + (OUTPUT - 1) * ITL_MS) as f64 / 1000.0;
+    assert!(
+        elapsed >= one && elapsed < one * 4.0,
+        "elapsed {elapsed} s for requests of {one} s each: {out}"
+    );
+    assert_eq!(
+        m.server.as_ref().unwrap().requests().len(),
+        PROMPTS as usize
+    );
+    assert!(
+        out.stdout.contains("Throughput: ") && out.stdout.contains("Total num output tokens:  192"),
+        "{out}"
+    );
+    // vLLM's PyTorch-benchmark records beside the result.
+    let pt = read_json(&dir.path().join("throughput.pytorch.json"));
+    let names: Vec<&str> = pt
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rec| rec["metric"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["requests_per_second", "tokens_per_second"]);
+    assert_eq!(
+        pt[0]["metric"]["benchmark_values"][0],
+        r["requests_per_second"]
+    );
+    assert_eq!(pt[0]["model"]["name"], "mock");
+}
+
+#[test]
+fn throughput_n_runs_each_prompt_n_times_and_counts_its_prompt_once() {
+    let m = mock(bench::mock::MockConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("n.json");
+    let run = |n: &str| {
+        Bench::new()
+            .arg("throughput")
+            .with_server(&m.url)
+            .args([
+                "--backend",
+                "openai",
+                "--input-len",
+                "16",
+                "--output-len",
+                "4",
+            ])
+            .args(["--n", n])
+            .prompts(5)
+            .arg("--output-json")
+            .arg(&out_json)
+            .run()
+            .assert_success();
+        read_json(&out_json)
+    };
+    let one = run("1");
+    let three = run("3");
+    assert_eq!(three["num_requests"], 5);
+    assert_eq!(three["total_output_tokens"], 5 * 3 * 4);
+    assert_eq!(three["total_prompt_tokens"], one["total_prompt_tokens"]);
+    assert_eq!(m.server.as_ref().unwrap().requests().len(), 5 + 15);
+}
+
+#[test]
+fn latency_on_a_server_runs_the_batch_once_per_iteration() {
+    let m = mock(bench::mock::MockConfig {
+        ttft: Duration::from_millis(TTFT_MS),
+        itl: Duration::from_millis(ITL_MS),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("latency.json");
+    let out = Bench::new()
+        .arg("latency")
+        .with_server(&m.url)
+        .args([
+            "--backend",
+            "openai",
+            "--output-len",
+            "8",
+            "--batch-size",
+            "4",
+        ])
+        .args(["--num-iters-warmup", "1", "--num-iters", "3"])
+        .arg("--output-json")
+        .arg(&out_json)
+        .run()
+        .assert_success();
+    let r = read_json(&out_json);
+    let latencies: Vec<f64> = r["latencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(latencies.len(), 3, "{r:#}");
+    let one = (TTFT_MS + 7 * ITL_MS) as f64 / 1000.0;
+    for l in &latencies {
+        assert!(*l >= one && *l < one * 4.0, "{latencies:?} vs {one}: {out}");
+    }
+    let avg = latencies.iter().sum::<f64>() / 3.0;
+    assert!((r["avg_latency"].as_f64().unwrap() - avg).abs() < 1e-12);
+    let percentiles: Vec<&str> = r["percentiles"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(percentiles, ["10", "25", "50", "75", "90", "99"]);
+    assert_eq!(r["batch_size"], 4);
+    // vLLM's default input length, 32 tokens per prompt, and the output asked for.
+    assert_eq!(r["output_tokens_per_iteration"], 4 * 8);
+    // Warm-up and measured iterations each sent the whole batch.
+    assert_eq!(m.server.as_ref().unwrap().requests().len(), 4 * (1 + 3));
+    assert!(out.stdout.contains("Avg latency: "), "{out}");
+    assert!(out.stdout.contains("99% percentile latency: "), "{out}");
+    let pt = read_json(&dir.path().join("latency.pytorch.json"));
+    assert_eq!(pt[0]["metric"]["name"], "latency");
+    assert_eq!(pt[0]["metric"]["benchmark_values"], r["latencies"]);
+}
+
+#[test]
+fn throughput_on_the_native_engine_generates_every_token_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("native.json");
+    let out = Bench::new()
+        .args(["throughput", "--model", &fake_gpt2(), "--disable-tqdm"])
+        .args([
+            "--input-len",
+            "16",
+            "--output-len",
+            "8",
+            "--num-prompts",
+            "6",
+        ])
+        .arg("--output-json")
+        .arg(&out_json)
+        .run()
+        .assert_success();
+    let r = read_json(&out_json);
+    assert_eq!(r["backend"], "native", "{r:#}");
+    assert_eq!(r["num_requests"], 6);
+    // EOS is ignored, as in vLLM: every request generates its full length.
+    assert_eq!(r["total_output_tokens"], 6 * 8, "{r:#}");
+    // The prompt tokens the engine processed: about 16 each (the random dataset's prompts
+    // re-encode to within a token or two of the length asked for).
+    let prompt = r["total_prompt_tokens"].as_u64().unwrap();
+    assert!((6 * 14..=6 * 18).contains(&prompt), "{r:#}");
+    assert_eq!(r["engine_device"], "cpu");
+    assert_eq!(r["engine_weights"], "f32");
+    assert!(out.stdout.contains("Loaded "), "{out}");
+    assert!(out.stdout.contains("Total num output tokens:  48"), "{out}");
+    // No NVIDIA library here: one note, and the run goes on.
+    assert!(out.stderr.contains("GPU telemetry"), "{out}");
+    assert!(r.get("gpu_energy_j").is_none());
+}
+
+#[test]
+fn latency_on_the_native_engine_reads_a_gguf_model_and_its_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("gguf.json");
+    let out = Bench::new()
+        .args(["latency", "--model", &tiny_llama_gguf()])
+        .args([
+            "--input-len",
+            "12",
+            "--output-len",
+            "6",
+            "--batch-size",
+            "3",
+        ])
+        .args(["--num-iters-warmup", "1", "--num-iters", "2"])
+        .arg("--output-json")
+        .arg(&out_json)
+        .run()
+        .assert_success();
+    let r = read_json(&out_json);
+    assert_eq!(r["latencies"].as_array().unwrap().len(), 2, "{r:#}");
+    assert_eq!(r["output_tokens_per_iteration"], 3 * 6);
+    assert_eq!(r["batch_size"], 3);
+    assert!(out.stdout.contains("Avg latency: "), "{out}");
+}
+
+#[test]
+fn the_errors_a_newcomer_meets_first_name_what_to_do() {
+    let missing = bench(&["throughput", "--model", "no/such-model", "--input-len", "8"]);
+    assert!(!missing.success());
+    assert!(
+        missing.stderr.contains("not found on disk")
+            && missing.stderr.contains("bench downloads nothing"),
+        "{missing}"
+    );
+    let no_len = bench(&["throughput", "--model", &fake_gpt2()]);
+    assert!(!no_len.success());
+    assert!(
+        no_len
+            .stderr
+            .contains("input_len must be provided for a random dataset"),
+        "{no_len}"
+    );
+    let cuda = bench(&[
+        "latency",
+        "--model",
+        &fake_gpt2(),
+        "--device",
+        "cuda",
+        "--num-iters",
+        "1",
+    ]);
+    assert!(!cuda.success());
+    assert!(cuda.stderr.contains("--features cuda"), "{cuda}");
+}
