@@ -37,6 +37,15 @@
 #              build it from github.com/vllm-project/vllm-bench with
 #              `cargo build --release -p vllm-bench`); without it those columns say n/a.
 #   prepare-100k: 100,000 prompts of 1,024 tokens on every core, bench only.
+#   engine-cpu: the native engine against llama.cpp's llama-server on this machine's CPU,
+#              SmolLM2-135M-Instruct Q4_1 (GGUF), ENGINE_THREADS (2) threads each, one at a
+#              time: `bench latency` (32-token random prompts, 128 output tokens, EOS
+#              ignored, temperature 1.0) at --batch-size 1 and 16, on `--backend native`
+#              and on the server (`--backend openai`, llama-server with as many slots as
+#              the batch). Output tokens per second = the batch's tokens over the mean
+#              iteration time, prefill included, the same formula for both; "ratio" is the
+#              native engine's over llama.cpp's. The server and model come from
+#              scripts/real-server.sh's cache (built or fetched on first use).
 #   data-NAME: preparing dataset NAME (`bench dataset sample` with the options and data in
 #              dataset_row below), against `vllm-bench --dry-run` with the same options
 #              where vllm-bench has the dataset (it does not apply chat templates, and it
@@ -257,6 +266,39 @@ for c in 64 256 1024; do
     speed_row "timing-$c" "$c" 50
   }
 done
+
+if want engine-cpu; then
+  setup=$(bash scripts/real-server.sh --setup-only | tail -3)
+  llama_server=$(sed -n 's/^llama-server: //p' <<<"$setup")
+  smol=$(sed -n 's/^model: //p' <<<"$setup")
+  smol_tokenizer=$(sed -n 's/^tokenizer: //p' <<<"$setup")
+  threads=${ENGINE_THREADS:-2}
+  latency_flags=(--input-len 32 --output-len 128 --num-iters-warmup 1 --num-iters "${ENGINE_ITERS:-3}")
+  echo
+  echo "| engine (SmolLM2-135M Q4_1, $threads threads) | batch | mean latency s | output tok/s | ratio |"
+  echo "|---------------------------------------------|------:|---------------:|-------------:|------:|"
+  for batch in 1 16; do
+    "$bench" latency --model "$smol" --threads "$threads" --batch-size "$batch" "${latency_flags[@]}" \
+      --output-json "$tmp/engine-native-$batch.json" >"$tmp/engine-native-$batch.log" 2>&1 \
+      || { cat "$tmp/engine-native-$batch.log"; exit 1; }
+    "$llama_server" -m "$smol" --alias smollm2 --host 127.0.0.1 --port "$port" -t "$threads" \
+      -np "$batch" -c $((batch * 512)) >"$tmp/llama-server-$batch.log" 2>&1 &
+    server=$!
+    for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+    "$bench" latency --backend openai --base-url "http://127.0.0.1:$port" --model smollm2 \
+      --tokenizer "$smol_tokenizer" --batch-size "$batch" "${latency_flags[@]}" \
+      --output-json "$tmp/engine-llama-$batch.json" >"$tmp/engine-llama-$batch.log" 2>&1 \
+      || { cat "$tmp/engine-llama-$batch.log"; kill $server; exit 1; }
+    kill $server; wait $server 2>/dev/null || true
+    python3 - "$tmp/engine-native-$batch.json" "$tmp/engine-llama-$batch.json" "$batch" <<'PY'
+import json, sys
+native, llama = (json.load(open(p)) for p in sys.argv[1:3])
+ratio = native["output_tokens_per_second"] / llama["output_tokens_per_second"]
+for name, r, extra in (("bench native", native, f"{ratio:.2f}"), ("llama.cpp llama-server", llama, "")):
+    print(f"| {name:<43} | {sys.argv[3]:>5} | {r['avg_latency']:>14.3f} | {r['output_tokens_per_second']:>12.1f} | {extra:>5} |")
+PY
+  done
+fi
 
 echo
 echo "| scenario  | target req/s | reqs | achieved send rate | error % | lag mean ms | lag p99 ms | lag max ms |"

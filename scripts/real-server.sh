@@ -48,6 +48,14 @@
 #      later requests fail as reset / stream-cut / connect, the completed ones are kept
 #   e  connection reuse (llama-server closes after each streamed response): 40 requests,
 #      --max-concurrency 4 and 1, --http-client h1 and reqwest: 40 of 40 complete
+#   g  the native engine against llama.cpp: `bench serve --backend native` on the same GGUF
+#      (its embedded vocabulary, 2 threads), greedy (--temperature 0, EOS ignored), 32
+#      tokens for each of 4 fixed prompts (raw text, no chat template), against
+#      llama-server's /completion (temperature 0, ignore_eos, the same prompts). Per
+#      prompt: how many of llama-server's tokens bench's text reproduces before the first
+#      difference (llama-server's own /detokenize of each prefix of its tokens, matched
+#      against the start of bench's text). PASS when every prompt agrees on at least 16
+#      tokens; the first difference is printed either way
 #   f  a warm prefix cache: the same workload twice on one server; bench's
 #      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
 #      first (the server's own figure, from Prometheus, is printed beside it)
@@ -65,7 +73,7 @@ model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
 tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
-checks=${CHECKS:-a b c d e f}
+checks=${CHECKS:-a b c d e f g}
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -563,6 +571,69 @@ if want f; then
   echo "f. prefix cache: the same 8 prompts (random 128/8, seed 0) twice on one server (bench exit $rc1, $rc2)"
   verdict < <(chk f "$tmp/f1.json" "$tmp/f2.json" "$tmp/f0.prom" "$tmp/f1.prom" "$tmp/f2.prom")
   grep -h -i 'cache' "$tmp/f2.log" | sed 's/^/   bench console, run 2: /' || true
+  stop_server
+fi
+
+# g: the native engine's greedy tokens against llama.cpp's, the same model file.
+if want g; then
+  python3 - "$tmp/g-prompts.jsonl" <<'PY'
+import json, sys
+prompts = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a small village by the sea,",
+    "The three primary colors are",
+]
+with open(sys.argv[1], "w") as f:
+    for p in prompts:
+        f.write(json.dumps({"prompt": p}) + "\n")
+PY
+  rc=0
+  "$bench" serve --backend native --model "$model" --threads "$threads" --seed 0 \
+    --dataset-name custom --dataset-path "$tmp/g-prompts.jsonl" --skip-chat-template \
+    --disable-shuffle --custom-output-len 32 --num-prompts 4 --temperature 0 \
+    --max-concurrency 1 --disable-tqdm --save-result --save-detailed --result-dir "$tmp" \
+    --result-filename g-native.json >"$tmp/g-native.log" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || { cat "$tmp/g-native.log" >&2; }
+  start_server g
+  cat >"$tmp/g.py" <<'PY'
+import json, sys, urllib.request
+
+def post(path, body):
+    req = urllib.request.Request(sys.argv[3] + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=120))
+
+prompts = [json.loads(l)["prompt"] for l in open(sys.argv[1])]
+try:
+    native = json.load(open(sys.argv[2]))["generated_texts"]
+except (OSError, ValueError, KeyError) as e:
+    print(f"FAIL g: bench serve --backend native wrote no result ({e})")
+    sys.exit()
+agreed = []
+for prompt, text in zip(prompts, native):
+    answer = post("/completion", {"prompt": prompt, "n_predict": 32, "temperature": 0,
+                                  "ignore_eos": True, "cache_prompt": False,
+                                  "return_tokens": True})
+    tokens = answer["tokens"]
+    same = 0
+    for k in range(1, len(tokens) + 1):
+        piece = post("/detokenize", {"tokens": tokens[:k]})["content"]
+        if not text.startswith(piece):
+            break
+        same = k
+    agreed.append(same)
+    where = "all" if same == len(tokens) else f"first difference at token {same}"
+    print(f"   {prompt!r}: {same}/{len(tokens)} tokens agree ({where})")
+    if same < len(tokens):
+        print(f"      llama.cpp: {answer['content']!r}")
+        print(f"      bench:     {text!r}")
+verdict = "PASS" if len(agreed) == len(prompts) and min(agreed) >= 16 else "FAIL"
+print(f"{verdict} g: native engine vs llama-server greedy, {len(prompts)} prompts: "
+      f"{min(agreed) if agreed else 0} tokens agree at least (16 needed)")
+PY
+  echo "g. greedy tokens: bench's native engine and llama-server, the same GGUF ($model)"
+  verdict < <(python3 "$tmp/g.py" "$tmp/g-prompts.jsonl" "$tmp/g-native.json" "$url")
   stop_server
 fi
 
