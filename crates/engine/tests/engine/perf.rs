@@ -78,3 +78,50 @@ fn smollm2_q4_1_decode_speed() {
         );
     }
 }
+
+/// The real model through the engine says sensible things, and its embedded vocabulary
+/// tokenizes as the tokenizer.json that `scripts/real-server.sh` writes for llama-server
+/// (`BENCH_ENGINE_SMOLLM2_TOKENIZER`, optional).
+#[test]
+#[ignore = "needs SmolLM2-135M-Instruct Q4_1 GGUF in BENCH_ENGINE_SMOLLM2"]
+fn smollm2_q4_1_answers_sensibly() {
+    let Some(model) = std::env::var_os("BENCH_ENGINE_SMOLLM2") else {
+        panic!("set BENCH_ENGINE_SMOLLM2 to SmolLM2-135M-Instruct.Q4_1.gguf");
+    };
+    let mut engine = Engine::load(&EngineConfig {
+        model: model.into(),
+        ..EngineConfig::default()
+    })
+    .expect("load");
+    let tok = engine.tokenizer().clone();
+    let prompt =
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+    let ids = tok.encode(prompt, true).unwrap().get_ids().to_vec();
+    let mut rec = Recorder::default();
+    let req = GenRequest {
+        prompt: ids,
+        max_tokens: 24,
+        ignore_eos: false,
+        sampling: Sampling::default(),
+        not_before: None,
+    };
+    engine.generate(&[req], &mut rec).unwrap();
+    let text = tok.decode(&rec.of(0), true).unwrap();
+    eprintln!("SmolLM2: {text:?}");
+    assert!(text.contains("Paris"), "{text}");
+
+    if let Some(dir) = std::env::var_os("BENCH_ENGINE_SMOLLM2_TOKENIZER") {
+        let reference =
+            tokenizers::Tokenizer::from_file(std::path::Path::new(&dir).join("tokenizer.json"))
+                .unwrap();
+        for text in [
+            prompt,
+            "Hello world! 12345 numbers, 3.14159 and\n\n1. lists\t tabs   spaces",
+            "unicode: café, 東京, 🙂 and <|im_end|> specials",
+        ] {
+            let a = tok.encode(text, false).unwrap().get_ids().to_vec();
+            let b = reference.encode(text, false).unwrap().get_ids().to_vec();
+            assert_eq!(a, b, "{text:?}");
+        }
+    }
+}
