@@ -32,6 +32,8 @@ fn prompt(len: usize, salt: u32, vocab: u32) -> Vec<u32> {
 /// Greedy decoding with the KV cache picks, at every step, the argmax of a full forward
 /// pass over the whole sequence so far: the cache holds what recomputing would give.
 fn cache_matches_full_forward(model: PathBuf, vocab: u32) {
+    // (The prefill and attention code paths are held to each other at every logit by
+    // `model::tests::one_pass_prefill_chunks_and_decode_agree`.)
     let mut e = load(model);
     for (len, salt) in [(1, 0), (5, 1), (23, 2)] {
         let p = prompt(len, salt, vocab);
