@@ -432,6 +432,87 @@ mod tests {
         out
     }
 
+    /// Three sequences sharing steps in ragged shapes (a prefill chunk next to a single token
+    /// next to another sequence's whole prompt) give, row for row, the logits each gives
+    /// alone: the linear layers batch, attention stays per sequence.
+    #[test]
+    fn ragged_steps_equal_separate_runs() {
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/models");
+        for path in [
+            models.join("llama-2-tiny-random-gguf/llama-2-tiny-random.gguf"),
+            models.join("fake-gpt2"),
+        ] {
+            let model = crate::loader::load(&path, &Device::Cpu).unwrap().model;
+            let vocab = model.shapes.vocab as u32;
+            let seqs: Vec<Vec<u32>> = [30u32, 7, 50]
+                .iter()
+                .map(|&n| (0..n).map(|i| (i * 104_729 + n * 31) % vocab).collect())
+                .collect();
+            let alone: Vec<Vec<Vec<f32>>> = seqs.iter().map(|t| rows(&model, t, t.len())).collect();
+            let s = &model.shapes;
+            let mut caches: Vec<KvCache> = seqs
+                .iter()
+                .map(|t| {
+                    KvCache::new(
+                        model.blocks.len(),
+                        s.n_kv_head,
+                        s.head_dim,
+                        1,
+                        t.len(),
+                        &model.device,
+                    )
+                    .unwrap()
+                })
+                .collect();
+            let mut got: Vec<Vec<Vec<f32>>> = vec![Vec::new(); 3];
+            let mut done = [0usize; 3];
+            // (sequence, tokens) per step.
+            let schedule: [&[(usize, usize)]; 4] = [
+                &[(0, 10), (1, 7), (2, 1)],
+                &[(0, 1), (2, 40)],
+                &[(2, 1), (0, 19)],
+                &[(2, 8)],
+            ];
+            for step in schedule {
+                let mut tokens = Vec::new();
+                let mut segments = Vec::new();
+                let mut order = Vec::new();
+                for (c, cache) in caches.iter_mut().enumerate() {
+                    if let Some(&(_, len)) = step.iter().find(|s| s.0 == c) {
+                        tokens.extend_from_slice(&seqs[c][done[c]..done[c] + len]);
+                        segments.push(Segment {
+                            start: done[c],
+                            len,
+                            cache,
+                        });
+                        order.push((c, len));
+                    }
+                }
+                let all: Vec<u32> = (0..tokens.len() as u32).collect();
+                let logits = model
+                    .step(&tokens, &mut segments, &all)
+                    .unwrap()
+                    .to_vec2::<f32>()
+                    .unwrap();
+                let mut it = logits.into_iter();
+                for (c, len) in order {
+                    got[c].extend(it.by_ref().take(len));
+                    done[c] += len;
+                }
+            }
+            for c in 0..3 {
+                assert_eq!(done[c], seqs[c].len());
+                let worst = got[c]
+                    .iter()
+                    .flatten()
+                    .zip(alone[c].iter().flatten())
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                assert!(worst < 1e-5, "{path:?}, sequence {c}: {worst}");
+            }
+        }
+    }
+
     /// One pass over 700 tokens (attention in 512-row query chunks), prefill chunks of 37
     /// (each attending to a cache written by the ones before), and one token at a time (the
     /// decode path, no mask, no copies): three code paths, the same logits at every position.

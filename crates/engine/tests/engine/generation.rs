@@ -67,7 +67,7 @@ fn greedy_with_kv_cache_equals_argmax_of_full_forward_llama() {
 
 /// Prompts of different lengths batched together (and admitted as slots free up, and
 /// prefilled in chunks next to other sequences' decode tokens) give the same tokens as each
-/// run alone.
+/// run alone. (`model::tests::ragged_steps_equal_separate_runs` holds the logits to it.)
 #[test]
 fn ragged_batches_give_the_same_tokens_as_one_at_a_time() {
     for model in [tiny_llama_gguf(), fake_gpt2()] {
@@ -75,7 +75,17 @@ fn ragged_batches_give_the_same_tokens_as_one_at_a_time() {
         let requests: Vec<GenRequest> = [(1, 9), (3, 16), (7, 5), (12, 20), (30, 11), (2, 1)]
             .iter()
             .enumerate()
-            .map(|(i, &(len, out))| greedy(prompt(len, i as u32 + 10, vocab), out))
+            .map(|(i, &(len, out))| GenRequest {
+                // Sampled (seeded), so that the tokens hang on the logits: the tiny random
+                // models' greedy picks barely depend on the context.
+                sampling: Sampling {
+                    temperature: 1.0,
+                    top_p: 1.0,
+                    top_k: 0,
+                    seed: i as u64,
+                },
+                ..greedy(prompt(len, i as u32 + 10, vocab), out)
+            })
             .collect();
         let mut alone = engine(model.clone(), 256, 8192);
         let want: Vec<Vec<u32>> = requests
@@ -311,4 +321,12 @@ fn bad_requests_fail_before_any_work() {
         e.logits(&[1; 17]),
         Err(EngineError::PromptTooLong { .. })
     ));
+}
+
+/// bench may load the engine on one thread and run it on another.
+#[test]
+fn engine_is_send() {
+    fn send<T: Send>() {}
+    send::<Engine>();
+    send::<EngineError>();
 }
