@@ -130,10 +130,13 @@ impl Engine {
         })
     }
 
+    /// What was loaded, for the run's report and roofline figures.
     pub fn info(&self) -> &ModelInfo {
         &self.info
     }
 
+    /// The tokenizer that goes with the model (or the one `--tokenizer` named), so that
+    /// bench's prompts and token counts are the engine's own.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
     }
