@@ -67,6 +67,13 @@ impl Engine {
                 "max_num_batched_tokens must be at least 1".into(),
             ));
         }
+        if config.max_num_batched_tokens < config.max_num_seqs {
+            // As vLLM's scheduler config: otherwise a full decode batch cannot run in one step.
+            return Err(EngineError::Config(format!(
+                "max_num_batched_tokens ({}) must be at least max_num_seqs ({})",
+                config.max_num_batched_tokens, config.max_num_seqs
+            )));
+        }
         if config.threads == Some(0) {
             return Err(EngineError::Config("threads must be at least 1".into()));
         }

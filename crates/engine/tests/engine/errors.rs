@@ -149,6 +149,15 @@ fn impossible_configurations_are_refused() {
             max_model_len: Some(4096),
             ..at(fake_gpt2())
         },
+        EngineConfig {
+            max_num_seqs: 300,
+            max_num_batched_tokens: 256,
+            ..at(fake_gpt2())
+        },
+        EngineConfig {
+            threads: Some(0),
+            ..at(fake_gpt2())
+        },
     ] {
         assert!(matches!(load_err(c), EngineError::Config(_)));
     }
