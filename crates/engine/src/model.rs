@@ -210,9 +210,9 @@ impl Model {
     /// [`Model::forward`] inside candle's CPU thread pool (`Device::with_context`; a no-op on
     /// CUDA). candle-nn's softmax and RoPE, and gemm, split their work with rayon; called
     /// from a thread outside a rayon pool, every such call hands its work to the pool and
-    /// sleeps until it is done, a futex round trip that, once per sequence per layer, cost a
-    /// large decode batch about a tenth of its step time. Inside the pool the calling thread
-    /// is a worker and runs small splits itself.
+    /// sleeps until it is done, a futex round trip: a decode step's softmax (9 x 70 scores)
+    /// took ~20 us that way against ~6 us inside the pool, and there is one per sequence per
+    /// layer. Inside the pool the calling thread is a worker and runs small splits itself.
     pub(crate) fn step(
         &self,
         tokens: &[u32],
