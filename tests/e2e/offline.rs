@@ -287,3 +287,35 @@ fn the_errors_a_newcomer_meets_first_name_what_to_do() {
     assert!(!cuda.success());
     assert!(cuda.stderr.contains("--features cuda"), "{cuda}");
 }
+
+#[test]
+fn serve_on_the_native_engine_reports_every_serving_metric() {
+    let out = Bench::new()
+        .args(["serve", "--backend", "native", "--model", &fake_gpt2()])
+        .args([
+            "--disable-tqdm",
+            "--request-rate",
+            "50",
+            "--max-concurrency",
+            "2",
+        ])
+        .random(8, 5)
+        .prompts(6)
+        .save_detailed()
+        .run()
+        .assert_success();
+    let r = out.json();
+    assert_eq!(r["backend"], "native", "{r:#}");
+    assert_eq!(r["completed"], 6, "{r:#}");
+    // EOS ignored: every request generated what it asked for, one token per ITL entry after
+    // the first.
+    assert_eq!(r["total_output_tokens"], 6 * 5, "{r:#}");
+    for itls in r["itls"].as_array().unwrap() {
+        assert_eq!(itls.as_array().unwrap().len(), 4, "{r:#}");
+    }
+    for ttft in r["ttfts"].as_array().unwrap() {
+        assert!(ttft.as_f64().unwrap() > 0.0, "{r:#}");
+    }
+    assert!(r["mean_tpot_ms"].as_f64().unwrap() > 0.0, "{r:#}");
+    assert!(out.stdout.contains("Serving Benchmark Result"), "{out}");
+}

@@ -171,13 +171,12 @@ pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<Nat
     }
     Ok(NativeConfig {
         engine: EngineConfig {
-            model: PathBuf::new(),
-            tokenizer: None,
             device,
             max_num_seqs: engine.max_num_seqs,
             max_num_batched_tokens: engine.max_num_batched_tokens,
             max_model_len: engine.max_model_len,
             threads: engine.threads,
+            ..EngineConfig::default()
         },
         run: NativeRun {
             temperature: args.temperature.unwrap_or(1.0) as f32,
