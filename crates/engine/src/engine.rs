@@ -29,6 +29,7 @@ pub struct Engine {
     model: Model,
     tokenizer: Tokenizer,
     info: ModelInfo,
+    tokenizer_config: Option<serde_json::Value>,
     max_num_seqs: usize,
     max_num_batched_tokens: usize,
 }
@@ -84,7 +85,7 @@ impl Engine {
         }
         let device = candle_device(config.device)?;
         let threads = cpu_threads(config.threads)?;
-        let loaded = loader::load(&config.model, &device)?;
+        let loaded = loader::load(&config.model, &device, config.requantize)?;
         let tokenizer = match &config.tokenizer {
             Some(p) => loader::load_tokenizer(p)?,
             None => loaded.tokenizer?,
@@ -132,6 +133,7 @@ impl Engine {
             model,
             tokenizer,
             info,
+            tokenizer_config: loaded.tokenizer_config,
             max_num_seqs: config.max_num_seqs,
             max_num_batched_tokens: config.max_num_batched_tokens,
         })
@@ -146,6 +148,17 @@ impl Engine {
     /// bench's prompts and token counts are the engine's own.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// For a GGUF model, its tokenizer settings shaped like Hugging Face's
+    /// `tokenizer_config.json`: `chat_template` (`tokenizer.chat_template`), `bos_token` and
+    /// `eos_token` (the vocabulary's strings for `tokenizer.ggml.bos_token_id` and
+    /// `eos_token_id`) and `add_bos_token` / `add_eos_token`, each where the file has it. A
+    /// GGUF file is one file, so this is how a caller applies the model's chat template or
+    /// knows whether prompts start with BOS without a separate tokenizer directory. None for
+    /// a Hugging Face directory: its own `tokenizer_config.json` is on disk beside the model.
+    pub fn tokenizer_config(&self) -> Option<serde_json::Value> {
+        self.tokenizer_config.clone()
     }
 
     fn new_cache(&self, initial: usize, max: usize) -> Result<KvCache, EngineError> {

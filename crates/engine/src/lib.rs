@@ -120,6 +120,13 @@ pub struct EngineConfig {
     /// `CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS`). candle's pools are process-wide and sized
     /// once, so the first engine in a process decides; see [`ModelInfo::threads`].
     pub threads: Option<usize>,
+    /// On the CPU, convert Q4_1/Q5_0/Q5_1 weights to Q8_0 (and pad for VNNI) for candle's
+    /// SIMD kernels: fast, near-lossless. false keeps every tensor as stored (candle's scalar
+    /// kernels for those types): slower, and numerically what llama.cpp computes (both
+    /// quantize activations to Q8_1 for Q4_1 dot products). No effect on CUDA, which keeps
+    /// the stored types either way, or on a Hugging Face directory. See
+    /// [`ModelInfo::weights`] for what a load did.
+    pub requantize: bool,
 }
 
 impl Default for EngineConfig {
@@ -132,6 +139,7 @@ impl Default for EngineConfig {
             max_num_batched_tokens: 8192,
             max_model_len: None,
             threads: None,
+            requantize: true,
         }
     }
 }
@@ -149,7 +157,8 @@ pub struct ModelInfo {
     /// step must read, for a memory-bandwidth roofline.
     pub weight_bytes: u64,
     /// Tensor types of the matrices, the most common first, with any load-time conversion
-    /// spelled out: `"f32"`, `"F16 as f32"`, `"Q4_1 as Q8_0, Q6K"`.
+    /// spelled out: `"f32"`, `"F16 as f32"`, `"Q4_1 as Q8_0, Q6_K"`; with
+    /// [`EngineConfig::requantize`] off, the stored types as they are (`"Q4_1, Q6_K"`).
     pub weights: String,
     pub max_model_len: usize,
     pub vocab_size: usize,

@@ -442,7 +442,9 @@ mod tests {
             models.join("llama-2-tiny-random-gguf/llama-2-tiny-random.gguf"),
             models.join("fake-gpt2"),
         ] {
-            let model = crate::loader::load(&path, &Device::Cpu).unwrap().model;
+            let model = crate::loader::load(&path, &Device::Cpu, true)
+                .unwrap()
+                .model;
             let vocab = model.shapes.vocab as u32;
             let seqs: Vec<Vec<u32>> = [30u32, 7, 50]
                 .iter()
@@ -523,7 +525,9 @@ mod tests {
             models.join("llama-2-tiny-random-gguf/llama-2-tiny-random.gguf"),
             models.join("fake-gpt2"),
         ] {
-            let model = crate::loader::load(&path, &Device::Cpu).unwrap().model;
+            let model = crate::loader::load(&path, &Device::Cpu, true)
+                .unwrap()
+                .model;
             let vocab = model.shapes.vocab as u32;
             let tokens: Vec<u32> = (0..700u32).map(|i| (i * 7919 + 11) % vocab).collect();
             let whole = rows(&model, &tokens, 700);

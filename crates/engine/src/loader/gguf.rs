@@ -19,7 +19,8 @@
 //!   with the repacked kernel, below). The values move by at most half a Q8_0 step (1/254 of
 //!   the block's largest magnitude), against Q4_1's own step of 1/15 of the block's range.
 //!   [`crate::ModelInfo::weights`] says so ("Q4_1 as Q8_0"). On CUDA, candle has kernels for
-//!   these types, and they are kept.
+//!   these types, and they are kept. [`crate::EngineConfig::requantize`] off skips this and
+//!   the padding below, for llama.cpp's numerics at candle's scalar speed.
 //! - **Q8_0 rows padded for the repacked kernel.** candle takes its repacked x86 kernel for
 //!   Q8_0 only when a row holds a multiple of 256 values; SmolLM2's 576-wide rows miss it and
 //!   fall back to the AVX2 kernel, 4-7x slower. Where the CPU has VNNI, rows are padded with
@@ -45,7 +46,7 @@ use super::{Loaded, Tally, bad, ggml_name, unsupported};
 use crate::error::EngineError;
 use crate::model::{Arch, Block, Embedding, Linear, Mlp, Model, Norm, Positions, Shapes};
 
-pub(super) fn load(path: &Path, device: &Device) -> Result<Loaded, EngineError> {
+pub(super) fn load(path: &Path, device: &Device, requantize: bool) -> Result<Loaded, EngineError> {
     let mut file = File::open(path).map_err(|e| bad(path, e.to_string()))?;
     let content = Content::read(&mut file).map_err(|e| bad(path, e.to_string()))?;
     let arch_name = md_str(&content, "general.architecture").unwrap_or_default();
@@ -65,8 +66,10 @@ pub(super) fn load(path: &Path, device: &Device) -> Result<Loaded, EngineError> 
         content: &content,
         file,
         device: device.clone(),
-        requantize: device.is_cpu(),
-        pad_q8_0: device.is_cpu() && vnni(),
+        requantize: requantize && device.is_cpu(),
+        // Padding is lossless, but it is a conversion too: off with `requantize`, so that
+        // every tensor is held as stored.
+        pad_q8_0: requantize && device.is_cpu() && vnni(),
         tally: Tally::default(),
         arch: arch_name.clone(),
     };
@@ -91,7 +94,41 @@ pub(super) fn load(path: &Path, device: &Device) -> Result<Loaded, EngineError> 
         max_model_len: max_len,
         eos_token_ids: eos,
         tally: g.tally,
+        tokenizer_config: Some(tokenizer_config(&content)),
     })
+}
+
+/// The file's tokenizer settings as the keys of Hugging Face's `tokenizer_config.json`, for
+/// [`crate::Engine::tokenizer_config`]: those the file has, and no others.
+fn tokenizer_config(c: &Content) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    if let Some(t) = md_str(c, "tokenizer.chat_template") {
+        out.insert("chat_template".into(), t.into());
+    }
+    let tokens = c
+        .metadata
+        .get("tokenizer.ggml.tokens")
+        .and_then(|v| v.to_vec().ok());
+    for (key, id) in [
+        ("bos_token", "tokenizer.ggml.bos_token_id"),
+        ("eos_token", "tokenizer.ggml.eos_token_id"),
+    ] {
+        let token = md_u32(c, id)
+            .and_then(|id| tokens?.get(id as usize))
+            .and_then(|t| t.to_string().ok());
+        if let Some(t) = token {
+            out.insert(key.into(), t.clone().into());
+        }
+    }
+    for (key, md) in [
+        ("add_bos_token", "tokenizer.ggml.add_bos_token"),
+        ("add_eos_token", "tokenizer.ggml.add_eos_token"),
+    ] {
+        if let Some(Value::Bool(b)) = c.metadata.get(md) {
+            out.insert(key.into(), (*b).into());
+        }
+    }
+    serde_json::Value::Object(out)
 }
 
 /// The tokenizer of a GGUF file's embedded vocabulary (`--tokenizer model.gguf`).

@@ -88,6 +88,7 @@ pub(super) fn load(dir: &Path, device: &Device) -> Result<Loaded, EngineError> {
         max_model_len,
         eos_token_ids: eos,
         tally: w.tally,
+        tokenizer_config: None,
     })
 }
 

@@ -28,10 +28,19 @@ pub(crate) struct Loaded {
     pub max_model_len: usize,
     pub eos_token_ids: Vec<u32>,
     pub tally: Tally,
+    /// A GGUF file's tokenizer settings in the shape of Hugging Face's
+    /// `tokenizer_config.json` (see [`crate::Engine::tokenizer_config`]); None for a
+    /// directory, whose own file is on disk.
+    pub tokenizer_config: Option<serde_json::Value>,
 }
 
-/// The model's format, from what is on disk.
-pub(crate) fn load(path: &Path, device: &candle_core::Device) -> Result<Loaded, EngineError> {
+/// The model's format, from what is on disk. `requantize`: see
+/// [`crate::EngineConfig::requantize`] (GGUF on the CPU only).
+pub(crate) fn load(
+    path: &Path,
+    device: &candle_core::Device,
+    requantize: bool,
+) -> Result<Loaded, EngineError> {
     if !path.exists() {
         return Err(EngineError::NotFound {
             path: path.to_path_buf(),
@@ -41,7 +50,7 @@ pub(crate) fn load(path: &Path, device: &candle_core::Device) -> Result<Loaded, 
         return hf::load(path, device);
     }
     if is_gguf(path) {
-        return gguf::load(path, device);
+        return gguf::load(path, device, requantize);
     }
     Err(EngineError::BadModel {
         path: path.to_path_buf(),

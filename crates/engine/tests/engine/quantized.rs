@@ -285,3 +285,41 @@ fn gpt2_gguf_equals_the_safetensors_load() {
     assert_eq!(g.info().architecture, "gpt2");
     assert_eq!(g.info().parameters, h.info().parameters);
 }
+
+/// With `requantize` off, Q4_1 weights are held as stored (the bytes say so, and `weights`),
+/// and the logits are those of Q4_1's exact values up to activation quantization, close to
+/// what the Q8_0 conversion gives.
+#[test]
+fn requantize_off_keeps_the_stored_types() {
+    let dir = Scratch::new("requantize");
+    let w = llama_weights(2, 1);
+    let q41 = dir.0.join("q4_1.gguf");
+    write_llama(&q41, &w, 2, GgmlDType::Q4_1);
+    let load_as = |requantize| {
+        Engine::load(&bench_engine::EngineConfig {
+            model: q41.clone(),
+            requantize,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (mut on, mut off) = (load_as(true), load_as(false));
+    assert_eq!(on.info().weights, "Q4_1 as Q8_0");
+    assert_eq!(off.info().weights, "Q4_1");
+    assert_eq!(on.info().parameters, off.info().parameters);
+    // Q4_1 holds 32 weights in 20 bytes, Q8_0 in 34 (norms are f32 in both).
+    let norms = (2 * LAYERS * D + D) as u64 * 4;
+    let blocks = (off.info().parameters - (2 * LAYERS * D + D) as u64) / 32;
+    assert_eq!(off.info().weight_bytes, blocks * 20 + norms);
+    assert_eq!(on.info().weight_bytes, blocks * 34 + norms);
+
+    let a = on.logits(&tokens()).unwrap();
+    let b = off.logits(&tokens()).unwrap();
+    let d = rel_rms(&a, &b);
+    eprintln!("relative RMS logit difference, Q4_1 as Q8_0 against Q4_1 as stored: {d:.2e}");
+    assert!(d > 0.0 && d < 0.06, "{d}");
+    // Generation runs on the stored types too.
+    let mut rec = Recorder::default();
+    off.generate(&[greedy(tokens(), 4)], &mut rec).unwrap();
+    assert_eq!(rec.of(0).len(), 4);
+}

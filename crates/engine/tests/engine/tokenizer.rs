@@ -166,3 +166,55 @@ fn gguf_qwen2_vocabulary_passes_llama_cpp_vectors() {
         "qwen2",
     );
 }
+
+/// A GGUF file's tokenizer settings come out shaped like tokenizer_config.json: the tiny
+/// model's BOS/EOS strings (it has no chat template or add_bos_token), then a copy of it with
+/// both added; a model directory has none (its own file is on disk).
+#[test]
+fn gguf_tokenizer_config() {
+    let e = load(tiny_llama_gguf());
+    assert_eq!(
+        e.tokenizer_config(),
+        Some(serde_json::json!({"bos_token": "<s>", "eos_token": "</s>"}))
+    );
+    assert_eq!(load(tiny_llama_hf()).tokenizer_config(), None);
+
+    let mut file = std::fs::File::open(tiny_llama_gguf()).unwrap();
+    let content = candle_core::quantized::gguf_file::Content::read(&mut file).unwrap();
+    let template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}";
+    let mut md: Vec<(String, Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    md.push((
+        "tokenizer.chat_template".into(),
+        Value::String(template.into()),
+    ));
+    md.push(("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)));
+    let tensors: Vec<(String, candle_core::quantized::QTensor)> = content
+        .tensor_infos
+        .keys()
+        .map(|name| {
+            let t = content
+                .tensor(&mut file, name, &candle_core::Device::Cpu)
+                .unwrap();
+            (name.clone(), t)
+        })
+        .collect();
+    let dir = Scratch::new("tokenizer-config");
+    let path = dir.0.join("with-template.gguf");
+    write_gguf(&path, &md, &tensors);
+    let e = load(path);
+    assert_eq!(
+        e.tokenizer_config(),
+        Some(serde_json::json!({
+            "chat_template": template,
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "add_bos_token": false,
+        }))
+    );
+    // And the tokenizer follows the same flag.
+    assert_eq!(ids(&e, "Hello world"), vec![15043, 3186]);
+}
