@@ -421,8 +421,10 @@ pub(crate) fn open_native(
                 source,
             })?
         }
-        None => Tokenizer::from_tokenizer(engine.tokenizer().clone(), &path, None)
-            .with_context(|| format!("the tokenizer of {}", path.display()))?,
+        None => {
+            Tokenizer::from_tokenizer(engine.tokenizer().clone(), &path, engine.tokenizer_config())
+                .with_context(|| format!("the tokenizer of {}", path.display()))?
+        }
     };
     let workload = workload::load_with_tokenizer(workload, Some(loaded), observer)?;
     let tokenizer = workload

@@ -53,6 +53,12 @@ pub struct EngineArgs {
     /// CPU threads the engine computes with (default: every core).
     #[arg(long, help_heading = HEADING)]
     pub threads: Option<usize>,
+
+    /// Keep Q4_1, Q5_0 and Q5_1 weights as stored on the CPU (candle's scalar kernels:
+    /// slower, and numerically what llama.cpp computes) instead of converting them to Q8_0
+    /// for its SIMD kernels.
+    #[arg(long, help_heading = HEADING)]
+    pub no_requantize: bool,
 }
 
 /// What `throughput` and `latency` share.
@@ -176,6 +182,7 @@ pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<Nat
             max_num_batched_tokens: engine.max_num_batched_tokens,
             max_model_len: engine.max_model_len,
             threads: engine.threads,
+            requantize: !engine.no_requantize,
             ..EngineConfig::default()
         },
         run: NativeRun {
