@@ -39,8 +39,10 @@
 //! part from llama-server's (default flags) after 5, 25, 1 and 3 tokens with requantized
 //! weights and after 5, 13, 12 and 29 with the weights as stored; against llama-server with
 //! `-fa off -ctk f32 -ctv f32` (f32 attention, as the engine's), 19, 13, 1, 3 and 29, 24, 32,
-//! 19. Every parting is a near-tie: the two tokens' logits (~15-35) differ by 0.004-0.38 in
-//! the engine, and llama.cpp's own margins along its path go as low as 0.005. llama.cpp parts
+//! 19. Every parting is a near-tie, the two tokens' logits (~15-35) 0.004-0.63 apart in the
+//! engine (llama.cpp's own margins along its path go as low as 0.005), but one: at 29 the
+//! engine chose EOS by 2.7, which llama-server's `ignore_eos` bans and vLLM's, as the
+//! engine's, does not. llama.cpp parts
 //! from itself the same way (`-fa off` against its default: after 32, 13, 9 and 8 tokens),
 //! and so does the engine (the same run without the KV cache: after 5, 13, 5 and 19 with
 //! weights as stored). So exact agreement over 16+ greedy tokens is a matter of float
