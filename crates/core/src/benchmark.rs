@@ -135,15 +135,12 @@ impl Outcome {
 /// benchmark's own (a tokenizer that does not load is a [`workload::TokenizerError`]);
 /// failed requests are not errors, they are in the outcome.
 pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcome> {
+    if let Some(native) = &config.native {
+        return serve_native(config, native, observer);
+    }
     // Synchronous steps (plugin calls, sampling) run on this thread, outside the async
     // runtime: WASI's synchronous host calls may block on a runtime of their own.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    if let Some(native) = &config.native {
-        return serve_native(config, native, &rt, observer);
-    }
+    let rt = runtime()?;
     let model = match &config.model {
         Some(m) => m.clone(),
         None => {
@@ -194,9 +191,10 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
 fn serve_native(
     config: &ServeConfig,
     native: &crate::offline::NativeConfig,
-    rt: &tokio::runtime::Runtime,
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
+    // The engine loads before any thread of the run starts (it sizes candle's thread pool
+    // from the environment; see `bench_engine::EngineConfig::threads`).
     let mut opened = crate::offline::open_native(
         config.model.as_deref(),
         config.tokenizer.as_deref(),
@@ -204,6 +202,7 @@ fn serve_native(
         native,
         observer,
     )?;
+    let rt = runtime()?;
     let send_at = self_timed(&config.load, &opened.workload.specs)?;
     let specs = std::mem::take(&mut opened.workload.specs);
     if specs.is_empty() {
@@ -234,7 +233,15 @@ fn serve_native(
         tokenizer_id: Some(&opened.model),
         num_prompts: config.workload.num_prompts as usize,
     };
-    measure(rt, target, Some(&opened.tokenizer), &plan, observer)
+    measure(&rt, target, Some(&opened.tokenizer), &plan, observer)
+}
+
+/// The run's async runtime.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// `--profile`'s calls to the server, with the run's headers and TLS settings.

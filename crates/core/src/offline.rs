@@ -27,7 +27,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::benchmark::{Drive, Executed, LoadConfig, execute};
+use crate::benchmark::{Drive, Executed, LoadConfig, execute, runtime};
 use crate::engine::{Engine, EngineConfig, ModelInfo};
 use crate::gpu_telemetry::{self, GpuReport, GpuSampler};
 use crate::observer::{Event, Observer};
@@ -441,11 +441,9 @@ pub(crate) fn open_native(
 }
 
 /// Loads the model (native) or finds it (server), then the tokenizer and the workload.
-fn open(
-    config: &OfflineConfig,
-    rt: &tokio::runtime::Runtime,
-    observer: &mut dyn Observer,
-) -> Result<Opened> {
+/// Called before the run's async runtime starts: the native engine sizes candle's thread
+/// pool from the environment when it loads, before any other thread runs.
+fn open(config: &OfflineConfig, observer: &mut dyn Observer) -> Result<Opened> {
     match &config.target {
         OfflineTarget::Native(native) => Ok(Opened::Native(open_native(
             config.model.as_deref(),
@@ -459,7 +457,7 @@ fn open(
                 Some(m) => m.clone(),
                 None => {
                     observer.event(Event::FetchingModel);
-                    let id = rt.block_on(http::first_model(
+                    let id = runtime()?.block_on(http::first_model(
                         &http_config.base_url,
                         &http_config.headers,
                         http_config.tls,
@@ -630,21 +628,14 @@ fn count_tokens(
     Ok((prompt, output))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
 /// Runs `bench throughput`: see the module documentation.
 pub fn throughput(
     config: &ThroughputConfig,
     observer: &mut dyn Observer,
 ) -> Result<OfflineOutcome<ThroughputResult>> {
-    let rt = runtime()?;
     let offline = &config.offline;
-    let mut opened = open(offline, &rt, observer)?;
+    let mut opened = open(offline, observer)?;
+    let rt = runtime()?;
     let engine = opened.engine_summary();
     let model = opened.model().to_owned();
     let mut observer = GpuObserver::new(observer, offline.load.gpu_telemetry);
@@ -758,9 +749,9 @@ pub fn latency(
     if config.num_iters == 0 {
         bail!("--num-iters must be at least 1");
     }
-    let rt = runtime()?;
     let offline = &config.offline;
-    let mut opened = open(offline, &rt, observer)?;
+    let mut opened = open(offline, observer)?;
+    let rt = runtime()?;
     if opened.workload_mut().conversations.is_some() {
         bail!("latency runs one batch of single requests; this dataset is multi-turn");
     }

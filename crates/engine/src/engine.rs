@@ -395,9 +395,11 @@ fn cpu_threads(requested: Option<usize>) -> Result<usize, EngineError> {
     let running = *THREADS.get_or_init(|| {
         if let Some(n) = requested {
             // SAFETY: `set_var` races with any other thread reading or writing the
-            // environment. This runs once per process, when the first engine loads, which a
-            // program (bench's CLI) does before it starts its own threads; candle reads the
-            // variables only afterwards, below.
+            // environment. This runs once per process, when the first engine loads, which
+            // bench does before it starts the run's threads (its async runtime, the
+            // workload's plugins); the only thread already running then is wasmtime's epoch
+            // ticker, which sleeps and bumps a counter and never touches the environment.
+            // candle reads the variables only afterwards, below.
             unsafe {
                 std::env::set_var("CANDLE_NUM_THREADS", n.to_string());
                 std::env::set_var("RAYON_NUM_THREADS", n.to_string());
