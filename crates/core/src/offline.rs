@@ -716,24 +716,14 @@ pub fn throughput(
     };
     observer.event(Event::ThroughputResults(&result));
     let stopped = executed.output.stopped.clone();
-    let saved = match (&config.output_json, &stopped) {
-        (Some(path), None) => {
-            let (metrics, extra) = result.pytorch_metrics();
-            save(
-                path,
-                &result.to_json(),
-                &metrics,
-                extra,
-                &offline.command_line,
-            )?;
-            observer.event(Event::Saved {
-                path,
-                interrupted: false,
-            });
-            Some(path.clone())
-        }
-        _ => None,
-    };
+    // A run stopped early is not saved: its elapsed time is not the workload's.
+    let saved = save(
+        config.output_json.as_deref().filter(|_| stopped.is_none()),
+        &result.to_json(),
+        result.pytorch_metrics(),
+        &offline.command_line,
+        observer,
+    )?;
     Ok(OfflineOutcome {
         result,
         saved,
@@ -879,24 +869,13 @@ pub fn latency(
         gpu,
     };
     observer.event(Event::LatencyResults(&result));
-    let saved = match &config.output_json {
-        Some(path) => {
-            let (metrics, extra) = result.pytorch_metrics();
-            save(
-                path,
-                &result.to_json(),
-                &metrics,
-                extra,
-                &offline.command_line,
-            )?;
-            observer.event(Event::Saved {
-                path,
-                interrupted: false,
-            });
-            Some(path.clone())
-        }
-        None => None,
-    };
+    let saved = save(
+        config.output_json.as_deref(),
+        &result.to_json(),
+        result.pytorch_metrics(),
+        &offline.command_line,
+        observer,
+    )?;
     Ok(OfflineOutcome {
         result,
         saved,
@@ -904,15 +883,21 @@ pub fn latency(
     })
 }
 
-/// Writes the result as vLLM does (`json.dump(results, f, indent=4)`) and its
-/// PyTorch-benchmark records beside it (`<stem>.pytorch.json`, `json.dump(records, f)`).
+/// Writes the result to `path` (`--output-json`), when given, as vLLM does
+/// (`json.dump(results, f, indent=4)`), with its PyTorch-benchmark records beside it
+/// (`<stem>.pytorch.json`, `json.dump(records, f)`): the records' metrics and extra info
+/// are `pytorch`. Says where it went.
 fn save(
-    path: &Path,
+    path: Option<&Path>,
     doc: &Map<String, Value>,
-    metrics: &[(&'static str, Value)],
-    extra_info: Map<String, Value>,
+    pytorch: (Vec<(&'static str, Value)>, Map<String, Value>),
     args: &Map<String, Value>,
-) -> Result<()> {
+    observer: &mut dyn Observer,
+) -> Result<Option<PathBuf>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let (metrics, extra_info) = pytorch;
     let mut text = Vec::new();
     crate::pyjson::to_writer_indented(&mut text, doc, 4)?;
     crate::report::save::write_atomically(path, &[&text])
@@ -932,7 +917,11 @@ fn save(
     let pt_path = path.with_extension("pytorch.json");
     crate::report::save::write_atomically(&pt_path, &[&text])
         .with_context(|| format!("writing {}", pt_path.display()))?;
-    Ok(())
+    observer.event(Event::Saved {
+        path,
+        interrupted: false,
+    });
+    Ok(Some(path.to_path_buf()))
 }
 
 #[cfg(test)]
