@@ -319,3 +319,41 @@ fn serve_on_the_native_engine_reports_every_serving_metric() {
     assert!(r["mean_tpot_ms"].as_f64().unwrap() > 0.0, "{r:#}");
     assert!(out.stdout.contains("Serving Benchmark Result"), "{out}");
 }
+
+#[test]
+fn profile_wraps_the_measured_work_on_a_server() {
+    let m = mock(bench::mock::MockConfig::default());
+    let calls = |args: &[&str]| {
+        let before = m.server.as_ref().unwrap().profile_calls().len();
+        Bench::new()
+            .args(args)
+            .with_server(&m.url)
+            .args(["--backend", "openai", "--output-len", "4", "--profile"])
+            .run()
+            .assert_success();
+        let all = m.server.as_ref().unwrap().profile_calls();
+        all[before..]
+            .iter()
+            .map(|c| (c.path, c.finished_requests))
+            .collect::<Vec<_>>()
+    };
+    // Throughput: started before any request was answered, stopped after all 5.
+    assert_eq!(
+        calls(&["throughput", "--input-len", "8", "--num-prompts", "5"]),
+        [("/start_profile", 0), ("/stop_profile", 5)]
+    );
+    // Latency: the warm-up iteration (2 requests) before the start, the 3 measured
+    // iterations inside.
+    assert_eq!(
+        calls(&[
+            "latency",
+            "--batch-size",
+            "2",
+            "--num-iters-warmup",
+            "1",
+            "--num-iters",
+            "3"
+        ]),
+        [("/start_profile", 5 + 2), ("/stop_profile", 5 + 2 + 6)]
+    );
+}

@@ -236,6 +236,40 @@ fn serve_native(
     measure(&rt, target, Some(&opened.tokenizer), &plan, observer)
 }
 
+/// `--profile`: the server's profiler starts (a failure is a warning, never a failed run).
+pub(crate) fn start_profiler(
+    profiler: &crate::probe::Profiler,
+    rt: &tokio::runtime::Runtime,
+    observer: &mut dyn Observer,
+) {
+    observer.event(Event::Profiler(ProfilerStep::Starting));
+    match rt.block_on(profiler.start()) {
+        Ok(()) => observer.event(Event::Profiler(ProfilerStep::Started)),
+        Err(e) => observer.event(Event::Warning(&format!(
+            "--profile: the server's profiler did not start ({e}); the run goes on"
+        ))),
+    }
+}
+
+/// `--profile`: the server's profiler stops once the run is done (vLLM stops it once the
+/// results are shown).
+pub(crate) fn stop_profiler(
+    profiler: Option<&crate::probe::Profiler>,
+    rt: &tokio::runtime::Runtime,
+    observer: &mut dyn Observer,
+) {
+    let Some(profiler) = profiler else {
+        return;
+    };
+    observer.event(Event::Profiler(ProfilerStep::Stopping));
+    match rt.block_on(profiler.stop()) {
+        Ok(()) => observer.event(Event::Profiler(ProfilerStep::Stopped)),
+        Err(e) => observer.event(Event::Warning(&format!(
+            "--profile: the server's profiler did not stop ({e})"
+        ))),
+    }
+}
+
 /// The run's async runtime.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -245,7 +279,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// `--profile`'s calls to the server, with the run's headers and TLS settings.
-fn profiler(http: &HttpConfig) -> Result<Profiler> {
+pub(crate) fn profiler(http: &HttpConfig) -> Result<Profiler> {
     let client = crate::client::reqwest_builder(http.tls)
         .build()
         .context("--profile: the HTTP client")?;
@@ -337,13 +371,7 @@ pub(crate) fn execute<T: Target>(
         observer.arm_stop(&stop)?;
     }
     if let Some(profiler) = &drive.profiler {
-        observer.event(Event::Profiler(ProfilerStep::Starting));
-        match rt.block_on(profiler.start()) {
-            Ok(()) => observer.event(Event::Profiler(ProfilerStep::Started)),
-            Err(e) => observer.event(Event::Warning(&format!(
-                "--profile: the server's profiler did not start ({e}); the run goes on"
-            ))),
-        }
+        start_profiler(profiler, rt, observer);
     }
     observer.event(Event::RunStarting {
         request_rate: load.request_rate,
@@ -475,16 +503,7 @@ fn measure<T: Target>(
         metrics: &computed,
         run: &run,
     });
-    // vLLM stops the profiler once the results are shown.
-    if let Some(profiler) = &plan.drive.profiler {
-        observer.event(Event::Profiler(ProfilerStep::Stopping));
-        match rt.block_on(profiler.stop()) {
-            Ok(()) => observer.event(Event::Profiler(ProfilerStep::Stopped)),
-            Err(e) => observer.event(Event::Warning(&format!(
-                "--profile: the server's profiler did not stop ({e})"
-            ))),
-        }
-    }
+    stop_profiler(plan.drive.profiler.as_ref(), rt, observer);
     let interrupted = output.stopped.map(|reason| Interruption {
         reason: reason.to_string(),
         not_sent: output.not_sent,

@@ -643,7 +643,14 @@ pub fn throughput(
         load: &offline.load,
         seed: offline.workload.seed,
         send_at: None,
-        profiler: None,
+        // vLLM's --profile, on a server: its profiler around the run (the native engine
+        // has none; the CLI says so).
+        profiler: match (&offline.target, offline.load.profile) {
+            (OfflineTarget::Http(http_config), true) => {
+                Some(crate::benchmark::profiler(http_config)?)
+            }
+            _ => None,
+        },
     };
     let num_requests;
     let (executed, copies, tokenizer): (Executed, Vec<u32>, Option<Arc<Tokenizer>>) =
@@ -685,6 +692,7 @@ pub fn throughput(
         };
     let gpu = observer.finish();
     let observer = observer.inner;
+    crate::benchmark::stop_profiler(drive.profiler.as_ref(), &rt, observer);
     let records = &executed.output.records;
     let failed = records.iter().filter(|r| !r.succeeded()).count();
     if failed > 0 {
@@ -755,6 +763,10 @@ pub fn latency(
         observer.arm_stop(&stop)?;
     }
     let mut observer = GpuObserver::new(observer, offline.load.gpu_telemetry);
+    let profiler = match (&offline.target, offline.load.profile) {
+        (OfflineTarget::Http(http_config), true) => Some(crate::benchmark::profiler(http_config)?),
+        _ => None,
+    };
     let total = config.num_iters_warmup + config.num_iters;
     let mut latencies = Vec::with_capacity(config.num_iters as usize);
     let mut tokens_per_iter = (0, 0);
@@ -762,8 +774,11 @@ pub fn latency(
     for iteration in 0..total {
         let warm_up = iteration < config.num_iters_warmup;
         if iteration == config.num_iters_warmup {
-            // The measured iterations start: sample the GPU from here.
+            // The measured iterations start: sample the GPU, and profile the server, from here.
             observer.start();
+            if let Some(profiler) = &profiler {
+                crate::benchmark::start_profiler(profiler, &rt, observer.inner);
+            }
         }
         let options = RunOptions {
             max_concurrency: offline.load.max_concurrency,
@@ -858,6 +873,7 @@ pub fn latency(
     }
     let gpu = observer.finish();
     let observer = observer.inner;
+    crate::benchmark::stop_profiler(profiler.as_ref(), &rt, observer);
     let result = LatencyResult {
         backend,
         model,
