@@ -432,19 +432,24 @@ mod tests {
         out
     }
 
+    /// The tiny Llama (GGUF) and GPT-2 (safetensors) test models, loaded on the CPU.
+    fn test_models() -> Vec<Model> {
+        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/models");
+        [
+            models.join("llama-2-tiny-random-gguf/llama-2-tiny-random.gguf"),
+            models.join("fake-gpt2"),
+        ]
+        .iter()
+        .map(|path| crate::loader::load(path, &Device::Cpu, true).unwrap().model)
+        .collect()
+    }
+
     /// Three sequences sharing steps in ragged shapes (a prefill chunk next to a single token
     /// next to another sequence's whole prompt) give, row for row, the logits each gives
     /// alone: the linear layers batch, attention stays per sequence.
     #[test]
     fn ragged_steps_equal_separate_runs() {
-        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/models");
-        for path in [
-            models.join("llama-2-tiny-random-gguf/llama-2-tiny-random.gguf"),
-            models.join("fake-gpt2"),
-        ] {
-            let model = crate::loader::load(&path, &Device::Cpu, true)
-                .unwrap()
-                .model;
+        for model in test_models() {
             let vocab = model.shapes.vocab as u32;
             let seqs: Vec<Vec<u32>> = [30u32, 7, 50]
                 .iter()
@@ -510,7 +515,7 @@ mod tests {
                     .zip(alone[c].iter().flatten())
                     .map(|(a, b)| (a - b).abs())
                     .fold(0f32, f32::max);
-                assert!(worst < 1e-5, "{path:?}, sequence {c}: {worst}");
+                assert!(worst < 1e-5, "{}, sequence {c}: {worst}", model.arch.name());
             }
         }
     }
@@ -520,14 +525,7 @@ mod tests {
     /// decode path, no mask, no copies): three code paths, the same logits at every position.
     #[test]
     fn one_pass_prefill_chunks_and_decode_agree() {
-        let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/models");
-        for path in [
-            models.join("llama-2-tiny-random-gguf/llama-2-tiny-random.gguf"),
-            models.join("fake-gpt2"),
-        ] {
-            let model = crate::loader::load(&path, &Device::Cpu, true)
-                .unwrap()
-                .model;
+        for model in test_models() {
             let vocab = model.shapes.vocab as u32;
             let tokens: Vec<u32> = (0..700u32).map(|i| (i * 7919 + 11) % vocab).collect();
             let whole = rows(&model, &tokens, 700);
@@ -539,7 +537,11 @@ mod tests {
                     .zip(other.iter().flatten())
                     .map(|(a, b)| (a - b).abs())
                     .fold(0f32, f32::max);
-                assert!(worst < 1e-5, "{path:?}, chunks of {chunk}: {worst}");
+                assert!(
+                    worst < 1e-5,
+                    "{}, chunks of {chunk}: {worst}",
+                    model.arch.name()
+                );
             }
         }
     }

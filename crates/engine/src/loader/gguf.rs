@@ -203,6 +203,15 @@ impl Gguf<'_> {
         format!("{}.{k}", self.arch)
     }
 
+    /// The vocabulary size: the rows of the token embedding.
+    fn vocab(&self) -> Result<usize, EngineError> {
+        self.content
+            .tensor_infos
+            .get("token_embd.weight")
+            .map(|t| t.shape.dims()[0])
+            .ok_or_else(|| bad(self.path, "no token_embd.weight"))
+    }
+
     fn need_u(&self, k: &str) -> Result<usize, EngineError> {
         let key = self.key(k);
         md_u32(self.content, &key)
@@ -495,12 +504,7 @@ fn llama(g: &mut Gguf) -> Result<(Model, usize), EngineError> {
     if n_head == 0 || n_kv == 0 || !n_head.is_multiple_of(n_kv) || !head_dim.is_multiple_of(2) {
         return Err(bad(g.path, "inconsistent head counts"));
     }
-    let vocab = g
-        .content
-        .tensor_infos
-        .get("token_embd.weight")
-        .map(|t| t.shape.dims()[0])
-        .ok_or_else(|| bad(g.path, "no token_embd.weight"))?;
+    let vocab = g.vocab()?;
 
     let mut inv_freq = super::rope_inv_freq(theta, head_dim);
     match md_str(g.content, &g.key("rope.scaling.type")).as_deref() {
@@ -600,12 +604,7 @@ fn gpt2(g: &mut Gguf) -> Result<(Model, usize), EngineError> {
     if n_head == 0 || !d.is_multiple_of(n_head) {
         return Err(bad(g.path, "inconsistent head counts"));
     }
-    let vocab = g
-        .content
-        .tensor_infos
-        .get("token_embd.weight")
-        .map(|t| t.shape.dims()[0])
-        .ok_or_else(|| bad(g.path, "no token_embd.weight"))?;
+    let vocab = g.vocab()?;
     let (embed, lm_head) = g.embedding_and_head(vocab, d)?;
     let wpe = g
         .read("position_embd.weight", &[max_len, d])?
