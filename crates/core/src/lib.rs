@@ -6,17 +6,24 @@
 
 pub mod audio_duration;
 pub mod benchmark;
+pub mod compare;
 pub mod gpu_telemetry;
+pub mod html_report;
 pub mod metrics;
 pub mod observer;
 pub mod offline;
+pub mod plot;
 pub mod prefix_reuse;
 pub mod probe;
 pub mod pyjson;
 pub mod report;
 pub mod schedule;
 pub mod server_metrics;
+pub mod server_process;
 pub mod server_tokenizer;
+pub mod startup;
+pub mod steady_state;
+pub mod sweep;
 pub mod target;
 pub mod workload;
 

@@ -2,6 +2,7 @@
 //! `bench --plugin sharegpt.wasm --backend openai-chat.wasm ...` runs a serving benchmark.
 
 pub mod args;
+mod compare;
 mod console;
 pub mod dataset;
 mod interrupt;
@@ -9,8 +10,13 @@ pub mod limits;
 pub mod offline;
 pub mod plugin;
 pub mod plugin_flags;
+mod report;
 pub mod selfcheck;
 pub mod serve;
+mod serve_plots;
+mod startup;
+mod sweep;
+mod sweep_plot;
 
 use std::process::ExitCode;
 
@@ -58,6 +64,16 @@ enum Command {
     Dataset(dataset::DatasetCommand),
     /// Measure this machine's client ceiling and timing error against the built-in mock server.
     Selfcheck(selfcheck::SelfcheckArgs),
+    /// Grids of runs (vLLM's `bench sweep`): serve, SLA searches, startup, plots.
+    Sweep(sweep::SweepArgs),
+    /// Cold and warm start times of a server command or of the native engine (vLLM's
+    /// `bench startup`).
+    Startup(startup::StartupArgs),
+    /// One self-contained HTML report of one or more result files.
+    Report(report::ReportArgs),
+    /// Two results side by side: each metric, the difference, and whether it exceeds the
+    /// run-to-run noise.
+    Compare(compare::CompareArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -84,6 +100,10 @@ pub fn main() -> ExitCode {
         Some(Command::Plugin(args)) => plugin::run(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Dataset(cmd)) => dataset::run(cmd, &parsed).map(|()| ExitCode::SUCCESS),
         Some(Command::Selfcheck(args)) => selfcheck::run(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::Startup(args)) => startup::run(args),
+        Some(Command::Report(args)) => report::run(args),
+        Some(Command::Compare(args)) => compare::run(args),
     });
     match result {
         Ok(code) => code,

@@ -42,6 +42,10 @@ pub struct ServeArgs {
     #[serde(flatten)]
     pub engine: super::offline::EngineArgs,
 
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub plots: super::serve_plots::ServePlotArgs,
+
     /// Backend plugin: a first-party name (openai, openai-chat, ...) or a path to a .wasm
     /// file; `native` runs the model in this process on the native engine instead of a
     /// server.
@@ -757,6 +761,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     let mut console = Console::new(!args.disable_tqdm, config.load.shutdown_grace);
     let outcome = benchmark::serve(&config, &mut console)
         .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
+    super::serve_plots::write(&args.plots, &config, &outcome)?;
     Ok(exit_code(&outcome))
 }
 

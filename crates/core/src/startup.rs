@@ -1,0 +1,1 @@
+//! SKELETON: owned by the issue-15 work on `startup`.
