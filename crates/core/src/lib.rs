@@ -17,6 +17,7 @@ pub mod prefix_reuse;
 pub mod probe;
 pub mod pyjson;
 pub mod report;
+pub mod results;
 pub mod schedule;
 pub mod server_metrics;
 pub mod server_process;
