@@ -1,0 +1,581 @@
+//! `bench sweep startup`: the server's startup benchmark over parameter combinations, as
+//! vLLM's `vllm bench sweep startup`.
+//!
+//! `--serve-params` and `--startup-params` are JSON files listing combinations (a list of
+//! objects, or an object of named objects, vLLM's `ParameterSweep`); every serve
+//! combination is run with every startup combination, `num_runs` times each. A serve
+//! combination's keys become flags of the server command ([`Params::apply_to_cmd`]); a
+//! startup combination's keys set the benchmark's own settings ([`STARTUP_KEYS`]); keys it
+//! does not know are ignored with a message, or refused with `strict_params`, as vLLM's.
+//!
+//! Results land where vLLM's do: `<experiment>/SERVE--<name>-STARTUP--<name>/run=<n>.json`
+//! (the startup result with `run_number` and the combination's parameters added), each
+//! combination's `summary.json` (its runs), and the experiment's `summary.csv` (every run,
+//! one row each). Each run's server logs stay beside its result, in `run=<n>/`.
+//!
+//! The parameter handling ([`Params`], [`read_params`]) is vLLM's `param_sweep.py`, which
+//! `bench sweep serve` shares.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value};
+
+use super::server::{self, ServerStartupConfig};
+use super::{StartupResult, Step};
+use crate::pyjson::float_repr;
+
+/// The key of a combination's name (vLLM's `_benchmark_name`), not a parameter.
+pub const NAME_KEY: &str = "_benchmark_name";
+
+/// The startup settings a `--startup-params` combination may set (JSON keys; `-` and `_`
+/// alike).
+pub const STARTUP_KEYS: [&str; 5] = [
+    "num_iters_cold",
+    "num_iters_warmup",
+    "num_iters_warm",
+    "ready_check_timeout_sec",
+    "ready_url",
+];
+
+/// One combination of parameters (vLLM's `ParameterSweepItem`), in the file's order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Params(pub Map<String, Value>);
+
+impl Params {
+    /// The `_benchmark_name`, else `key=value` pairs joined with `-`.
+    pub fn name(&self) -> String {
+        match self.0.get(NAME_KEY) {
+            Some(name) => py_str(name),
+            None => self.as_text("-"),
+        }
+    }
+
+    /// `key=value` pairs joined with `sep` (vLLM's `as_text`).
+    pub fn as_text(&self, sep: &str) -> String {
+        self.parameters()
+            .map(|(k, v)| format!("{k}={}", py_str(v)))
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+
+    fn parameters(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.0.iter().filter(|(k, _)| *k != NAME_KEY)
+    }
+
+    /// The command line with each parameter as a flag (vLLM's `apply_to_cmd`): a flag the
+    /// command has already (spelt with `-` or `_`) gets the new value in place, others are
+    /// appended as `--key value`; `true` is `--key`, `false` `--no-key` (`--a.b=true` for
+    /// nested keys); objects are passed as JSON.
+    pub fn apply_to_cmd(&self, argv: &[String]) -> Vec<String> {
+        let mut cmd = argv.to_vec();
+        for (key, value) in self.parameters() {
+            let rendered = render_flag(key, value);
+            let existing = flag_spellings(key)
+                .iter()
+                .find_map(|flag| cmd.iter().position(|a| a == flag));
+            match existing {
+                Some(i) => {
+                    cmd[i] = rendered[0].clone();
+                    if let Some(v) = rendered.get(1) {
+                        match cmd.get_mut(i + 1) {
+                            Some(slot) => *slot = v.clone(),
+                            None => cmd.push(v.clone()),
+                        }
+                    }
+                }
+                None => cmd.extend(rendered),
+            }
+        }
+        cmd
+    }
+}
+
+/// The flags `key` may already be spelt as: vLLM's candidates (as given, `_`, `-`), the
+/// `-` one first, since a command line prefers it. A dotted key changes only its first part.
+fn flag_spellings(key: &str) -> Vec<String> {
+    let (head, rest) = match key.split_once('.') {
+        Some((h, r)) => (h, format!(".{r}")),
+        None => (key, String::new()),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for candidate in [
+        head.replace('_', "-"),
+        head.replace('-', "_"),
+        head.to_owned(),
+    ] {
+        let flag = format!("--{candidate}{rest}");
+        if !out.contains(&flag) {
+            out.push(flag);
+        }
+    }
+    out
+}
+
+fn render_flag(key: &str, value: &Value) -> Vec<String> {
+    let flag = |k: &str| flag_spellings(k).remove(0);
+    match value {
+        Value::Bool(b) if key.contains('.') => vec![format!("{}={b}", flag(key))],
+        Value::Bool(true) => vec![flag(key)],
+        Value::Bool(false) => vec![flag(&format!("no-{key}"))],
+        Value::Object(_) => vec![flag(key), value.to_string()],
+        other => vec![flag(key), py_str(other)],
+    }
+}
+
+/// Python's `str()` of a JSON value, as vLLM's flags and names show it.
+fn py_str(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Null => "None".into(),
+        Value::Number(n) if n.is_f64() => float_repr(n.as_f64().unwrap_or(f64::NAN)),
+        other => other.to_string(),
+    }
+}
+
+/// Reads a parameter file: a list of objects, or an object whose keys name its
+/// combinations (each becomes its `_benchmark_name`). Names must be unique.
+pub fn read_params(path: &Path) -> Result<Vec<Params>> {
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let doc: Value =
+        serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let records: Vec<Params> = match doc {
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::Object(map) => Ok(Params(map)),
+                other => bail!(
+                    "{}: item {i} is {other}, not an object of parameters",
+                    path.display()
+                ),
+            })
+            .collect::<Result<_>>()?,
+        Value::Object(named) => named
+            .into_iter()
+            .map(|(name, item)| match item {
+                Value::Object(map) => {
+                    let mut params = Map::from_iter([(NAME_KEY.to_owned(), Value::String(name))]);
+                    params.extend(map);
+                    Ok(Params(params))
+                }
+                other => bail!(
+                    "{}: `{name}` is {other}, not an object of parameters",
+                    path.display()
+                ),
+            })
+            .collect::<Result<_>>()?,
+        other => bail!(
+            "{}: a parameter sweep is a list of objects (or an object of named objects), \
+             not {other}",
+            path.display()
+        ),
+    };
+    let mut names: Vec<String> = records
+        .iter()
+        .filter_map(|p| p.0.get(NAME_KEY).map(py_str))
+        .collect();
+    names.sort();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        bail!(
+            "{}: the {NAME_KEY} `{}` is used twice",
+            path.display(),
+            w[0]
+        );
+    }
+    Ok(records)
+}
+
+/// vLLM's default experiment name: the local time, `YYYYmmdd_HHMMSS`.
+pub fn default_experiment_name() -> String {
+    chrono::Local::now().format("%Y%m%d_%H%M%S").to_string()
+}
+
+/// `bench sweep startup`'s configuration.
+#[derive(Debug, Clone)]
+pub struct SweepStartupConfig {
+    /// The benchmark as the command line set it; `work_dir` is replaced per run, `argv`
+    /// and `ready_url` are the base the serve parameters change.
+    pub base: ServerStartupConfig,
+    /// Whether `base.ready_url` was given (else it follows each combination's command).
+    pub ready_url_given: bool,
+    /// `[{}]` when no file was given.
+    pub serve_params: Vec<Params>,
+    pub startup_params: Vec<Params>,
+    /// Unknown startup keys are an error instead of a message.
+    pub strict_params: bool,
+    /// `<output-dir>/<experiment-name>`.
+    pub experiment_dir: PathBuf,
+    pub num_runs: u32,
+    /// Keep the runs whose result file exists (the experiment directory must exist);
+    /// without it the experiment directory must not.
+    pub resume: bool,
+}
+
+/// One run of the sweep, resolved.
+#[derive(Debug, Clone)]
+pub struct PlannedRun {
+    pub serve: Params,
+    pub startup: Params,
+    pub run_number: u32,
+    /// `run=<n>.json`.
+    pub output: PathBuf,
+    /// The benchmark with the parameters applied; its `work_dir` is `run=<n>/`.
+    pub config: ServerStartupConfig,
+}
+
+/// Every run, grouped by combination.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Each combination's directory and runs, in order.
+    pub combinations: Vec<(PathBuf, Vec<PlannedRun>)>,
+    /// What the startup parameters set that the benchmark does not know (ignored).
+    pub ignored: Vec<String>,
+}
+
+/// Resolves every run: commands, settings and paths. Checks the experiment directory
+/// against `resume` (vLLM's `resolve_experiment_dir`).
+pub fn plan(config: &SweepStartupConfig) -> Result<Plan> {
+    if config.num_runs == 0 {
+        bail!("--num-runs must be at least 1");
+    }
+    let exists = config.experiment_dir.exists();
+    match (config.resume, exists) {
+        (true, false) => bail!(
+            "--resume: there is no experiment to resume at {}",
+            config.experiment_dir.display()
+        ),
+        (false, true) => bail!(
+            "{} exists: pick another --experiment-name, or --resume it",
+            config.experiment_dir.display()
+        ),
+        _ => {}
+    }
+    let mut ignored = Vec::new();
+    let mut combinations = Vec::new();
+    for serve in &config.serve_params {
+        for startup in &config.startup_params {
+            let mut settings = config.base.clone();
+            settings.argv = serve.apply_to_cmd(&config.base.argv);
+            if !config.ready_url_given {
+                settings.ready_url = server::default_ready_url(&settings.argv);
+            }
+            let unknown = apply_startup(startup, &mut settings)?;
+            if !unknown.is_empty() {
+                let message = format!(
+                    "ignoring unsupported startup params for {}: {}",
+                    startup.name(),
+                    unknown.join(", ")
+                );
+                if config.strict_params {
+                    bail!("--strict-params: {message}");
+                }
+                ignored.push(message);
+            }
+            let base = config.experiment_dir.join(combination_dir(serve, startup));
+            let runs = (0..config.num_runs)
+                .map(|run_number| PlannedRun {
+                    serve: serve.clone(),
+                    startup: startup.clone(),
+                    run_number,
+                    output: base.join(format!("run={run_number}.json")),
+                    config: ServerStartupConfig {
+                        work_dir: base.join(format!("run={run_number}")),
+                        ..settings.clone()
+                    },
+                })
+                .collect();
+            combinations.push((base, runs));
+        }
+    }
+    Ok(Plan {
+        combinations,
+        ignored,
+    })
+}
+
+/// vLLM's `_get_comb_base_path`: `SERVE--<name>` and `STARTUP--<name>` for the parameter
+/// sets that have any, joined with `-`, `/` and `..` made harmless.
+fn combination_dir(serve: &Params, startup: &Params) -> String {
+    let mut parts = Vec::new();
+    for (label, params) in [("SERVE-", serve), ("STARTUP-", startup)] {
+        if !params.0.is_empty() {
+            parts.push(label.to_owned());
+            parts.push(params.name());
+        }
+    }
+    let name = parts.join("-").replace('/', "_").replace("..", "__");
+    if name.is_empty() { "base".into() } else { name }
+}
+
+/// Sets what a startup combination names; returns the keys it does not know.
+fn apply_startup(params: &Params, config: &mut ServerStartupConfig) -> Result<Vec<String>> {
+    let mut unknown = Vec::new();
+    for (key, value) in params.parameters() {
+        let normalized = key.replace('-', "_");
+        let count = || -> Result<u32> {
+            value
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .with_context(|| format!("startup param {key}: {value} is not a count"))
+        };
+        match normalized.as_str() {
+            "num_iters_cold" => config.iterations.cold = count()?,
+            "num_iters_warmup" => config.iterations.warmup = count()?,
+            "num_iters_warm" => config.iterations.warm = count()?,
+            "ready_check_timeout_sec" => {
+                let secs = value
+                    .as_f64()
+                    .filter(|s| *s > 0.0)
+                    .with_context(|| format!("startup param {key}: {value} is not seconds"))?;
+                config.ready_timeout = Duration::from_secs_f64(secs);
+            }
+            "ready_url" => {
+                config.ready_url = value
+                    .as_str()
+                    .with_context(|| format!("startup param {key}: {value} is not a URL"))?
+                    .to_owned();
+            }
+            _ => unknown.push(key.clone()),
+        }
+    }
+    Ok(unknown)
+}
+
+/// What the sweep reports as it goes.
+#[derive(Debug)]
+pub enum SweepStep<'a> {
+    /// A run begins.
+    Run(&'a PlannedRun),
+    /// A run's result file exists (`resume`): read back, not run again.
+    Existing(&'a PlannedRun),
+    /// The startup benchmark's own progress.
+    Startup(Step<'a>),
+    /// A file was written.
+    Saved(&'a Path),
+}
+
+/// What a finished sweep wrote.
+#[derive(Debug, Clone)]
+pub struct SweepOutcome {
+    /// Every run's result with its parameters, in order.
+    pub runs: Vec<Map<String, Value>>,
+    pub summary_csv: PathBuf,
+}
+
+/// Runs the plan: each run's result, each combination's `summary.json`, the experiment's
+/// `summary.csv`. A failed run ends the sweep (its error names the run); `resume` picks up
+/// from there.
+pub fn run(
+    config: &SweepStartupConfig,
+    plan: &Plan,
+    on_step: &mut dyn FnMut(SweepStep<'_>),
+) -> Result<SweepOutcome> {
+    let mut all = Vec::new();
+    for (base, runs) in &plan.combinations {
+        let mut combination = Vec::new();
+        for planned in runs {
+            let data = if planned.output.is_file() {
+                on_step(SweepStep::Existing(planned));
+                let text = std::fs::read(&planned.output)
+                    .with_context(|| format!("reading {}", planned.output.display()))?;
+                let doc: Map<String, Value> = serde_json::from_slice(&text)
+                    .with_context(|| format!("parsing {}", planned.output.display()))?;
+                with_parameters(doc, planned)
+            } else {
+                on_step(SweepStep::Run(planned));
+                let result: StartupResult =
+                    server::run(&planned.config, &mut |s| on_step(SweepStep::Startup(s)))
+                        .with_context(|| {
+                            format!(
+                                "run {} of {}",
+                                planned.run_number,
+                                base.file_name().unwrap_or_default().to_string_lossy()
+                            )
+                        })?;
+                let data = with_parameters(result.to_json(), planned);
+                super::save(&planned.output, &data)?;
+                on_step(SweepStep::Saved(&planned.output));
+                data
+            };
+            combination.push(Value::Object(data.clone()));
+            all.push(data);
+        }
+        let summary = base.join("summary.json");
+        super::save_value(&summary, &Value::Array(combination))?;
+        on_step(SweepStep::Saved(&summary));
+    }
+    std::fs::create_dir_all(&config.experiment_dir)
+        .with_context(|| format!("creating {}", config.experiment_dir.display()))?;
+    let summary_csv = config.experiment_dir.join("summary.csv");
+    crate::report::save::write_atomically(&summary_csv, &[csv(&all).as_bytes()])
+        .with_context(|| format!("writing {}", summary_csv.display()))?;
+    on_step(SweepStep::Saved(&summary_csv));
+    Ok(SweepOutcome {
+        runs: all,
+        summary_csv,
+    })
+}
+
+/// vLLM's `_update_run_data`: the run number, then the serve and startup parameters.
+fn with_parameters(mut doc: Map<String, Value>, planned: &PlannedRun) -> Map<String, Value> {
+    doc.insert("run_number".into(), Value::from(planned.run_number));
+    doc.extend(planned.serve.0.clone());
+    doc.extend(planned.startup.0.clone());
+    doc
+}
+
+/// The rows as pandas' `DataFrame.from_records(rows).to_csv(path)` writes them: an
+/// unnamed index column, the columns in the order they first appear, an empty cell for a
+/// missing key; lists and objects as JSON.
+fn csv(rows: &[Map<String, Value>]) -> String {
+    let mut columns: Vec<&String> = Vec::new();
+    for row in rows {
+        for key in row.keys() {
+            if !columns.contains(&key) {
+                columns.push(key);
+            }
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = columns.iter().map(|c| csv_cell(c)).collect();
+    out.push_str(&format!(",{}\n", header.join(",")));
+    for (i, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|c| match row.get(*c) {
+                None | Some(Value::Null) => String::new(),
+                Some(v) => csv_cell(&py_str(v)),
+            })
+            .collect();
+        out.push_str(&format!("{i},{}\n", cells.join(",")));
+    }
+    out
+}
+
+/// A CSV cell, quoted when it holds a separator, a quote or a line break.
+fn csv_cell(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(v: Value) -> Params {
+        Params(v.as_object().unwrap().clone())
+    }
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn apply_to_cmd_replaces_or_appends_flags_as_vllm() {
+        let p = params(json!({
+            "max_num_seqs": 32,
+            "enforce-eager": true,
+            "enable_prefix_caching": false,
+            "compilation_config.mode": true,
+            "kv": {"a": 1},
+            "port": 9000,
+            "_benchmark_name": "x"
+        }));
+        let cmd = p.apply_to_cmd(&argv("vllm serve m --port 8000 --max_num_seqs 8"));
+        assert_eq!(
+            cmd,
+            argv(
+                "vllm serve m --port 9000 --max-num-seqs 32 --enforce-eager \
+                 --no-enable-prefix-caching --compilation-config.mode=true --kv"
+            )
+            .into_iter()
+            .chain([r#"{"a":1}"#.to_owned()])
+            .collect::<Vec<_>>()
+        );
+        assert_eq!(p.name(), "x");
+        let unnamed = params(json!({"a": 1, "b": 0.5, "c": "s", "d": true}));
+        assert_eq!(unnamed.name(), "a=1-b=0.5-c=s-d=True");
+    }
+
+    #[test]
+    fn read_params_takes_lists_and_named_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("list.json");
+        std::fs::write(&list, r#"[{"a": 1}, {"a": 2}]"#).unwrap();
+        let got = read_params(&list).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].0["a"], json!(2));
+        let named = dir.path().join("named.json");
+        std::fs::write(&named, r#"{"small": {"a": 1}, "big": {"a": 9}}"#).unwrap();
+        let got = read_params(&named).unwrap();
+        assert_eq!(got[1].name(), "big");
+        assert_eq!(got[1].0["a"], json!(9));
+        let dup = dir.path().join("dup.json");
+        std::fs::write(
+            &dup,
+            r#"[{"_benchmark_name": "x"}, {"_benchmark_name": "x"}]"#,
+        )
+        .unwrap();
+        let err = read_params(&dup).unwrap_err().to_string();
+        assert!(
+            err.contains("dup.json") && err.contains("`x` is used twice"),
+            "{err}"
+        );
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "[1]").unwrap();
+        let err = read_params(&bad).unwrap_err().to_string();
+        assert!(err.contains("bad.json: item 0"), "{err}");
+    }
+
+    #[test]
+    fn combination_dirs_and_csv_follow_vllm() {
+        let serve = params(json!({"max_num_seqs": 32}));
+        let startup = params(json!({"num_iters_cold": 1}));
+        assert_eq!(
+            combination_dir(&serve, &Params::default()),
+            "SERVE--max_num_seqs=32"
+        );
+        assert_eq!(
+            combination_dir(&serve, &startup),
+            "SERVE--max_num_seqs=32-STARTUP--num_iters_cold=1"
+        );
+        assert_eq!(
+            combination_dir(&params(json!({"model": "a/../b"})), &Params::default()),
+            "SERVE--model=a____b"
+        );
+        let rows = vec![
+            params(json!({"x": 1.0, "t": [1.0, 2.0]})).0,
+            params(json!({"x": 2, "s": "a,b"})).0,
+        ];
+        assert_eq!(csv(&rows), ",x,t,s\n0,1.0,\"[1.0,2.0]\",\n1,2,,\"a,b\"\n");
+    }
+
+    #[test]
+    fn startup_params_set_the_settings_and_name_unknown_keys() {
+        let mut config = ServerStartupConfig {
+            argv: argv("srv --port 1"),
+            ready_url: "http://localhost:1/health".into(),
+            ready_timeout: Duration::from_secs(1),
+            poll: Duration::from_millis(10),
+            stop_grace: Duration::from_secs(1),
+            cache_env: vec![],
+            work_dir: PathBuf::new(),
+            iterations: super::super::Iterations::default(),
+        };
+        let p = params(json!({"num-iters-cold": 5, "num_iters_warm": 0, "tp": 2}));
+        let unknown = apply_startup(&p, &mut config).unwrap();
+        assert_eq!(unknown, ["tp"]);
+        assert_eq!((config.iterations.cold, config.iterations.warm), (5, 0));
+        let bad = params(json!({"num_iters_cold": -1}));
+        let err = apply_startup(&bad, &mut config).unwrap_err().to_string();
+        assert!(err.contains("num_iters_cold"), "{err}");
+    }
+}
