@@ -6,6 +6,7 @@
 pub mod embeddings;
 pub mod goodput;
 mod rtfx;
+pub mod significance;
 pub mod stats;
 pub mod timeline;
 pub mod tokens;
@@ -20,6 +21,8 @@ pub use tokens::ReasoningStats;
 pub use turns::{ReportedCache, TurnStats};
 
 use crate::record::{Failure, FailureKind, RequestRecord};
+use crate::steady_state::saturation::{self, Saturation};
+use crate::steady_state::{self as steady, NoSteadyState, SteadyState};
 
 /// Counts the tokens of a generated text (vLLM:
 /// `len(tokenizer(text, add_special_tokens=False).input_ids)`).
@@ -388,6 +391,12 @@ pub struct Metrics {
     /// With `--split-itl-by-tokens`, the successful requests whose ITL was split by their
     /// chunks' token counts (the others kept vLLM's); `None` without the flag.
     pub itl_split_requests: Option<usize>,
+    /// The figures of the run's steady state (ramp-up and drain left out), reported beside
+    /// the whole run's, or why it has none ([`crate::steady_state`]).
+    pub steady_state: Result<SteadyState, NoSteadyState>,
+    /// Whether waiting grew without bound during the run; `None` when the run could not
+    /// be assessed ([`crate::steady_state::saturation`]).
+    pub saturation: Option<Saturation>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -593,6 +602,15 @@ pub fn calculate(
     if embedding.is_some() {
         config.percentile_metrics = embeddings::percentile_metrics(&config.percentile_metrics);
     }
+    let per_request = PerRequest {
+        records,
+        output_lens,
+        input_tokens,
+        clock_origin_s: 0.0,
+    };
+    let steady_state = steady::of_run(&per_request, percentiles);
+    let saturation = saturation::assess(&per_request.records);
+    warnings.extend(saturation.and_then(|s| s.warning()));
 
     Ok(Metrics {
         duration_s,
@@ -629,12 +647,9 @@ pub fn calculate(
         probe: None,
         reasoning,
         itl_split_requests,
-        per_request: PerRequest {
-            records,
-            output_lens,
-            input_tokens,
-            clock_origin_s: 0.0,
-        },
+        per_request,
+        steady_state,
+        saturation,
     })
 }
 

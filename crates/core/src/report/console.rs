@@ -30,6 +30,7 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     vllm_block(&mut out, metrics, run);
     failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
+    steady_state_block(&mut out, metrics);
     super::server_metrics::server_block(&mut out, metrics);
     if let Some(gpu) = &metrics.gpu {
         for line in gpu.console_lines(metrics.total_output) {
@@ -38,6 +39,57 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     }
     turns_block(&mut out, metrics);
     out
+}
+
+/// The steady state's figures (or why the run has none), and the load's trends when the
+/// run could be assessed for over-saturation. Nothing for a run too small for either.
+fn steady_state_block(out: &mut String, m: &Metrics) {
+    if m.completed < crate::steady_state::MIN_REQUESTS {
+        return;
+    }
+    match &m.steady_state {
+        Ok(s) => {
+            let w = &s.window;
+            header(
+                out,
+                &format!(" Steady state ({:.2}-{:.2} s) ", w.start_s, w.end_s),
+                '=',
+            );
+            line(out, "Plateau concurrency:", w.concurrency);
+            line(out, "Requests inside the window:", s.requests);
+            line_f(out, "Request throughput (req/s):", s.request_throughput);
+            if m.has_tokenizer && m.embedding.is_none() {
+                line_f(out, "Output token throughput (tok/s):", s.output_throughput);
+            }
+            for (name, summary) in super::json::steady_state_sections(m, s) {
+                let name = name.to_uppercase();
+                line_f(out, &format!("Mean {name} (ms):"), summary.mean);
+                line_f(out, &format!("Median {name} (ms):"), summary.median);
+                for &(p, value) in &summary.percentiles {
+                    line_f(out, &format!("P{} {name} (ms):", percentile_word(p)), value);
+                }
+            }
+        }
+        Err(why) => {
+            header(out, " Steady state ", '=');
+            let _ = writeln!(out, "None: {why}.");
+        }
+    }
+    if let Some(s) = &m.saturation {
+        line_f(out, "TTFT trend (ms/s):", s.ttft.slope * 1000.0);
+        line_f(
+            out,
+            "Client queue trend (ms/s):",
+            s.client_queue.slope * 1000.0,
+        );
+        line_f(out, "Requests in system trend (1/s):", s.concurrency.slope);
+        line(
+            out,
+            "Over-saturated:",
+            if s.oversaturated() { "yes" } else { "no" },
+        );
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
 }
 
 /// Multi-turn runs: TTFT and ITL by turn index (mean and the first requested percentile);
@@ -375,6 +427,45 @@ mod tests {
             centered("Time to First Token", '-'),
             "---------------Time to First Token----------------"
         );
+    }
+
+    /// A closed loop of 4 workers starting 0.5 s apart (the steady state's own test run):
+    /// the block names the window and the figures inside it; the JSON has the same keys.
+    #[test]
+    fn the_steady_state_block_names_its_window() {
+        use crate::metrics::{MetricsConfig, calculate};
+        let records = crate::steady_state::tests::closed_loop(4, 20, 1.0, 0.5);
+        let words = crate::metrics::tests::words;
+        let m = calculate(records, 21.5, Some(&words), &MetricsConfig::default()).unwrap();
+        let run = crate::report::tests::run();
+        let text = console(&m, &run);
+        let block: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("Steady state"))
+            .collect();
+        assert_eq!(
+            block[0],
+            "========== Steady state (1.50-20.00 s) ==========="
+        );
+        assert_eq!(
+            block[1].trim_end(),
+            format!("{:<40} 4", "Plateau concurrency:")
+        );
+        assert_eq!(
+            block[2].trim_end(),
+            format!("{:<40} 72", "Requests inside the window:")
+        );
+        assert!(block.contains(&"Mean E2EL (ms):                          1000.00   "));
+        let doc = serde_json::to_value(crate::report::result_doc(&m, &run, false)).unwrap();
+        assert_eq!(doc["steady_state_start_s"], 1.5);
+        assert_eq!(doc["steady_state_end_s"], 20.0);
+        assert_eq!(doc["steady_state_requests"], 72);
+        assert_eq!(doc["steady_state_mean_e2el_ms"], 1000.0);
+        // Every request's TTFT is a tenth of its latency, and nothing grows.
+        assert_eq!(doc["steady_state_p99_ttft_ms"], 100.0);
+        assert_eq!(doc["oversaturated"], false);
+        // vLLM's own key is the whole run's.
+        assert!(doc["request_throughput"].as_f64().unwrap() < 80.0 / 20.0);
     }
 
     #[test]

@@ -411,6 +411,7 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
     if let Some(split) = m.itl_split_requests {
         r.insert("itl_split_by_tokens_requests", json!(split));
     }
+    steady_state_keys(&mut r, m);
 
     if !detailed {
         for key in DETAILED_KEYS {
@@ -418,6 +419,60 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         }
     }
     r
+}
+
+/// The steady state's figures (`steady_state_*`, its latencies as vLLM names the whole
+/// run's, without `std`) and the over-saturation check's (`oversaturated` and the slopes),
+/// where the run had them.
+fn steady_state_keys(r: &mut ResultDoc<'_>, m: &Metrics) {
+    if let Ok(s) = &m.steady_state {
+        r.insert("steady_state_start_s", float(s.window.start_s));
+        r.insert("steady_state_end_s", float(s.window.end_s));
+        r.insert("steady_state_duration", float(s.window.duration_s()));
+        r.insert("steady_state_concurrency", json!(s.window.concurrency));
+        r.insert("steady_state_requests", json!(s.requests));
+        r.insert(
+            "steady_state_request_throughput",
+            float(s.request_throughput),
+        );
+        r.insert("steady_state_output_throughput", float(s.output_throughput));
+        for (name, summary) in steady_state_sections(m, s) {
+            r.insert(format!("steady_state_mean_{name}_ms"), float(summary.mean));
+            r.insert(
+                format!("steady_state_median_{name}_ms"),
+                float(summary.median),
+            );
+            for &(p, value) in &summary.percentiles {
+                r.insert(
+                    format!("steady_state_p{}_{name}_ms", percentile_word(p)),
+                    float(value),
+                );
+            }
+        }
+    }
+    if let Some(s) = &m.saturation {
+        r.insert("oversaturated", json!(s.oversaturated()));
+        r.insert("ttft_slope_ms_per_s", float(s.ttft.slope * 1000.0));
+        r.insert(
+            "client_queue_slope_ms_per_s",
+            float(s.client_queue.slope * 1000.0),
+        );
+        r.insert("concurrency_slope_per_s", float(s.concurrency.slope));
+    }
+}
+
+/// The latency metrics of a steady state, by vLLM's names: E2EL, and before it TTFT,
+/// TPOT and ITL where vLLM reports them (generation, with a tokenizer).
+pub(super) fn steady_state_sections<'s>(
+    m: &Metrics,
+    s: &'s crate::steady_state::SteadyState,
+) -> Vec<(&'static str, &'s Summary)> {
+    let mut sections = Vec::new();
+    if m.has_tokenizer && m.embedding.is_none() {
+        sections.extend([("ttft", &s.ttft), ("tpot", &s.tpot), ("itl", &s.itl)]);
+    }
+    sections.push(("e2el", &s.e2el));
+    sections
 }
 
 /// `mean_{name}_ms`, `median_{name}_ms`, `std_{name}_ms` and the percentiles' keys.
