@@ -53,8 +53,10 @@ mod pooling;
 mod prefix_cache;
 pub mod profile;
 mod request;
+mod reset;
 mod response;
 mod responses;
+mod running;
 mod server_metrics;
 #[cfg(test)]
 mod tests;
@@ -109,6 +111,11 @@ pub struct MockServerArgs {
     /// Inter-token latency in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub itl_ms: u64,
+    /// Milliseconds added to the time to first token for each request already running
+    /// when a request arrives (running: until its last token is due), so that latency
+    /// grows with load and a load search has a known capacity to find.
+    #[arg(long, default_value_t = 0)]
+    pub ttft_per_running_ms: u64,
     /// Output tokens for requests that set no max_tokens.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
     pub output_len: u32,
@@ -160,6 +167,8 @@ pub struct MockConfig {
     pub ttft: Duration,
     /// Gap between successive tokens.
     pub itl: Duration,
+    /// See [`MockServerArgs::ttft_per_running_ms`].
+    pub ttft_per_running: Duration,
     /// Output tokens when a request sets no max_tokens; at least 1.
     pub output_len: u32,
     pub model: String,
@@ -188,6 +197,7 @@ impl Default for MockConfig {
             port: 0,
             ttft: Duration::ZERO,
             itl: Duration::ZERO,
+            ttft_per_running: Duration::ZERO,
             output_len: 128,
             model: "mock".to_owned(),
             fail_rate: 0.0,
@@ -209,6 +219,7 @@ impl From<&MockServerArgs> for MockConfig {
             port: args.port,
             ttft: Duration::from_millis(args.ttft_ms),
             itl: Duration::from_millis(args.itl_ms),
+            ttft_per_running: Duration::from_millis(args.ttft_per_running_ms),
             output_len: args.output_len,
             model: args.model.clone(),
             fail_rate: args.fail_rate,
@@ -272,6 +283,10 @@ struct Shared {
     usage_tokens_per_word: u32,
     /// See [`MockServer::uploads`].
     uploads: Arc<audio::Uploads>,
+    /// The requests running, for `--ttft-per-running-ms`.
+    running: running::Running,
+    /// The cache resets received (see `reset.rs`).
+    resets: reset::Resets,
 }
 
 /// A request that carried a conversation's session id (`x-session-id`), as received.
@@ -415,6 +430,8 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         reasoning: config.reasoning,
         usage_tokens_per_word: config.usage_tokens_per_word.max(1),
         uploads: uploads.clone(),
+        running: running::Running::new(config.ttft_per_running),
+        resets: reset::Resets::default(),
     });
     let mut stopped = stop.subscribe();
     let closes = Arc::new(closing::CloseStats::default());
@@ -530,6 +547,7 @@ fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         .route("/metrics", get(metrics))
         .route("/mock/timing", get(timing_report))
         .route("/mock/requests", get(requests_report))
+        .merge(reset::router())
         .with_state(shared)
 }
 
@@ -657,7 +675,9 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
     if completion_tokens == 0 {
         return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
     }
-    let last_token_at = arrival + shared.ttft + shared.itl * (completion_tokens - 1);
+    let tail = shared.itl * (completion_tokens - 1);
+    let ttft = shared.ttft + shared.running.admit(arrival, shared.ttft, tail);
+    let last_token_at = arrival + ttft + tail;
     shared.load.admit(last_token_at, completion_tokens);
     let reply = Reply {
         api,
@@ -681,7 +701,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
         Some(Fault::NoDone) => Content::NoDone,
         _ => Content::Normal,
     };
-    let first_token_at = arrival + shared.ttft;
+    let first_token_at = arrival + ttft;
     if generation.stream {
         let stream = reply.stream(
             generation.include_usage,

@@ -58,6 +58,15 @@ impl PrefixCache {
         prompt_tokens
     }
 
+    /// Forgets every request seen (vLLM's `/reset_prefix_cache`); the counters go on.
+    pub(super) fn reset(&self) {
+        if let Some(seen) = &self.seen {
+            seen.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clear();
+        }
+    }
+
     /// The counters in the Prometheus text format.
     pub(super) fn metrics_text(&self) -> String {
         let queries = self.queries.load(Ordering::Relaxed);
@@ -95,6 +104,15 @@ mod tests {
         let text = cache.metrics_text();
         assert_eq!(counter(&text, "vllm:prefix_cache_queries_total"), 8.0);
         assert_eq!(counter(&text, "vllm:prefix_cache_hits_total"), 3.0);
+    }
+
+    #[test]
+    fn a_reset_forgets_what_was_seen() {
+        let cache = PrefixCache::new(true);
+        assert_eq!(cache.lookup(b"same", 2), 0);
+        cache.reset();
+        assert_eq!(cache.lookup(b"same", 2), 0);
+        assert_eq!(cache.lookup(b"same", 2), 2);
     }
 
     #[test]

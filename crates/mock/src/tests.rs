@@ -738,6 +738,8 @@ fn flags_map_onto_the_config() {
         "m",
         "--fail-rate",
         "0.1",
+        "--ttft-per-running-ms",
+        "10",
     ])
     .expect("flags parse")
     .args;
@@ -748,6 +750,7 @@ fn flags_map_onto_the_config() {
             port: 9001,
             ttft: Duration::from_millis(25),
             itl: Duration::from_millis(5),
+            ttft_per_running: Duration::from_millis(10),
             output_len: 64,
             model: "m".to_owned(),
             fail_rate: 0.1,
