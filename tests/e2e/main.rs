@@ -28,6 +28,7 @@ mod interrupts;
 mod load;
 mod multi_turn;
 mod offline;
+mod plots;
 mod reproducible;
 mod sandbox;
 mod serve;

@@ -231,11 +231,7 @@ fn input_tokens_and_start_times_are_computed_as_vllm_computes_them() {
 /// leave this list (the test fails until it does), so the list is always the truth.
 #[test]
 fn every_vllm_serve_flag_is_accepted_except_those_still_to_build() {
-    const NOT_YET: &[&str] = &[
-        "--plot-dataset-stats",
-        "--plot-timeline",
-        "--timeline-itl-thresholds",
-    ];
+    const NOT_YET: &[&str] = &[];
     let flags = std::fs::read_to_string(data("vllm-serve-flags.txt")).unwrap();
     let flags: Vec<&str> = flags.lines().filter(|l| l.starts_with("--")).collect();
     assert!(flags.len() > 100, "{} flags", flags.len());

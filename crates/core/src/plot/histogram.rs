@@ -4,7 +4,8 @@ use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, PALETTE, draw_err};
+use super::xy::number;
+use super::{FONT, PALETTE, Rgb, draw_err};
 
 /// Counts of values in equal bins: bin `i` is `[lo + i·w, lo + (i+1)·w)` with `w = (hi -
 /// lo) / counts.len()`, the last bin closed (numpy's `histogram`).
@@ -50,6 +51,7 @@ pub(super) struct Histogram {
     pub(super) title: String,
     pub(super) x_label: String,
     pub(super) bins: Bins,
+    pub(super) color: Rgb,
 }
 
 /// One bar per item, its two parts stacked (prompt then output tokens).
@@ -73,10 +75,12 @@ pub(super) fn draw<DB: DrawingBackend>(h: &Histogram, area: &DrawingArea<DB, Shi
         .x_desc(h.x_label.as_str())
         .y_desc("Frequency")
         .label_style((FONT, 12))
+        .x_label_formatter(&|v: &f64| number(*v))
+        .y_label_formatter(&|v: &f64| number(*v))
         .draw()
         .map_err(draw_err)?;
     let w = h.bins.width();
-    let color = PALETTE[0].rgb();
+    let color = h.color.rgb();
     chart
         .draw_series(
             h.bins
@@ -120,6 +124,8 @@ pub(super) fn draw_stacked<DB: DrawingBackend>(
         .x_desc("Request ID")
         .y_desc("Tokens")
         .label_style((FONT, 12))
+        .x_label_formatter(&|v: &f64| number(*v))
+        .y_label_formatter(&|v: &f64| number(*v))
         .draw()
         .map_err(draw_err)?;
     let parts = [("Prompt Tokens", PALETTE[0]), ("Output Tokens", PALETTE[1])];

@@ -10,6 +10,8 @@
 
 mod histogram;
 pub mod pareto;
+pub mod sweep;
+pub mod terminal;
 mod timeline;
 mod xy;
 
@@ -225,15 +227,21 @@ pub fn timeline(requests: &[RequestTimes], itl_thresholds_ms: &[f64]) -> Chart {
 
 /// The distribution of `values` in `bins` equal bins over their range.
 pub fn histogram(title: &str, x_label: &str, values: &[f64], bins: usize) -> Chart {
+    colored_histogram(title, x_label, values, bins, PALETTE[0])
+}
+
+fn colored_histogram(title: &str, x_label: &str, values: &[f64], bins: usize, color: Rgb) -> Chart {
     Chart::new(Figure::Histogram(histogram::Histogram {
         title: title.to_string(),
         x_label: x_label.to_string(),
         bins: bin(values, bins),
+        color,
     }))
 }
 
 /// vLLM's `--plot-dataset-stats` figure: the prompt, output and total token histograms
-/// (30 bins each, as vLLM's) and the tokens of each request stacked.
+/// (30 bins each, as vLLM's; blue, orange and green) and the tokens of each request
+/// stacked (prompt blue, output orange).
 pub fn dataset_stats(requests: &[RequestTimes]) -> Chart {
     let prompt: Vec<f64> = requests.iter().map(|r| f64::from(r.input_len)).collect();
     let output: Vec<f64> = requests.iter().map(|r| f64::from(r.output_len)).collect();
@@ -255,17 +263,19 @@ pub fn dataset_stats(requests: &[RequestTimes]) -> Chart {
                 &prompt,
                 DATASET_BINS,
             ),
-            histogram(
+            colored_histogram(
                 "Output Tokens Distribution",
                 "Output Tokens",
                 &output,
                 DATASET_BINS,
+                PALETTE[1],
             ),
-            histogram(
+            colored_histogram(
                 "Total Tokens Distribution",
                 "Total Tokens (Prompt + Output)",
                 &total,
                 DATASET_BINS,
+                PALETTE[2],
             ),
             Chart::new(Figure::StackedBars(stacked)),
         ],
@@ -311,10 +321,7 @@ pub type Points = Vec<(f64, f64)>;
 /// output tokens per second (each chunk of a successful request carries an equal share
 /// of its output tokens, at the time it arrived) and the mean number of requests in
 /// flight over the bucket.
-pub fn throughput_series(
-    requests: &[RequestTimes],
-    bucket_s: f64,
-) -> (Points, Points) {
+pub fn throughput_series(requests: &[RequestTimes], bucket_s: f64) -> (Points, Points) {
     let bucket_s = if bucket_s > 0.0 { bucket_s } else { 1.0 };
     let end = requests
         .iter()

@@ -143,11 +143,12 @@ fn pareto_frontier_keeps_the_runs_no_other_beats_on_both() {
 fn dataset_stats_has_three_histograms_and_a_stacked_bar_per_request() {
     let requests: Vec<_> = (0..5).map(|i| request(0.0, 0.1, &[], 1 + i)).collect();
     let svg = dataset_stats(&requests).to_svg(1000, 800).unwrap();
-    // Bars of the first colour: the non-empty bins of three histograms (every prompt has
-    // 10 tokens: one bin; outputs 1..=5 and totals 11..=15: five bins each), the prompt
-    // part of each stacked bar, and its legend swatch.
-    assert_eq!(rects_filled(&svg, PALETTE[0]), 1 + 5 + 5 + 5 + 1);
-    assert_eq!(rects_filled(&svg, PALETTE[1]), 5 + 1);
+    // The non-empty bins of each histogram (every prompt has 10 tokens: one bin; outputs
+    // 1..=5 and totals 11..=15: five bins each), then the parts of the stacked bars and
+    // their legend swatches in the prompt's and the output's colours.
+    assert_eq!(rects_filled(&svg, PALETTE[0]), 1 + 5 + 1);
+    assert_eq!(rects_filled(&svg, PALETTE[1]), 5 + 5 + 1);
+    assert_eq!(rects_filled(&svg, PALETTE[2]), 5);
 }
 
 #[test]

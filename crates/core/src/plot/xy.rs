@@ -144,6 +144,7 @@ where
     };
     for (i, s) in c.series.iter().enumerate() {
         let color = s.color.unwrap_or(PALETTE[i % PALETTE.len()]).rgb();
+        let style = s.style;
         let points: Vec<(f64, f64)> = s.points.iter().copied().filter(keep).collect();
         let line = match s.style {
             SeriesStyle::Step => step_points(&points),
@@ -167,11 +168,15 @@ where
             .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
             .map_err(draw_err)?
             .label(s.name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            .legend(move |(x, y)| -> DynElement<'static, DB, (i32, i32)> {
+                match style {
+                    SeriesStyle::Markers => Circle::new((x + 8, y), 4, color.filled()).into_dyn(),
+                    _ => PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                        .into_dyn(),
+                }
             });
     }
-    if c.series.len() > 1 || c.series.iter().any(|s| !s.name.is_empty()) {
+    if c.series.len() > 1 {
         chart
             .configure_series_labels()
             .label_font((FONT, 12))
