@@ -158,7 +158,8 @@ impl ServerProcess {
         if let Some(status) = self.exited {
             return Ok(status);
         }
-        let group = self.group();
+        // The child leads its own group.
+        let group = self.child.id();
         signal_group(group, libc::SIGTERM);
         let deadline = Instant::now() + grace;
         let status = loop {
@@ -182,11 +183,6 @@ impl ServerProcess {
         Ok(status)
     }
 
-    fn group(&self) -> libc::pid_t {
-        // A process id always fits pid_t; the child is its group's leader.
-        self.child.id() as libc::pid_t
-    }
-
     fn log_hint(&self) -> String {
         match &self.log {
             Some(log) => format!("; its output is in {}", log.display()),
@@ -203,11 +199,18 @@ impl Drop for ServerProcess {
     }
 }
 
-fn signal_group(group: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
-    // ESRCH (nothing left in the group) is the expected end and is not an error.
-    unsafe {
-        libc::kill(-group, signal);
+/// Sends `signal` to the process group `group` (a [`ServerProcess::pid`]; 0 sends
+/// nothing): what a signal handler on another thread uses to stop a server it does not
+/// own. ESRCH (nothing left in the group) is the expected end and is not an error.
+pub fn signal_group(group: u32, signal: libc::c_int) {
+    let Ok(group) = libc::pid_t::try_from(group) else {
+        return;
+    };
+    if group > 0 {
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory involved.
+        unsafe {
+            libc::kill(-group, signal);
+        }
     }
 }
 

@@ -284,7 +284,12 @@ impl Runner<'_> {
             );
         }
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        self.driver.bench(&argv)?;
+        if let Err(e) = self.driver.bench(&argv) {
+            // A failed or interrupted run may have saved what it had: it must not count as
+            // finished for --resume.
+            let _ = std::fs::remove_file(output);
+            return Err(e);
+        }
         if !output.exists() {
             bail!("the benchmark wrote no result at {}", output.display());
         }
