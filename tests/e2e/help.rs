@@ -45,6 +45,7 @@ help_snapshots! {
     plugin_export: ["plugin", "export"];
     dataset: ["dataset"];
     dataset_sample: ["dataset", "sample"];
+    report: ["report"];
 }
 
 /// The snapshots above cover every command `bench --help` lists (and every subcommand of

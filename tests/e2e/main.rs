@@ -29,6 +29,7 @@ mod load;
 mod multi_turn;
 mod offline;
 mod plots;
+mod report;
 mod reproducible;
 mod sandbox;
 mod serve;

@@ -1,13 +1,55 @@
-//! `bench report RESULT...` (SKELETON: owned by the report work).
+//! `bench report RESULT...`: one self-contained HTML page of one or more result files or
+//! sweep directories (`bench_core::html_report`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, ensure};
 use clap::Args;
 
-#[derive(Args, Debug)]
-pub struct ReportArgs {}
+use bench_core::html_report::{self, Report};
 
-pub fn run(_args: ReportArgs) -> Result<ExitCode> {
-    bail!("not built yet")
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Result files (`bench serve --save-result`, vLLM's too; `--save-detailed` adds the
+    /// latency distributions, the timeline and throughput over time) or sweep output
+    /// directories (every run=N.json under them). Several are shown side by side,
+    /// differences taken from the first.
+    #[arg(required = true, value_name = "RESULT")]
+    pub results: Vec<PathBuf>,
+
+    /// Where to write the page.
+    #[arg(short, long, value_name = "FILE", default_value = "report.html")]
+    pub output: PathBuf,
+
+    /// The timeline's ITL thresholds in milliseconds, ascending, comma-separated: the
+    /// gaps below the first, between them and above the last get their own colour.
+    #[arg(
+        long,
+        value_name = "MS,MS",
+        value_delimiter = ',',
+        default_value = "25,50"
+    )]
+    pub timeline_itl_thresholds: Vec<f64>,
+}
+
+pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    let thresholds = &args.timeline_itl_thresholds;
+    ensure!(
+        thresholds.iter().all(|t| t.is_finite() && *t >= 0.0)
+            && thresholds.windows(2).all(|w| w[0] < w[1]),
+        "--timeline-itl-thresholds: {thresholds:?} are not ascending milliseconds"
+    );
+    let mut runs = Vec::new();
+    for path in &args.results {
+        runs.extend(html_report::load(path)?);
+    }
+    let page = html_report::render(&Report {
+        runs,
+        itl_thresholds_ms: args.timeline_itl_thresholds,
+    })?;
+    std::fs::write(&args.output, page)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    println!("Report: {}", args.output.display());
+    Ok(ExitCode::SUCCESS)
 }
