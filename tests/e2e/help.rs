@@ -45,6 +45,7 @@ help_snapshots! {
     plugin_export: ["plugin", "export"];
     dataset: ["dataset"];
     dataset_sample: ["dataset", "sample"];
+    compare: ["compare"];
     report: ["report"];
 }
 

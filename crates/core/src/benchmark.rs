@@ -186,6 +186,78 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
     measure(&rt, target, tokenizer.as_deref(), &plan, observer)
 }
 
+/// What [`serve_runs`] returns: the last run's outcome and the summary of the finished
+/// runs.
+#[derive(Debug)]
+pub struct Runs {
+    /// The last run's outcome: the one that ended the series early, if one did.
+    pub last: Outcome,
+    /// The spread of every measured figure over the finished runs.
+    pub summary: crate::compare::runs::RunsSummary,
+    /// Where the summary was written: beside the runs' result files, when they were
+    /// saved and there was more than one run.
+    pub summary_saved: Option<PathBuf>,
+}
+
+/// `bench serve --num-runs N`: [`serve`] `runs` times in a row, the same configuration
+/// each time, each run's result saved to its own file (`-run1`, `-run2`, ... before
+/// `.json`; one run keeps the plain name and has no summary file). `after_each` sees every
+/// run's configuration (its file names) and outcome as it ends (the CLI writes its
+/// figures). A run that was stopped (a
+/// signal, a part of the run that could not go on) or where every request failed ends the
+/// series and is not summarised; the runs before it are.
+pub fn serve_runs(
+    config: &ServeConfig,
+    runs: usize,
+    observer: &mut dyn Observer,
+    mut after_each: impl FnMut(&ServeConfig, &Outcome) -> Result<()>,
+) -> Result<Runs> {
+    use crate::compare::runs::{self, RunsSummary};
+    anyhow::ensure!(runs >= 1, "--num-runs must be at least 1");
+    let mut measured = Vec::new();
+    let mut files = Vec::new();
+    let mut last = None;
+    for index in 1..=runs {
+        let mut run_config = config.clone();
+        if runs > 1 {
+            run_config.report.save.run_suffix = Some(runs::run_suffix(index));
+            observer.event(Event::Note(&format!("run {index} of {runs}")));
+        }
+        let outcome = serve(&run_config, observer)?;
+        after_each(&run_config, &outcome)?;
+        let finished =
+            outcome.interrupted.is_none() && outcome.signal.is_none() && !outcome.all_failed();
+        if finished {
+            let doc = report::result_doc(&outcome.metrics, &outcome.run, false);
+            let serde_json::Value::Object(doc) =
+                serde_json::to_value(&doc).context("the run's result as JSON")?
+            else {
+                bail!("a result did not serialise to an object");
+            };
+            measured.push(runs::measured(&doc));
+            files.extend(outcome.saved.clone());
+        }
+        last = Some(outcome);
+        if !finished {
+            break;
+        }
+    }
+    let summary = RunsSummary::new(runs, &measured, files);
+    let summary_saved = match summary.run_files.first() {
+        Some(first) if runs > 1 => {
+            let path = runs::summary_path(first);
+            runs::save(&summary, &path)?;
+            Some(path)
+        }
+        _ => None,
+    };
+    Ok(Runs {
+        last: last.context("no run was made")?,
+        summary,
+        summary_saved,
+    })
+}
+
 /// `bench serve --backend native`: the workload on the native engine, at the run's rate
 /// and concurrency, with the same metrics and reports as a server's.
 fn serve_native(

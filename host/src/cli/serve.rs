@@ -318,6 +318,15 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with = "server_metrics_interval")]
     pub no_server_metrics: bool,
 
+    /// Run the benchmark this many times in a row (the same workload and settings), each
+    /// run saved to its own result file (-run1, -run2, ... before .json), then print the
+    /// mean, standard deviation and coefficient of variation of every measured figure over
+    /// the runs, saved beside them as <name>-summary.json (bench compare reads it as the
+    /// run-to-run noise). A stopped run ends the series; the summary counts the runs
+    /// before it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_runs: u32,
+
     /// Do not sample this machine's GPUs during the run (by default utilisation, memory,
     /// power and energy are read every 100 ms where NVIDIA's management library is
     /// present, giving energy per output token; absent, one note says so).
@@ -566,6 +575,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             // beside the result (vLLM gates them behind an environment variable).
             pytorch_format: true,
             interrupted: None,
+            run_suffix: None,
         },
     };
     Ok(Resolved {
@@ -759,10 +769,20 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         eprintln!("WARNING: {w}");
     }
     let mut console = Console::new(!args.disable_tqdm, config.load.shutdown_grace);
-    let outcome = benchmark::serve(&config, &mut console)
-        .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
-    super::serve_plots::write(&args.plots, &config, &outcome)?;
-    Ok(exit_code(&outcome))
+    let runs = benchmark::serve_runs(
+        &config,
+        args.num_runs as usize,
+        &mut console,
+        |run, outcome| super::serve_plots::write(&args.plots, run, outcome),
+    )
+    .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
+    if args.num_runs > 1 {
+        print!("{}", runs.summary.table());
+        if let Some(path) = &runs.summary_saved {
+            println!("Runs summary saved to {}", path.display());
+        }
+    }
+    Ok(exit_code(&runs.last))
 }
 
 /// A tokenizer that did not load, named by the flag it came from (`--tokenizer`, or

@@ -39,6 +39,9 @@ pub struct SaveOptions {
     pub pytorch_format: bool,
     /// Set when the run was stopped early: the result says so.
     pub interrupted: Option<Interruption>,
+    /// Added to the file name before its `.json` (or at its end without one): `-run2` for
+    /// the second of `--num-runs`, so that each run keeps its own file.
+    pub run_suffix: Option<String>,
 }
 
 /// The result file's path (vLLM's `compute_result_filename`), or `None` when nothing is
@@ -77,10 +80,22 @@ pub fn result_path(run: &RunInfo, options: &SaveOptions) -> Option<PathBuf> {
             format!("{label}-{traffic}{concurrency}-{base_model_id}-{date}.json")
         }
     };
+    let file_name = match &options.run_suffix {
+        Some(suffix) => with_suffix(&file_name, suffix),
+        None => file_name,
+    };
     Some(match &options.result_dir {
         Some(dir) => dir.join(file_name),
         None => PathBuf::from(file_name),
     })
+}
+
+/// `name` with `suffix` before its `.json` extension, or at its end without one.
+pub fn with_suffix(name: &str, suffix: &str) -> String {
+    match name.strip_suffix(".json") {
+        Some(stem) => format!("{stem}{suffix}.json"),
+        None => format!("{name}{suffix}"),
+    }
 }
 
 /// Saves the result as requested and returns the result file's path (`None` when
@@ -308,6 +323,32 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| !keep.contains(&n.as_str()))
             .collect()
+    }
+
+    #[test]
+    fn a_run_suffix_goes_before_the_extension() {
+        assert_eq!(with_suffix("res.json", "-run2"), "res-run2.json");
+        assert_eq!(with_suffix("res", "-run2"), "res-run2");
+        let run = crate::report::tests::run();
+        let options = SaveOptions {
+            save_result: true,
+            run_suffix: Some("-run3".into()),
+            ..SaveOptions::default()
+        };
+        let default = result_path(&run, &options).unwrap();
+        assert!(
+            default.to_string_lossy().ends_with("-run3.json"),
+            "{default:?}"
+        );
+        let named = SaveOptions {
+            result_filename: Some("x.json".into()),
+            result_dir: Some("out".into()),
+            ..options
+        };
+        assert_eq!(
+            result_path(&run, &named).unwrap(),
+            Path::new("out/x-run3.json")
+        );
     }
 
     #[test]

@@ -1,1 +1,0 @@
-//! SKELETON: owned by the issue-15 work on `compare`.
