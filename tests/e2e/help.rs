@@ -47,6 +47,8 @@ help_snapshots! {
     dataset_sample: ["dataset", "sample"];
     compare: ["compare"];
     report: ["report"];
+    sweep_plot: ["sweep", "plot"];
+    sweep_plot_pareto: ["sweep", "plot_pareto"];
 }
 
 /// The snapshots above cover every command `bench --help` lists (and every subcommand of

@@ -289,7 +289,8 @@ fn group_of(run: &Run, keys: &[String], flag: &str) -> Result<Group> {
         .collect()
 }
 
-/// Runs grouped by `keys`, groups in order of first appearance (vLLM's `full_groupby`).
+/// Runs grouped by `keys`, groups in ascending order of their values (numbers as
+/// numbers, as seaborn orders a numeric hue: 8 before 16), runs in their order.
 fn group_by<'a>(
     runs: impl IntoIterator<Item = &'a Run>,
     keys: &[String],
@@ -303,6 +304,18 @@ fn group_by<'a>(
             None => groups.push((g, vec![run])),
         }
     }
+    groups.sort_by(|(a, _), (b, _)| {
+        a.iter()
+            .zip(b)
+            .map(
+                |((_, x), (_, y))| match (x.parse::<f64>(), y.parse::<f64>()) {
+                    (Ok(x), Ok(y)) => x.total_cmp(&y),
+                    _ => x.cmp(y),
+                },
+            )
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     Ok(groups)
 }
 
