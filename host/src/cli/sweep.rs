@@ -34,10 +34,18 @@ pub enum SweepCommand {
     /// Every combination of serve and bench parameters, each run --num-runs times.
     Serve(SweepServeArgs),
     /// The largest request rate or concurrency that meets every SLO.
+    ///
+    /// vLLM's search: one run with the variable unbounded estimates what the server
+    /// sustains; from there the value doubles while every SLO holds, then a bisection
+    /// between the largest passing and the smallest failing value narrows it to one.
     #[command(name = "serve_sla", alias = "serve-sla")]
     ServeSla(SweepSlaArgs),
     /// The latency-throughput trade-off: an even scan of request rates or concurrencies
     /// between serial and batch inference.
+    ///
+    /// One serial run (the variable and the concurrency 1) and one batch run (the variable
+    /// the dataset's size, every request at once) measure what the server sustains at
+    /// either end; --workload-iters levels in all are run, evenly spaced between them.
     #[command(name = "serve_workload", alias = "serve-workload")]
     ServeWorkload(SweepWorkloadArgs),
     /// Start times of a server command over serve parameters.
@@ -105,8 +113,8 @@ pub struct SweepServeArgs {
 
     /// Serve and bench keys whose values must agree for a combination to run, e.g.
     /// 'max_num_seqs=max_concurrency'.
-    #[arg(long, default_value = "", value_name = "SERVE=BENCH,...")]
-    pub link_vars: String,
+    #[arg(long, value_name = "SERVE=BENCH,...")]
+    pub link_vars: Option<String>,
 
     /// The folder the experiments are written under.
     #[arg(short = 'o', long, default_value = "results", value_name = "DIR")]
@@ -286,7 +294,8 @@ fn config(args: &SweepServeArgs) -> Result<SweepConfig> {
         },
         serve_params,
         bench_params: read(&args.bench_params, "--bench-params")?,
-        link_vars: params::parse_link_vars(&args.link_vars).context("--link-vars")?,
+        link_vars: params::parse_link_vars(args.link_vars.as_deref().unwrap_or_default())
+            .context("--link-vars")?,
         experiment_dir: sweep::experiment_dir(
             &args.output_dir,
             args.experiment_name.as_deref(),
