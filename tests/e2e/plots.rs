@@ -432,3 +432,86 @@ fn plot_pareto_marks_the_frontier() {
     );
     assert!(dir.path().join("pareto/PARETO.png").is_file());
 }
+
+/// The `cy` of every `<circle>` of `color` (SVG y grows downwards).
+fn marker_heights(svg: &str, color: &str) -> Vec<f64> {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("circle"))
+        .filter(|n| {
+            n.attribute("fill")
+                .is_some_and(|f| f.eq_ignore_ascii_case(color))
+        })
+        .map(|n| n.attribute("cy").unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn sweep_serve_against_the_mock_then_plot_and_plot_pareto() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let params = |name: &str, value: Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path
+    };
+    let serve = params("serve.json", json!([{"ttft_ms": 5}, {"ttft_ms": 60}]));
+    let bench_params = params(
+        "bench.json",
+        json!([{"max_concurrency": 1}, {"max_concurrency": 4}]),
+    );
+    let out = dir.path().join("out");
+    Bench::new()
+        .args(["sweep", "serve", "-e", "exp", "-o"])
+        .arg(&out)
+        .arg("--serve-cmd")
+        .arg(format!(
+            "{} mock-server --host 127.0.0.1 --port {port}",
+            env!("CARGO_BIN_EXE_bench")
+        ))
+        .arg("--bench-cmd")
+        .arg(format!(
+            "bench serve --model mock --tokenizer {} --base-url http://127.0.0.1:{port} \
+             --dataset-name random --random-input-len 8 --random-output-len 4 \
+             --num-prompts 4 --disable-tqdm",
+            gpt2()
+        ))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench_params)
+        .args(["--num-runs", "1", "--server-stop-grace", "5"])
+        .run()
+        .assert_success();
+
+    let run = bench(&[
+        "sweep".as_ref(),
+        "plot".as_ref(),
+        out.as_os_str(),
+        "--var-x".as_ref(),
+        "max_concurrency".as_ref(),
+        "--var-y".as_ref(),
+        "mean_ttft_ms".as_ref(),
+        "--curve-by".as_ref(),
+        "ttft_ms".as_ref(),
+    ])
+    .assert_success();
+    assert!(run.stdout.contains("Grid: 1 rows x 1 cols"), "{run}");
+    // The curve of the server with the 60 ms TTFT lies above the 5 ms one's at both
+    // concurrencies: its markers are higher in the figure (smaller SVG y).
+    let svg = std::fs::read_to_string(out.join("FIGURE.svg")).unwrap();
+    let fast = marker_heights(&svg, "#1F77B4");
+    let slow = marker_heights(&svg, "#FF7F0E");
+    assert_eq!((fast.len(), slow.len()), (2, 2), "{svg}");
+    let highest_fast = fast.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(slow.iter().all(|&y| y < highest_fast), "{fast:?} {slow:?}");
+    assert!(out.join("FIGURE.png").is_file());
+
+    let run = bench(&["sweep".as_ref(), "plot_pareto".as_ref(), out.as_os_str()]).assert_success();
+    assert!(run.stdout.contains("Plotted 4 points"), "{run}");
+    assert!(out.join("pareto/PARETO.svg").is_file() && out.join("pareto/PARETO.png").is_file());
+}
