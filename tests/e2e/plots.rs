@@ -109,6 +109,13 @@ fn serve_draws_the_timeline_and_dataset_stats_beside_the_result() {
         assert!(run.stdout.contains(&path.display().to_string()), "{run}");
     }
 
+    // The console shows the run's concurrency over time as text.
+    assert!(
+        run.stdout
+            .contains("Requests in flight vs Seconds since the first request"),
+        "{run}"
+    );
+
     // The timeline: one TTFT bar per request, and one segment per gap in the colour of
     // its band, as the result's own `itls` put them (plus one legend swatch per colour
     // in use).

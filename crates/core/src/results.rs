@@ -48,6 +48,17 @@ pub struct Detailed {
     pub errors: Vec<String>,
 }
 
+impl Detailed {
+    /// Request `i`'s latency: its `latencies` entry, or where the file has none (vLLM's)
+    /// its TTFT plus its gaps, as vLLM's `serve` rebuilds it for the timeline.
+    pub fn latency(&self, i: usize) -> f64 {
+        match &self.latencies {
+            Some(l) => l[i],
+            None => self.ttfts[i] + self.itls[i].iter().sum::<f64>(),
+        }
+    }
+}
+
 /// A result's per-request lists, `None` when it was not saved with `--save-detailed`
 /// (no `ttfts`, `itls` or `start_times`). The lists present must be of one length; where
 /// `input_lens`, `output_lens` or `errors` are missing they read as zeros and no errors.
@@ -125,15 +136,11 @@ pub fn request_times(result: &Value) -> Result<Option<Vec<RequestTimes>>> {
     let times = (0..d.ttfts.len())
         .map(|i| {
             let ok = d.errors[i].is_empty();
-            let latency = match &d.latencies {
-                Some(l) => l[i],
-                None => d.ttfts[i] + d.itls[i].iter().sum::<f64>(),
-            };
             RequestTimes {
                 start: d.start_times[i] - t0,
                 ttft: ok.then_some(d.ttfts[i]),
                 itl: d.itls[i].clone(),
-                latency,
+                latency: d.latency(i),
                 ok,
                 input_len: u32::try_from(d.input_lens[i]).unwrap_or(u32::MAX),
                 output_len: u32::try_from(d.output_lens[i]).unwrap_or(u32::MAX),

@@ -1,13 +1,14 @@
 //! `bench serve --plot-timeline` and `--plot-dataset-stats`: vLLM's figures of a run,
 //! written beside its result file (`<result>.timeline.{png,svg}`,
 //! `<result>.dataset_stats.{png,svg}`), as PNG and SVG where vLLM writes plotly HTML and a
-//! matplotlib PNG. The charts are `bench_core::plot`'s.
+//! matplotlib PNG. The charts are `bench_core::plot`'s. With the timeline, the console also
+//! shows output throughput and requests in flight over the run as text charts.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Result, bail};
-use bench_core::plot::{self, Chart};
+use bench_core::plot::{self, Chart, terminal};
 use clap::Args;
 
 use crate::benchmark::{Outcome, ServeConfig};
@@ -106,6 +107,16 @@ pub fn write(args: &ServePlotArgs, config: &ServeConfig, outcome: &Outcome) -> R
             "dataset_stats",
             plot::dataset_stats(&requests),
         ));
+    }
+    if args.plot_timeline {
+        // The run's shape in the console: throughput and concurrency over time, in about
+        // 60 buckets (ramp-up and drain show as the slopes at either end).
+        let span = requests
+            .iter()
+            .map(|r| r.start + r.latency)
+            .fold(0.0, f64::max);
+        let over_time = plot::throughput_over_time(&requests, (span / 60.0).max(1e-3));
+        print!("{}", terminal::render(&over_time, 60, 8));
     }
     for (what, suffix, chart) in figures {
         for ext in ["png", "svg"] {

@@ -216,7 +216,7 @@ pub(super) fn draw<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shif
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .label_font((FONT, 13))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
