@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Bench, gpt2};
+use crate::common::{Bench, gate, gpt2};
 
 /// A loopback port nothing listens on now.
 fn free_port() -> u16 {
@@ -301,19 +301,22 @@ fn sigint_stops_the_sweep_and_its_server() {
 
 #[test]
 fn serve_sla_finds_the_known_capacity_and_shares_runs_between_slas() {
+    // The answer rests on measured TTFTs (30 ms from each bound): no other test loads the
+    // machine meanwhile.
+    let _alone = gate::exclusive();
     let s = Setup::new();
-    // TTFT is 20 ms plus 40 ms per request already running: at concurrency c the later
-    // requests wait 20 + 40 (c - 1) ms. p99 TTFT <= 200 holds up to c = 5 (180 ms, 220 at
-    // 6); <= 120 up to c = 3 (100 ms, 140 at 4).
+    // TTFT is 20 ms plus 60 ms per request already running: at concurrency c the later
+    // requests wait 20 + 60 (c - 1) ms. p99 TTFT <= 290 holds up to c = 5 (260 ms, 320 at
+    // 6); <= 170 up to c = 3 (140 ms, 200 at 4).
     let slas = s.write(
         "sla.json",
-        &json!([{"p99_ttft_ms": "<=200"}, {"p99_ttft_ms": "<=120"}]),
+        &json!([{"p99_ttft_ms": "<=290"}, {"p99_ttft_ms": "<=170"}]),
     );
     let run = s
         .sweep("serve_sla")
         .args([
             "--serve-cmd",
-            &s.serve_cmd("--ttft-ms 20 --ttft-per-running-ms 40"),
+            &s.serve_cmd("--ttft-ms 20 --ttft-per-running-ms 60"),
         ])
         .args(["--bench-cmd", &s.bench_cmd(12)])
         .arg("--sla-params")
@@ -324,7 +327,7 @@ fn serve_sla_finds_the_known_capacity_and_shares_runs_between_slas() {
     let results = read_json(&s.exp().join("sla_results.json"));
     assert_eq!(results[0]["value"], json!(5), "{results:#}\n{run}");
     assert_eq!(results[1]["value"], json!(3), "{results:#}\n{run}");
-    assert!(s.exp().join("SLA--p99_ttft_ms<=200.00.json").is_file());
+    assert!(s.exp().join("SLA--p99_ttft_ms<=290.00.json").is_file());
     // Few runs: one at "infinity", a doubling and a bisection; the second SLA reads the
     // first's values back and measures only what is new.
     let measured: Vec<u64> = s

@@ -494,7 +494,15 @@ impl Driver for CliDriver<'_> {
                 log,
             } => {
                 println!("[BEGIN SERVER]");
-                println!("Server overrides: {}", params::as_text(params, ", "));
+                let overrides = params::as_text(params, ", ");
+                println!(
+                    "Server overrides: {}",
+                    if overrides.is_empty() {
+                        "(none)"
+                    } else {
+                        &overrides
+                    }
+                );
                 match command {
                     Some(c) => println!("Server command: {c}"),
                     None => println!("No server command: the benchmarks use a running server"),
