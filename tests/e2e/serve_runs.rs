@@ -196,3 +196,45 @@ fn only_a_load_above_capacity_is_over_saturated() {
     assert_eq!(r["oversaturated"], false, "{under}");
     assert!(!under.stderr.contains("over-saturation"), "{under}");
 }
+
+#[test]
+fn a_stopped_run_ends_the_series_and_the_summary_keeps_the_finished_ones() {
+    let m = mock(MockConfig {
+        ttft: Duration::from_millis(20),
+        ..MockConfig::default()
+    });
+    // Three runs of 3 s each (30 requests at 10 a second).
+    let run = Bench::against(&m.url)
+        .random(16, 4)
+        .prompts(30)
+        .args([
+            "--request-rate",
+            "10",
+            "--burstiness",
+            "1000",
+            "--num-runs",
+            "3",
+        ])
+        .args(["--result-filename", "res.json"])
+        .save_result()
+        .spawn();
+    run.wait_for_line("Starting main benchmark run", Duration::from_secs(60));
+    run.wait_for_line("Starting main benchmark run", Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(500));
+    run.signal(libc::SIGINT);
+    let out = run.wait(Duration::from_secs(60));
+    assert_eq!(out.code(), Some(130), "{out}");
+    let dir = out.result_dir();
+    // The second run's result is saved, marked as interrupted; there is no third.
+    assert_eq!(read(&dir.join("res-run2.json"))["interrupted"], true);
+    assert!(!dir.join("res-run3.json").exists());
+    let summary = read(&dir.join("res-summary.json"));
+    assert_eq!(summary["runs"], 1, "{summary}");
+    assert_eq!(summary["requested_runs"], 3);
+    assert_eq!(summary["run_files"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        summary["metrics"]["completed"]["values"],
+        serde_json::json!([30.0])
+    );
+    assert!(out.stdout.contains("Stopped after 1 of 3 runs"), "{out}");
+}

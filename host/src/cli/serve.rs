@@ -776,7 +776,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         |run, outcome| super::serve_plots::write(&args.plots, run, outcome),
     )
     .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
-    if args.num_runs > 1 {
+    if args.num_runs > 1 && runs.summary.runs > 0 {
         print!("{}", runs.summary.table());
         if let Some(path) = &runs.summary_saved {
             println!("Runs summary saved to {}", path.display());

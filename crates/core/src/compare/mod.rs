@@ -183,8 +183,8 @@ impl Noise {
     pub fn method(self) -> &'static str {
         match self {
             Noise::Runs { .. } => "runs",
-            Noise::RequestMeans { .. } => "requests (Welch)",
-            Noise::RequestPercentiles { .. } => "requests (95% intervals)",
+            Noise::RequestMeans { .. } => "per-request Welch",
+            Noise::RequestPercentiles { .. } => "per-request intervals",
             Noise::Threshold { .. } => "threshold",
         }
     }

@@ -100,10 +100,10 @@ impl Saturation {
             ("client queue time", self.client_queue)
         };
         Some(format!(
-            "over-saturation: the requests waiting grew by {:.0} and their {what} by {:.0} ms \
-             ({:.1} ms per second of the run) without levelling off: the load is above what \
-             the server sustains, so the run's latencies depend on how long it ran; lower \
-             --request-rate or --max-concurrency for figures of a sustainable load",
+            "over-saturation: the requests in the system grew by {:.0} and their {what} by \
+             {:.0} ms ({:.1} ms per second of the run) without levelling off: requests arrive \
+             faster than they are served, so the run's latencies depend on how long it ran; \
+             a lower --request-rate gives figures of a load that can be sustained",
             self.concurrency.growth,
             trend.growth * 1000.0,
             trend.slope * 1000.0
