@@ -106,6 +106,22 @@ fn a_huge_timeline_merges_same_band_runs() {
     );
     let row = &t.rows[3];
     assert!((row[1].end - (0.03 + 0.05 + 0.1)).abs() < 1e-9);
+
+    // Gaps alternating between bands do not merge: cells of time do, each drawn in its
+    // slowest band, within the budget.
+    let gaps: Vec<f64> = (0..200)
+        .map(|k| if k % 2 == 0 { 0.001 } else { 0.060 })
+        .collect();
+    let requests: Vec<_> = (0..1000)
+        .map(|i| request(f64::from(i) * 0.01, 0.05, &gaps, 201))
+        .collect();
+    let t = timeline::Timeline::build(&requests, &[25.0, 50.0]);
+    let total: usize = t.rows.iter().map(Vec::len).sum();
+    assert!(total <= 50_000 + 1000, "{total} segments");
+    let row = &t.rows[7];
+    assert_eq!(row[0].kind, timeline::Kind::Ttft);
+    assert!(row[1..].iter().all(|s| s.kind == timeline::Kind::Band(2)));
+    assert!((row.last().unwrap().end - (0.07 + 0.05 + 100.0 * 0.061)).abs() < 1e-9);
 }
 
 #[test]

@@ -19,9 +19,9 @@ const BAND_COLORS: [Rgb; 5] = [
 ];
 /// A failed request's bar.
 const FAILED_COLOR: Rgb = Rgb(0x9e, 0x9e, 0x9e);
-/// Above this many segments, adjacent segments of the same colour in a row are drawn as
-/// one: they are narrower than a pixel by then, and an SVG of every token would run to
-/// tens of megabytes.
+/// Above this many segments the timeline is coarsened (see [`coarsen`]): segments are
+/// narrower than a pixel by then, and an SVG of every token would run to tens of
+/// megabytes.
 const MAX_SEGMENTS: usize = 50_000;
 
 /// The band of an inter-token gap of `itl_s` seconds: how many of the thresholds
@@ -65,7 +65,8 @@ fn trim(t: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a segment is; bands order by latency (a higher band is a slower gap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Kind {
     Ttft,
     Band(usize),
@@ -95,8 +96,18 @@ impl Timeline {
             .iter()
             .map(|r| segments(r, thresholds_ms))
             .collect();
-        if rows.iter().map(Vec::len).sum::<usize>() > MAX_SEGMENTS {
-            rows.iter_mut().for_each(merge_runs);
+        let count = |rows: &[Vec<Segment>]| rows.iter().map(Vec::len).sum::<usize>();
+        if count(&rows) > MAX_SEGMENTS {
+            rows.iter_mut().for_each(|row| coarsen(row, 0.0));
+        }
+        if count(&rows) > MAX_SEGMENTS {
+            // Cells so wide that the rows' chunks fit the budget whatever their bands.
+            let span: f64 = rows
+                .iter()
+                .filter_map(|r| Some(r.last()?.end - r.first()?.start))
+                .sum();
+            let cell = span / (MAX_SEGMENTS - rows.len()).max(1) as f64;
+            rows.iter_mut().for_each(|row| coarsen(row, cell));
         }
         let end = rows.iter().flatten().map(|s| s.end).fold(0.0, f64::max);
         Timeline {
@@ -135,11 +146,25 @@ fn segments(r: &RequestTimes, thresholds_ms: &[f64]) -> Vec<Segment> {
     out
 }
 
-fn merge_runs(row: &mut Vec<Segment>) {
+/// Merges a row's chunk segments: adjacent ones of the same kind always, and all those
+/// that start in the same `cell` seconds (0: no cells) into one of the worst band among
+/// them, so that a slow token stays visible however coarse the drawing.
+fn coarsen(row: &mut Vec<Segment>, cell: f64) {
+    let cell_of = |s: &Segment| match cell > 0.0 {
+        true => Some((s.start / cell) as u64),
+        false => None,
+    };
     let mut merged: Vec<Segment> = Vec::with_capacity(row.len());
     for s in row.drain(..) {
         match merged.last_mut() {
             Some(last) if last.kind == s.kind => last.end = s.end,
+            Some(last)
+                if matches!((last.kind, s.kind), (Kind::Band(_), Kind::Band(_)))
+                    && cell_of(last).is_some_and(|c| Some(c) == cell_of(&s)) =>
+            {
+                last.end = s.end;
+                last.kind = last.kind.max(s.kind);
+            }
             _ => merged.push(s),
         }
     }
