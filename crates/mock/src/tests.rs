@@ -1378,3 +1378,59 @@ async fn tokenize_and_detokenize_count_characters_when_asked() {
     let response = post(&plain, "/tokenize", r#"{"prompt": "x"}"#).await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_prefix_cache_reset_forgets_the_requests_seen_and_is_counted() {
+    let server = start(MockConfig {
+        prefix_cache: true,
+        ..MockConfig::default()
+    })
+    .await;
+    let body = json!({"model": "mock", "prompt": "a b c", "max_tokens": 1});
+    let cached = |v: &Value| v["usage"]["prompt_tokens_details"]["cached_tokens"].clone();
+    post_json(&server, "/v1/completions", body.clone()).await;
+    let (_, warm) = post_json(&server, "/v1/completions", body.clone()).await;
+    assert_eq!(cached(&warm), json!(3), "{warm}");
+    for path in ["/reset_prefix_cache", "/reset_mm_cache"] {
+        assert_eq!(post(&server, path, "").await.status(), StatusCode::OK);
+    }
+    let (_, cold) = post_json(&server, "/v1/completions", body).await;
+    assert_eq!(cached(&cold), json!(0), "{cold}");
+    let resets = reqwest::get(format!("{}/mock/resets", server.base_url()))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&resets).unwrap(),
+        json!({"reset_prefix_cache": 1, "reset_mm_cache": 1, "reset_encoder_cache": 0})
+    );
+}
+
+#[tokio::test]
+async fn ttft_grows_with_the_requests_already_running() {
+    let server = start(MockConfig {
+        ttft: Duration::from_millis(20),
+        ttft_per_running: Duration::from_millis(50),
+        ..MockConfig::default()
+    })
+    .await;
+    let body = json!({"model": "mock", "prompt": "a", "max_tokens": 2, "stream": true});
+    let sent = Instant::now();
+    let first = post(&server, "/v1/completions", &body.to_string()).await;
+    let second_sent = Instant::now();
+    let second = post(&server, "/v1/completions", &body.to_string()).await;
+    let (first, second) = tokio::join!(sse_events(first, sent), sse_events(second, second_sent));
+    // The first found nothing running; the second found the first.
+    assert!(first[0].0 < Duration::from_millis(65), "{first:?}");
+    assert!(second[0].0 >= Duration::from_millis(70), "{second:?}");
+    // Once both are done, a request finds nothing running again.
+    let third = Instant::now();
+    let events = sse_events(
+        post(&server, "/v1/completions", &body.to_string()).await,
+        third,
+    )
+    .await;
+    assert!(events[0].0 < Duration::from_millis(65), "{events:?}");
+}
