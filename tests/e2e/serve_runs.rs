@@ -238,3 +238,39 @@ fn a_stopped_run_ends_the_series_and_the_summary_keeps_the_finished_ones() {
     );
     assert!(out.stdout.contains("Stopped after 1 of 3 runs"), "{out}");
 }
+
+#[test]
+fn a_server_whose_ttft_grows_with_its_queue_is_over_saturated() {
+    // TTFT is 10 ms plus 5 ms per request running when one arrives: above 200 requests a
+    // second the running requests, and with them TTFT, grow without bound.
+    let m = mock(MockConfig {
+        ttft: Duration::from_millis(10),
+        ttft_per_running: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        ..MockConfig::default()
+    });
+    let run = |rate: &str, prompts: u64| {
+        Bench::against(&m.url)
+            .random(16, 4)
+            .prompts(prompts)
+            .args(["--request-rate", rate, "--burstiness", "1000"])
+            .save_result()
+            .run()
+            .assert_success()
+    };
+    let over = run("400", 300);
+    let r = over.json();
+    assert_eq!(r["oversaturated"], true, "{over}");
+    assert!(r["ttft_slope_ms_per_s"].as_f64().unwrap() > 100.0, "{over}");
+    // Nothing waited at the client: the queue is the server's.
+    assert!(
+        r["client_queue_slope_ms_per_s"].as_f64().unwrap().abs() < 5.0,
+        "{over}"
+    );
+    assert!(over.stderr.contains("and their TTFT by"), "{over}");
+
+    let under = run("50", 100);
+    let r = under.json();
+    assert_eq!(r["oversaturated"], false, "{under}");
+    assert!(!under.stderr.contains("over-saturation"), "{under}");
+}

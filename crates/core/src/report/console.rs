@@ -55,6 +55,9 @@ fn steady_state_block(out: &mut String, m: &Metrics) {
                 &format!(" Steady state ({:.2}-{:.2} s) ", w.start_s, w.end_s),
                 '=',
             );
+            if m.saturation.is_some_and(|s| s.oversaturated()) {
+                let _ = writeln!(out, "Not steady: the load grew all along (over-saturated).");
+            }
             line(out, "Plateau concurrency:", w.concurrency);
             line(out, "Requests inside the window:", s.requests);
             line_f(out, "Request throughput (req/s):", s.request_throughput);
