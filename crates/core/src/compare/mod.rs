@@ -488,6 +488,25 @@ mod tests {
         c.rows.iter().find(|r| r.key == key).unwrap()
     }
 
+    /// The report's own detailed result file (its keys and lists as bench writes them).
+    #[test]
+    fn a_detailed_result_reads_its_requests_and_equals_itself() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/report/testdata/result-detailed.json");
+        let side = Side::load(&path).unwrap();
+        let requests = side.requests.as_ref().unwrap();
+        // Four requests, one failed.
+        assert_eq!((requests.ttft.len(), requests.e2el.len()), (3, 3));
+        assert!(side.value("num_prompts").is_none() && side.value("duration") == Some(10.0));
+        let c = compare(&side, &side, th(5.0));
+        assert!(!c.rows.is_empty());
+        assert!(
+            c.rows.iter().all(|r| r.verdict == Verdict::Same),
+            "{:?}",
+            c.rows
+        );
+    }
+
     #[test]
     fn directions_follow_the_keys_meaning() {
         assert_eq!(direction("output_throughput"), Direction::HigherIsFaster);
