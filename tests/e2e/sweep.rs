@@ -385,3 +385,42 @@ fn serve_workload_scans_evenly_between_serial_and_batch() {
     );
     s.assert_servers_gone();
 }
+
+#[test]
+fn continue_on_error_records_a_failed_combination_and_finishes_the_sweep() {
+    let s = Setup::new();
+    let bench = s.write(
+        "bench.json",
+        &json!({"bad": {"base_url": "http://127.0.0.1:9"}, "good": {"random_output_len": 2}}),
+    );
+    let run = s
+        .sweep("serve")
+        .args(["--serve-cmd", &s.serve_cmd("")])
+        .args(["--bench-cmd", &s.bench_cmd(2)])
+        .arg("--bench-params")
+        .arg(&bench)
+        .args(["--num-runs", "1", "--warmup-num-prompts", "1"])
+        .arg("--continue-on-error")
+        .run()
+        .assert_success();
+    let exp = s.exp();
+    let failure = read_json(&exp.join("BENCH--bad/run=0.failure.json"));
+    assert_eq!(
+        failure["bench_overrides"]["base_url"],
+        json!("http://127.0.0.1:9")
+    );
+    assert!(
+        run.stdout.contains("[NO SUCCESSFUL MEASURED RUNS]"),
+        "{run}"
+    );
+    assert!(!exp.join("BENCH--bad/summary.json").exists());
+    // The good combination ran after the failure, its warm-up outside the summary.
+    assert_eq!(
+        read_json(&exp.join("BENCH--good/warmup.json"))["completed"],
+        json!(1)
+    );
+    let summary = read_json(&exp.join("BENCH--good/summary.json"));
+    assert_eq!(summary.as_array().unwrap().len(), 1);
+    assert_eq!(summary[0]["run_number"], json!(0));
+    s.assert_servers_gone();
+}

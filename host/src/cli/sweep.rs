@@ -129,6 +129,16 @@ pub struct SweepServeArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub num_runs: u32,
 
+    /// Requests of one unmeasured warm-up run before each combination's runs (saved as
+    /// warmup.json, left out of the summaries); 0: none.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub warmup_num_prompts: u64,
+
+    /// Record a failed run (run=N.failure.json) or server combination
+    /// (SERVE-<name>-failure.json) and go on with the next, instead of ending the sweep.
+    #[arg(long)]
+    pub continue_on_error: bool,
+
     /// Print the commands that would run, then exit without running them.
     #[arg(long)]
     pub dry_run: bool,
@@ -303,6 +313,8 @@ fn config(args: &SweepServeArgs) -> Result<SweepConfig> {
         )?,
         num_runs: args.num_runs as usize,
         dry_run: args.dry_run,
+        warmup_num_prompts: args.warmup_num_prompts,
+        continue_on_error: args.continue_on_error,
     })
 }
 
@@ -486,6 +498,10 @@ impl Driver for CliDriver<'_> {
         super::serve_plots::write(&args.plots, &resolved.config, &outcome)
     }
 
+    fn stopped(&self) -> bool {
+        self.interrupt.interrupted()
+    }
+
     fn event(&mut self, event: Event<'_>) {
         match event {
             Event::Server {
@@ -529,7 +545,10 @@ impl Driver for CliDriver<'_> {
             }
             Event::Benchmark { argv, output, run } => {
                 println!("[BEGIN BENCHMARK]");
-                println!("Run Number: {run}");
+                match run {
+                    Some(run) => println!("Run Number: {run}"),
+                    None => println!("Warm-up run (not measured)"),
+                }
                 println!("Benchmark command: bench serve {}", join_command(argv));
                 println!("Output file: {}", output.display());
             }
@@ -537,6 +556,14 @@ impl Driver for CliDriver<'_> {
                 println!("Found existing results.");
                 println!("[SKIPPED BENCHMARK]");
             }
+            Event::Failed { error, record } => {
+                println!("[FAILED] {error:#}");
+                println!("Failure details: {}", record.display());
+            }
+            Event::NoSuccessfulRuns { dir } => println!(
+                "[NO SUCCESSFUL MEASURED RUNS] {} stays to be run again with --resume",
+                dir.display()
+            ),
             Event::Reset { endpoint, done } => {
                 if done {
                     println!("Reset the server's cache: {endpoint}");

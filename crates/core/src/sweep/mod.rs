@@ -84,6 +84,12 @@ pub struct SweepConfig {
     pub num_runs: usize,
     /// Report the commands, run nothing, write nothing.
     pub dry_run: bool,
+    /// Requests of one unmeasured run before each combination's runs (`warmup.json`, not
+    /// in the summaries); 0: none.
+    pub warmup_num_prompts: u64,
+    /// Record a failed run (`run=N.failure.json`) or server combination
+    /// (`SERVE-<name>-failure.json`) and go on, instead of ending the sweep.
+    pub continue_on_error: bool,
 }
 
 /// What a sweep reports as it goes (the CLI prints it).
@@ -107,11 +113,23 @@ pub enum Event<'a> {
     ServerStopped {
         status: ExitStatus,
     },
-    /// One benchmark run: `bench serve` with `argv`, its result at `output`.
+    /// One benchmark run: `bench serve` with `argv`, its result at `output`; `run` is
+    /// `None` for the warm-up.
     Benchmark {
         argv: &'a [String],
         output: &'a Path,
-        run: usize,
+        run: Option<usize>,
+    },
+    /// With `continue_on_error`: a run, or a whole server combination, failed; what
+    /// happened is in `record`.
+    Failed {
+        error: &'a anyhow::Error,
+        record: &'a Path,
+    },
+    /// With `continue_on_error`: no run of a combination succeeded; it has no summary, so
+    /// `--resume` runs it again.
+    NoSuccessfulRuns {
+        dir: &'a Path,
     },
     /// Its result was there already (`--resume`): not run again.
     Skipped {
@@ -156,6 +174,9 @@ pub trait Driver {
     /// Runs `bench serve` with `argv` (flags only), which save its result where they say.
     fn bench(&mut self, argv: &[String]) -> Result<()>;
     fn event(&mut self, event: Event<'_>);
+    /// Whether the user stopped the sweep (Ctrl-C): a failure then ends it even with
+    /// `continue_on_error`.
+    fn stopped(&self) -> bool;
 }
 
 /// `output_dir/name` (name: the time now, `%Y%m%d_%H%M%S`, as vLLM's), which must not
@@ -226,15 +247,23 @@ impl Runner<'_> {
     /// Runs (or reads back) one combination's `num_runs` runs in `dir` and writes its
     /// `summary.json`; `None` in a dry run.
     fn comb(&mut self, serve: &Params, bench: &Params, dir: &Path) -> Result<Option<Vec<Row>>> {
+        if self.cfg.warmup_num_prompts > 0 {
+            let warmup = with(bench, "num_prompts", self.cfg.warmup_num_prompts);
+            self.run_or_record(serve, &warmup, None, &dir.join("warmup.json"))?;
+        }
         let mut rows = Vec::new();
         for run in 0..self.cfg.num_runs {
             let output = dir.join(format!("run={run}.json"));
-            if let Some(row) = self.run_one(serve, bench, run, &output)? {
+            if let Some(row) = self.run_or_record(serve, bench, Some(run), &output)? {
                 rows.push(row);
             }
         }
         if self.cfg.dry_run {
             return Ok(None);
+        }
+        if rows.is_empty() {
+            self.driver.event(Event::NoSuccessfulRuns { dir });
+            return Ok(Some(rows));
         }
         write_json(
             &dir.join(SUMMARY),
@@ -243,11 +272,46 @@ impl Runner<'_> {
         Ok(Some(rows))
     }
 
+    /// [`Runner::run_one`]; with `continue_on_error` a failure is recorded beside
+    /// `output` (`<stem>.failure.json`) and the run counts as not done.
+    fn run_or_record(
+        &mut self,
+        serve: &Params,
+        bench: &Params,
+        run: Option<usize>,
+        output: &Path,
+    ) -> Result<Option<Row>> {
+        let error = match self.run_one(serve, bench, run, output) {
+            Err(e) if self.cfg.continue_on_error && !self.driver.stopped() => e,
+            other => return other,
+        };
+        let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+        let record = output.with_file_name(format!("{stem}.failure.json"));
+        write_json(
+            &record,
+            &json!({
+                "run_number": run.map_or(-1, |r| r as i64),
+                "error": format!("{error:#}"),
+                "serve_overrides": serve,
+                "bench_overrides": bench,
+            }),
+        )?;
+        self.driver.event(Event::Failed {
+            error: &error,
+            record: &record,
+        });
+        // The next run still wants a clean server; a failure here was already reported.
+        if self.live {
+            let _ = self.after_bench();
+        }
+        Ok(None)
+    }
+
     fn run_one(
         &mut self,
         serve: &Params,
         bench: &Params,
-        run: usize,
+        run: Option<usize>,
         output: &Path,
     ) -> Result<Option<Row>> {
         let mut save = Params::new();
@@ -264,7 +328,7 @@ impl Runner<'_> {
             run,
         });
         let merge = |mut row: Row| {
-            row.insert("run_number".into(), json!(run));
+            row.insert("run_number".into(), json!(run.map_or(-1, |r| r as i64)));
             row.extend(serve.clone());
             row.extend(bench.clone());
             row
@@ -445,6 +509,41 @@ fn with_server<T>(
     Ok(value)
 }
 
+/// [`with_server`]; with `continue_on_error` a failure (the server did not start, or a run
+/// failed beyond what `continue_on_error` records) is recorded in
+/// `SERVE-<name>-failure.json` and the sweep goes on with the next serve combination.
+fn for_server(
+    cfg: &SweepConfig,
+    driver: &mut dyn Driver,
+    serve: &Params,
+    needed: bool,
+    body: impl FnOnce(&mut Runner<'_>) -> Result<()>,
+) -> Result<()> {
+    let error = match with_server(cfg, driver, serve, needed, body) {
+        Err(e) if cfg.continue_on_error && !driver.stopped() => e,
+        other => return other,
+    };
+    let name = if serve.is_empty() {
+        "default".to_owned()
+    } else {
+        params::name(serve)
+    };
+    std::fs::create_dir_all(&cfg.experiment_dir)
+        .with_context(|| format!("creating {}", cfg.experiment_dir.display()))?;
+    let record = cfg.experiment_dir.join(params::sanitize_filename(&format!(
+        "SERVE-{name}-failure.json"
+    )));
+    write_json(
+        &record,
+        &json!({"error": format!("{error:#}"), "serve_overrides": serve}),
+    )?;
+    driver.event(Event::Failed {
+        error: &error,
+        record: &record,
+    });
+    Ok(())
+}
+
 /// `SERVE--<name>-server.log`, or `server.log` without serve parameters.
 fn server_log(exp: &Path, serve: &Params) -> PathBuf {
     let prefix = if serve.is_empty() {
@@ -526,7 +625,7 @@ pub fn serve(cfg: &SweepConfig, driver: &mut dyn Driver) -> Result<Vec<Row>> {
                 .join(SUMMARY)
                 .exists()
         });
-        with_server(cfg, driver, serve, needed, |run| {
+        for_server(cfg, driver, serve, needed, |run| {
             for bench in &cfg.bench_params {
                 if !params::linked(serve, bench, &cfg.link_vars) {
                     continue;
@@ -593,7 +692,7 @@ pub fn serve_sla(
             let dir = comb_dir(&cfg.experiment_dir, serve, b, &[]);
             slas.iter().any(|s| !sla_file(&dir, s).exists())
         });
-        with_server(cfg, driver, serve, needed, |run| {
+        for_server(cfg, driver, serve, needed, |run| {
             for bench in &cfg.bench_params {
                 if !params::linked(serve, bench, &cfg.link_vars) {
                     continue;
@@ -719,7 +818,7 @@ pub fn serve_workload(
     let key = variable.key();
     let mut all = Vec::new();
     for serve in &cfg.serve_params {
-        with_server(cfg, driver, serve, true, |run| {
+        for_server(cfg, driver, serve, true, |run| {
             for bench in &cfg.bench_params {
                 if !params::linked(serve, bench, &cfg.link_vars) {
                     continue;

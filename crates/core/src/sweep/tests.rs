@@ -39,6 +39,9 @@ impl Driver for Fake {
         Ok(())
     }
     fn event(&mut self, _: Event<'_>) {}
+    fn stopped(&self) -> bool {
+        false
+    }
 }
 
 fn config(dir: &Path, serve: Value, bench: Value) -> SweepConfig {
@@ -59,6 +62,8 @@ fn config(dir: &Path, serve: Value, bench: Value) -> SweepConfig {
         experiment_dir: dir.join("exp"),
         num_runs: 2,
         dry_run: false,
+        warmup_num_prompts: 0,
+        continue_on_error: false,
     }
 }
 
@@ -128,6 +133,42 @@ fn resume_runs_only_what_is_missing_and_dry_run_runs_nothing() {
     let rows = serve(&cfg, &mut again).unwrap();
     assert_eq!(again.calls.len(), 2, "only a=2's two runs");
     assert_eq!(rows.len(), 4);
+}
+
+#[test]
+fn continue_on_error_records_a_failed_run_and_warmups_stay_out_of_the_summaries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = config(tmp.path(), json!([{}]), json!([{"a": 1}, {"a": 2}]));
+    cfg.continue_on_error = true;
+    cfg.warmup_num_prompts = 2;
+    // Calls: a=1 warm-up, run 0, run 1; a=2 warm-up, run 0 (fails), run 1.
+    let mut fake = Fake {
+        fail_at: Some(4),
+        ..Fake::default()
+    };
+    let rows = serve(&cfg, &mut fake).unwrap();
+    assert_eq!(fake.calls.len(), 6);
+    assert_eq!(flag(&fake.calls[3], "--num-prompts"), Some("2"));
+    assert_eq!(
+        flag(&fake.calls[3], "--result-filename"),
+        Some("warmup.json")
+    );
+    assert_eq!(rows.len(), 3, "warm-ups and the failed run are not rows");
+    let exp = &cfg.experiment_dir;
+    let failure = read_object(&exp.join("BENCH--a=2/run=0.failure.json")).unwrap();
+    assert_eq!(failure["run_number"], json!(0));
+    assert!(failure["error"].as_str().unwrap().contains("on purpose"));
+    assert!(!exp.join("BENCH--a=2/run=0.json").exists());
+    let summary = std::fs::read_to_string(exp.join("BENCH--a=2/summary.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&summary)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(exp.join("BENCH--a=1/warmup.json").is_file());
 }
 
 #[test]
