@@ -205,7 +205,8 @@ pub struct Runs {
 /// run's configuration (its file names) and outcome as it ends (the CLI writes its
 /// figures). A run that was stopped (a
 /// signal, a part of the run that could not go on) or where every request failed ends the
-/// series and is not summarised; the runs before it are.
+/// series and is not summarised; the runs before it are (the summary file is rewritten
+/// after each finished run).
 pub fn serve_runs(
     config: &ServeConfig,
     runs: usize,
@@ -217,6 +218,8 @@ pub fn serve_runs(
     let mut measured = Vec::new();
     let mut files = Vec::new();
     let mut last = None;
+    let mut summary = RunsSummary::new(runs, &[], Vec::new());
+    let mut summary_saved = None;
     for index in 1..=runs {
         let mut run_config = config.clone();
         if runs > 1 {
@@ -236,21 +239,20 @@ pub fn serve_runs(
             };
             measured.push(runs::measured(&doc));
             files.extend(outcome.saved.clone());
+            summary = RunsSummary::new(runs, &measured, files.clone());
+            // Rewritten after every finished run, so that the runs so far stay summarised
+            // whatever ends the series (a second Ctrl-C quits at once, without saving).
+            if let Some(first) = files.first().filter(|_| runs > 1) {
+                let path = runs::summary_path(first);
+                runs::save(&summary, &path)?;
+                summary_saved = Some(path);
+            }
         }
         last = Some(outcome);
         if !finished {
             break;
         }
     }
-    let summary = RunsSummary::new(runs, &measured, files);
-    let summary_saved = match summary.run_files.first() {
-        Some(first) if runs > 1 => {
-            let path = runs::summary_path(first);
-            runs::save(&summary, &path)?;
-            Some(path)
-        }
-        _ => None,
-    };
     Ok(Runs {
         last: last.context("no run was made")?,
         summary,
