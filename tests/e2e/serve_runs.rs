@@ -274,3 +274,9 @@ fn a_server_whose_ttft_grows_with_its_queue_is_over_saturated() {
     assert_eq!(r["oversaturated"], false, "{under}");
     assert!(!under.stderr.contains("over-saturation"), "{under}");
 }
+
+#[test]
+fn num_runs_must_be_at_least_one() {
+    let out = bench(&["--model", "m", "--num-runs", "0"]).assert_failure();
+    assert!(out.stderr.contains("--num-runs"), "{out}");
+}

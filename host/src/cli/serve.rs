@@ -324,7 +324,12 @@ pub struct ServeArgs {
     /// the runs, saved beside them as <name>-summary.json (bench compare reads it as the
     /// run-to-run noise). A stopped run ends the series; the summary counts the runs
     /// before it.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     pub num_runs: u32,
 
     /// Do not sample this machine's GPUs during the run (by default utilisation, memory,
