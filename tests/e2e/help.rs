@@ -45,6 +45,8 @@ help_snapshots! {
     plugin_export: ["plugin", "export"];
     dataset: ["dataset"];
     dataset_sample: ["dataset", "sample"];
+    startup: ["startup"];
+    sweep_startup: ["sweep", "startup"];
     compare: ["compare"];
     report: ["report"];
     sweep_plot: ["sweep", "plot"];

@@ -39,6 +39,7 @@ mod serve_probe;
 mod serve_runs;
 mod serve_timing;
 mod server_metrics;
+mod startup;
 mod sweep;
 mod token_accounting;
 mod trace_replay;

@@ -13,8 +13,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use bench_core::server_process::{join_command, split_command};
 use bench_core::startup::server::{self, DEFAULT_CACHE_ENV, ServerStartupConfig};
-use bench_core::startup::sweep::{self, Params, SweepStartupConfig, SweepStep};
+use bench_core::startup::sweep::{self, SweepStartupConfig, SweepStep};
 use bench_core::startup::{Iterations, MetricStats, Phase, StartupResult, Step, native};
+use bench_core::sweep::params::{self, Params};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -130,6 +131,11 @@ impl ServerStartArgs {
 /// `bench startup`'s flags: vLLM's `vllm bench startup`, for a server command or the
 /// native engine.
 #[derive(Args, Debug)]
+// The engine's flags are `throughput`'s; here they go with --model, not --backend.
+#[command(mut_args(|arg| match arg.get_help_heading() {
+    Some(h) if h.starts_with("Native engine") => arg.help_heading("Native engine (--model)"),
+    _ => arg,
+}))]
 pub struct StartupArgs {
     /// The server command to start (any server, e.g. "vllm serve MODEL --port 8000"),
     /// split as a POSIX shell would; each start is timed from the spawn to its first ready
@@ -276,14 +282,15 @@ pub fn run_sweep(args: SweepStartupArgs) -> Result<ExitCode> {
     let argv = split_command(&args.serve_cmd).context("--serve-cmd")?;
     let read = |path: &Option<PathBuf>, flag: &str| -> Result<Vec<Params>> {
         match path {
-            Some(p) => sweep::read_params(p).with_context(|| flag.to_owned()),
-            None => Ok(vec![Params::default()]),
+            Some(p) => params::read(p).with_context(|| flag.to_owned()),
+            None => Ok(vec![Params::new()]),
         }
     };
-    let experiment_name = args
-        .experiment_name
-        .clone()
-        .unwrap_or_else(sweep::default_experiment_name);
+    let experiment_dir = bench_core::sweep::experiment_dir(
+        &args.output_dir,
+        args.experiment_name.as_deref(),
+        args.resume,
+    )?;
     let config = SweepStartupConfig {
         base: args
             .server
@@ -292,9 +299,8 @@ pub fn run_sweep(args: SweepStartupArgs) -> Result<ExitCode> {
         serve_params: read(&args.serve_params, "--serve-params")?,
         startup_params: read(&args.startup_params, "--startup-params")?,
         strict_params: args.strict_params,
-        experiment_dir: args.output_dir.join(experiment_name),
+        experiment_dir,
         num_runs: args.num_runs,
-        resume: args.resume,
     };
     let plan = sweep::plan(&config)?;
     for message in &plan.ignored {
@@ -478,8 +484,8 @@ fn print_step(step: &Step<'_>) {
 
 fn print_run(run: &sweep::PlannedRun) {
     println!("[BEGIN BENCHMARK]");
-    println!("Serve overrides: {}", run.serve.as_text(", "));
-    println!("Startup overrides: {}", run.startup.as_text(", "));
+    println!("Serve overrides: {}", params::as_text(&run.serve, ", "));
+    println!("Startup overrides: {}", params::as_text(&run.startup, ", "));
     println!("Run Number: {}", run.run_number);
     println!("Server command: {}", join_command(&run.config.argv));
     let it = run.config.iterations;

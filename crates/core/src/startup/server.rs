@@ -56,28 +56,11 @@ pub struct ServerStartupConfig {
     pub iterations: Iterations,
 }
 
-/// vLLM's server address rule (`_get_vllm_server_address`): `--host` (default localhost;
-/// a wildcard address is reached on loopback) and `-p`/`--port` (default 8000) of the
-/// command, with `/health`.
+/// `/health` at the server's address as vLLM's sweep finds it in the command
+/// ([`crate::sweep::server_base_url`]: `--host`, default localhost, and `-p`/`--port`,
+/// default 8000).
 pub fn default_ready_url(argv: &[String]) -> String {
-    let value = |keys: &[&str]| -> Option<String> {
-        argv.iter().enumerate().find_map(|(i, arg)| {
-            keys.iter().find_map(|key| {
-                if arg == key {
-                    argv.get(i + 1).cloned()
-                } else {
-                    arg.strip_prefix(&format!("{key}=")).map(str::to_owned)
-                }
-            })
-        })
-    };
-    let host = match value(&["--host"]).as_deref() {
-        None | Some("" | "0.0.0.0" | "::" | "[::]") => "localhost".to_owned(),
-        Some(h) if h.contains(':') && !h.starts_with('[') => format!("[{h}]"),
-        Some(h) => h.to_owned(),
-    };
-    let port = value(&["-p", "--port"]).unwrap_or_else(|| "8000".into());
-    format!("http://{host}:{port}/health")
+    format!("{}/health", crate::sweep::server_base_url(argv))
 }
 
 /// Runs the cold starts, the warm-ups and the warm starts in turn. A start that fails
@@ -196,14 +179,6 @@ mod tests {
         assert_eq!(
             default_ready_url(&argv("vllm serve m --host 10.0.0.2 -p 9000")),
             "http://10.0.0.2:9000/health"
-        );
-        assert_eq!(
-            default_ready_url(&argv("llama-server --host=0.0.0.0 --port=8080")),
-            "http://localhost:8080/health"
-        );
-        assert_eq!(
-            default_ready_url(&argv("x --host ::1 --port 1")),
-            "http://[::1]:1/health"
         );
     }
 }

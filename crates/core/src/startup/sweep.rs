@@ -4,7 +4,7 @@
 //! `--serve-params` and `--startup-params` are JSON files listing combinations (a list of
 //! objects, or an object of named objects, vLLM's `ParameterSweep`); every serve
 //! combination is run with every startup combination, `num_runs` times each. A serve
-//! combination's keys become flags of the server command ([`Params::apply_to_cmd`]); a
+//! combination's keys become flags of the server command ([`params::apply_to_cmd`]); a
 //! startup combination's keys set the benchmark's own settings ([`STARTUP_KEYS`]); keys it
 //! does not know are ignored with a message, or refused with `strict_params`, as vLLM's.
 //!
@@ -13,8 +13,7 @@
 //! combination's `summary.json` (its runs), and the experiment's `summary.csv` (every run,
 //! one row each). Each run's server logs stay beside its result, in `run=<n>/`.
 //!
-//! The parameter handling ([`Params`], [`read_params`]) is vLLM's `param_sweep.py`, which
-//! `bench sweep serve` shares.
+//! The parameter files and flags are `bench sweep serve`'s ([`crate::sweep::params`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,10 +23,7 @@ use serde_json::{Map, Value};
 
 use super::server::{self, ServerStartupConfig};
 use super::{StartupResult, Step};
-use crate::pyjson::float_repr;
-
-/// The key of a combination's name (vLLM's `_benchmark_name`), not a parameter.
-pub const NAME_KEY: &str = "_benchmark_name";
+use crate::sweep::params::{self, NAME_KEY, Params};
 
 /// The startup settings a `--startup-params` combination may set (JSON keys; `-` and `_`
 /// alike).
@@ -38,161 +34,6 @@ pub const STARTUP_KEYS: [&str; 5] = [
     "ready_check_timeout_sec",
     "ready_url",
 ];
-
-/// One combination of parameters (vLLM's `ParameterSweepItem`), in the file's order.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Params(pub Map<String, Value>);
-
-impl Params {
-    /// The `_benchmark_name`, else `key=value` pairs joined with `-`.
-    pub fn name(&self) -> String {
-        match self.0.get(NAME_KEY) {
-            Some(name) => py_str(name),
-            None => self.as_text("-"),
-        }
-    }
-
-    /// `key=value` pairs joined with `sep` (vLLM's `as_text`).
-    pub fn as_text(&self, sep: &str) -> String {
-        self.parameters()
-            .map(|(k, v)| format!("{k}={}", py_str(v)))
-            .collect::<Vec<_>>()
-            .join(sep)
-    }
-
-    fn parameters(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.0.iter().filter(|(k, _)| *k != NAME_KEY)
-    }
-
-    /// The command line with each parameter as a flag (vLLM's `apply_to_cmd`): a flag the
-    /// command has already (spelt with `-` or `_`) gets the new value in place, others are
-    /// appended as `--key value`; `true` is `--key`, `false` `--no-key` (`--a.b=true` for
-    /// nested keys); objects are passed as JSON.
-    pub fn apply_to_cmd(&self, argv: &[String]) -> Vec<String> {
-        let mut cmd = argv.to_vec();
-        for (key, value) in self.parameters() {
-            let rendered = render_flag(key, value);
-            let existing = flag_spellings(key)
-                .iter()
-                .find_map(|flag| cmd.iter().position(|a| a == flag));
-            match existing {
-                Some(i) => {
-                    cmd[i] = rendered[0].clone();
-                    if let Some(v) = rendered.get(1) {
-                        match cmd.get_mut(i + 1) {
-                            Some(slot) => *slot = v.clone(),
-                            None => cmd.push(v.clone()),
-                        }
-                    }
-                }
-                None => cmd.extend(rendered),
-            }
-        }
-        cmd
-    }
-}
-
-/// The flags `key` may already be spelt as: vLLM's candidates (as given, `_`, `-`), the
-/// `-` one first, since a command line prefers it. A dotted key changes only its first part.
-fn flag_spellings(key: &str) -> Vec<String> {
-    let (head, rest) = match key.split_once('.') {
-        Some((h, r)) => (h, format!(".{r}")),
-        None => (key, String::new()),
-    };
-    let mut out: Vec<String> = Vec::new();
-    for candidate in [
-        head.replace('_', "-"),
-        head.replace('-', "_"),
-        head.to_owned(),
-    ] {
-        let flag = format!("--{candidate}{rest}");
-        if !out.contains(&flag) {
-            out.push(flag);
-        }
-    }
-    out
-}
-
-fn render_flag(key: &str, value: &Value) -> Vec<String> {
-    let flag = |k: &str| flag_spellings(k).remove(0);
-    match value {
-        Value::Bool(b) if key.contains('.') => vec![format!("{}={b}", flag(key))],
-        Value::Bool(true) => vec![flag(key)],
-        Value::Bool(false) => vec![flag(&format!("no-{key}"))],
-        Value::Object(_) => vec![flag(key), value.to_string()],
-        other => vec![flag(key), py_str(other)],
-    }
-}
-
-/// Python's `str()` of a JSON value, as vLLM's flags and names show it.
-fn py_str(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Null => "None".into(),
-        Value::Number(n) if n.is_f64() => float_repr(n.as_f64().unwrap_or(f64::NAN)),
-        other => other.to_string(),
-    }
-}
-
-/// Reads a parameter file: a list of objects, or an object whose keys name its
-/// combinations (each becomes its `_benchmark_name`). Names must be unique.
-pub fn read_params(path: &Path) -> Result<Vec<Params>> {
-    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let doc: Value =
-        serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let records: Vec<Params> = match doc {
-        Value::Array(items) => items
-            .into_iter()
-            .enumerate()
-            .map(|(i, item)| match item {
-                Value::Object(map) => Ok(Params(map)),
-                other => bail!(
-                    "{}: item {i} is {other}, not an object of parameters",
-                    path.display()
-                ),
-            })
-            .collect::<Result<_>>()?,
-        Value::Object(named) => named
-            .into_iter()
-            .map(|(name, item)| match item {
-                Value::Object(map) => {
-                    let mut params = Map::from_iter([(NAME_KEY.to_owned(), Value::String(name))]);
-                    params.extend(map);
-                    Ok(Params(params))
-                }
-                other => bail!(
-                    "{}: `{name}` is {other}, not an object of parameters",
-                    path.display()
-                ),
-            })
-            .collect::<Result<_>>()?,
-        other => bail!(
-            "{}: a parameter sweep is a list of objects (or an object of named objects), \
-             not {other}",
-            path.display()
-        ),
-    };
-    let mut names: Vec<String> = records
-        .iter()
-        .filter_map(|p| p.0.get(NAME_KEY).map(py_str))
-        .collect();
-    names.sort();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        bail!(
-            "{}: the {NAME_KEY} `{}` is used twice",
-            path.display(),
-            w[0]
-        );
-    }
-    Ok(records)
-}
-
-/// vLLM's default experiment name: the local time, `YYYYmmdd_HHMMSS`.
-pub fn default_experiment_name() -> String {
-    chrono::Local::now().format("%Y%m%d_%H%M%S").to_string()
-}
 
 /// `bench sweep startup`'s configuration.
 #[derive(Debug, Clone)]
@@ -207,12 +48,10 @@ pub struct SweepStartupConfig {
     pub startup_params: Vec<Params>,
     /// Unknown startup keys are an error instead of a message.
     pub strict_params: bool,
-    /// `<output-dir>/<experiment-name>`.
+    /// `<output-dir>/<experiment-name>`, checked against `--resume` by
+    /// [`crate::sweep::experiment_dir`]: runs whose result file is there are read back.
     pub experiment_dir: PathBuf,
     pub num_runs: u32,
-    /// Keep the runs whose result file exists (the experiment directory must exist);
-    /// without it the experiment directory must not.
-    pub resume: bool,
 }
 
 /// One run of the sweep, resolved.
@@ -236,30 +75,17 @@ pub struct Plan {
     pub ignored: Vec<String>,
 }
 
-/// Resolves every run: commands, settings and paths. Checks the experiment directory
-/// against `resume` (vLLM's `resolve_experiment_dir`).
+/// Resolves every run: commands, settings and paths.
 pub fn plan(config: &SweepStartupConfig) -> Result<Plan> {
     if config.num_runs == 0 {
         bail!("--num-runs must be at least 1");
-    }
-    let exists = config.experiment_dir.exists();
-    match (config.resume, exists) {
-        (true, false) => bail!(
-            "--resume: there is no experiment to resume at {}",
-            config.experiment_dir.display()
-        ),
-        (false, true) => bail!(
-            "{} exists: pick another --experiment-name, or --resume it",
-            config.experiment_dir.display()
-        ),
-        _ => {}
     }
     let mut ignored = Vec::new();
     let mut combinations = Vec::new();
     for serve in &config.serve_params {
         for startup in &config.startup_params {
             let mut settings = config.base.clone();
-            settings.argv = serve.apply_to_cmd(&config.base.argv);
+            settings.argv = params::apply_to_cmd(serve, &config.base.argv);
             if !config.ready_url_given {
                 settings.ready_url = server::default_ready_url(&settings.argv);
             }
@@ -267,7 +93,7 @@ pub fn plan(config: &SweepStartupConfig) -> Result<Plan> {
             if !unknown.is_empty() {
                 let message = format!(
                     "ignoring unsupported startup params for {}: {}",
-                    startup.name(),
+                    params::name(startup),
                     unknown.join(", ")
                 );
                 if config.strict_params {
@@ -301,20 +127,20 @@ pub fn plan(config: &SweepStartupConfig) -> Result<Plan> {
 /// sets that have any, joined with `-`, `/` and `..` made harmless.
 fn combination_dir(serve: &Params, startup: &Params) -> String {
     let mut parts = Vec::new();
-    for (label, params) in [("SERVE-", serve), ("STARTUP-", startup)] {
-        if !params.0.is_empty() {
+    for (label, comb) in [("SERVE-", serve), ("STARTUP-", startup)] {
+        if !comb.is_empty() {
             parts.push(label.to_owned());
-            parts.push(params.name());
+            parts.push(params::name(comb));
         }
     }
-    let name = parts.join("-").replace('/', "_").replace("..", "__");
+    let name = params::sanitize_filename(&parts.join("-"));
     if name.is_empty() { "base".into() } else { name }
 }
 
 /// Sets what a startup combination names; returns the keys it does not know.
-fn apply_startup(params: &Params, config: &mut ServerStartupConfig) -> Result<Vec<String>> {
+fn apply_startup(comb: &Params, config: &mut ServerStartupConfig) -> Result<Vec<String>> {
     let mut unknown = Vec::new();
-    for (key, value) in params.parameters() {
+    for (key, value) in comb.iter().filter(|(k, _)| *k != NAME_KEY) {
         let normalized = key.replace('-', "_");
         let count = || -> Result<u32> {
             value
@@ -423,8 +249,8 @@ pub fn run(
 /// vLLM's `_update_run_data`: the run number, then the serve and startup parameters.
 fn with_parameters(mut doc: Map<String, Value>, planned: &PlannedRun) -> Map<String, Value> {
     doc.insert("run_number".into(), Value::from(planned.run_number));
-    doc.extend(planned.serve.0.clone());
-    doc.extend(planned.startup.0.clone());
+    doc.extend(planned.serve.clone());
+    doc.extend(planned.startup.clone());
     doc
 }
 
@@ -448,7 +274,7 @@ fn csv(rows: &[Map<String, Value>]) -> String {
             .iter()
             .map(|c| match row.get(*c) {
                 None | Some(Value::Null) => String::new(),
-                Some(v) => csv_cell(&py_str(v)),
+                Some(v) => csv_cell(&params::value_text(v)),
             })
             .collect();
         out.push_str(&format!("{i},{}\n", cells.join(",")));
@@ -471,7 +297,7 @@ mod tests {
     use serde_json::json;
 
     fn params(v: Value) -> Params {
-        Params(v.as_object().unwrap().clone())
+        v.as_object().unwrap().clone()
     }
 
     fn argv(s: &str) -> Vec<String> {
@@ -479,68 +305,11 @@ mod tests {
     }
 
     #[test]
-    fn apply_to_cmd_replaces_or_appends_flags_as_vllm() {
-        let p = params(json!({
-            "max_num_seqs": 32,
-            "enforce-eager": true,
-            "enable_prefix_caching": false,
-            "compilation_config.mode": true,
-            "kv": {"a": 1},
-            "port": 9000,
-            "_benchmark_name": "x"
-        }));
-        let cmd = p.apply_to_cmd(&argv("vllm serve m --port 8000 --max_num_seqs 8"));
-        assert_eq!(
-            cmd,
-            argv(
-                "vllm serve m --port 9000 --max-num-seqs 32 --enforce-eager \
-                 --no-enable-prefix-caching --compilation-config.mode=true --kv"
-            )
-            .into_iter()
-            .chain([r#"{"a":1}"#.to_owned()])
-            .collect::<Vec<_>>()
-        );
-        assert_eq!(p.name(), "x");
-        let unnamed = params(json!({"a": 1, "b": 0.5, "c": "s", "d": true}));
-        assert_eq!(unnamed.name(), "a=1-b=0.5-c=s-d=True");
-    }
-
-    #[test]
-    fn read_params_takes_lists_and_named_objects() {
-        let dir = tempfile::tempdir().unwrap();
-        let list = dir.path().join("list.json");
-        std::fs::write(&list, r#"[{"a": 1}, {"a": 2}]"#).unwrap();
-        let got = read_params(&list).unwrap();
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[1].0["a"], json!(2));
-        let named = dir.path().join("named.json");
-        std::fs::write(&named, r#"{"small": {"a": 1}, "big": {"a": 9}}"#).unwrap();
-        let got = read_params(&named).unwrap();
-        assert_eq!(got[1].name(), "big");
-        assert_eq!(got[1].0["a"], json!(9));
-        let dup = dir.path().join("dup.json");
-        std::fs::write(
-            &dup,
-            r#"[{"_benchmark_name": "x"}, {"_benchmark_name": "x"}]"#,
-        )
-        .unwrap();
-        let err = read_params(&dup).unwrap_err().to_string();
-        assert!(
-            err.contains("dup.json") && err.contains("`x` is used twice"),
-            "{err}"
-        );
-        let bad = dir.path().join("bad.json");
-        std::fs::write(&bad, "[1]").unwrap();
-        let err = read_params(&bad).unwrap_err().to_string();
-        assert!(err.contains("bad.json: item 0"), "{err}");
-    }
-
-    #[test]
     fn combination_dirs_and_csv_follow_vllm() {
         let serve = params(json!({"max_num_seqs": 32}));
         let startup = params(json!({"num_iters_cold": 1}));
         assert_eq!(
-            combination_dir(&serve, &Params::default()),
+            combination_dir(&serve, &Params::new()),
             "SERVE--max_num_seqs=32"
         );
         assert_eq!(
@@ -548,12 +317,12 @@ mod tests {
             "SERVE--max_num_seqs=32-STARTUP--num_iters_cold=1"
         );
         assert_eq!(
-            combination_dir(&params(json!({"model": "a/../b"})), &Params::default()),
+            combination_dir(&params(json!({"model": "a/../b"})), &Params::new()),
             "SERVE--model=a____b"
         );
         let rows = vec![
-            params(json!({"x": 1.0, "t": [1.0, 2.0]})).0,
-            params(json!({"x": 2, "s": "a,b"})).0,
+            params(json!({"x": 1.0, "t": [1.0, 2.0]})),
+            params(json!({"x": 2, "s": "a,b"})),
         ];
         assert_eq!(csv(&rows), ",x,t,s\n0,1.0,\"[1.0,2.0]\",\n1,2,,\"a,b\"\n");
     }
