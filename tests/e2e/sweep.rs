@@ -279,13 +279,13 @@ fn sigint_stops_the_sweep_and_its_server() {
     let s = Setup::new();
     let running = s
         .sweep("serve")
-        .args(["--serve-cmd", &s.serve_cmd("--ttft-ms 60000")])
+        .args(["--serve-cmd", &s.serve_cmd("--ttft-ms 1000")])
         .args(["--bench-cmd", &s.bench_cmd(2)])
         .args(["--num-runs", "1"])
         .spawn();
-    running.wait_for_line("[BEGIN BENCHMARK]", Duration::from_secs(30));
-    // Into the measured run, where requests wait a minute for their first token.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Into the measured run, whose requests wait a second for their first token.
+    running.wait_for_line("Starting main benchmark run", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.pids().len(), 1);
     assert!(alive(s.pids()[0]));
     running.signal(libc::SIGINT);
@@ -293,10 +293,13 @@ fn sigint_stops_the_sweep_and_its_server() {
     assert!(run.stderr.contains("interrupted"), "{run}");
     assert!(run.stderr.contains("--resume"), "{run}");
     s.assert_servers_gone();
-    assert!(
-        !s.exp().join("run=0.json").exists(),
-        "the interrupted run was kept"
-    );
+    for kept in ["run=0.json", "run=0.pytorch.json"] {
+        assert!(
+            !s.exp().join(kept).exists(),
+            "the interrupted run's {kept} was kept"
+        );
+    }
+    assert!(s.exp().join("server.log").is_file());
 }
 
 #[test]

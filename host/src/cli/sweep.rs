@@ -65,20 +65,20 @@ pub struct SweepServeArgs {
     /// log file in the experiment folder, and stopped (SIGTERM, then SIGKILL after
     /// --server-stop-grace) when its benchmarks are done, when one fails and on Ctrl-C.
     /// Without it no server is managed: the benchmarks run against one already running.
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", allow_hyphen_values = true)]
     pub serve_cmd: Option<String>,
 
     /// The benchmark: `bench serve` flags, e.g. '--model M --dataset-name random
     /// --num-prompts 100'; a leading 'bench serve', 'bench' or 'vllm bench serve' is
     /// dropped, so vLLM's command lines work as they are. Each run is `bench serve` in this
     /// process, its result saved in the combination's folder.
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", allow_hyphen_values = true)]
     pub bench_cmd: String,
 
     /// Run this after each benchmark instead of resetting the server's caches (POST
     /// /reset_prefix_cache, /reset_mm_cache and /reset_encoder_cache on the server's
     /// address; an endpoint the server lacks is skipped).
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", allow_hyphen_values = true)]
     pub after_bench_cmd: Option<String>,
 
     /// Show the output of --after-bench-cmd (discarded by default).
@@ -631,6 +631,29 @@ impl Observer for SweepObserver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_flags_take_values_that_start_with_a_dash() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            sweep: SweepServeArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "sweep",
+            "--bench-cmd",
+            "--model m",
+            "--serve-cmd",
+            "-x",
+            "--after-bench-cmd",
+            "--y",
+        ])
+        .unwrap();
+        assert_eq!(cli.sweep.bench_cmd, "--model m");
+        assert_eq!(cli.sweep.serve_cmd.as_deref(), Some("-x"));
+        assert_eq!(cli.sweep.after_bench_cmd.as_deref(), Some("--y"));
+    }
 
     #[test]
     fn bench_cmd_drops_a_leading_bench_serve() {

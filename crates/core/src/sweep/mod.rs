@@ -349,9 +349,11 @@ impl Runner<'_> {
         }
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         if let Err(e) = self.driver.bench(&argv) {
-            // A failed or interrupted run may have saved what it had: it must not count as
-            // finished for --resume.
+            // A failed or interrupted run may have saved what it had (the result and the
+            // PyTorch records beside it, see `report::save`): it must not count as finished
+            // for --resume.
             let _ = std::fs::remove_file(output);
+            let _ = std::fs::remove_file(output.with_extension("pytorch.json"));
             return Err(e);
         }
         if !output.exists() {
