@@ -410,37 +410,75 @@ fn a_result_without_per_request_lists_gets_its_summary_and_a_note() {
 }
 
 #[test]
-fn a_sweep_directory_is_read_with_its_parameters_as_curves() {
-    let m = mock_with_delays();
-    let (_run, result) = detailed_run(&m, "50", None);
-    drop(m);
-    let base: serde_json::Value = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
-    // vLLM's sweep layout: the result, then run_number and the combination's parameters.
+fn a_sweep_of_the_mock_server_is_reported_with_its_curves_per_parameter() {
     let dir = tempfile::tempdir().unwrap();
-    let sweep = dir.path().join("sweep");
-    for (seqs, rate, throughput) in [(4, 1.0, 1.0), (4, 2.0, 1.9), (8, 1.0, 1.0), (8, 2.0, 2.0)] {
-        let comb = sweep.join(format!(
-            "SERVE--max_num_seqs={seqs}-BENCH--request_rate={rate}"
-        ));
-        std::fs::create_dir_all(&comb).unwrap();
-        let mut r = base.clone();
-        r["request_rate"] = rate.into();
-        r["request_throughput"] = throughput.into();
-        r["run_number"] = 0.into();
-        r["max_num_seqs"] = seqs.into();
-        std::fs::write(comb.join("run=0.json"), r.to_string()).unwrap();
-        std::fs::write(comb.join("summary.json"), format!("[{r}]")).unwrap();
-    }
-    let (_, _, html) = report(dir.path(), &[&sweep]);
-    assert_eq!(
-        html.matches(" data-name=").count(),
-        4,
-        "summary.json is not read again"
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let params = |name: &str, value: serde_json::Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path
+    };
+    let serve = params(
+        "serve.json",
+        serde_json::json!([{"ttft_ms": 5}, {"ttft_ms": 60}]),
     );
-    assert!(html.contains("A sweep over max_num_seqs, request_rate"));
+    let bench_params = params(
+        "bench.json",
+        serde_json::json!([{"max_concurrency": 1}, {"max_concurrency": 4}]),
+    );
+    let out = dir.path().join("out");
+    Bench::new()
+        .args(["sweep", "serve", "-e", "exp", "-o"])
+        .arg(&out)
+        .arg("--serve-cmd")
+        .arg(format!(
+            "{} mock-server --host 127.0.0.1 --port {port} --itl-ms 2",
+            env!("CARGO_BIN_EXE_bench")
+        ))
+        .arg("--bench-cmd")
+        .arg(format!(
+            "bench serve --model mock --tokenizer {} --base-url http://127.0.0.1:{port} \
+             --dataset-name random --random-input-len 8 --random-output-len 8 \
+             --num-prompts 8 --disable-tqdm --save-detailed",
+            gpt2()
+        ))
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench_params)
+        .args(["--num-runs", "1", "--server-stop-grace", "5"])
+        .run()
+        .assert_success();
+
+    let (_, page, html) = report(dir.path(), &[&out]);
+    assert_self_contained(&html);
+    // Every run=N.json once (not again from the combinations' summary.json), named by
+    // its combination's parameters.
+    assert_eq!(html.matches(" data-name=").count(), 4);
+    assert!(html.contains("data-name=\"ttft_ms=60, max_concurrency=4\""));
+    assert!(html.contains("SERVE--ttft_ms=60-BENCH--max_concurrency=4/run=0.json</small>"));
+    assert!(
+        html.contains("A sweep over ttft_ms, max_concurrency"),
+        "the serve then the bench parameters"
+    );
+    // One curve per server setting through its concurrencies.
     let curve = html.split("id=\"curve-p99_ttft_ms\"").nth(1).unwrap();
     let curve = &curve[..curve.find("</figure>").unwrap()];
-    assert!(curve.contains("max_num_seqs=4") && curve.contains("max_num_seqs=8"));
+    // (The legend's text: plotters writes each on a line of its own.)
+    let legend = |name: &str| curve.lines().any(|l| l.trim() == name);
+    assert!(legend("ttft_ms=5") && legend("ttft_ms=60"), "{curve}");
+    let ids = chart_ids(&html);
+    for id in ["pareto", "dist-ttft", "timeline-0", "timeline-3"] {
+        assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
+    }
+    let Some(browser) = chromium() else { return };
+    let rendered = open(browser, &page);
+    assert_eq!(assert_rendered(&rendered, &html), ids.len());
+    assert_eq!(rendered.dom.matches("type=\"checkbox\"").count(), 4);
 }
 
 #[test]

@@ -4,13 +4,13 @@
 //! latency-throughput curves and the Pareto front.
 
 use std::fmt::Write;
+use std::path::PathBuf;
 
 use anyhow::Result;
-use serde_json::{Map, Value};
 
 use super::ReportRun;
 use super::html::escape;
-use crate::plot::{self, Chart, PALETTE, RequestTimes, Scale, Series, SeriesStyle, XyChart};
+use crate::plot::{self, Chart, PALETTE, RequestTimes, Scale, Series, SeriesStyle, XyChart, sweep};
 use crate::results::number;
 
 /// A chart's size in the page, in SVG pixels (the page scales it to its column).
@@ -309,8 +309,8 @@ fn plot_number(v: f64) -> String {
 }
 
 /// The curves' x axis: the measured request throughput (vLLM's `sweep plot` default).
-const CURVE_X: (&str, &str) = ("request_throughput", "Request throughput (req/s)");
-/// The curves' y axes, the first [`MAX_CURVES`] the results hold (vLLM's default first).
+const CURVE_X: &str = "request_throughput";
+/// The curves' y axes, the first [`MAX_CURVES`] every result holds (vLLM's default first).
 const CURVE_Y: [(&str, &str); 6] = [
     ("p99_e2el_ms", "P99 E2EL (ms)"),
     ("p99_ttft_ms", "P99 TTFT (ms)"),
@@ -321,121 +321,89 @@ const CURVE_Y: [(&str, &str); 6] = [
 ];
 const MAX_CURVES: usize = 4;
 
-/// A result's value of `key` as a number (`"inf"` as Python writes it included).
-fn value(result: &Map<String, Value>, key: &str) -> Option<f64> {
-    result.get(key).and_then(number).filter(|v| !v.is_nan())
-}
-
-/// A sweep's latency-throughput curves: each y metric against the measured request
-/// throughput, one line per combination of the parameters that are not load settings
-/// (`curve_by`), through the load settings' points in throughput order.
-pub fn curves(runs: &[ReportRun], curve_by: &[String]) -> Result<Vec<Figure>> {
-    let mut groups: Vec<(String, Vec<&ReportRun>)> = Vec::new();
-    for run in runs {
-        let name = curve_by
-            .iter()
-            .map(|k| format!("{k}={}", run.result.get(k).map_or("-".into(), show)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        match groups.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, members)) => members.push(run),
-            None => groups.push((name, vec![run])),
-        }
-    }
-    let held = |key: &str| {
-        runs.iter()
-            .filter(|r| value(&r.result, key).is_some())
-            .count()
-            >= 2
-    };
-    CURVE_Y
-        .iter()
-        .filter(|(key, _)| held(key))
-        .take(MAX_CURVES)
-        .map(|(key, label)| {
-            let series = groups
+/// The results as `bench sweep plot` reads a sweep's runs: their single values (the
+/// per-request lists left out), named by their source.
+fn sweep_runs(runs: &[ReportRun]) -> Vec<sweep::Run> {
+    runs.iter()
+        .map(|r| sweep::Run {
+            source: PathBuf::from(&r.source),
+            data: r
+                .result
                 .iter()
-                .enumerate()
-                .map(|(g, (name, members))| {
-                    let mut points: Vec<(f64, f64)> = members
-                        .iter()
-                        .filter_map(|r| {
-                            Some((value(&r.result, CURVE_X.0)?, value(&r.result, key)?))
-                        })
-                        .collect();
-                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    Series {
-                        name: if name.is_empty() {
-                            "all results".into()
-                        } else {
-                            name.clone()
-                        },
-                        points,
-                        style: SeriesStyle::LineMarkers,
-                        color: Some(color(g)),
-                    }
-                })
-                .collect();
-            let chart = plot::curves(XyChart {
-                title: format!("{label} against {}", CURVE_X.1),
-                x_label: CURVE_X.1.into(),
-                y_label: (*label).into(),
-                series,
-                x_scale: Scale::Linear,
-                y_scale: Scale::Linear,
-            });
-            Figure::drawn(&format!("curve-{key}"), label, &chart, HALF)
+                .filter(|(_, v)| !v.is_array() && !v.is_object())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
         .collect()
 }
 
-/// A JSON scalar as text (strings without quotes).
-fn show(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The number of users a result served, as vLLM's `plot_pareto` infers it: its
-/// `max_concurrency`, else its finite request rate, else its peak concurrent requests.
-fn users(result: &Map<String, Value>) -> Option<f64> {
-    ["max_concurrency", "request_rate", "max_concurrent_requests"]
-        .iter()
-        .find_map(|k| value(result, k).filter(|v| v.is_finite() && *v > 0.0))
-}
-
-/// The GPUs a result ran on, as vLLM's `plot_pareto` infers them: the product of the
-/// tensor, pipeline and data parallel sizes it holds (sweep parameters), else 1.
-fn gpus(result: &Map<String, Value>) -> f64 {
-    [
-        ["tensor_parallel_size", "tp"],
-        ["pipeline_parallel_size", "pp"],
-        ["data_parallel_size", "dp"],
-    ]
-    .iter()
-    .filter_map(|keys| {
-        keys.iter()
-            .find_map(|k| value(result, k))
-            .filter(|v| *v > 0.0)
-    })
-    .product()
-}
-
-/// The Pareto front of the results (vLLM's `plot_pareto`): output tokens per second per
-/// user against per GPU, every result a point, the front a line. `None` when fewer than
-/// two results have the figures.
-pub fn pareto(runs: &[ReportRun]) -> Result<Option<Figure>> {
-    let points: Vec<(f64, f64)> = runs
-        .iter()
-        .filter_map(|r| {
-            let tokens = value(&r.result, "output_throughput")?;
-            Some((tokens / users(&r.result)?, tokens / gpus(&r.result)))
+/// A sweep's latency-throughput curves, drawn as `bench sweep plot` draws them: each y
+/// metric every result holds against the measured request throughput, one line per
+/// combination of `curve_by` (the parameters every result holds).
+pub fn curves(runs: &[ReportRun], curve_by: &[String]) -> Result<Vec<Figure>> {
+    let sweep_runs = sweep_runs(runs);
+    let everywhere = |key: &str| {
+        sweep_runs.iter().all(|r| {
+            r.data
+                .get(key)
+                .and_then(number)
+                .is_some_and(|v| !v.is_nan())
         })
+    };
+    if !everywhere(CURVE_X) {
+        return Ok(Vec::new());
+    }
+    let curve_by: Vec<String> = curve_by
+        .iter()
+        .filter(|k| sweep_runs.iter().all(|r| r.data.contains_key(*k)))
+        .cloned()
         .collect();
+    let mut figures = Vec::new();
+    for (key, label) in CURVE_Y
+        .iter()
+        .filter(|(key, _)| everywhere(key))
+        .take(MAX_CURVES)
+    {
+        let spec = sweep::PlotSpec {
+            fig_dir: PathBuf::new(),
+            fig_by: Vec::new(),
+            row_by: Vec::new(),
+            col_by: Vec::new(),
+            curve_by: curve_by.clone(),
+            var_x: CURVE_X.into(),
+            var_y: (*key).into(),
+            filter_by: Vec::new(),
+            bin_by: Vec::new(),
+            scale_x: Scale::Linear,
+            scale_y: Scale::Linear,
+            fig_name: String::new(),
+            formats: Vec::new(),
+        };
+        for plan in sweep::plan(&sweep_runs, &spec)? {
+            let chart = sweep::chart(&plan, &spec)?;
+            let mut f = Figure::drawn(&format!("curve-{key}"), label, &chart, HALF)?;
+            f.note = format!("{label} against request throughput (req/s)");
+            figures.push(f);
+        }
+    }
+    Ok(figures)
+}
+
+/// The Pareto front of the results, as `bench sweep plot_pareto` finds it (vLLM's
+/// `plot_pareto`: users from `max_concurrency`, GPUs from the parallel sizes): output
+/// tokens per second per user against per GPU, every result a point, the front a line.
+/// `None` when fewer than two results have the figures.
+pub fn pareto(runs: &[ReportRun]) -> Result<Option<Figure>> {
+    let (points, _) = plot::pareto::prepare(&sweep_runs(runs), Some("max_concurrency"), None)?;
     if points.len() < 2 {
         return Ok(None);
     }
+    let points: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.tokens_per_user, p.tokens_per_gpu))
+        .collect();
     let chart = plot::pareto(&points);
-    Figure::drawn("pareto", "Pareto front", &chart, HALF).map(Some)
+    let mut f = Figure::drawn("pareto", "Pareto front", &chart, HALF)?;
+    f.note = "output tokens/s per user against per GPU".into();
+    Ok(Some(f))
 }

@@ -9,6 +9,7 @@ mod charts;
 mod html;
 mod summary;
 
+use std::cmp::Ordering;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,11 +55,13 @@ pub struct Report {
 }
 
 /// The result files of a sweep's output directory (vLLM's `sweep serve` layout: one
-/// `run=N.json` per run of each combination, under the combination's directory).
+/// `run=N.json` per run of each combination, under the combination's directory; not the
+/// `run=N.pytorch.json` beside it).
 fn is_sweep_run(path: &Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("run=") && n.ends_with(".json"))
+        .and_then(|n| n.strip_prefix("run=")?.strip_suffix(".json"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The sweep run files under `dir`, at any depth, in path order.
@@ -79,8 +82,34 @@ fn sweep_runs(dir: &Path) -> Result<Vec<PathBuf>> {
             }
         }
     }
-    found.sort();
+    found.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
     Ok(found)
+}
+
+/// Text in natural order: runs of digits compare as numbers, so that a sweep's
+/// `max_concurrency=4` comes before `max_concurrency=16` and `run=2` before `run=10`.
+fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        let digits = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let (n, m) = (digits(a), digits(b));
+                let trim = |s: &[u8]| -> usize { s.iter().take_while(|&&c| c == b'0').count() };
+                let (x, y) = (&a[trim(&a[..n])..n], &b[trim(&b[..m])..m]);
+                let order = x.len().cmp(&y.len()).then_with(|| x.cmp(y));
+                if order != Ordering::Equal {
+                    return order;
+                }
+                (a, b) = (&a[n..], &b[m..]);
+            }
+            (Some(x), Some(y)) if x != y => return x.cmp(y),
+            _ => (a, b) = (&a[1..], &b[1..]),
+        }
+    }
 }
 
 /// The results at `path`: a result file (bench's or vLLM's `--save-result` JSON; an
@@ -106,6 +135,26 @@ pub fn load(path: &Path) -> Result<Vec<ReportRun>> {
                 .display()
                 .to_string();
             runs.extend(load_file(&file, &name)?);
+        }
+        // Named by the parameters that tell the runs apart rather than by their
+        // folders' long names, with the run's number when combinations ran more than once.
+        let params = parameters(&runs);
+        let repeated = runs
+            .iter()
+            .any(|r| r.result.get("run_number").and_then(Value::as_u64) > Some(0));
+        for run in &mut runs {
+            if label(&run.result).is_some() || params.is_empty() {
+                continue;
+            }
+            let combination = params
+                .iter()
+                .map(|k| format!("{k}={}", run.result.get(k).map_or("-".into(), show)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            run.name = match run.result.get("run_number") {
+                Some(n) if repeated => format!("{combination} #{n}"),
+                _ => combination,
+            };
         }
         return Ok(runs);
     }
@@ -139,10 +188,10 @@ fn load_file(path: &Path, name: &str) -> Result<Vec<ReportRun>> {
             let Value::Object(result) = result else {
                 unreachable!("built as an object above")
             };
-            let name = match result.get("label") {
-                Some(Value::String(label)) if !label.is_empty() => label.clone(),
-                _ if several => format!("{name} #{}", k + 1),
-                _ => name.to_string(),
+            let name = match label(&result) {
+                Some(label) => label.to_string(),
+                None if several => format!("{name} #{}", k + 1),
+                None => name.to_string(),
             };
             Ok(ReportRun {
                 name,
@@ -152,6 +201,31 @@ fn load_file(path: &Path, name: &str) -> Result<Vec<ReportRun>> {
             })
         })
         .collect()
+}
+
+/// A result's `--label`, unless empty.
+fn label(result: &Map<String, Value>) -> Option<&str> {
+    result
+        .get("label")
+        .and_then(Value::as_str)
+        .filter(|l| !l.is_empty())
+}
+
+/// The parameters a sweep merged into a result: the keys after `run_number` (the serve
+/// then the bench parameters, as vLLM's `sweep serve` appends them), with their values.
+fn swept(result: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
+    result
+        .iter()
+        .skip_while(|(k, _)| *k != "run_number")
+        .skip(1)
+}
+
+/// A JSON scalar as text (strings without quotes).
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The run settings whose values tell the runs of a sweep apart, in this order of
@@ -170,8 +244,8 @@ const LOAD_SETTINGS: [&str; 4] = [
 pub fn parameters(runs: &[ReportRun]) -> Vec<String> {
     let mut candidates: Vec<&str> = Vec::new();
     for run in runs {
-        let swept = run.result.keys().skip_while(|k| *k != "run_number").skip(1);
-        for key in swept.map(String::as_str).chain(LOAD_SETTINGS) {
+        let swept = swept(&run.result).map(|(k, _)| k.as_str());
+        for key in swept.chain(LOAD_SETTINGS) {
             if !candidates.contains(&key) {
                 candidates.push(key);
             }
@@ -236,17 +310,6 @@ pub fn render(report: &Report) -> Result<String> {
     page.push_str(&summary::table(&names, &sources, &results, &params));
     page.push_str("</section>");
 
-    if runs.len() > 1 && !params.is_empty() {
-        let curve_by: Vec<String> = params
-            .iter()
-            .filter(|p| !LOAD_SETTINGS.contains(&p.as_str()))
-            .cloned()
-            .collect();
-        let mut figures = charts::curves(runs, &curve_by)?;
-        figures.extend(charts::pareto(runs)?);
-        section(&mut page, "sweep", "Sweep", &figures);
-    }
-
     let summary_only: Vec<&str> = runs
         .iter()
         .filter(|r| r.times.is_none())
@@ -276,6 +339,20 @@ pub fn render(report: &Report) -> Result<String> {
             "Throughput over time",
             &figures,
         );
+    }
+    if runs.len() > 1 && !params.is_empty() {
+        // The load settings vary along a curve; the other parameters make the curves
+        // (not the sweep's own `_`-names of its parameter sets, which vary with them).
+        let curve_by: Vec<String> = params
+            .iter()
+            .filter(|p| !LOAD_SETTINGS.contains(&p.as_str()) && !p.starts_with('_'))
+            .cloned()
+            .collect();
+        let mut figures = charts::curves(runs, &curve_by)?;
+        figures.extend(charts::pareto(runs)?);
+        section(&mut page, "sweep", "Sweep", &figures);
+    }
+    if !detailed.is_empty() {
         let figures = charts::timelines(&detailed, &report.itl_thresholds_ms)?;
         section(&mut page, "timeline", "Timeline", &figures);
     }
@@ -346,6 +423,43 @@ mod tests {
             ),
         ];
         assert_eq!(parameters(&plain), ["max_concurrency"]);
+    }
+
+    #[test]
+    fn numbers_in_paths_sort_as_numbers() {
+        let mut paths = vec![
+            "c=16/run=10.json",
+            "c=4/run=2.json",
+            "c=16/run=2.json",
+            "c=04/run=1.json",
+            "b",
+        ];
+        paths.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            paths,
+            [
+                "b",
+                "c=04/run=1.json",
+                "c=4/run=2.json",
+                "c=16/run=2.json",
+                "c=16/run=10.json"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sweeps_run_files_are_its_results() {
+        for (name, is_run) in [
+            ("run=0.json", true),
+            ("run=12.json", true),
+            ("run=0.pytorch.json", false),
+            ("run=0.failure.json", false),
+            ("run=.json", false),
+            ("summary.json", false),
+            ("warmup.json", false),
+        ] {
+            assert_eq!(is_sweep_run(Path::new(name)), is_run, "{name}");
+        }
     }
 
     #[test]

@@ -172,10 +172,11 @@ fn cell_text(value: Option<&Value>) -> String {
 }
 
 /// The change from `base` to `value` in percent, when both are finite numbers and `base`
-/// is not zero.
+/// is not zero. A change that rounds to 0.0% is 0 (never shown as `-0.0%`).
 fn change_pct(base: Option<&Value>, value: Option<&Value>) -> Option<f64> {
     let (base, value) = (base?.as_f64()?, value?.as_f64()?);
-    (base != 0.0).then(|| (value - base) / base.abs() * 100.0)
+    let pct = (value - base) / base.abs() * 100.0;
+    (base != 0.0).then_some(if pct.abs() < 0.05 { 0.0 } else { pct })
 }
 
 /// The summary: two tables side by side (settings, requests and throughput; then the
@@ -307,6 +308,10 @@ mod tests {
     fn later_columns_show_their_change_coloured_by_what_is_better() {
         let a = map(json!({"request_throughput": 10.0, "mean_ttft_ms": 100.0, "completed": 10}));
         let b = map(json!({"request_throughput": 12.0, "mean_ttft_ms": 150.0, "completed": 10}));
+        assert_eq!(
+            change_pct(Some(&json!(100.0)), Some(&json!(99.99))),
+            Some(0.0)
+        );
         let html = table(&["a", "b"], &["a.json", "b.json"], &[&a, &b], &[]);
         assert!(
             html.contains("12.00 <span class=\"delta better\">+20.0%</span>"),
