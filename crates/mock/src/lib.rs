@@ -14,7 +14,9 @@
 //! `POST /v1/audio/transcriptions` and `/v1/audio/translations` (multipart uploads, see
 //! `audio.rs` and [`MockServer::uploads`]), `GET /v1/models`, `GET /health`,
 //! `GET /metrics` (Prometheus counters of its stand-in prefix cache, see [`prefix_cache`]),
-//! with `--tokenize` vLLM's `POST /tokenize` and `POST /detokenize` (see [`tokenize`]), and
+//! with `--tokenize` vLLM's `POST /tokenize` and `POST /detokenize` (see [`tokenize`]),
+//! vLLM's cache resets `POST /reset_prefix_cache`, `/reset_mm_cache` and
+//! `/reset_encoder_cache` (counted at `GET /mock/resets`, see `reset.rs`), and
 //! the server's own record of what it did: `GET /mock/timing` (aggregates over every
 //! stream) and `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
@@ -36,6 +38,9 @@
 //!   the number of chunks with `choices` is the number of tokens.
 //! - The request's `model` is not checked; answers name the served model. `n`, `logprobs`,
 //!   `echo` and sampling parameters are ignored (one choice, `logprobs: null`).
+//! - Load: with `--ttft-per-running-ms`, a request's first token (and every later one)
+//!   comes that much later for each request still running when it arrived (see
+//!   `running.rs`), so latency grows with concurrency and a load search has a known answer.
 //! - Connections stay open as long as the client keeps them, unless [`Closing`] asks for
 //!   a real server's ways of ending them: a request limit, an idle timeout,
 //!   `Connection: close`, or llama.cpp's silent close after every streamed response.
