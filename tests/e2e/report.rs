@@ -169,6 +169,22 @@ fn chromium_run(browser: &str, page: &Path, extra: &[String]) -> (String, String
     (out, err)
 }
 
+/// A screenshot of the page `html` without its script (what a browser with JavaScript
+/// off shows; headless Chromium takes no screenshot with scripts disabled).
+fn screenshot_without_script(browser: &str, dir: &Path, html: &str) -> Screenshot {
+    let start = html.find("<script>").expect("the page's script");
+    let end = html.find("</script>").unwrap() + "</script>".len();
+    let page = dir.join("no-script.html");
+    std::fs::write(&page, format!("{}{}", &html[..start], &html[end..])).unwrap();
+    let shot = dir.join("no-script.png");
+    chromium_run(
+        browser,
+        &page,
+        &[format!("--screenshot={}", shot.display())],
+    );
+    Screenshot::read(&shot)
+}
+
 /// Opens `page` twice: once for its DOM and console (logged to stderr), once for a
 /// screenshot.
 fn open(browser: &str, page: &Path) -> Rendered {
@@ -272,6 +288,30 @@ fn assert_self_contained(html: &str) {
     );
 }
 
+/// Above each chart's x axis in the screenshot: drawn bars, lines or points in the
+/// first series colour (tab10 blue), not a blank area.
+fn assert_charts_drawn(shot: &Screenshot) {
+    let axes = shot.axis_rows();
+    assert!(!axes.is_empty(), "the screenshot shows no chart");
+    for &y in &axes {
+        let area = y.saturating_sub(CHART_PX)..y;
+        let variance = shot.variance(area.clone());
+        assert!(
+            variance > 100.0,
+            "the chart above row {y} is blank: variance {variance}"
+        );
+    }
+    let drawn: usize = axes
+        .iter()
+        .map(|&y| shot.count(BLUE, y.saturating_sub(CHART_PX)..y))
+        .sum();
+    assert!(
+        drawn >= 50 * axes.len(),
+        "{drawn} series pixels above {} axes",
+        axes.len()
+    );
+}
+
 /// What every rendered report must show: no console message, every chart of the page
 /// laid out by the browser, and drawn in the screenshot (the rows holding the charts'
 /// blue are not blank).
@@ -283,27 +323,7 @@ fn assert_rendered(r: &Rendered, html: &str) -> usize {
         .parse()
         .unwrap();
     assert_eq!(rendered, charts, "charts the browser laid out");
-    // Above each chart's x axis in the screenshot: drawn bars, lines or points in the
-    // first series colour (tab10 blue), not a blank area.
-    let axes = r.screenshot.axis_rows();
-    assert!(!axes.is_empty(), "the screenshot shows no chart");
-    for &y in &axes {
-        let area = y.saturating_sub(CHART_PX)..y;
-        let variance = r.screenshot.variance(area.clone());
-        assert!(
-            variance > 100.0,
-            "the chart above row {y} is blank: variance {variance}"
-        );
-    }
-    let drawn: usize = axes
-        .iter()
-        .map(|&y| r.screenshot.count(BLUE, y.saturating_sub(CHART_PX)..y))
-        .sum();
-    assert!(
-        drawn >= 50 * axes.len(),
-        "{drawn} series pixels above {} axes",
-        axes.len()
-    );
+    assert_charts_drawn(&r.screenshot);
     charts
 }
 
@@ -338,6 +358,8 @@ fn a_detailed_run_is_reported_with_every_chart_drawn_in_a_browser() {
     let Some(browser) = chromium() else { return };
     let rendered = open(browser, &page);
     assert_eq!(assert_rendered(&rendered, &html), 6);
+    // The charts are there without the script too.
+    assert_charts_drawn(&screenshot_without_script(browser, dir.path(), &html));
 }
 
 #[test]
