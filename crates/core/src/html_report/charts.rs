@@ -407,3 +407,80 @@ pub fn pareto(runs: &[ReportRun]) -> Result<Option<Figure>> {
     f.note = "output tokens/s per user against per GPU".into();
     Ok(Some(f))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(ttft: f64, itl: &[f64], output_len: u32) -> RequestTimes {
+        RequestTimes {
+            start: 0.0,
+            ttft: Some(ttft),
+            itl: itl.to_vec(),
+            latency: ttft + itl.iter().sum::<f64>(),
+            ok: true,
+            input_len: 8,
+            output_len,
+        }
+    }
+
+    #[test]
+    fn the_distributions_take_vllms_definitions() {
+        let mut failed = request(0.5, &[], 0);
+        failed.ok = false;
+        failed.ttft = None;
+        let times = [request(0.1, &[0.02, 0.04], 3), request(0.2, &[], 1), failed];
+        assert_eq!(ttfts(&times), [100.0, 200.0]);
+        // TPOT of requests with more than one token: (latency - ttft) / (tokens - 1).
+        assert_eq!(tpots(&times).len(), 1);
+        assert!((tpots(&times)[0] - 30.0).abs() < 1e-9);
+        assert_eq!(itls(&times).len(), 2);
+        assert_eq!(e2els(&times).len(), 2);
+    }
+
+    #[test]
+    fn a_cumulative_line_rises_from_0_to_1_over_the_values() {
+        let points = cdf(vec![3.0, 1.0, f64::NAN, 2.0]);
+        assert_eq!(
+            points,
+            [(1.0, 0.0), (1.0, 1.0 / 3.0), (2.0, 2.0 / 3.0), (3.0, 1.0)]
+        );
+        let many = cdf((0..10_000).map(f64::from).collect());
+        assert!(many.len() <= CDF_POINTS + 2, "{}", many.len());
+        assert_eq!(many.last(), Some(&(9999.0, 1.0)));
+        assert!(
+            many.windows(2)
+                .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1)
+        );
+        assert!(cdf(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn throughput_buckets_are_round_and_at_most_60_over_the_run() {
+        for (seconds, width) in [
+            (26.0, 0.5),
+            (39.0, 1.0),
+            (0.5, 0.01),
+            (600.0, 10.0),
+            (61.0, 2.0),
+        ] {
+            assert_eq!(bucket_width(seconds), width, "{seconds} s");
+            assert!(seconds / width <= BUCKETS);
+        }
+    }
+
+    #[test]
+    fn a_figure_of_one_result_is_hidden_with_it_and_its_note_escaped() {
+        let chart = plot::histogram("t", "x", &[1.0, 2.0], 2);
+        let figure = Figure::drawn("dist-ttft", "TTFT", &chart, HALF)
+            .unwrap()
+            .of_run(3, "<b>run</b>");
+        let mut html = String::new();
+        figure.html(&mut html);
+        assert!(
+            html.starts_with("<figure class=\"chart run-3\" id=\"dist-ttft\" aria-label=\"TTFT\">")
+        );
+        assert!(html.contains("<figcaption>&lt;b&gt;run&lt;/b&gt;</figcaption><svg"));
+        assert!(html.ends_with("</svg>\n</figure>"), "{html}");
+    }
+}
