@@ -511,7 +511,11 @@ fn missing_or_malformed_result_files_are_errors_naming_them() {
         ("missing.json", None, "missing.json"),
         ("broken.json", Some("{\"completed\": "), "not valid JSON"),
         ("list.json", Some("[1, 2]"), "not a JSON object"),
-        ("other.json", Some("{\"a\": 1}"), "not a benchmark result"),
+        (
+            "other.json",
+            Some("{\"a\": 1}"),
+            "not a serving benchmark result",
+        ),
         (
             "uneven.json",
             Some(r#"{"completed": 1, "ttfts": [0.1], "itls": [[]], "start_times": []}"#),

@@ -70,7 +70,7 @@ fn natural_cmp(a: &str, b: &str) -> Ordering {
 /// appended file holds several), or a sweep's output directory (every `run=N.json` under
 /// it). Each is named by its label, else by its file; in a sweep, by the parameters that
 /// tell its runs apart. A file that cannot be read, is not JSON, or is not a
-/// benchmark result is an error naming it.
+/// serving benchmark result is an error naming it.
 pub fn load(path: &Path) -> Result<Vec<ReportRun>> {
     if path.is_dir() {
         let files = sweep_runs(path)?;
@@ -133,7 +133,7 @@ fn load_file(path: &Path, name: &str) -> Result<Vec<ReportRun>> {
             };
             if !result.contains_key("completed") {
                 bail!(
-                    "{}: not a benchmark result (it has no `completed` key)",
+                    "{}: not a serving benchmark result (`bench serve`, `vllm bench serve`): it has no `completed` key",
                     at()
                 );
             }
