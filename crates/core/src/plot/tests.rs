@@ -71,7 +71,7 @@ fn itl_bands_follow_vllm_thresholds() {
 }
 
 #[test]
-fn timeline_draws_one_ttft_bar_per_request_and_one_segment_per_gap() {
+fn timeline_draws_one_ttft_bar_per_request_and_one_segment_per_run_of_a_band() {
     // Gaps: 10 ms and 30 ms and 60 ms (three bands), then 5 ms twice; one failure.
     let requests = [
         request(0.0, 0.2, &[0.010, 0.030, 0.060], 4),
@@ -81,9 +81,10 @@ fn timeline_draws_one_ttft_bar_per_request_and_one_segment_per_gap() {
     let chart = timeline(&requests, &[25.0, 50.0]);
     let svg = chart.to_svg(800, 400).unwrap();
     let colors = itl_band_colors(&[25.0, 50.0]);
-    // Each count is the segments plus one legend swatch.
+    // Each count is the segments plus one legend swatch; the two adjacent 5 ms gaps of
+    // the second request are one bar.
     assert_eq!(rects_filled(&svg, TTFT_COLOR), 2 + 1);
-    assert_eq!(rects_filled(&svg, colors[0]), 3 + 1);
+    assert_eq!(rects_filled(&svg, colors[0]), 2 + 1);
     assert_eq!(rects_filled(&svg, colors[1]), 1 + 1);
     assert_eq!(rects_filled(&svg, colors[2]), 1 + 1);
     assert_eq!(rects_filled(&svg, Rgb(0x9e, 0x9e, 0x9e)), 1 + 1);

@@ -19,9 +19,9 @@ const BAND_COLORS: [Rgb; 5] = [
 ];
 /// A failed request's bar.
 const FAILED_COLOR: Rgb = Rgb(0x9e, 0x9e, 0x9e);
-/// Above this many segments the timeline is coarsened (see [`coarsen`]): segments are
-/// narrower than a pixel by then, and an SVG of every token would run to tens of
-/// megabytes.
+/// Above this many segments (after merging adjacent ones of the same band) the timeline
+/// is coarsened into cells of time (see [`coarsen`]): segments are narrower than a pixel
+/// by then, and an SVG of every token would run to tens of megabytes.
 const MAX_SEGMENTS: usize = 50_000;
 
 /// The band of an inter-token gap of `itl_s` seconds: how many of the thresholds
@@ -96,10 +96,10 @@ impl Timeline {
             .iter()
             .map(|r| segments(r, thresholds_ms))
             .collect();
+        // Adjacent gaps in the same band draw as one bar whether merged or not; merged,
+        // a steady run's SVG holds a few rects per request instead of one per token.
+        rows.iter_mut().for_each(|row| coarsen(row, 0.0));
         let count = |rows: &[Vec<Segment>]| rows.iter().map(Vec::len).sum::<usize>();
-        if count(&rows) > MAX_SEGMENTS {
-            rows.iter_mut().for_each(|row| coarsen(row, 0.0));
-        }
         if count(&rows) > MAX_SEGMENTS {
             // Cells so wide that the rows' chunks fit the budget whatever their bands.
             let span: f64 = rows
