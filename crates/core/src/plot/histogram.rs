@@ -4,7 +4,7 @@ use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::xy::number;
+use super::xy::{Labels, Scale, number};
 use super::{FONT, PALETTE, Rgb, draw_err};
 
 /// Counts of values in equal bins: bin `i` is `[lo + i·w, lo + (i+1)·w)` with `w = (hi -
@@ -63,6 +63,8 @@ pub(super) struct StackedBars {
 
 pub(super) fn draw<DB: DrawingBackend>(h: &Histogram, area: &DrawingArea<DB, Shift>) -> Result<()> {
     let top = h.bins.counts.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.05;
+    let x_labels = Labels::for_axis(&(h.bins.lo..h.bins.hi), Scale::Linear);
+    let y_labels = Labels::for_axis(&(0.0..top), Scale::Linear);
     let mut chart = ChartBuilder::on(area)
         .caption(&h.title, (FONT, 18))
         .margin(10)
@@ -75,8 +77,8 @@ pub(super) fn draw<DB: DrawingBackend>(h: &Histogram, area: &DrawingArea<DB, Shi
         .x_desc(h.x_label.as_str())
         .y_desc("Frequency")
         .label_style((FONT, 12))
-        .x_label_formatter(&|v: &f64| number(*v))
-        .y_label_formatter(&|v: &f64| number(*v))
+        .x_label_formatter(&|v: &f64| x_labels.format(*v))
+        .y_label_formatter(&|v: &f64| y_labels.format(*v))
         .draw()
         .map_err(draw_err)?;
     let w = h.bins.width();

@@ -213,3 +213,22 @@ fn log_scale_curves_leave_out_points_at_or_below_zero() {
         .count();
     assert_eq!(markers, 2);
 }
+
+#[test]
+fn tick_labels_have_the_digits_their_spacing_needs() {
+    use super::xy::{Labels, Scale};
+    // A narrow range of large numbers: ticks 50 apart must not all read "13.1k".
+    let narrow = Labels::for_axis(&(13_000.0..13_500.0), Scale::Linear);
+    let ticks: Vec<String> = (0..10)
+        .map(|i| narrow.format(13_000.0 + 50.0 * f64::from(i)))
+        .collect();
+    let mut distinct = ticks.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ticks.len(), "{ticks:?}");
+    // A wide range in thousands, and a small one in fractions.
+    let wide = Labels::for_axis(&(0.0..200_000.0), Scale::Linear);
+    assert_eq!(wide.format(120_000.0), "120k");
+    let small = Labels::for_axis(&(10.0..10.2), Scale::Linear);
+    assert_eq!(small.format(10.06), "10.06");
+    assert_ne!(small.format(10.08), small.format(10.1));
+}

@@ -104,15 +104,56 @@ pub(super) fn draw<DB: DrawingBackend>(c: &XyChart, area: &DrawingArea<DB, Shift
         c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
         c.y_scale,
     );
+    let labels = (
+        Labels::for_axis(&xs, c.x_scale),
+        Labels::for_axis(&ys, c.y_scale),
+    );
     match (c.x_scale, c.y_scale) {
-        (Scale::Linear, Scale::Linear) => draw_on(c, area, xs, ys),
-        (Scale::Linear, Scale::Log) => draw_on(c, area, xs, ys.log_scale()),
-        (Scale::Log, Scale::Linear) => draw_on(c, area, xs.log_scale(), ys),
-        (Scale::Log, Scale::Log) => draw_on(c, area, xs.log_scale(), ys.log_scale()),
+        (Scale::Linear, Scale::Linear) => draw_on(c, area, xs, ys, labels),
+        (Scale::Linear, Scale::Log) => draw_on(c, area, xs, ys.log_scale(), labels),
+        (Scale::Log, Scale::Linear) => draw_on(c, area, xs.log_scale(), ys, labels),
+        (Scale::Log, Scale::Log) => draw_on(c, area, xs.log_scale(), ys.log_scale(), labels),
     }
 }
 
-fn draw_on<DB, X, Y>(c: &XyChart, area: &DrawingArea<DB, Shift>, x: X, y: Y) -> Result<()>
+/// How an axis writes its tick labels: with as many decimals as its tick spacing needs,
+/// so that neighbouring ticks never read the same (a narrow range around 13,100 gave
+/// nine `13.1k`s when the value alone chose the digits).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Labels {
+    /// About the spacing of plotters' ticks (it aims at ten per axis); `None` on a log
+    /// axis, whose ticks are decades apart.
+    step: Option<f64>,
+}
+
+impl Labels {
+    pub(super) fn for_axis(range: &Range<f64>, scale: Scale) -> Labels {
+        let span = range.end - range.start;
+        Labels {
+            step: (scale == Scale::Linear && span > 0.0).then(|| span / 10.0),
+        }
+    }
+
+    pub(super) fn format(self, v: f64) -> String {
+        let Some(step) = self.step else {
+            return number(v);
+        };
+        let decimals = |unit: f64| (-(step / unit).log10().floor()).clamp(0.0, 9.0) as usize;
+        if v.abs() >= 10_000.0 && step >= 100.0 {
+            format!("{:.*}k", decimals(1000.0), v / 1000.0)
+        } else {
+            format!("{:.*}", decimals(1.0), v)
+        }
+    }
+}
+
+fn draw_on<DB, X, Y>(
+    c: &XyChart,
+    area: &DrawingArea<DB, Shift>,
+    x: X,
+    y: Y,
+    (x_labels, y_labels): (Labels, Labels),
+) -> Result<()>
 where
     DB: DrawingBackend,
     X: AsRangedCoord<Value = f64>,
@@ -132,8 +173,8 @@ where
         .x_desc(c.x_label.as_str())
         .y_desc(c.y_label.as_str())
         .label_style((FONT, 12))
-        .x_label_formatter(&|v: &f64| number(*v))
-        .y_label_formatter(&|v: &f64| number(*v))
+        .x_label_formatter(&|v: &f64| x_labels.format(*v))
+        .y_label_formatter(&|v: &f64| y_labels.format(*v))
         .draw()
         .map_err(draw_err)?;
     let keep = |(x, y): &(f64, f64)| {
