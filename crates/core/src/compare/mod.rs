@@ -413,16 +413,15 @@ impl Comparison {
             let pct = r
                 .difference_pct
                 .map_or("-".to_string(), |p| format!("{p:+.1}"));
+            // Equal values need no noise to judge them.
+            let verdict = match r.verdict {
+                Verdict::Same => Verdict::Same.name().to_string(),
+                v => format!("{} ({})", v.name(), r.noise.method()),
+            };
             let _ = writeln!(
                 out,
-                "{:<40} {:>12.2} {:>12.2} {:>+12.2} {:>8}  {} ({})",
-                r.key,
-                r.a,
-                r.b,
-                r.difference,
-                pct,
-                r.verdict.name(),
-                r.noise.method()
+                "{:<40} {:>12.2} {:>12.2} {:>+12.2} {:>8}  {verdict}",
+                r.key, r.a, r.b, r.difference, pct,
             );
         }
         out
