@@ -6,8 +6,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -17,8 +15,8 @@ use bench_core::startup::sweep::{self, SweepStartupConfig, SweepStep};
 use bench_core::startup::{Iterations, MetricStats, Phase, StartupResult, Step, native};
 use bench_core::sweep::params::{self, Params};
 use clap::Args;
-use tokio::signal::unix::{SignalKind, signal};
 
+use super::interrupt::ServerInterrupt;
 use super::offline::EngineArgs;
 use crate::engine::{Device, EngineConfig};
 use crate::tokenizer::hub_cache_roots_from_env;
@@ -316,14 +314,14 @@ pub fn run_sweep(args: SweepStartupArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let interrupt = Interrupt::install()?;
+    let interrupt = ServerInterrupt::install("the server".into())?;
     let outcome = sweep::run(&config, &plan, &mut |step| match step {
         SweepStep::Run(run) => print_run(run),
         SweepStep::Existing(run) => {
             println!("Found existing results: {}", run.output.display());
         }
         SweepStep::Startup(step) => {
-            interrupt.observe(&step);
+            observe(&interrupt, &step);
             print_step(&step);
         }
         SweepStep::Saved(path) => println!("Saved {}", path.display()),
@@ -349,14 +347,14 @@ pub fn run_sweep(args: SweepStartupArgs) -> Result<ExitCode> {
 
 /// Runs the server's benchmark with Ctrl-C stopping the server.
 fn run_server(config: &ServerStartupConfig) -> Result<StartupResult> {
-    let interrupt = Interrupt::install()?;
+    let interrupt = ServerInterrupt::install("the server".into())?;
     eprintln!(
         "Measuring the start of `{}` (ready: {})...",
         join_command(&config.argv),
         config.ready_url
     );
     let result = server::run(config, &mut |step| {
-        interrupt.observe(&step);
+        observe(&interrupt, &step);
         print_step(&step);
     });
     interrupt.result(result)
@@ -376,89 +374,12 @@ fn temporary_work_dir() -> Result<PathBuf> {
     bail!("no free work directory name under {}", base.display())
 }
 
-/// Ctrl-C and SIGTERM while servers start: the first stops the running server (its
-/// process group gets SIGTERM, so the ready check fails at once and the benchmark ends
-/// with the server stopped), the second kills it and quits.
-struct Interrupt {
-    /// The running server's process group (0: none).
-    server: Arc<AtomicU32>,
-    interrupted: Arc<AtomicBool>,
-    /// The signal handlers' runtime, alive as long as this.
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Interrupt {
-    fn install() -> Result<Interrupt> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .context("starting the signal handlers' runtime")?;
-        let server = Arc::new(AtomicU32::new(0));
-        let interrupted = Arc::new(AtomicBool::new(false));
-        let (mut int, mut term) = {
-            let _enter = runtime.enter();
-            (
-                signal(SignalKind::interrupt()).context("installing a SIGINT handler")?,
-                signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
-            )
-        };
-        let (group, flag) = (server.clone(), interrupted.clone());
-        runtime.spawn(async move {
-            for count in 0.. {
-                let name = tokio::select! {
-                    _ = int.recv() => "SIGINT",
-                    _ = term.recv() => "SIGTERM",
-                };
-                flag.store(true, Ordering::SeqCst);
-                if count == 0 {
-                    eprintln!("\n{name} received: stopping the server. Again to quit at once.");
-                    signal_group(group.load(Ordering::SeqCst), libc::SIGTERM);
-                } else {
-                    signal_group(group.load(Ordering::SeqCst), libc::SIGKILL);
-                    std::process::exit(130);
-                }
-            }
-        });
-        Ok(Interrupt {
-            server,
-            interrupted,
-            _runtime: runtime,
-        })
-    }
-
-    /// Follows the running server; one spawned after an interrupt is stopped at once.
-    fn observe(&self, step: &Step<'_>) {
-        match step {
-            Step::Spawned { pid } => {
-                self.server.store(*pid, Ordering::SeqCst);
-                if self.interrupted.load(Ordering::SeqCst) {
-                    signal_group(*pid, libc::SIGTERM);
-                }
-            }
-            Step::Finished { .. } => self.server.store(0, Ordering::SeqCst),
-            _ => {}
-        }
-    }
-
-    /// The benchmark's result, an interrupt named as the reason it failed.
-    fn result<T>(&self, result: Result<T>) -> Result<T> {
-        if self.interrupted.load(Ordering::SeqCst) {
-            return Err(match result {
-                Ok(_) => anyhow::anyhow!("interrupted"),
-                Err(e) => e.context("interrupted"),
-            });
-        }
-        result
-    }
-}
-
-fn signal_group(group: u32, signal: libc::c_int) {
-    if group != 0 {
-        // SAFETY: kill(2) on a process group this process started; no memory involved.
-        unsafe {
-            libc::kill(-(group as libc::pid_t), signal);
-        }
+/// Follows the running server for Ctrl-C (see [`ServerInterrupt`]).
+fn observe(interrupt: &ServerInterrupt, step: &Step<'_>) {
+    match step {
+        Step::Spawned { pid } => interrupt.server_spawned(*pid),
+        Step::Finished { .. } => interrupt.server_stopped(),
+        _ => {}
     }
 }
 

@@ -6,19 +6,18 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use bench_core::server_process::{join_command, signal_group, split_command};
+use bench_core::server_process::{join_command, split_command};
 use bench_core::sweep::{
     self, Driver, Event, ServerSettings, SlaVariable, SweepConfig, params, sla,
 };
 use clap::{Args, Subcommand, ValueEnum};
-use tokio::signal::unix::{SignalKind, signal};
 
-use crate::client::stop::{Signal, StopSignal};
+use super::interrupt::ServerInterrupt;
+use crate::client::stop::StopSignal;
 use indicatif::ProgressBar;
 
 use crate::observer::{Event as RunEvent, Observer};
@@ -346,7 +345,10 @@ fn run_sweep(
     if let Err(e) = super::limits::raise_open_file_limit() {
         eprintln!("WARNING: cannot read the open-file limit: {e}");
     }
-    let interrupt = Interrupt::install(cfg.server.stop_grace)?;
+    let interrupt = ServerInterrupt::install(format!(
+        "the benchmark and the server (SIGKILL after {:.1} s)",
+        cfg.server.stop_grace.as_secs_f64()
+    ))?;
     let mut driver = CliDriver {
         interrupt: &interrupt,
         dry_run: cfg.dry_run,
@@ -375,80 +377,9 @@ fn experiment_name(cfg: &SweepConfig) -> String {
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
 }
 
-/// Ctrl-C and SIGTERM during a sweep: the first ends the benchmark in flight at once
-/// (its result is not kept) and stops the server (SIGTERM to its process group; the sweep
-/// then stops it as usual, SIGKILL after the grace); a second kills the server's group and
-/// quits.
-struct Interrupt {
-    /// The running server's process group (0: none).
-    server: Arc<AtomicU32>,
-    /// The benchmark in flight's stop signal.
-    run: Arc<Mutex<Option<Arc<StopSignal>>>>,
-    interrupted: Arc<AtomicBool>,
-    /// The signal handlers' runtime, alive as long as this.
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Interrupt {
-    fn install(grace: Duration) -> Result<Interrupt> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .context("starting the signal handlers' runtime")?;
-        let server = Arc::new(AtomicU32::new(0));
-        let run: Arc<Mutex<Option<Arc<StopSignal>>>> = Arc::default();
-        let interrupted = Arc::new(AtomicBool::new(false));
-        let (mut int, mut term) = {
-            let _enter = runtime.enter();
-            (
-                signal(SignalKind::interrupt()).context("installing a SIGINT handler")?,
-                signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
-            )
-        };
-        let (group, stop, flag) = (server.clone(), run.clone(), interrupted.clone());
-        runtime.spawn(async move {
-            for count in 0.. {
-                let signal = tokio::select! {
-                    _ = int.recv() => Signal::Interrupt,
-                    _ = term.recv() => Signal::Terminate,
-                };
-                flag.store(true, Ordering::SeqCst);
-                if count == 0 {
-                    eprintln!(
-                        "\n{} received: stopping the benchmark and the server (SIGKILL after \
-                         {:.1} s). Again to quit at once.",
-                        signal.name(),
-                        grace.as_secs_f64()
-                    );
-                    if let Some(stop) = stop.lock().unwrap_or_else(PoisonError::into_inner).as_ref()
-                    {
-                        stop.stop(signal);
-                    }
-                    signal_group(group.load(Ordering::SeqCst), libc::SIGTERM);
-                } else {
-                    eprintln!("{} received again: quitting.", signal.name());
-                    signal_group(group.load(Ordering::SeqCst), libc::SIGKILL);
-                    std::process::exit(i32::from(signal.exit_code()));
-                }
-            }
-        });
-        Ok(Interrupt {
-            server,
-            run,
-            interrupted,
-            _runtime: runtime,
-        })
-    }
-
-    fn interrupted(&self) -> bool {
-        self.interrupted.load(Ordering::SeqCst)
-    }
-}
-
 /// Runs each benchmark in this process and prints the sweep's progress.
 struct CliDriver<'a> {
-    interrupt: &'a Interrupt,
+    interrupt: &'a ServerInterrupt,
     dry_run: bool,
 }
 
@@ -471,12 +402,12 @@ impl Driver for CliDriver<'_> {
                 !args.disable_tqdm,
                 resolved.config.load.shutdown_grace,
             ),
-            run: &self.interrupt.run,
+            run: self.interrupt.run_slot(),
         };
         let outcome = crate::benchmark::serve(&resolved.config, &mut observer);
         *self
             .interrupt
-            .run
+            .run_slot()
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
         let outcome = outcome?;
@@ -531,16 +462,13 @@ impl Driver for CliDriver<'_> {
                 println!("Every result for these server parameters is there: not started.");
             }
             Event::ServerSpawned { pid } => {
-                self.interrupt.server.store(pid, Ordering::SeqCst);
-                if self.interrupt.interrupted() {
-                    signal_group(pid, libc::SIGTERM);
-                }
+                self.interrupt.server_spawned(pid);
             }
             Event::ServerReady { after } => {
                 println!("Server ready after {:.1} s", after.as_secs_f64());
             }
             Event::ServerStopped { status } => {
-                self.interrupt.server.store(0, Ordering::SeqCst);
+                self.interrupt.server_stopped();
                 println!("[END SERVER] ({status})");
             }
             Event::Benchmark { argv, output, run } => {
