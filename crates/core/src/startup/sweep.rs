@@ -237,8 +237,7 @@ pub fn run(
     std::fs::create_dir_all(&config.experiment_dir)
         .with_context(|| format!("creating {}", config.experiment_dir.display()))?;
     let summary_csv = config.experiment_dir.join("summary.csv");
-    crate::report::save::write_atomically(&summary_csv, &[csv(&all).as_bytes()])
-        .with_context(|| format!("writing {}", summary_csv.display()))?;
+    crate::sweep::write_summary_csv(&summary_csv, &all)?;
     on_step(SweepStep::Saved(&summary_csv));
     Ok(SweepOutcome {
         runs: all,
@@ -252,43 +251,6 @@ fn with_parameters(mut doc: Map<String, Value>, planned: &PlannedRun) -> Map<Str
     doc.extend(planned.serve.clone());
     doc.extend(planned.startup.clone());
     doc
-}
-
-/// The rows as pandas' `DataFrame.from_records(rows).to_csv(path)` writes them: an
-/// unnamed index column, the columns in the order they first appear, an empty cell for a
-/// missing key; lists and objects as JSON.
-fn csv(rows: &[Map<String, Value>]) -> String {
-    let mut columns: Vec<&String> = Vec::new();
-    for row in rows {
-        for key in row.keys() {
-            if !columns.contains(&key) {
-                columns.push(key);
-            }
-        }
-    }
-    let mut out = String::new();
-    let header: Vec<String> = columns.iter().map(|c| csv_cell(c)).collect();
-    out.push_str(&format!(",{}\n", header.join(",")));
-    for (i, row) in rows.iter().enumerate() {
-        let cells: Vec<String> = columns
-            .iter()
-            .map(|c| match row.get(*c) {
-                None | Some(Value::Null) => String::new(),
-                Some(v) => csv_cell(&params::value_text(v)),
-            })
-            .collect();
-        out.push_str(&format!("{i},{}\n", cells.join(",")));
-    }
-    out
-}
-
-/// A CSV cell, quoted when it holds a separator, a quote or a line break.
-fn csv_cell(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_owned()
-    }
 }
 
 #[cfg(test)]
@@ -324,7 +286,13 @@ mod tests {
             params(json!({"x": 1.0, "t": [1.0, 2.0]})),
             params(json!({"x": 2, "s": "a,b"})),
         ];
-        assert_eq!(csv(&rows), ",x,t,s\n0,1.0,\"[1.0,2.0]\",\n1,2,,\"a,b\"\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.csv");
+        crate::sweep::write_summary_csv(&path, &rows).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            ",x,t,s\n0,1.0,\"[1.0,2.0]\",\n1,2,,\"a,b\"\n"
+        );
     }
 
     #[test]

@@ -577,7 +577,7 @@ fn write_json(path: &Path, value: &Value) -> Result<()> {
 
 /// `summary.csv` as pandas writes a frame of the rows: an index column, the union of the
 /// keys in first-seen order, missing cells empty; lists and objects as JSON.
-fn write_summary_csv(path: &Path, rows: &[Row]) -> Result<()> {
+pub fn write_summary_csv(path: &Path, rows: &[Row]) -> Result<()> {
     let mut columns: Vec<&str> = Vec::new();
     for row in rows {
         for key in row.keys() {
