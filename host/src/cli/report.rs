@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result};
 use clap::Args;
 
+use super::serve_plots::ItlThresholds;
 use bench_core::html_report::{self, Report};
 
 #[derive(Args, Debug)]
@@ -24,29 +25,18 @@ pub struct ReportArgs {
 
     /// The timeline's ITL thresholds in milliseconds, ascending, comma-separated: the
     /// gaps below the first, between them and above the last get their own colour.
-    #[arg(
-        long,
-        value_name = "MS,MS",
-        value_delimiter = ',',
-        default_value = "25,50"
-    )]
-    pub timeline_itl_thresholds: Vec<f64>,
+    #[arg(long, value_name = "MS,MS", default_value = "25,50")]
+    pub timeline_itl_thresholds: ItlThresholds,
 }
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
-    let thresholds = &args.timeline_itl_thresholds;
-    ensure!(
-        thresholds.iter().all(|t| t.is_finite() && *t >= 0.0)
-            && thresholds.windows(2).all(|w| w[0] < w[1]),
-        "--timeline-itl-thresholds: {thresholds:?} are not ascending milliseconds"
-    );
     let mut runs = Vec::new();
     for path in &args.results {
         runs.extend(html_report::load(path)?);
     }
     let page = html_report::render(&Report {
         runs,
-        itl_thresholds_ms: args.timeline_itl_thresholds,
+        itl_thresholds_ms: args.timeline_itl_thresholds.ms().to_vec(),
     })?;
     std::fs::write(&args.output, page)
         .with_context(|| format!("writing {}", args.output.display()))?;

@@ -68,6 +68,13 @@ impl FromStr for ItlThresholds {
     }
 }
 
+impl ItlThresholds {
+    /// The thresholds, ascending milliseconds.
+    pub fn ms(&self) -> &[f64] {
+        &self.ms
+    }
+}
+
 impl serde::Serialize for ItlThresholds {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.text)
