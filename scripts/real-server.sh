@@ -64,6 +64,14 @@
 #      (top-2 logit margins of 0.005 to 0.4 on logits of 14 to 34), which any change in the
 #      order of float sums flips; llama-server's own output changes as early as token 8
 #      when only -fa off is set
+#   h  bench runs the server itself: `bench sweep serve_sla --serve-cmd llama-server ...`
+#      over --parallel 2 and 4 (slots), SLO p99 TTFT <= 250 ms, variable max_concurrency,
+#      32 output tokens: beyond the slot count a request waits for a whole answer (~0.5 s
+#      here), so the largest concurrency that meets the SLO is the slot count. PASS when
+#      both answers are, every server was stopped (no llama-server left on the port) and
+#      each combination has its server log; then `bench startup` of the same command (1
+#      cold, 1 warm start, each timed to the first 2xx of /health) and `bench report` of
+#      the sweep folder, printed
 #   f  a warm prefix cache: the same workload twice on one server; bench's
 #      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
 #      first (the server's own figure, from Prometheus, is printed beside it)
@@ -81,7 +89,7 @@ model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
 tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
-checks=${CHECKS:-a b c d e f g}
+checks=${CHECKS:-a b c d e f g h}
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -653,6 +661,51 @@ PY
     verdict < <(python3 "$tmp/g.py" "$tmp/g-prompts.jsonl" "$tmp/g-$pairing.json" "$url" "$pairing")
     stop_server
   done
+fi
+
+# h: the server started, searched and stopped by bench itself.
+if want h; then
+  echo '[{"parallel": 2}, {"parallel": 4}]' >"$tmp/h-serve.json"
+  echo '[{"p99_ttft_ms": "<=250"}]' >"$tmp/h-sla.json"
+  serve_cmd="$server_bin -m $model --alias $alias --host 127.0.0.1 --port $port -c 8192 -t $threads"
+  rc=0
+  "$bench" sweep serve_sla --serve-cmd "$serve_cmd" --serve-params "$tmp/h-serve.json" \
+    --sla-params "$tmp/h-sla.json" --sla-variable max_concurrency --num-runs 1 \
+    --bench-cmd "--backend openai --base-url $url --model $alias --tokenizer $tokenizer --seed 0 \
+      --dataset-name random --random-input-len 128 --random-output-len 32 --ignore-eos \
+      --num-prompts 16 --disable-tqdm" \
+    -o "$tmp/h" -e sla >"$tmp/h.log" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || tail -20 "$tmp/h.log" >&2
+  left=$(curl -s -o /dev/null -w '%{http_code}' "$url/health" 2>/dev/null || true)
+  echo "h. bench sweep serve_sla over llama-server --parallel 2 and 4 (bench exit $rc; after it, /health answers: ${left:-nothing})"
+  verdict < <(python3 - "$tmp/h/sla" "$rc" "$left" <<'PY'
+import json, os, sys
+folder, rc, left = sys.argv[1], sys.argv[2], sys.argv[3]
+try:
+    results = json.load(open(os.path.join(folder, "sla_results.json")))
+except (OSError, ValueError) as e:
+    print(f"FAIL h: no sla_results.json ({e})")
+    sys.exit()
+answers = {r["serve_params"]["parallel"]: r["value"] for r in results}
+for r in results:
+    tried = ", ".join(f'{m["value"]} ({"met" if m["margin"] <= 0 else "not met"})' for m in r["measured"])
+    print(f'   --parallel {r["serve_params"]["parallel"]}: largest max_concurrency {r["value"]}; tried {tried}')
+logs = [f for f in os.listdir(folder) if f.endswith("-server.log")]
+good = rc == "0" and answers == {2: 2, 4: 4} and left in ("", "000") and len(logs) == 2
+print(("PASS" if good else "FAIL") + f" h: answers {answers} (2 and 4 expected), {len(logs)} server logs, server gone: {left in ('', '000')}")
+PY
+)
+  rc=0
+  "$bench" startup --serve-cmd "$serve_cmd" --num-iters-cold 1 --num-iters-warmup 0 \
+    --num-iters-warm 1 --output-json "$tmp/h-startup.json" >"$tmp/h-startup.log" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || tail -20 "$tmp/h-startup.log" >&2
+  echo "   bench startup (exit $rc): $(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print("cold %.2f s, warm %.2f s" % (d["avg_cold_startup_time"], d["avg_warm_startup_time"]))' \
+    "$tmp/h-startup.json" 2>&1 | tail -1)"
+  rc=0
+  "$bench" report "$tmp/h/sla" -o "$tmp/h-report.html" >"$tmp/h-report.log" 2>&1 || rc=$?
+  echo "   bench report of the sweep folder (exit $rc): $(du -k "$tmp/h-report.html" 2>/dev/null | cut -f1) KiB"
 fi
 
 echo
