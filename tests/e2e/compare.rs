@@ -121,14 +121,19 @@ fn a_slower_ttft_is_beyond_the_noise_and_the_same_server_is_within_it() {
         );
     }
 
-    // --fail-on-regression: B's TTFT regressed; the other way round nothing did.
+    // --fail-on-regression: B's TTFT regressed; the other way round it did not (the two
+    // servers' ITLs are alike but measured at different times on a shared machine, so a
+    // shift of them beyond the per-request noise is possible either way: only the TTFT
+    // and E2EL verdicts are the test's).
     let (run, _) = compare(&a, &b, &["--fail-on-regression"]);
     let run = run.assert_failure();
     assert_eq!(run.code(), Some(1));
     assert!(run.stderr.contains("mean_ttft_ms"), "{run}");
     let (run, json) = compare(&b, &a, &["--fail-on-regression"]);
-    run.assert_success();
-    assert_eq!(row(&json, "mean_ttft_ms")["verdict"], "faster");
+    for key in ["mean_ttft_ms", "p99_ttft_ms", "mean_e2el_ms"] {
+        assert_eq!(row(&json, key)["verdict"], "faster", "{key}\n{run}");
+        assert!(!run.stderr.contains(key), "{key}\n{run}");
+    }
 }
 
 #[test]

@@ -47,6 +47,9 @@ pub struct Side {
     pub runs: Option<RunsSummary>,
     /// A `--save-detailed` result's per-request latencies.
     pub requests: Option<Requests>,
+    /// Those of the requests inside the run's steady-state window (found from the lists
+    /// as the run found it), for the `steady_state_*` latencies.
+    pub steady: Option<Requests>,
     /// Documents in the file besides the one compared (an appended file: the last one).
     pub skipped: usize,
 }
@@ -62,16 +65,14 @@ pub struct Requests {
 }
 
 impl Requests {
-    fn of(d: &crate::results::Detailed) -> Requests {
+    /// The successful requests of `d` that `keep` keeps.
+    fn of(d: &crate::results::Detailed, keep: impl Fn(usize) -> bool) -> Requests {
         let mut r = Requests::default();
         for i in 0..d.ttfts.len() {
-            if !d.errors[i].is_empty() {
+            if !d.errors[i].is_empty() || !keep(i) {
                 continue;
             }
-            let latency = match &d.latencies {
-                Some(l) => l[i],
-                None => d.ttfts[i] + d.itls[i].iter().sum::<f64>(),
-            };
+            let latency = d.latency(i);
             r.ttft.push(d.ttfts[i]);
             r.e2el.push(latency);
             r.itl.extend_from_slice(&d.itls[i]);
@@ -81,6 +82,23 @@ impl Requests {
             }
         }
         r
+    }
+
+    /// The successful requests of `d` that started and ended inside its steady-state
+    /// window, `None` when the run had none. The window depends only on when requests
+    /// started and ended, so it is the run's own, whatever the lists' clock origin.
+    fn steady(d: &crate::results::Detailed) -> Option<Requests> {
+        let records: Vec<crate::record::RequestRecord> = (0..d.ttfts.len())
+            .map(|i| crate::record::RequestRecord {
+                start_time: d.start_times[i],
+                latency: d.latency(i),
+                ..Default::default()
+            })
+            .collect();
+        let window = crate::steady_state::window(&records).ok()?;
+        Some(Requests::of(d, |i| {
+            window.holds(d.start_times[i], d.start_times[i] + d.latency(i))
+        }))
     }
 
     fn of_metric(&self, name: &str) -> Option<&[f64]> {
@@ -102,15 +120,20 @@ impl Side {
         let doc = docs.pop().unwrap_or_default();
         let in_file = |e: anyhow::Error| e.context(format!("{}", path.display()));
         let summary = RunsSummary::from_json(&doc).map_err(in_file)?;
-        let (values, requests) = match &summary {
+        let (values, requests, steady) = match &summary {
             Some(s) => (
                 s.metrics.iter().map(|m| (m.key.clone(), m.mean)).collect(),
+                None,
                 None,
             ),
             None => {
                 let detailed =
                     crate::results::detailed(&Value::Object(doc.clone())).map_err(in_file)?;
-                (runs::measured(&doc), detailed.as_ref().map(Requests::of))
+                (
+                    runs::measured(&doc),
+                    detailed.as_ref().map(|d| Requests::of(d, |_| true)),
+                    detailed.as_ref().and_then(Requests::steady),
+                )
             }
         };
         Ok(Side {
@@ -118,6 +141,7 @@ impl Side {
             values,
             runs: summary,
             requests,
+            steady,
             skipped,
         })
     }
@@ -356,7 +380,15 @@ fn noise(a: &Side, b: &Side, key: &str, threshold_pct: f64) -> Noise {
         }
         _ => {}
     }
-    if let (Some(ra), Some(rb)) = (&a.requests, &b.requests)
+    let requests = match key.strip_prefix("steady_state_") {
+        Some(key) => a.steady.as_ref().zip(b.steady.as_ref()).map(|r| (r, key)),
+        None => a
+            .requests
+            .as_ref()
+            .zip(b.requests.as_ref())
+            .map(|r| (r, key)),
+    };
+    if let Some(((ra, rb), key)) = requests
         && let Some(noise) = request_noise(ra, rb, key)
     {
         return noise;
@@ -365,7 +397,8 @@ fn noise(a: &Side, b: &Side, key: &str, threshold_pct: f64) -> Noise {
 }
 
 /// The per-request noise of a latency statistic (`mean_ttft_ms`, `median_itl_ms`,
-/// `p99_e2el_ms`, ...); `None` for another key.
+/// `p99_e2el_ms`, ..., and the same of the steady state's requests); `None` for another
+/// key.
 fn request_noise(a: &Requests, b: &Requests, key: &str) -> Option<Noise> {
     let stat = key.strip_suffix("_ms")?;
     let (stat, metric) = stat.split_once('_')?;
@@ -472,6 +505,7 @@ mod tests {
             values: values.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
             runs: None,
             requests: None,
+            steady: None,
             skipped: 0,
         }
     }
@@ -576,6 +610,36 @@ mod tests {
             "{:?}",
             c.notes
         );
+    }
+
+    #[test]
+    fn the_steady_state_latencies_are_judged_on_the_steady_requests() {
+        // Whole-run lists say nothing about the steady_state_* keys; the steady state's own
+        // requests do (here its ITLs are alike, so a 6% move of a p99 is within noise,
+        // where the threshold alone would call it slower).
+        let itls =
+            |base: f64| -> Vec<f64> { (0..400).map(|i| base + f64::from(i) * 0.000_002).collect() };
+        let mut a = side(&[("steady_state_p99_itl_ms", 2.67)]);
+        let mut b = side(&[("steady_state_p99_itl_ms", 2.83)]);
+        assert_eq!(
+            row(&compare(&a, &b, th(5.0)), "steady_state_p99_itl_ms").verdict,
+            Verdict::Slower
+        );
+        a.steady = Some(Requests {
+            itl: itls(0.0020),
+            ..Requests::default()
+        });
+        b.steady = Some(Requests {
+            itl: itls(0.002_001),
+            ..Requests::default()
+        });
+        let c = compare(&a, &b, th(5.0));
+        let steady = row(&c, "steady_state_p99_itl_ms");
+        assert!(
+            matches!(steady.noise, Noise::RequestPercentiles { apart: false }),
+            "{steady:?}"
+        );
+        assert_ne!(steady.verdict, Verdict::Slower);
     }
 
     #[test]

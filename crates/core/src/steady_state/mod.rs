@@ -48,7 +48,8 @@ impl Window {
         self.end_s - self.start_s
     }
 
-    fn holds(&self, start: f64, end: f64) -> bool {
+    /// Whether a request that started at `start` and ended at `end` lived inside.
+    pub fn holds(&self, start: f64, end: f64) -> bool {
         start >= self.start_s && end <= self.end_s
     }
 }
