@@ -286,6 +286,10 @@ fn the_errors_a_newcomer_meets_first_name_what_to_do() {
     ]);
     assert!(!cuda.success());
     assert!(cuda.stderr.contains("--features cuda"), "{cuda}");
+    // serve's --num-runs is not the offline commands' (latency has --num-iters).
+    let runs = bench(&["latency", "--model", &fake_gpt2(), "--num-runs", "3"]);
+    assert!(!runs.success());
+    assert!(runs.stderr.contains("--num-iters"), "{runs}");
 }
 
 #[test]

@@ -155,20 +155,23 @@ fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
     // The offline benchmarks run the native engine by default, as vLLM's run its
     // in-process engine.
     let command = Cli::command()
-        .mut_subcommand("throughput", native_by_default)
-        .mut_subcommand("latency", native_by_default);
+        .mut_subcommand("throughput", offline_flags)
+        .mut_subcommand("latency", offline_flags);
     let parsed = plugin_flags::parse(command, argv, &mut describe, &builtins)?;
     let cli = Cli::from_arg_matches(&parsed.matches).unwrap_or_else(|e| e.exit());
     Ok((cli, parsed))
 }
 
-fn native_by_default(cmd: clap::Command) -> clap::Command {
-    cmd.mut_arg("backend", |a| {
-        a.default_value(offline::NATIVE_BACKEND).help(
-            "`native` (the default: the model runs in this process), or a backend plugin \
+/// The offline commands' flags are serve's, but for the backend's default and
+/// `--num-runs` (refused there: see `offline::resolve`), which their help leaves out.
+fn offline_flags(cmd: clap::Command) -> clap::Command {
+    cmd.mut_arg("num_runs", |a| a.hide(true))
+        .mut_arg("backend", |a| {
+            a.default_value(offline::NATIVE_BACKEND).help(
+                "`native` (the default: the model runs in this process), or a backend plugin \
              for a server: a first-party name (openai, openai-chat, ...) or a .wasm file",
-        )
-    })
+            )
+        })
 }
 
 fn run_mock(args: crate::mock::MockServerArgs) -> anyhow::Result<ExitCode> {

@@ -214,6 +214,12 @@ fn resolve(
     if args.n == 0 {
         bail!("--n must be at least 1");
     }
+    if args.serve.num_runs != 1 {
+        bail!(
+            "--num-runs is bench serve's: throughput runs its workload once and latency \
+             repeats its batch --num-iters times"
+        );
+    }
     let resolved = serve::resolve(&args.serve, plugins)?;
     let mut warnings = resolved.warnings;
     let mut config = resolved.config;
