@@ -239,6 +239,34 @@ fn a_stopped_run_ends_the_series_and_the_summary_keeps_the_finished_ones() {
     assert!(out.stdout.contains("Stopped after 1 of 3 runs"), "{out}");
 }
 
+/// A Ctrl-C between two runs (here as the second one starts, while it loads) is not
+/// lost: the second run is stopped as soon as it would start sending, and the series ends.
+#[test]
+fn a_signal_between_runs_ends_the_series() {
+    let m = mock(MockConfig {
+        ttft: Duration::from_millis(20),
+        ..MockConfig::default()
+    });
+    let run = Bench::against(&m.url)
+        .random(16, 4)
+        .prompts(20)
+        .args(["--request-rate", "20", "--num-runs", "3"])
+        .args(["--result-filename", "res.json"])
+        .save_result()
+        .spawn();
+    run.wait_for_stderr_line("run 2 of 3", Duration::from_secs(60));
+    run.signal(libc::SIGINT);
+    let out = run.wait(Duration::from_secs(60));
+    assert_eq!(out.code(), Some(130), "{out}");
+    let dir = out.result_dir();
+    assert!(!dir.join("res-run3.json").exists(), "{out}");
+    let second = read(&dir.join("res-run2.json"));
+    assert_eq!(second["interrupted"], true, "{out}");
+    assert!(second["completed"].as_u64().unwrap() < 20, "{second}");
+    let summary = read(&dir.join("res-summary.json"));
+    assert_eq!(summary["runs"], 1, "{summary}");
+}
+
 #[test]
 fn a_server_whose_ttft_grows_with_its_queue_is_over_saturated() {
     // TTFT is 10 ms plus 5 ms per request running when one arrives: above 200 requests a

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::interrupt;
-use crate::client::stop::StopSignal;
+use super::interrupt::{self, ServerInterrupt};
+use crate::client::stop::{Signal, StopSignal};
 use crate::observer::{Event, Observer};
 use crate::probe::ProfilerStep;
 use crate::pyjson::float_repr;
@@ -28,6 +28,9 @@ pub struct Console {
     pub shutdown_grace: Duration,
     /// The preparation's bar, once preparation has taken [`PREPARATION_BAR_AFTER`].
     preparation: Option<ProgressBar>,
+    /// A series of runs (`--num-runs`): one Ctrl-C listener for all of them, so that a
+    /// signal between two runs (or while the next one loads) ends the series too.
+    series: Option<ServerInterrupt>,
 }
 
 impl Console {
@@ -37,7 +40,20 @@ impl Console {
             progress_bar,
             shutdown_grace,
             preparation: None,
+            series: None,
         }
+    }
+
+    /// A console for a series of runs: from now on the first Ctrl-C or SIGTERM stops the
+    /// run in flight as in a single run (or the next one as soon as it starts) and ends
+    /// the series; a second quits at once.
+    pub fn for_series(mut self) -> Result<Console> {
+        self.series = Some(ServerInterrupt::install(format!(
+            "the runs: no more requests are sent, requests in flight get {:.1} s to finish, \
+             then the results so far are reported and saved",
+            self.shutdown_grace.as_secs_f64()
+        ))?);
+        Ok(self)
     }
 }
 
@@ -200,7 +216,17 @@ impl Observer for Console {
     }
 
     fn arm_stop(&mut self, stop: &Arc<StopSignal>) -> Result<()> {
-        interrupt::watch(stop.clone(), self.shutdown_grace)
+        let Some(series) = &self.series else {
+            return interrupt::watch(stop.clone(), self.shutdown_grace);
+        };
+        *series
+            .run_slot()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stop.clone());
+        if series.interrupted() {
+            stop.stop(Signal::Interrupt);
+        }
+        Ok(())
     }
 }
 

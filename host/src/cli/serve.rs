@@ -774,6 +774,9 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         eprintln!("WARNING: {w}");
     }
     let mut console = Console::new(!args.disable_tqdm, config.load.shutdown_grace);
+    if args.num_runs > 1 {
+        console = console.for_series()?;
+    }
     let runs = benchmark::serve_runs(
         &config,
         args.num_runs as usize,
