@@ -41,6 +41,7 @@ mod serve_timing;
 mod server_metrics;
 mod startup;
 mod sweep;
+mod sweep_example;
 mod token_accounting;
 mod trace_replay;
 mod validation;

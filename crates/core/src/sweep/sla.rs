@@ -197,7 +197,8 @@ pub struct Found {
 }
 
 /// vLLM's SLA search: one run at `inf` (the value that stands for an unbounded rate or
-/// concurrency) estimates what the server sustains; from there the value doubles while
+/// concurrency; when it meets the SLA, that is the answer) estimates what the server
+/// sustains; from there the value doubles while
 /// the SLA holds, and a bisection between the largest passing and the smallest failing
 /// value ends when they are one apart. `measure` runs (or reads back) one value; a value
 /// measured before is not measured again.
@@ -217,6 +218,13 @@ pub fn search(inf: u64, mut measure: impl FnMut(u64) -> Result<Probe>) -> Result
         Ok(p)
     };
     let at_inf = probe(inf, &mut history)?;
+    if at_inf.margin <= 0.0 {
+        // Met even unbounded: nothing larger to find (vLLM's loop ends here too).
+        return Ok(Found {
+            value: inf,
+            history,
+        });
+    }
     let init = (at_inf.estimate.ceil() as u64).clamp(1, inf);
     // Bounds: double while the SLA holds.
     let mut passing = 0;
@@ -332,6 +340,20 @@ mod tests {
             values.dedup();
             assert_eq!(values.len(), runs, "no value measured twice");
         }
+    }
+
+    #[test]
+    fn search_ends_at_once_when_even_unbounded_load_meets_the_sla() {
+        let mut runs = 0;
+        let found = search(65536, |_| {
+            runs += 1;
+            Ok(Probe {
+                margin: -1.0,
+                estimate: 29.0,
+            })
+        })
+        .unwrap();
+        assert_eq!((found.value, runs), (65536, 1));
     }
 
     #[test]
