@@ -189,6 +189,57 @@ fn sweep_serve_runs_the_product_with_one_server_per_serve_combination() {
     assert!(run.stdout.contains("Experiment has been saved at"), "{run}");
 }
 
+/// `--after-bench-cmd` runs after every benchmark instead of the cache resets (vLLM's
+/// rule), its output shown with `--show-stdout`; one that fails ends the sweep, naming it.
+#[test]
+fn after_bench_cmd_replaces_the_resets_after_every_run() {
+    let s = Setup::new();
+    let marks = s.path("after.txt");
+    let after = format!(
+        "sh -c 'echo after-bench-ran; echo x >> {}'",
+        marks.display()
+    );
+    let run = s
+        .sweep("serve")
+        .args(["--serve-cmd", &s.serve_cmd("")])
+        .args(["--bench-cmd", &s.bench_cmd(2)])
+        .args([
+            "--num-runs",
+            "3",
+            "--after-bench-cmd",
+            &after,
+            "--show-stdout",
+        ])
+        .run()
+        .assert_success();
+    let ran = std::fs::read_to_string(&marks).unwrap_or_default();
+    assert_eq!(ran.lines().count(), 3, "{run}");
+    assert_eq!(run.stdout.matches("after-bench-ran").count(), 3, "{run}");
+    let log = std::fs::read_dir(s.exp())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("server.log"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .expect("the server's log");
+    assert!(log.contains("bench mock-server listening"), "{log}");
+    assert!(!log.contains("/reset_prefix_cache"), "{log}");
+    s.assert_servers_gone();
+
+    let failing = Setup::new();
+    let run = failing
+        .sweep("serve")
+        .args(["--serve-cmd", &failing.serve_cmd("")])
+        .args(["--bench-cmd", &failing.bench_cmd(2)])
+        .args(["--num-runs", "1", "--after-bench-cmd", "false"])
+        .run()
+        .assert_failure();
+    assert!(
+        run.stderr.contains("--after-bench-cmd `false` failed"),
+        "{run}"
+    );
+    failing.assert_servers_gone();
+}
+
 #[test]
 fn dry_run_prints_the_commands_and_runs_nothing() {
     let s = Setup::new();
