@@ -240,6 +240,41 @@ fn after_bench_cmd_replaces_the_resets_after_every_run() {
     failing.assert_servers_gone();
 }
 
+/// A bench command that names no server (`--base-url`, `--host`, `--port`) is sent to the
+/// serve command's, as the ready check finds it; one that names its own keeps it.
+#[test]
+fn a_bench_command_without_an_address_goes_to_the_managed_server() {
+    let s = Setup::new();
+    let bench_cmd = format!(
+        "--model mock --tokenizer {} --dataset-name random --random-input-len 8 \
+         --random-output-len 2 --num-prompts 2 --disable-tqdm",
+        gpt2()
+    );
+    let sweep = |bench_cmd: &str, extra: &[&str]| {
+        s.sweep("serve")
+            .args(["--serve-cmd", &s.serve_cmd("")])
+            .args(["--bench-cmd", bench_cmd])
+            .args(["--num-runs", "1"])
+            .args(extra)
+            .run()
+    };
+    let dry = sweep(&bench_cmd, &["--dry-run"]).assert_success();
+    let address = format!("--base-url http://127.0.0.1:{}", s.port);
+    assert!(dry.stdout.contains(&address), "{dry}");
+    // A command's own address wins.
+    let own = format!("{bench_cmd} --port 9");
+    let dry = sweep(&own, &["--dry-run"]).assert_success();
+    assert!(!dry.stdout.contains("--base-url"), "{dry}");
+    assert!(dry.stdout.contains("--port 9"), "{dry}");
+    let run = sweep(&bench_cmd, &[]).assert_success();
+    assert!(run.stdout.contains(&address), "{run}");
+    assert_eq!(
+        read_json(&s.exp().join("run=0.json"))["completed"],
+        json!(2)
+    );
+    s.assert_servers_gone();
+}
+
 #[test]
 fn dry_run_prints_the_commands_and_runs_nothing() {
     let s = Setup::new();

@@ -70,7 +70,8 @@ pub struct SweepServeArgs {
     /// The benchmark: `bench serve` flags, e.g. '--model M --dataset-name random
     /// --num-prompts 100'; a leading 'bench serve', 'bench' or 'vllm bench serve' is
     /// dropped, so vLLM's command lines work as they are. Each run is `bench serve` in this
-    /// process, its result saved in the combination's folder.
+    /// process, its result saved in the combination's folder. Without --base-url, --host
+    /// and --port it is sent to --serve-cmd's server (its --host and --port).
     #[arg(long, value_name = "COMMAND", allow_hyphen_values = true)]
     pub bench_cmd: String,
 

@@ -238,6 +238,9 @@ struct Runner<'a> {
     driver: &'a mut dyn Driver,
     /// The managed server's address, for the resets.
     reset_base: Option<String>,
+    /// The address of the serve command's server (also in a dry run): where a benchmark
+    /// whose command names none (`--base-url`, `--host`, `--port`) is sent.
+    server_base: Option<String>,
     /// Whether benchmarks may run: not in a dry run, and not when a managed server was
     /// not started because every result was there.
     live: bool,
@@ -321,7 +324,14 @@ impl Runner<'_> {
         save.insert("result_dir".into(), json!(dir.display().to_string()));
         let name = output.file_name().map(|n| n.to_string_lossy().into_owned());
         save.insert("result_filename".into(), json!(name));
-        let argv = params::apply_to_cmd(&save, &params::apply_to_cmd(bench, &self.cfg.bench_cmd));
+        let with_bench = params::apply_to_cmd(bench, &self.cfg.bench_cmd);
+        let names_server = with_bench.iter().any(|a| {
+            ["--base-url", "--host", "--port"].contains(&a.split('=').next().unwrap_or(""))
+        });
+        if let Some(base) = self.server_base.as_ref().filter(|_| !names_server) {
+            save.insert("base_url".into(), json!(base));
+        }
+        let argv = params::apply_to_cmd(&save, &with_bench);
         self.driver.event(Event::Benchmark {
             argv: &argv,
             output,
@@ -451,12 +461,17 @@ fn with_server<T>(
             cfg,
             driver,
             reset_base: None,
+            server_base: None,
             live: !cfg.dry_run,
         };
         return body(&mut runner);
     };
     let argv = params::apply_to_cmd(serve, serve_cmd);
     let command = join_command(&argv);
+    let base = server_base_url(&argv);
+    // The benchmarks' address: vLLM's default host `localhost` as IPv4 loopback, where
+    // servers listen by default (a client may try ::1 first).
+    let bench_base = base.replace("://localhost:", "://127.0.0.1:");
     let start = needed && !cfg.dry_run;
     let log = start.then(|| server_log(&cfg.experiment_dir, serve));
     driver.event(Event::Server {
@@ -472,6 +487,7 @@ fn with_server<T>(
             cfg,
             driver,
             reset_base: None,
+            server_base: Some(bench_base),
             live: false,
         };
         return body(&mut runner);
@@ -484,7 +500,6 @@ fn with_server<T>(
         ..ServerCommand::default()
     })?;
     driver.event(Event::ServerSpawned { pid: server.pid() });
-    let base = server_base_url(&argv);
     let ready_url = cfg
         .server
         .ready_url
@@ -497,7 +512,8 @@ fn with_server<T>(
             let mut runner = Runner {
                 cfg,
                 driver: &mut *driver,
-                reset_base: Some(base),
+                reset_base: Some(base.clone()),
+                server_base: Some(bench_base),
                 live: true,
             };
             body(&mut runner)
