@@ -143,12 +143,5 @@ pub(super) fn draw_stacked<DB: DrawingBackend>(
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font((FONT, 12))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw_err)?;
-    Ok(())
+    super::draw_legend(&mut chart.configure_series_labels(), 12)
 }

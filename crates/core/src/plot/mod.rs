@@ -405,3 +405,21 @@ pub fn pareto(points: &[(f64, f64)]) -> Chart {
 
 #[cfg(test)]
 mod tests;
+
+/// Draws a chart's legend in the style every figure shares (a white, bordered box).
+fn draw_legend<'a, 'b, DB, CT>(
+    labels: &mut plotters::chart::SeriesLabelStyle<'a, 'b, DB, CT>,
+    font_size: u32,
+) -> Result<()>
+where
+    DB: plotters::prelude::DrawingBackend + 'a,
+    CT: plotters::coord::CoordTranslate,
+{
+    use plotters::prelude::*;
+    labels
+        .label_font((FONT, font_size))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_err)
+}

@@ -239,13 +239,10 @@ pub(super) fn draw<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shif
                 Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.rgb().filled())
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw_err)?;
-    Ok(())
+    super::draw_legend(
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight),
+        13,
+    )
 }

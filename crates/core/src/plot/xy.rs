@@ -218,13 +218,7 @@ where
             });
     }
     if c.series.len() > 1 {
-        chart
-            .configure_series_labels()
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(draw_err)?;
+        super::draw_legend(&mut chart.configure_series_labels(), 12)?;
     }
     Ok(())
 }
