@@ -28,6 +28,23 @@ fn main() {
             )
         });
     println!("cargo:rustc-env=BENCH_PLUGIN_API_VERSION={version}");
+    println!("cargo:rerun-if-changed={}", wit_dir.join("deps").display());
+
+    // The WASI interfaces the worlds import (`runtime-imports`): generated once, in the
+    // dataset world's bindings, and shared by the backend world's.
+    let wasi_with: String = text
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("import wasi:")?.strip_suffix(';'))
+        .map(|import| {
+            let (package, rest) = import.split_once('/').expect("wasi:<package>/<interface>");
+            let interface = rest.split('@').next().expect("an interface name");
+            format!(
+                "            \"wasi:{import}\": crate::dataset_bindings::wasi::{}::{},\n",
+                package.replace('-', "_"),
+                interface.replace('-', "_")
+            )
+        })
+        .collect();
 
     let path = wit_dir.display().to_string().replace('\\', "/");
     let bindings = format!(
@@ -40,6 +57,9 @@ pub mod dataset_bindings {{
         pub_export_macro: true,
         export_macro_name: "__export_dataset_world",
         default_bindings_module: "bench_sdk::dataset_bindings",
+        // The WASI interfaces of `runtime-imports`; a plugin that calls none of them
+        // imports none.
+        generate_all,
     }});
 }}
 
@@ -57,7 +77,7 @@ pub mod backend_bindings {{
             "bench:plugin/tokenizer@{version}": crate::dataset_bindings::bench::plugin::tokenizer,
             "bench:plugin/seed@{version}": crate::dataset_bindings::bench::plugin::seed,
             "bench:plugin/log@{version}": crate::dataset_bindings::bench::plugin::log,
-        }},
+{wasi_with}        }},
     }});
 }}
 "#

@@ -4,14 +4,14 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
-use super::wasm_error;
+use super::{CompileEvent, CompileNotice, wasm_error};
 
 /// How often the ticker thread advances the engine's epoch: the granularity of call time
 /// budgets. Coarse enough to cost nothing, fine enough that a budget ends on time.
@@ -74,6 +74,38 @@ pub fn cache_dir_from_env() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|d| d.join(".cache/bench")))
 }
 
+/// The compiled components cached in `dir` (the cache directory the CLI uses): their
+/// count and total size in bytes.
+pub fn cache_usage(dir: &Path) -> Result<(usize, u64)> {
+    let components = dir.join("components");
+    let entries = match std::fs::read_dir(&components) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", components.display())),
+    };
+    let (mut count, mut bytes) = (0, 0);
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", components.display()))?;
+        if entry.path().extension().is_some_and(|e| e == "cwasm") {
+            count += 1;
+            bytes += entry.metadata().map_or(0, |m| m.len());
+        }
+    }
+    Ok((count, bytes))
+}
+
+/// Deletes every compiled component cached in `dir` (the next load of each plugin
+/// compiles it again); returns how many files and bytes were freed.
+pub fn clear_cache(dir: &Path) -> Result<(usize, u64)> {
+    let usage = cache_usage(dir)?;
+    let components = dir.join("components");
+    match std::fs::remove_dir_all(&components) {
+        Ok(()) => Ok(usage),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((0, 0)),
+        Err(e) => Err(e).with_context(|| format!("deleting {}", components.display())),
+    }
+}
+
 /// A `Hasher` over SHA-256, so the engine's compatibility hash gives the same cache key in
 /// every run of the same binary (std's `DefaultHasher` makes no such promise).
 struct Sha256Hasher(Sha256);
@@ -119,6 +151,7 @@ pub(crate) fn compile(
     wasm: &[u8],
     cache_dir: Option<&Path>,
     plugin: &str,
+    notice: Option<&CompileNotice>,
 ) -> Result<Component> {
     let path = cache_dir.map(|dir| cache_path(dir, engine, wasm));
     if let Some(path) = &path
@@ -135,17 +168,34 @@ pub(crate) fn compile(
             ),
         }
     }
+    let tell = |event: CompileEvent<'_>| {
+        if let Some(CompileNotice(notice)) = notice {
+            notice(&event);
+        }
+    };
+    tell(CompileEvent::Started {
+        plugin,
+        bytes: wasm.len(),
+    });
+    let started = Instant::now();
     let component = Component::from_binary(engine, wasm)
         .map_err(wasm_error)
         .with_context(|| format!("plugin '{plugin}': compiling the WebAssembly component"))?;
-    if let Some(path) = &path
-        && let Err(e) = store_in_cache(&component, path)
-    {
-        tracing::warn!(
-            "could not cache the compiled plugin '{plugin}' at {}: {e:#}",
-            path.display()
-        );
+    let mut cached_at = None;
+    if let Some(path) = &path {
+        match store_in_cache(&component, path) {
+            Ok(()) => cached_at = Some(path.as_path()),
+            Err(e) => tracing::warn!(
+                "could not cache the compiled plugin '{plugin}' at {}: {e:#}",
+                path.display()
+            ),
+        }
     }
+    tell(CompileEvent::Finished {
+        plugin,
+        elapsed: started.elapsed(),
+        cached_at,
+    });
     Ok(component)
 }
 

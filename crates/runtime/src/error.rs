@@ -43,7 +43,8 @@ pub enum Fault {
     TimeBudget(Duration),
     /// It tried to grow its memory past the limit (both in MiB).
     Memory { limit_mib: u64, wanted_mib: u64 },
-    /// It aborted (wasm `unreachable`: a Rust plugin's panic).
+    /// It aborted (wasm `unreachable`: a Rust panic, an exception componentize-py or
+    /// componentize-js could not return as a `plugin-error`, an `abort()`).
     Abort,
     /// Another trap.
     Trap(String),
@@ -95,7 +96,8 @@ impl fmt::Display for Fault {
                  {wanted_mib} MiB)"
             ),
             Fault::Abort => f.write_str(
-                "trapped: the plugin aborted (wasm `unreachable`; a Rust plugin panicked)",
+                "trapped: the plugin aborted (wasm `unreachable`: a panic, an uncaught exception or \
+                 an abort in the plugin's code)",
             ),
             Fault::Trap(trap) => write!(f, "trapped: {trap}"),
             Fault::Host(cause) => write!(f, "failed: {cause}"),

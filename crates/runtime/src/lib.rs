@@ -41,7 +41,7 @@ pub use bindings::current::dataset::exports::bench::plugin::dataset::{
 pub use bindings::{CURRENT_VERSION as API_VERSION, SUPPORTED_VERSIONS};
 pub use dataset::DatasetPlugin;
 pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
-pub use engine::cache_dir_from_env;
+pub use engine::{cache_dir_from_env, cache_usage, clear_cache};
 pub use error::{CallFailure, Fault, PluginCallError, plugin_error_message};
 pub use host::{PLUGIN_LOG_TARGET, chat_message_json, derive_seed};
 
@@ -153,6 +153,36 @@ pub struct RuntimeConfig {
     /// The most instances a shardable dataset is prepared with at once (one shard each);
     /// `None`: one per core.
     pub max_shards: Option<u32>,
+    /// Told when a component is compiled because the cache has no copy of it: compiling a
+    /// large one (a Python or JavaScript runtime, 10-20 MB) takes seconds, which the CLI
+    /// shows rather than seeming to hang.
+    pub on_compile: Option<CompileNotice>,
+}
+
+/// A callback for [`CompileEvent`]s.
+#[derive(Clone)]
+pub struct CompileNotice(pub Arc<dyn Fn(&CompileEvent<'_>) + Send + Sync>);
+
+impl fmt::Debug for CompileNotice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CompileNotice")
+    }
+}
+
+/// The compilation of a component the cache does not hold.
+#[derive(Debug)]
+pub enum CompileEvent<'a> {
+    Started {
+        plugin: &'a str,
+        /// The component's size in bytes.
+        bytes: usize,
+    },
+    Finished {
+        plugin: &'a str,
+        elapsed: Duration,
+        /// Where the compiled code was cached, when it was.
+        cached_at: Option<&'a Path>,
+    },
 }
 
 impl Default for RuntimeConfig {
@@ -162,6 +192,7 @@ impl Default for RuntimeConfig {
             call_budget: Duration::from_secs(10),
             cache_dir: None,
             max_shards: None,
+            on_compile: None,
         }
     }
 }
@@ -237,12 +268,9 @@ impl Runtime {
             .context("linking WASI")?;
         // The host interfaces of every supported version, side by side: a component
         // imports those of the version it was built for.
-        bindings::current::dataset::DatasetPlugin::add_to_linker::<
-            StoreState,
-            wasmtime::component::HasSelf<StoreState>,
-        >(&mut linker, |state| state)
-        .map_err(wasm_error)
-        .context("linking the plugin host interfaces")?;
+        bindings::current::add_to_linker(&mut linker)
+            .map_err(wasm_error)
+            .context("linking the plugin host interfaces")?;
         bindings::v0_2_0::dataset::DatasetPlugin::add_to_linker::<
             StoreState,
             wasmtime::component::HasSelf<StoreState>,
@@ -310,7 +338,15 @@ impl Runtime {
         let name = plugin.display();
         let bytes = plugin.bytes()?;
         check_component_header(&bytes, &name)?;
-        let component = engine::compile(&self.engine, &bytes, self.cache_dir.as_deref(), &name)?;
+        // Before compiling: refusing a 15 MB component for its imports takes no time.
+        check_imports(&bytes, &name)?;
+        let component = engine::compile(
+            &self.engine,
+            &bytes,
+            self.cache_dir.as_deref(),
+            &name,
+            self.config.on_compile.as_ref(),
+        )?;
         let (kind, version) = plugin_kind(&self.engine, &component, &name)?;
         if let Some(want) = want
             && want != kind
@@ -432,6 +468,77 @@ fn plugin_kind(
             }
         ),
     }
+}
+
+/// The WASI packages the sandbox links (wasmtime-wasi's, semver-compatible with any
+/// `0.2.x`): what `runtime-imports` in `wit/current` names, and sockets, which language
+/// runtimes (componentize-py's) import whether or not they are used; the sandbox refuses
+/// every socket address and name lookup.
+const GRANTED_WASI: &[&str] = &[
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:cli/",
+    "wasi:filesystem/",
+    "wasi:sockets/",
+];
+
+/// Refuses a component that imports something the sandbox does not provide, naming the
+/// import and, where a component tool adds it by default, the flag that removes it. (The
+/// linker's own error only says that "a matching implementation was not found".)
+fn check_imports(bytes: &[u8], name: &str) -> Result<()> {
+    for import in component_imports(bytes)
+        .with_context(|| format!("plugin '{name}' is not a valid WebAssembly component"))?
+    {
+        if let Some(why) = unsupported_import(import) {
+            bail!("plugin '{name}' imports `{import}`, which bench does not provide: {why}");
+        }
+    }
+    Ok(())
+}
+
+/// The names a component imports from its host (its top level: the modules and components
+/// nested inside it import from each other).
+fn component_imports(bytes: &[u8]) -> Result<Vec<&str>> {
+    use wasmparser::Payload;
+    let mut imports = Vec::new();
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload? {
+            Payload::ComponentImportSection(reader) if depth == 0 => {
+                for import in reader {
+                    imports.push(import?.name.name);
+                }
+            }
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => match depth.checked_sub(1) {
+                Some(outer) => depth = outer,
+                None => break,
+            },
+            _ => {}
+        }
+    }
+    Ok(imports)
+}
+
+/// Why `import` cannot be linked, or `None` when the sandbox provides it.
+fn unsupported_import(import: &str) -> Option<String> {
+    if bench_interface(import).is_some() || GRANTED_WASI.iter().any(|p| import.starts_with(p)) {
+        return None;
+    }
+    if import.starts_with("wasi:http/") {
+        return Some(
+            "plugins have no network (bench sends every request itself). componentize-js \
+             and `jco componentize` add wasi:http by default: build with `--disable http \
+             fetch-event` (`-d http fetch-event`); in Rust, drop the crate that uses it"
+                .to_owned(),
+        );
+    }
+    Some(format!(
+        "a plugin may import the {PACKAGE} interfaces and the WASI interfaces the worlds in \
+         wit/ name (`runtime-imports`: io, clocks, random, cli, read-only filesystem); build \
+         it against `wit/` as published, and leave out the feature that imports this"
+    ))
 }
 
 /// `("dataset", "0.2.0")` for `"bench:plugin/dataset@0.2.0"`; `None` for other packages.
@@ -614,5 +721,47 @@ mod tests {
         );
         assert_eq!(bench_interface("wasi:cli/stdout@0.2.0"), None);
         assert_eq!(bench_interface("bench:plugins/x@1.0.0"), None);
+    }
+
+    #[test]
+    fn a_components_own_imports_are_read_without_compiling_it() {
+        let wasm = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fixtures/api-0.4.0/random.wasm"),
+        )
+        .unwrap();
+        let imports = component_imports(&wasm).unwrap();
+        assert!(
+            imports.contains(&"bench:plugin/tokenizer@0.4.0"),
+            "{imports:?}"
+        );
+        assert!(
+            imports.iter().any(|i| i.starts_with("wasi:cli/")),
+            "{imports:?}"
+        );
+        // Only the top level: the nested core modules' imports (`env`, the adapter's
+        // `wasi_snapshot_preview1`) are the component's own business.
+        assert!(imports.iter().all(|i| i.contains(':')), "{imports:?}");
+        assert!(
+            imports.iter().all(|i| unsupported_import(i).is_none()),
+            "{imports:?}"
+        );
+        assert!(component_imports(b"\0asm\x0d\0\x01\0garbage").is_err());
+    }
+
+    #[test]
+    fn an_unsupported_import_is_named_with_the_flag_that_removes_it() {
+        for granted in [
+            "bench:plugin/tokenizer@0.4.1",
+            "wasi:filesystem/preopens@0.2.12",
+            "wasi:cli/stderr@0.2.9",
+            "wasi:sockets/tcp@0.2.10",
+        ] {
+            assert_eq!(unsupported_import(granted), None, "{granted}");
+        }
+        let http = unsupported_import("wasi:http/outgoing-handler@0.2.10").unwrap();
+        assert!(http.contains("-d http fetch-event"), "{http}");
+        let other = unsupported_import("acme:gpu/compute@1.0.0").unwrap();
+        assert!(other.contains("runtime-imports"), "{other}");
     }
 }

@@ -129,6 +129,7 @@ fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
             Some(r) => r,
             None => runtime.insert(Runtime::new(RuntimeConfig {
                 cache_dir: crate::runtime::cache_dir_from_env(),
+                on_compile: Some(plugin::compile_notice()),
                 ..RuntimeConfig::default()
             })?),
         };

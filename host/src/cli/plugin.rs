@@ -3,14 +3,19 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
+// `bench plugin new`, in its own file beside this one.
+#[path = "plugin_new.rs"]
+mod plugin_new;
+
 use crate::runtime::{
-    OptionKind, PluginKind, PluginRef, PluginSummary, Runtime, RuntimeConfig, SharedFlag,
-    builtin_plugins, builtin_plugins_note,
+    CompileEvent, CompileNotice, OptionKind, PluginKind, PluginRef, PluginSummary, Runtime,
+    RuntimeConfig, SharedFlag, builtin_plugins, builtin_plugins_note, cache_usage, clear_cache,
 };
 
 /// Sandbox limits for plugins; flatten into any subcommand that runs plugins.
@@ -52,8 +57,36 @@ impl SandboxArgs {
             call_budget: Duration::from_secs_f64(self.plugin_timeout),
             cache_dir: crate::runtime::cache_dir_from_env(),
             max_shards: None,
+            on_compile: Some(compile_notice()),
         })
     }
+}
+
+/// Tells the user, on stderr, that a plugin is being compiled: a component the cache does
+/// not hold yet takes seconds (a Python or JavaScript plugin carries its language's
+/// runtime, 10-20 MB), and saying so keeps bench from seeming to hang.
+pub fn compile_notice() -> CompileNotice {
+    CompileNotice(Arc::new(|event: &CompileEvent<'_>| match event {
+        CompileEvent::Started { plugin, bytes } => eprintln!(
+            "compiling plugin {plugin}, {:.1} MB (once: later loads use the compiled copy)...",
+            *bytes as f64 / 1e6
+        ),
+        CompileEvent::Finished {
+            plugin,
+            elapsed,
+            cached_at,
+        } => match cached_at {
+            Some(path) => eprintln!(
+                "compiled plugin {plugin} in {:.1}s, cached in {}",
+                elapsed.as_secs_f64(),
+                path.parent().map_or(path.display(), |dir| dir.display())
+            ),
+            None => eprintln!(
+                "compiled plugin {plugin} in {:.1}s (not cached: set BENCH_CACHE_DIR to keep it)",
+                elapsed.as_secs_f64()
+            ),
+        },
+    }))
 }
 
 #[derive(Debug, Args)]
@@ -80,6 +113,24 @@ pub enum PluginCommand {
         /// The directory to write into (created if missing).
         dir: PathBuf,
     },
+    /// Write a new plugin project (Rust, Python or JavaScript) that builds and passes its
+    /// test against `bench mock-server` as written.
+    New(plugin_new::NewArgs),
+    /// The cache of compiled plugins: `$BENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/bench`, else
+    /// `~/.cache/bench`. A plugin is compiled for this machine on its first load and
+    /// loaded from there afterwards.
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheAction {
+    /// Print the cache directory, and how many compiled plugins it holds.
+    Dir,
+    /// Delete every compiled plugin in the cache (each compiles again on its next load).
+    Clear,
 }
 
 /// Runs a `bench plugin` subcommand.
@@ -88,7 +139,34 @@ pub fn run(args: PluginArgs) -> Result<()> {
         PluginCommand::List => list(&args.sandbox),
         PluginCommand::Inspect { plugin } => inspect(&args.sandbox, &plugin),
         PluginCommand::Export { name, dir } => export(&name, &dir),
+        PluginCommand::Cache { action } => cache(action),
+        PluginCommand::New(new) => plugin_new::run(&new),
     }
+}
+
+fn cache(action: CacheAction) -> Result<()> {
+    let Some(dir) = crate::runtime::cache_dir_from_env() else {
+        bail!(
+            "no cache directory: set BENCH_CACHE_DIR (or XDG_CACHE_HOME or HOME) to choose one"
+        );
+    };
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    match action {
+        CacheAction::Dir => {
+            let (count, bytes) = cache_usage(&dir)?;
+            println!("{}", dir.display());
+            eprintln!("{count} compiled plugins, {:.1} MB", mb(bytes));
+        }
+        CacheAction::Clear => {
+            let (count, bytes) = clear_cache(&dir)?;
+            println!(
+                "deleted {count} compiled plugins ({:.1} MB) from {}",
+                mb(bytes),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn list(sandbox: &SandboxArgs) -> Result<()> {

@@ -4,26 +4,53 @@
 //! types are the host's own: everything outside this module speaks them. Each older
 //! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`) that generates bindings
 //! from its frozen folder and converts its types to and from the current ones, so a plugin
-//! built for that version runs unchanged.
+//! built for that version runs unchanged; a version whose interfaces the current one keeps
+//! as they were (`v0_4_0`) needs no adapter, only its place in [`SUPPORTED_VERSIONS`].
 
 pub mod v0_2_0;
 pub mod v0_3_0;
+pub mod v0_4_0;
 
 /// The contract version of `current` (the `package` line of `wit/current/plugin.wit`, read
 /// by `build.rs`: the one place it is written).
 pub const CURRENT_VERSION: &str = env!("BENCH_PLUGIN_API_VERSION");
 
 /// The versions this host loads, newest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &[CURRENT_VERSION, v0_3_0::VERSION, v0_2_0::VERSION];
+pub const SUPPORTED_VERSIONS: &[&str] = &[
+    CURRENT_VERSION,
+    v0_4_0::VERSION,
+    v0_3_0::VERSION,
+    v0_2_0::VERSION,
+];
 
 /// Bindings of the current contract.
 pub mod current {
+    use wasmtime::component::{HasSelf, Linker};
+
+    use crate::host::StoreState;
+
+    /// Links the host's side of the contract: the `bench:plugin` interfaces. The worlds'
+    /// WASI imports are linked apart, by `wasmtime_wasi::p2::add_to_linker_sync` (the
+    /// worlds' own `add_to_linker` would link them twice).
+    pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+        use dataset::bench::plugin::{log, seed, tokenizer, types};
+        types::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+        tokenizer::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+        seed::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+        log::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)
+    }
+
     /// The `dataset-plugin` world (and with it the shared `types`, `tokenizer`, `seed` and
     /// `log` interfaces).
     pub mod dataset {
         wasmtime::component::bindgen!({
             path: "../../wit/current",
             world: "dataset-plugin",
+            // The worlds' WASI imports (`runtime-imports`) are wasmtime-wasi's own,
+            // linked by `wasmtime_wasi::p2::add_to_linker_sync`.
+            with: {
+                "wasi": wasmtime_wasi::p2::bindings::sync,
+            },
             imports: {
                 // Without a tokenizer these have no error channel: the host traps with a
                 // message saying which flag is missing.
@@ -45,6 +72,7 @@ pub mod current {
                 "bench:plugin/tokenizer": crate::bindings::current::dataset::bench::plugin::tokenizer,
                 "bench:plugin/seed": crate::bindings::current::dataset::bench::plugin::seed,
                 "bench:plugin/log": crate::bindings::current::dataset::bench::plugin::log,
+                "wasi": wasmtime_wasi::p2::bindings::sync,
             },
         });
     }
@@ -94,6 +122,7 @@ mod tests {
         let frozen = [
             ("since_v0.2.0/plugin.wit", v0_2_0::FROZEN_SHA256),
             ("since_v0.3.0/plugin.wit", v0_3_0::FROZEN_SHA256),
+            ("since_v0.4.0/plugin.wit", v0_4_0::FROZEN_SHA256),
         ];
         for (file, want) in frozen {
             let bytes = std::fs::read(wit(file)).unwrap();
