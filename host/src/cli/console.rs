@@ -20,6 +20,14 @@ use crate::server_tokenizer::Alignment;
 /// Preparation shows a progress bar once it has taken this long (a quick one shows none).
 const PREPARATION_BAR_AFTER: Duration = Duration::from_secs(1);
 
+/// Whether what bench writes on standard error may carry colour: only when it is a
+/// terminal that takes colour and `NO_COLOR` is not set (or `CLICOLOR_FORCE` asks for it).
+/// This is clap's own decision (`anstream`'s), so its errors, the log lines and the
+/// messages bench prints all agree.
+pub fn stderr_colour() -> bool {
+    anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never
+}
+
 /// Prints a run's events on the terminal.
 pub struct Console {
     /// Draw the progress bar of the measured run (off with `--disable-tqdm`).

@@ -85,7 +85,7 @@ pub fn main() -> ExitCode {
             }),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(console::stderr_colour())
         .with_target(false)
         .init();
     let argv: Vec<String> = std::env::args_os()
@@ -108,7 +108,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // A plugin's own output in the message (a fault's stderr, a traceback) may carry
+            // colour codes: anstream drops them where stderr takes no colour.
+            anstream::eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

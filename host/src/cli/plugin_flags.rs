@@ -11,12 +11,17 @@
 //! every dataset's flags whatever the dataset, so a vLLM command line keeps working, and
 //! bench says which ones the chosen plugin ignores instead of ignoring them silently.
 //!
+//! The general flags (`--input-len`, `--output-len`) are bench's own and set every dataset
+//! option that answers to them: one that lists them in its `shared-flags`, or one whose own
+//! `cli-flag` is the general flag's name (an author's natural way to say the same thing).
+//!
 //! Nothing here knows a plugin by name: everything comes from the descriptions.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 use clap::builder::PossibleValuesParser;
+use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
 use crate::runtime::{OptionInfo, OptionKind, PluginInfo, SharedFlag};
@@ -87,12 +92,14 @@ pub struct PluginFlags {
     flags: Vec<Flag>,
 }
 
+/// An option that the command line can set: with a flag of its own, with general flags,
+/// or both.
 #[derive(Debug)]
 struct Flag {
-    /// clap's id of the argument.
-    id: String,
-    /// The flag as typed, with its dashes.
-    long: String,
+    /// clap's id of the argument; none when the option has no flag of its own.
+    id: Option<String>,
+    /// The flag as typed, with its dashes; none when the option has no flag of its own.
+    long: Option<String>,
     role: Role,
     plugin: String,
     option: String,
@@ -119,9 +126,26 @@ impl SharedValues {
     }
 }
 
+/// The general flags: the contract's name of each, which is also its flag (without the
+/// dashes) and the id of its argument with `_` for `-`.
+const GENERAL_FLAGS: [(SharedFlag, &str); 2] = [
+    (SharedFlag::InputLen, "input-len"),
+    (SharedFlag::OutputLen, "output-len"),
+];
+
+/// The general flag called `long` (without dashes), if it is one.
+fn general_flag(long: &str) -> Option<SharedFlag> {
+    GENERAL_FLAGS
+        .iter()
+        .find(|(_, name)| *name == long)
+        .map(|(flag, _)| *flag)
+}
+
 impl PluginFlags {
     /// Adds the flags of the plugin `name` (described by `info`) to `cmd`, under a heading
-    /// of its own. A flag that the command already has is an error naming the plugin.
+    /// of its own, and notes which options the general flags set. A dataset option whose
+    /// flag is a general flag's name answers to that general flag. Any other flag that the
+    /// command already has is an error naming the plugin.
     pub fn add(
         &mut self,
         cmd: Command,
@@ -130,10 +154,35 @@ impl PluginFlags {
         info: &PluginInfo,
     ) -> Result<Command> {
         let mut cmd = cmd;
-        for option in info.options.iter().filter(|o| o.cli_flag.is_some()) {
-            let long = option.cli_flag.as_deref().unwrap_or_default();
-            check_flag_name(long, name)?;
-            if let Some(taken) = self.flags.iter().find(|f| f.long == format!("--{long}")) {
+        for option in &info.options {
+            let mut shared = option.shared_flags.clone();
+            let mut own = option.cli_flag.as_deref();
+            if let Some(long) = own {
+                check_flag_name(long, name)?;
+            }
+            if let Some(general) = own.filter(|_| role == Role::Dataset).and_then(general_flag) {
+                own = None;
+                if !shared.contains(&general) {
+                    shared.push(general);
+                }
+            }
+            let Some(long) = own else {
+                if !shared.is_empty() {
+                    self.flags.push(Flag {
+                        id: None,
+                        long: None,
+                        role,
+                        plugin: name.to_owned(),
+                        option: option.name.clone(),
+                        switch: false,
+                        shared,
+                        foreign: false,
+                    });
+                }
+                continue;
+            };
+            let dashed = format!("--{long}");
+            if let Some(taken) = self.flags.iter().find(|f| f.long.as_ref() == Some(&dashed)) {
                 bail!(
                     "{} plugin '{name}' declares the flag --{long}, which {} plugin '{}' \
                      declares too",
@@ -160,13 +209,13 @@ impl PluginFlags {
                 &format!("{} options ({name})", title(role)),
             ));
             self.flags.push(Flag {
-                id,
-                long: format!("--{long}"),
+                id: Some(id),
+                long: Some(dashed),
                 role,
                 plugin: name.to_owned(),
                 option: option.name.clone(),
                 switch: option.kind == OptionKind::Switch,
-                shared: option.shared_flags.clone(),
+                shared,
                 foreign: false,
             });
         }
@@ -187,8 +236,9 @@ impl PluginFlags {
             let Some(long) = option.cli_flag.as_deref() else {
                 continue;
             };
+            let dashed = format!("--{long}");
             if check_flag_name(long, name).is_err()
-                || self.flags.iter().any(|f| f.long == format!("--{long}"))
+                || self.flags.iter().any(|f| f.long.as_ref() == Some(&dashed))
                 || cmd.get_arguments().any(|a| a.get_long() == Some(long))
             {
                 continue;
@@ -196,8 +246,8 @@ impl PluginFlags {
             let id = format!("foreign-{}-option:{name}:{}", role.as_str(), option.name);
             cmd = cmd.arg(arg(&id, long, option, "").hide(true));
             self.flags.push(Flag {
-                id,
-                long: format!("--{long}"),
+                id: Some(id),
+                long: Some(dashed),
                 role,
                 plugin: name.to_owned(),
                 option: option.name.clone(),
@@ -248,7 +298,7 @@ impl PluginFlags {
                 let role = f.role.as_str();
                 format!(
                     "{} is a flag of {role} plugin '{}'; ignored with {role} plugin '{}'",
-                    f.long,
+                    f.long.as_deref().unwrap_or_default(),
                     f.plugin,
                     chosen.get(role).map(String::as_str).unwrap_or("?")
                 )
@@ -267,10 +317,11 @@ impl PluginFlags {
 
 /// The value a flag was given on the command line, if any.
 fn given(matches: &ArgMatches, flag: &Flag) -> Option<String> {
+    let id = flag.id.as_deref()?;
     if flag.switch {
-        matches.get_flag(&flag.id).then(|| "true".to_owned())
+        matches.get_flag(id).then(|| "true".to_owned())
     } else {
-        matches.get_one::<String>(&flag.id).cloned()
+        matches.get_one::<String>(id).cloned()
     }
 }
 
@@ -438,20 +489,25 @@ impl Parsed {
             .options(self.runs.matches(&self.matches), role, shared)
     }
 
-    /// Flags given that no option of the chosen plugins takes: other plugins' flags, and
-    /// general lengths the dataset has no option for.
+    /// Flags the user typed that no option of the chosen plugins takes: other plugins'
+    /// flags, and general lengths the dataset has no option for. A general length that a
+    /// subcommand filled in itself (`latency`'s defaults, in `shared`) was not typed and
+    /// is not warned about.
     pub fn warnings(&self, shared: SharedValues) -> Vec<String> {
-        let mut out = self
-            .flags
-            .ignored(self.runs.matches(&self.matches), &self.chosen);
+        let matches = self.runs.matches(&self.matches);
+        let mut out = self.flags.ignored(matches, &self.chosen);
         if let Some(dataset) = self.chosen.get("dataset") {
-            for (flag, given, shared_flag) in [
-                ("--input-len", shared.input_len, SharedFlag::InputLen),
-                ("--output-len", shared.output_len, SharedFlag::OutputLen),
-            ] {
-                if given.is_some() && !self.flags.answers_to(Role::Dataset, shared_flag) {
+            for (flag, name) in GENERAL_FLAGS {
+                let typed =
+                    matches.value_source(&name.replace('-', "_")) == Some(ValueSource::CommandLine);
+                if typed
+                    && shared.get(flag).is_some()
+                    && !self.flags.answers_to(Role::Dataset, flag)
+                {
                     out.push(format!(
-                        "{flag} is ignored: dataset plugin '{dataset}' has no option it sets"
+                        "--{name} is ignored: dataset plugin '{dataset}' has no option it sets \
+                         (an option takes it by listing {name} in its shared-flags; \
+                         --dataset-option KEY=VALUE sets any option)"
                     ));
                 }
             }
@@ -684,6 +740,104 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("lowercase"), "{err}");
+    }
+
+    #[test]
+    fn a_dataset_option_answers_to_a_general_flag_by_shared_flags_or_by_its_flag_name() {
+        let mut input = option("input-len", None);
+        input.shared_flags.push(SharedFlag::InputLen);
+        // The author's natural guess: the option's own flag is the general one.
+        let output = option("output-len", Some("output-len"));
+        let plugin = info("lengths", vec![input, output]);
+        let mut flags = PluginFlags::default();
+        let cmd = base().arg(Arg::new("output_len").long("output-len"));
+        let cmd = flags.add(cmd, Role::Dataset, "x.wasm", &plugin).unwrap();
+        // No second --output-len: bench's own sets the option.
+        assert_eq!(
+            cmd.get_arguments()
+                .filter(|a| a.get_long() == Some("output-len"))
+                .count(),
+            1
+        );
+        assert!(flags.answers_to(Role::Dataset, SharedFlag::InputLen));
+        assert!(flags.answers_to(Role::Dataset, SharedFlag::OutputLen));
+        let m = cmd.try_get_matches_from(["--output-len", "7"]).unwrap();
+        let shared = SharedValues {
+            input_len: Some(5),
+            output_len: Some(7),
+        };
+        assert_eq!(
+            flags.options(&m, Role::Dataset, shared),
+            [
+                ("input-len".to_string(), "5".to_string()),
+                ("output-len".to_string(), "7".to_string()),
+            ]
+        );
+        // A backend gets no general lengths: its flag named like bench's stays an error.
+        let backend = info("b", vec![option("output-len", Some("output-len"))]);
+        let cmd = base().arg(Arg::new("output_len").long("output-len"));
+        let err = flags
+            .add(cmd, Role::Backend, "b.wasm", &backend)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("which bench itself has"), "{err}");
+    }
+
+    /// `parse` over a command with bench's dataset flags, a dataset described as `options`
+    /// and a backend without options.
+    fn parse_with(options: Vec<OptionInfo>, args: &[&str]) -> Parsed {
+        let cmd = Command::new("bench")
+            .arg(Arg::new("backend").long("backend").default_value("b"))
+            .arg(
+                Arg::new("dataset_name")
+                    .long("dataset-name")
+                    .default_value("mine"),
+            )
+            .arg(
+                Arg::new("input_len")
+                    .long("input-len")
+                    .value_parser(clap::value_parser!(u32)),
+            )
+            .arg(
+                Arg::new("output_len")
+                    .long("output-len")
+                    .value_parser(clap::value_parser!(u32)),
+            );
+        let argv: Vec<String> = std::iter::once("bench")
+            .chain(args.iter().copied())
+            .map(str::to_owned)
+            .collect();
+        let mut describe = |role: Role, name: &str| match role {
+            Role::Dataset => Ok(info(name, options.clone())),
+            Role::Backend => Ok(info(name, vec![])),
+        };
+        parse(cmd, &argv, &mut describe, &[]).unwrap()
+    }
+
+    #[test]
+    fn only_general_flags_the_user_typed_are_warned_about() {
+        let lens = |p: &Parsed| SharedValues {
+            input_len: p.matches.get_one::<u32>("input_len").copied(),
+            output_len: p.matches.get_one::<u32>("output_len").copied(),
+        };
+        let mut output = option("output-len", Some("mine-output-len"));
+        output.shared_flags.push(SharedFlag::OutputLen);
+        let p = parse_with(vec![output], &["--input-len", "3", "--output-len", "4"]);
+        assert_eq!(
+            p.warnings(lens(&p)),
+            [
+                "--input-len is ignored: dataset plugin 'mine' has no option it sets (an option \
+              takes it by listing input-len in its shared-flags; --dataset-option KEY=VALUE \
+              sets any option)"
+            ]
+        );
+        // A length the subcommand filled in itself (`latency` does) was not typed.
+        let p = parse_with(vec![], &[]);
+        let filled = SharedValues {
+            input_len: Some(32),
+            output_len: Some(128),
+        };
+        assert!(p.warnings(filled).is_empty());
     }
 
     #[test]
