@@ -22,7 +22,7 @@ mod datasets_random;
 mod datasets_text;
 mod datasets_traces;
 mod datasets_vllm;
-mod example_plugin;
+mod examples;
 mod faults;
 mod help;
 mod interrupts;
