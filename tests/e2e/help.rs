@@ -43,6 +43,9 @@ help_snapshots! {
     plugin_list: ["plugin", "list"];
     plugin_inspect: ["plugin", "inspect"];
     plugin_export: ["plugin", "export"];
+    plugin_cache: ["plugin", "cache"];
+    plugin_cache_dir: ["plugin", "cache", "dir"];
+    plugin_cache_clear: ["plugin", "cache", "clear"];
     dataset: ["dataset"];
     dataset_sample: ["dataset", "sample"];
     startup: ["startup"];

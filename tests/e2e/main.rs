@@ -30,6 +30,7 @@ mod load;
 mod multi_turn;
 mod offline;
 mod plots;
+mod plugin_cache;
 mod plugin_flags;
 mod report;
 mod reproducible;
