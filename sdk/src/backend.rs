@@ -1,9 +1,12 @@
 //! The backend side: implement [`Backend`] and [`Decoder`], then call
 //! [`export_backend!`](crate::export_backend).
 
+use std::ops::Range;
+
 use crate::backend_bindings::exports::bench::plugin::backend::{
     Chunks, Client, Decoded, Event as WireEvent, EventKind as WireEventKind, GuestClient,
 };
+use crate::json::Str;
 use crate::{
     BackendDescription, ClientConfig, ErrorEvent, ErrorKind, Framing, HttpRequest, PluginError,
     Pooled, RequestSpec, ResponseHead, Usage,
@@ -30,9 +33,17 @@ pub trait Backend: Sized + 'static {
 /// Turns the frames of one response into events.
 ///
 /// `buffer` holds frame payloads end to end; frame `i` is
-/// `buffer[frame_ends[i-1]..frame_ends[i]]` (from 0 for the first). Events refer to text
-/// by [`TextSpan`]s into `buffer` instead of copying it, so the host reads the text
+/// `buffer[frame_ends[i-1]..frame_ends[i]]` (from 0 for the first). Walk them with
+/// [`frames`]: each [`Frame`] knows where it lies, and its [`Frame::span`] turns a string
+/// that a [`json::Cursor`](crate::json::Cursor) over the frame's bytes read into the
+/// [`TextSpan`] an event carries, so the text is never copied and the host reads it
 /// natively.
+///
+/// The host calls `feed` once per response with all its frames. The SDK's test harness
+/// ([`testing`](crate::testing), feature `testing`) also feeds a response in several calls,
+/// to check that what a decoder keeps between frames does not depend on where a call
+/// ends: events from `feed` name frames by their index in that call's `frame_ends`, events
+/// from [`Decoder::finish`] by their index in the whole response.
 pub trait Decoder: 'static {
     fn feed(
         &mut self,
@@ -46,13 +57,57 @@ pub trait Decoder: 'static {
     }
 }
 
-/// A byte range of the buffer given to [`Decoder::feed`]. `escaped` says it is the inside
-/// of a JSON string literal whose escapes the host must decode.
+/// A text inside one frame of the buffer given to [`Decoder::feed`], as the contract sends
+/// it: where it starts in the whole buffer and how long it is. `escaped` says it is the
+/// inside of a JSON string literal whose escapes the host must decode.
+///
+/// Made by [`Frame::span`] or [`Frame::text`] from offsets in the frame, which add the
+/// frame's start and check the text lies inside the frame: a span built from a frame's
+/// offsets as if they were the buffer's would point at other text, and nothing would say
+/// so. The host fails a response whose span lies outside its chunk's frame (a `decode`
+/// error naming the plugin, the chunk and the span).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TextSpan {
-    pub start: u32,
-    pub len: u32,
-    pub escaped: bool,
+    start: u32,
+    len: u32,
+    escaped: bool,
+}
+
+impl TextSpan {
+    /// A span at offsets of the whole buffer, checked against nothing. For tests of the
+    /// host's checks (a fixture that must send a bad span); a decoder uses
+    /// [`Frame::span`].
+    pub const fn absolute_unchecked(start: u32, len: u32, escaped: bool) -> TextSpan {
+        TextSpan {
+            start,
+            len,
+            escaped,
+        }
+    }
+
+    /// Where the text starts in the buffer.
+    pub const fn start(&self) -> u32 {
+        self.start
+    }
+
+    /// Its length in bytes (before the host decodes any escapes).
+    pub const fn len(&self) -> u32 {
+        self.len
+    }
+
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the host must decode JSON escapes in it.
+    pub const fn escaped(&self) -> bool {
+        self.escaped
+    }
+
+    /// The span's bytes of `buffer` (the one given to [`Decoder::feed`]).
+    pub fn range(&self) -> Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
 }
 
 /// A frame that carries output (`choices` in OpenAI's format): it is a timing point for
@@ -103,15 +158,93 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// The frames of one [`Decoder::feed`] call as `(frame index, where the frame starts in
-/// the buffer, its bytes)`, once the ends are checked: in order and inside the buffer.
-/// The host lays frames out so; a decoder checks anyway, since a bad end would make it
-/// read outside its frame. Every decoder walks its frames through this.
+/// One frame of a [`Decoder::feed`] call: its index in the call's `frame_ends`, where it
+/// starts in the buffer, and its bytes. [`frames`] makes them.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    index: u32,
+    start: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> Frame<'a> {
+    /// The frame's index (what [`Event::frame`] names).
+    #[inline]
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Where the frame starts in the buffer.
+    #[inline]
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// The frame's payload: what a [`json::Cursor`](crate::json::Cursor) reads.
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The frame's bytes of the buffer.
+    #[inline]
+    pub fn range(&self) -> Range<usize> {
+        self.start..self.start + self.bytes.len()
+    }
+
+    /// The span of a string that a [`json::Cursor`](crate::json::Cursor) over
+    /// [`Frame::bytes`] read (a [`json::Str`] holds offsets into the bytes it scanned).
+    ///
+    /// # Panics
+    ///
+    /// When `text` does not lie inside the frame: it was read from other bytes. In a plugin
+    /// the panic fails the response with the message, where a wrong span would have
+    /// shown other text.
+    #[inline]
+    pub fn span(&self, text: Str) -> TextSpan {
+        self.text(text.start..text.end, text.escaped)
+    }
+
+    /// The span of the frame's bytes `range` (offsets into [`Frame::bytes`]); `escaped`
+    /// when they are the inside of a JSON string literal.
+    ///
+    /// # Panics
+    ///
+    /// When `range` does not lie inside the frame.
+    #[inline]
+    pub fn text(&self, range: Range<usize>, escaped: bool) -> TextSpan {
+        if range.start > range.end || range.end > self.bytes.len() {
+            outside_frame(self, range);
+        }
+        TextSpan {
+            start: (self.start + range.start) as u32,
+            len: (range.end - range.start) as u32,
+            escaped,
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn outside_frame(frame: &Frame<'_>, range: Range<usize>) -> ! {
+    panic!(
+        "text {}..{} is outside frame {} ({} bytes): a span is built from offsets into the \
+         frame's own bytes",
+        range.start,
+        range.end,
+        frame.index,
+        frame.bytes.len()
+    )
+}
+
+/// The frames of one [`Decoder::feed`] call, once the ends are checked: in order and
+/// inside the buffer. The host lays frames out so; a decoder checks anyway, since a bad
+/// end would make it read outside its frame. Every decoder walks its frames through this.
 #[inline]
 pub fn frames<'a>(
     buffer: &'a [u8],
     frame_ends: &'a [u32],
-) -> Result<impl Iterator<Item = (u32, usize, &'a [u8])> + 'a, PluginError> {
+) -> Result<impl Iterator<Item = Frame<'a>> + 'a, PluginError> {
     let mut start = 0;
     for (index, &end) in frame_ends.iter().enumerate() {
         let end = end as usize;
@@ -127,7 +260,11 @@ pub fn frames<'a>(
     Ok(frame_ends.iter().enumerate().map(move |(index, &end)| {
         let (from, end) = (start, end as usize);
         start = end;
-        (index as u32, from, &buffer[from..end])
+        Frame {
+            index: index as u32,
+            start: from,
+            bytes: &buffer[from..end],
+        }
     }))
 }
 
@@ -271,11 +408,7 @@ mod tests {
     use super::*;
 
     fn span(start: u32, len: u32, escaped: bool) -> Option<TextSpan> {
-        Some(TextSpan {
-            start,
-            len,
-            escaped,
-        })
+        Some(TextSpan::absolute_unchecked(start, len, escaped))
     }
 
     #[test]
@@ -330,6 +463,39 @@ mod tests {
             others[2].starts_with("3 ") && others[2].contains('7'),
             "{others:?}"
         );
+    }
+
+    #[test]
+    fn frame_spans_are_the_frames_offsets_moved_to_the_buffer() {
+        let buffer = br#"{"t":"ab"}{"t":"cd"}"#;
+        let all: Vec<Frame<'_>> = frames(buffer, &[10, 20]).unwrap().collect();
+        let second = all[1];
+        assert_eq!(
+            (second.index(), second.start(), second.range()),
+            (1, 10, 10..20)
+        );
+        let mut cur = crate::json::Cursor::new(second.bytes());
+        let mut text = None;
+        cur.object(|_, v| {
+            text = v.string()?;
+            Ok(())
+        })
+        .unwrap();
+        // The cursor's offsets are the frame's own (6..8); the span's are the buffer's.
+        let text = text.unwrap();
+        assert_eq!(text.start, 6);
+        let span = second.span(text);
+        assert_eq!((span.start(), span.len(), span.escaped()), (16, 2, false));
+        assert_eq!(&buffer[span.range()], b"cd");
+        assert_eq!(second.text(0..0, false).range(), 10..10);
+    }
+
+    #[test]
+    #[should_panic(expected = "text 6..11 is outside frame 0 (10 bytes)")]
+    fn a_span_past_its_frame_panics() {
+        let buffer = br#"{"t":"ab"}{"t":"cd"}"#;
+        let first = frames(buffer, &[10, 20]).unwrap().next().unwrap();
+        first.text(6..11, false);
     }
 
     #[test]

@@ -158,10 +158,11 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// A position in a JSON buffer, reading one value at a time.
 ///
-/// Readers that return `Option` (`string`, `u64`, `object`, `array`, `null`) consume the
-/// value when it has their type and leave the cursor where it was otherwise. Inside
-/// [`Cursor::object`] and [`Cursor::array`], a value the callback leaves unread is skipped
-/// (and validated) by the container, so a callback reads only what it needs.
+/// Readers that return `Option` (`string`, `u64`, `i64`, `f64`, `bool`, `object`, `array`)
+/// or `bool` (`null`) consume the value when it has their type and leave the cursor where
+/// it was otherwise. Inside [`Cursor::object`] and [`Cursor::array`], a value the callback
+/// leaves unread is skipped (and validated) by the container, so a callback reads only
+/// what it needs.
 pub struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -373,6 +374,59 @@ impl<'a> Cursor<'a> {
         }
         self.pos = value_start;
         Ok(None)
+    }
+
+    /// Reads an integer that fits in an `i64`, negative or not; `None` (cursor unmoved) for
+    /// any other value, including numbers with a fraction or exponent.
+    pub fn i64(&mut self) -> Result<Option<i64>> {
+        let first = self.peek_value()?;
+        if !(first.is_ascii_digit() || first == b'-') {
+            return Ok(None);
+        }
+        let value_start = self.pos;
+        let (end, _) = self.scan_number()?;
+        // `-Infinity`, fractions and exponents do not parse as an integer.
+        if let Some(n) = std::str::from_utf8(&self.buf[value_start..end])
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            return Ok(Some(n));
+        }
+        self.pos = value_start;
+        Ok(None)
+    }
+
+    /// Reads any number as the nearest `f64`, as Python's `json.loads` does for a float:
+    /// integers too (beyond 2^53 they round), `NaN`, `Infinity` and `-Infinity`, and
+    /// exponents too large for an `f64` as infinity. `None` (cursor unmoved) for any other
+    /// value.
+    pub fn f64(&mut self) -> Result<Option<f64>> {
+        let first = self.peek_value()?;
+        let value_start = self.pos;
+        let end = match first {
+            b'-' | b'0'..=b'9' => self.scan_number()?.0,
+            b'N' => self.literal(b"NaN").map(|()| self.pos)?,
+            b'I' => self.literal(b"Infinity").map(|()| self.pos)?,
+            _ => return Ok(None),
+        };
+        // JSON's number grammar is a subset of what `f64::from_str` reads; so are the
+        // three names.
+        match std::str::from_utf8(&self.buf[value_start..end]).map(str::parse) {
+            Ok(Ok(n)) => Ok(Some(n)),
+            _ => {
+                self.pos = value_start;
+                self.err("invalid number")
+            }
+        }
+    }
+
+    /// Reads `true` or `false`; `None` (cursor unmoved) for any other value.
+    pub fn bool(&mut self) -> Result<Option<bool>> {
+        match self.peek_value()? {
+            b't' => self.literal(b"true").map(|()| Some(true)),
+            b'f' => self.literal(b"false").map(|()| Some(false)),
+            _ => Ok(None),
+        }
     }
 
     /// Reads a `null`: `true` when the value was null (consumed), `false` (unmoved) otherwise.
@@ -918,11 +972,7 @@ mod tests {
                 assert!(cur.null()?);
                 Value::Null
             }
-            Kind::Bool => {
-                let value = buf[cur.pos()] == b't';
-                cur.skip()?;
-                Value::Bool(value)
-            }
+            Kind::Bool => Value::Bool(cur.bool()?.expect("a boolean")),
             Kind::Number => {
                 if let Some(n) = cur.u64()? {
                     Value::from(n)
@@ -1140,6 +1190,76 @@ mod tests {
                 serde_json::from_slice::<Value>(buf).unwrap()
             );
         }
+    }
+
+    #[test]
+    fn every_json_type_has_a_reader_that_leaves_other_types_alone() {
+        /// What each reader makes of `text`: `None` leaves the cursor where it was.
+        fn read(text: &str) -> (Option<bool>, Option<i64>, Option<u64>, Option<f64>, bool) {
+            let buf = text.as_bytes();
+            let mut cur = Cursor::new(buf);
+            let boolean = cur.bool().unwrap();
+            let end = |cur: &Cursor<'_>, read: bool| {
+                assert_eq!(cur.pos(), if read { buf.len() } else { 0 }, "{text}");
+            };
+            end(&cur, boolean.is_some());
+            let mut cur = Cursor::new(buf);
+            let int = cur.i64().unwrap();
+            end(&cur, int.is_some());
+            let mut cur = Cursor::new(buf);
+            let unsigned = cur.u64().unwrap();
+            end(&cur, unsigned.is_some());
+            let mut cur = Cursor::new(buf);
+            let float = cur.f64().unwrap();
+            end(&cur, float.is_some());
+            let mut cur = Cursor::new(buf);
+            let null = cur.null().unwrap();
+            end(&cur, null);
+            (boolean, int, unsigned, float, null)
+        }
+        assert_eq!(read("true"), (Some(true), None, None, None, false));
+        assert_eq!(read("false"), (Some(false), None, None, None, false));
+        assert_eq!(read("null"), (None, None, None, None, true));
+        assert_eq!(read("7"), (None, Some(7), Some(7), Some(7.0), false));
+        assert_eq!(read("-12"), (None, Some(-12), None, Some(-12.0), false));
+        assert_eq!(
+            read("-9223372036854775808"),
+            (
+                None,
+                Some(i64::MIN),
+                None,
+                Some(-9.223372036854776e18),
+                false
+            )
+        );
+        // Past i64 but inside u64; past both.
+        assert_eq!(
+            read("9223372036854775808"),
+            (None, None, Some(1 << 63), Some(9.223372036854776e18), false)
+        );
+        assert_eq!(
+            read("123456789012345678901234567890"),
+            (None, None, None, Some(1.2345678901234568e29), false)
+        );
+        assert_eq!(read("-1.25e-3"), (None, None, None, Some(-0.00125), false));
+        assert_eq!(read("1E+2"), (None, None, None, Some(100.0), false));
+        assert_eq!(read("1e400").3, Some(f64::INFINITY));
+        assert_eq!(read("-Infinity").3, Some(f64::NEG_INFINITY));
+        assert!(read("NaN").3.unwrap().is_nan());
+        assert_eq!(read("-0").3.map(f64::is_sign_negative), Some(true));
+        for other in [r#""true""#, "[1]", r#"{"a":1}"#] {
+            assert_eq!(read(other), (None, None, None, None, false), "{other}");
+        }
+        // A broken literal or number is an error, as for `null` and `u64`.
+        assert_eq!(
+            Cursor::new(b"tru").bool().unwrap_err().what,
+            "invalid literal"
+        );
+        assert!(Cursor::new(b"-x").i64().is_err());
+        assert!(Cursor::new(b"1.").f64().is_err());
+        assert!(Cursor::new(b"Nan").f64().is_err());
+        // Whitespace before the value is read past, as by every reader.
+        assert_eq!(Cursor::new(b" \n false").bool().unwrap(), Some(false));
     }
 
     #[test]
@@ -1521,8 +1641,16 @@ mod tests {
                     let _ = s.text(buf);
                 }
                 Kind::Number => {
-                    if cur.u64()?.is_none() {
+                    let start = cur.pos();
+                    let integer = cur.i64()?;
+                    cur.pos = start;
+                    if cur.f64()?.is_none() {
                         cur.skip()?;
+                    } else if let Some(n) = integer {
+                        assert_eq!(
+                            std::str::from_utf8(&buf[start..cur.pos()]).map(str::parse),
+                            Ok(Ok(n))
+                        );
                     }
                 }
                 Kind::Null => {
@@ -1530,7 +1658,11 @@ mod tests {
                         cur.skip()?;
                     }
                 }
-                Kind::Bool => cur.skip()?,
+                Kind::Bool => {
+                    if cur.bool()?.is_none() {
+                        cur.skip()?;
+                    }
+                }
             }
             Ok(())
         }
@@ -1860,6 +1992,35 @@ mod tests {
                 // The scanner leaves UTF-8 to the host; serde_json checks it.
                 if let Ok(text) = std::str::from_utf8(&bytes) {
                     check_agreement(text)?;
+                }
+            }
+
+            #[test]
+            fn fuzz_numbers_read_as_rust_parses_them(
+                text in prop_oneof![
+                    number(),
+                    Just("NaN".to_owned()),
+                    Just("Infinity".to_owned()),
+                    Just("-Infinity".to_owned()),
+                    "-?[0-9]{17,22}",
+                ],
+            ) {
+                // Leading zeros are not JSON: the readers stop after the first zero.
+                let json = !text.trim_start_matches('-').starts_with("0") || {
+                    let digits = text.trim_start_matches('-');
+                    digits == "0" || !digits.as_bytes()[1].is_ascii_digit()
+                };
+                let buf = text.as_bytes();
+                let mut cur = Cursor::new(buf);
+                let float = cur.f64().unwrap();
+                let rust: f64 = text.parse().unwrap();
+                prop_assert!(float.is_some_and(|f| f.to_bits() == rust.to_bits()) || !json, "{}", text);
+                prop_assert_eq!(cur.pos() == buf.len(), json, "{}", text);
+                let mut cur = Cursor::new(buf);
+                let int = cur.i64().unwrap();
+                if json {
+                    prop_assert_eq!(int, text.parse::<i64>().ok(), "{}", text);
+                    prop_assert_eq!(cur.pos(), if int.is_some() { buf.len() } else { 0 });
                 }
             }
 

@@ -39,6 +39,8 @@ pub mod sampling;
 pub mod synthetic;
 #[cfg(feature = "table")]
 pub mod table;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(feature = "table")]
 pub mod trace;
 #[cfg(feature = "media")]
@@ -47,7 +49,7 @@ pub mod video;
 // The generated bindings (`dataset_bindings`, `backend_bindings`): see `build.rs`.
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
-pub use backend::{Backend, Chunk, Decoder, Event, EventKind, TextSpan};
+pub use backend::{Backend, Chunk, Decoder, Event, EventKind, Frame, TextSpan};
 pub use backend_bindings::exports::bench::plugin::backend::{
     BackendDescription, ClientConfig, ErrorEvent, ErrorKind, Framing, HttpRequest, Pooled,
     PooledKind, ResponseHead, Usage,

@@ -9,11 +9,12 @@
 
 use serde_json::{Map, Value};
 
+use crate::backend::Frame;
 use crate::json::{self, Cursor, Kind, Str};
 use crate::options::{OptionReader, option};
 use crate::{
     Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError,
-    Prompt, RequestSpec, TextSpan, Usage,
+    Prompt, RequestSpec, Usage,
 };
 
 /// How much of a bad frame an error message quotes.
@@ -228,14 +229,14 @@ impl<R: FrameReader> Decoder for NativeDecoder<R> {
         frame_ends: &[u32],
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
-        for (frame, start, bytes) in crate::backend::frames(buffer, frame_ends)? {
-            match self.0.read(bytes) {
-                Ok(parsed) => emit(bytes, start, frame, parsed, out),
+        for frame in crate::backend::frames(buffer, frame_ends)? {
+            match self.0.read(frame.bytes()) {
+                Ok(parsed) => emit(frame, parsed, out),
                 Err(e) => out.push(Event {
-                    frame,
+                    frame: frame.index(),
                     kind: EventKind::malformed_frame(format!(
                         "invalid JSON in a response frame: {e}; the frame starts {}",
-                        quote(bytes)
+                        quote(frame.bytes())
                     )),
                 }),
             }
@@ -244,16 +245,13 @@ impl<R: FrameReader> Decoder for NativeDecoder<R> {
     }
 }
 
-fn emit(bytes: &[u8], start: usize, frame: u32, parsed: NativeFrame, out: &mut Vec<Event>) {
+fn emit(at: Frame<'_>, parsed: NativeFrame, out: &mut Vec<Event>) {
+    let (bytes, frame) = (at.bytes(), at.index());
     if let Some(text) = parsed.chunk {
         out.push(Event {
             frame,
             kind: EventKind::Chunk(Chunk {
-                content: text.map(|s| TextSpan {
-                    start: (start + s.start) as u32,
-                    len: s.len() as u32,
-                    escaped: s.escaped,
-                }),
+                content: text.map(|s| at.span(s)),
                 reasoning: None,
                 tokens: parsed.tokens,
             }),

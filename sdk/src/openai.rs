@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::backend::Frame;
 use crate::json::{self, Cursor, Key, Str};
 use crate::native::{ServerError, quote, server_error};
 use crate::options::{OptionReader, option};
@@ -343,7 +344,7 @@ struct Shape {
 
 /// What one frame says, as spans of the frame.
 #[derive(Default, Clone, Copy)]
-struct Frame {
+struct Reading {
     /// `Some` when `choices` is a non-empty array.
     choice: Option<Choice>,
     usage: Option<Usage>,
@@ -380,36 +381,29 @@ impl OpenAiDecoder {
         frame_ends: &[u32],
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
-        for (frame, start, bytes) in crate::backend::frames(buffer, frame_ends)? {
-            self.frame(buffer, start, start + bytes.len(), frame, out);
+        for frame in crate::backend::frames(buffer, frame_ends)? {
+            self.frame(frame, out);
         }
         Ok(())
     }
 
     #[inline]
-    fn frame(&mut self, buffer: &[u8], start: usize, end: usize, frame: u32, out: &mut Vec<Event>) {
-        let bytes = &buffer[start..end];
-        if let Some(parsed) = self.same_shape(bytes) {
-            self.emit(bytes, start, frame, parsed, out);
-        } else if let Some(parsed) = self.read_in_full(buffer, start, end, frame, out) {
-            self.keep_shape(bytes, &parsed);
+    fn frame(&mut self, frame: Frame<'_>, out: &mut Vec<Event>) {
+        if let Some(parsed) = self.same_shape(frame.bytes()) {
+            self.emit(frame, parsed, out);
+        } else if let Some(parsed) = self.read_in_full(frame, out) {
+            self.keep_shape(frame.bytes(), &parsed);
         }
     }
 
-    /// Reads the frame `buffer[start..end]` without the shape check: adds its events to
-    /// `out` and returns its reading, or `None` when it is not valid JSON.
-    fn read_in_full(
-        &mut self,
-        buffer: &[u8],
-        start: usize,
-        end: usize,
-        frame: u32,
-        out: &mut Vec<Event>,
-    ) -> Option<Frame> {
-        let bytes = &buffer[start..end];
+    /// Reads `frame` without the shape check: adds its events to `out` and returns its
+    /// reading, or `None` when it is not valid JSON.
+    fn read_in_full(&mut self, frame: Frame<'_>, out: &mut Vec<Event>) -> Option<Reading> {
+        let bytes = frame.bytes();
+        let index = frame.index();
         match self.scan(bytes) {
             Ok(parsed) => {
-                self.emit(bytes, start, frame, parsed, out);
+                self.emit(frame, parsed, out);
                 Some(parsed)
             }
             Err(e) => {
@@ -418,7 +412,7 @@ impl OpenAiDecoder {
                     quote(bytes)
                 );
                 out.push(Event {
-                    frame,
+                    frame: index,
                     kind: EventKind::malformed_frame(message),
                 });
                 None
@@ -426,21 +420,11 @@ impl OpenAiDecoder {
         }
     }
 
-    /// The events of a frame (`bytes`, at `start` in the buffer) read as `parsed`.
+    /// The events of `frame` read as `parsed`.
     #[inline(always)]
-    fn emit(
-        &mut self,
-        bytes: &[u8],
-        start: usize,
-        frame: u32,
-        parsed: Frame,
-        out: &mut Vec<Event>,
-    ) {
-        let span = |s: Str| TextSpan {
-            start: (start + s.start) as u32,
-            len: s.len() as u32,
-            escaped: s.escaped,
-        };
+    fn emit(&mut self, at: Frame<'_>, parsed: Reading, out: &mut Vec<Event>) {
+        let (bytes, frame) = (at.bytes(), at.index());
+        let span = |s: Str| at.span(s);
         if let Some(choice) = parsed.choice {
             let tokens = parsed
                 .usage
@@ -491,7 +475,7 @@ impl OpenAiDecoder {
     /// The reading of `bytes` when they are the kept [`Shape`]'s frame with another valid
     /// literal in place of its text; `None` when they are not.
     #[inline]
-    fn same_shape(&self, bytes: &[u8]) -> Option<Frame> {
+    fn same_shape(&self, bytes: &[u8]) -> Option<Reading> {
         let shape = self.shape.as_ref()?;
         let old = shape.text;
         // Through the opening quote, and from the closing quote on.
@@ -530,7 +514,7 @@ impl OpenAiDecoder {
             choice.reasoning = choice.reasoning.map(|(rank, s)| (rank, moved(s)));
         }
         choice.finish = choice.finish.map(moved);
-        Some(Frame {
+        Some(Reading {
             choice: Some(choice),
             usage: shape.usage,
             error: None,
@@ -539,7 +523,7 @@ impl OpenAiDecoder {
 
     /// Keeps `bytes`, read in full as `parsed`, as the [`Shape`] to compare later frames
     /// with, when it carries text and no error.
-    fn keep_shape(&mut self, bytes: &[u8], parsed: &Frame) {
+    fn keep_shape(&mut self, bytes: &[u8], parsed: &Reading) {
         let (Some(choice), None) = (parsed.choice, &parsed.error) else {
             return;
         };
@@ -569,8 +553,8 @@ impl OpenAiDecoder {
     /// Reads a frame in full. Kept out of line: inlined into the frame loop, it makes the
     /// loop's shape check slower in wasm (more registers spilled).
     #[inline(never)]
-    fn scan(&self, bytes: &[u8]) -> json::Result<Frame> {
-        let mut frame = Frame::default();
+    fn scan(&self, bytes: &[u8]) -> json::Result<Reading> {
+        let mut frame = Reading::default();
         let mut cur = Cursor::new(bytes);
         let object = cur.object(|key, v| {
             if key.is("choices") {
@@ -685,8 +669,8 @@ pub fn render(buffer: &[u8], event: &Event) -> String {
     let text = |span: &Option<TextSpan>| match span {
         None => "none".to_string(),
         Some(s) => {
-            let raw = &buffer[s.start as usize..(s.start + s.len) as usize];
-            let text = if s.escaped {
+            let raw = &buffer[s.range()];
+            let text = if s.escaped() {
                 json::unescape(raw)
             } else {
                 String::from_utf8_lossy(raw).into_owned()
@@ -750,80 +734,6 @@ pub fn render_response<B: Backend>(backend: &B, frames: &[&str]) -> Vec<String> 
         headers: Vec::new(),
     };
     render_frames(&mut backend.decoder(&head).unwrap(), frames)
-}
-
-/// A plugin's own decoders (streamed and whole) over damaged frames, for the plugin's
-/// tests: `open("true")` / `open("false")` must give the backend with its `stream` option
-/// set so. Frames are cut from `seeds` (responses of the API) and damaged by truncation,
-/// stray bytes and splices, many per run (`PROPTEST_CASES`, as for the SDK's `fuzz_`
-/// tests, sets how many, 2000 by default). Panics unless there is no panic, `Ok` whenever
-/// the frame ends are in order, and every span inside its own frame. The SDK's property
-/// tests check the decoding rules; this checks them under the field choice a plugin makes.
-pub fn fuzz_damaged_frames<B: Backend>(seeds: &[&[u8]], mut open: impl FnMut(&str) -> B) {
-    let cases: u64 = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(2000);
-    let alphabet = b"{}[]\":,\\ 0-.eunlt\x00\n\xc3\xa9\xff";
-    let mut rng = crate::rng::Random::new(2024);
-    let mut below = |n: usize| rng.randbelow(n as u64) as usize;
-    for case in 0..cases {
-        let stream = if case % 2 == 0 { "true" } else { "false" };
-        let mut decoder = open(stream)
-            .decoder(&ResponseHead {
-                status: 200,
-                headers: Vec::new(),
-            })
-            .unwrap();
-        let mut buffer = Vec::new();
-        let mut ends = Vec::new();
-        for _ in 0..below(5) {
-            let mut frame = seeds[below(seeds.len())].to_vec();
-            for _ in 0..below(4) {
-                let at = below(frame.len() + 1);
-                match below(4) {
-                    0 => frame.truncate(at),
-                    1 => frame.insert(at, alphabet[below(alphabet.len())]),
-                    2 if at < frame.len() => frame[at] = alphabet[below(alphabet.len())],
-                    _ => {
-                        let other = seeds[below(seeds.len())];
-                        frame.splice(at.., other[below(other.len())..].iter().copied());
-                    }
-                }
-            }
-            buffer.extend_from_slice(&frame);
-            ends.push(buffer.len() as u32);
-        }
-        let in_order = below(8) != 0;
-        if !in_order {
-            for end in &mut ends {
-                *end = below(buffer.len() + 3) as u32;
-            }
-        }
-        let mut out = Vec::new();
-        let fed = decoder.feed(&buffer, &ends, &mut out);
-        assert!(fed.is_ok() || !in_order, "case {case}: {fed:?}");
-        decoder.finish(&mut out).unwrap();
-        for event in &out {
-            let frame = event.frame as usize;
-            assert!(frame < ends.len(), "case {case}: {event:?}");
-            let start = if frame == 0 {
-                0
-            } else {
-                ends[frame - 1] as usize
-            };
-            if let EventKind::Chunk(chunk) = &event.kind {
-                for span in [&chunk.content, &chunk.reasoning].into_iter().flatten() {
-                    let (from, to) = (span.start as usize, (span.start + span.len) as usize);
-                    assert!(
-                        start <= from && to <= ends[frame] as usize,
-                        "case {case}: span {from}..{to} outside frame {frame} of {ends:?}"
-                    );
-                }
-            }
-            render(&buffer, event);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1116,8 +1026,8 @@ mod tests {
         else {
             panic!("{out:?}")
         };
-        let inside = &buffer[span.start as usize..(span.start + span.len) as usize];
-        assert_eq!((inside, span.escaped), (r#"r\"1"#, true));
+        let inside = &buffer[span.range()];
+        assert_eq!((inside, span.escaped()), (r#"r\"1"#, true));
         let EventKind::Chunk(Chunk {
             content: Some(span),
             ..
@@ -1126,10 +1036,10 @@ mod tests {
             panic!("{out:?}")
         };
         assert_eq!(
-            span.start as usize,
+            span.start() as usize,
             ends[2] as usize + frames[3].find("Hi").unwrap()
         );
-        assert!(!span.escaped);
+        assert!(!span.escaped());
     }
 
     #[test]
@@ -1212,6 +1122,56 @@ mod tests {
         assert!(decoder.feed(b"{}{}", &[2, 4], &mut out).is_ok());
     }
 
+    /// The authors' harness (`testing::fuzz_decoder`) over vLLM's responses, with the
+    /// field choices of the first-party plugins, streamed and whole.
+    #[test]
+    fn fuzz_decoders_with_the_plugin_authors_harness() {
+        let completions: &[&[u8]] = &[
+            br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" upon\n\"a\" time\u2026","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+            br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" there","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}"#,
+            br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":4,"total_tokens":6,"completion_tokens":2}}"#,
+        ];
+        let chat: &[&[u8]] = &[
+            br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"reasoning_content":"Let me \"think\""},"finish_reason":null}]}"#,
+            br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"content":"caf\u00e9 \ud83d\ude00"},"finish_reason":null}]}"#,
+            br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":3}}"#,
+        ];
+        let whole: &[&[u8]] = &[
+            br#"{"id":"chatcmpl-8","choices":[{"index":0,"message":{"role":"assistant","content":"Answer","reasoning":"why"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+        ];
+        let error: &[&[u8]] = &[br#"{"error":{"message":"Engine loop died","code":500}}"#];
+        let responses = [completions, chat, whole, error];
+        for fields in [fuzz::COMPLETIONS, CHAT, fuzz::CHAT_WHOLE] {
+            for stream in ["true", "false"] {
+                let (client, _) = open(&[("stream", stream)], None).unwrap();
+                let events = crate::testing::fuzz_decoder(&responses, || client.decoder(fields));
+                // What each field choice reads from the response in its own shape.
+                let (texts, response) = match fields.content {
+                    "text" => (vec![r#"" upon\n\"a\" time…""#, r#"" there""#], 0),
+                    _ if fields.holder == Some("delta") => {
+                        (vec![r#""""#, "none", r#""café 😀""#, r#""!""#], 1)
+                    }
+                    _ => (vec![r#""Answer""#], 2),
+                };
+                let got: Vec<&str> = events[response]
+                    .iter()
+                    .filter_map(|e| {
+                        e.split_once(": chunk content=")?
+                            .1
+                            .rsplit_once(" reasoning=")
+                    })
+                    .map(|(content, _)| content)
+                    .collect();
+                assert_eq!(got, texts, "{:?}", events[response]);
+                assert_eq!(
+                    events[3],
+                    ["0: error server: the server reported an error: Engine loop died"]
+                );
+            }
+        }
+    }
+
     /// Fuzzing of the decoder with proptest, with the field choices of the first-party
     /// plugins: `cargo test -p bench-sdk fuzz_` runs a short round;
     /// `PROPTEST_CASES=200000 cargo test -p bench-sdk fuzz_` a long one.
@@ -1229,7 +1189,7 @@ mod tests {
         }
 
         /// `plugins/backends/openai`: the text is the choice's own `text`.
-        const COMPLETIONS: ChoiceFields = ChoiceFields {
+        pub(super) const COMPLETIONS: ChoiceFields = ChoiceFields {
             holder: None,
             content: "text",
             reasoning: &[],
@@ -1237,7 +1197,7 @@ mod tests {
         /// `plugins/backends/openai-chat` streaming: `choices[0].delta`.
         const CHAT_STREAM: ChoiceFields = CHAT;
         /// `plugins/backends/openai-chat` without streaming: `choices[0].message`.
-        const CHAT_WHOLE: ChoiceFields = ChoiceFields {
+        pub(super) const CHAT_WHOLE: ChoiceFields = ChoiceFields {
             holder: Some("message"),
             content: "content",
             reasoning: &["reasoning_content", "reasoning"],
@@ -1290,7 +1250,7 @@ mod tests {
                 let end = ends[frame] as usize;
                 if let EventKind::Chunk(chunk) = &event.kind {
                     for span in [&chunk.content, &chunk.reasoning].into_iter().flatten() {
-                        let (from, len) = (span.start as usize, span.len as usize);
+                        let (from, len) = (span.start() as usize, span.len() as usize);
                         prop_assert!(
                             start <= from && from + len <= end,
                             "span {}+{} outside frame {}..{}",
@@ -1719,10 +1679,8 @@ mod tests {
                     decoder.feed(&buffer, &ends, &mut events).unwrap();
                     got.extend(events.iter().map(|e| format!("{e:?}")));
                     let mut events = Vec::new();
-                    let mut start = 0;
-                    for (i, &end) in ends.iter().enumerate() {
-                        alone.read_in_full(&buffer, start, end as usize, i as u32, &mut events);
-                        start = end as usize;
+                    for frame in crate::backend::frames(&buffer, &ends).unwrap() {
+                        alone.read_in_full(frame, &mut events);
                     }
                     want.extend(events.iter().map(|e| format!("{e:?}")));
                 }

@@ -465,11 +465,12 @@ impl Decoder for PoolingDecoder {
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
         // Frames lie end to end: the body is the buffer up to the last frame's end.
-        let Some((frame, start, last)) = crate::backend::frames(buffer, frame_ends)?.last() else {
+        let Some(last) = crate::backend::frames(buffer, frame_ends)?.last() else {
             return Ok(());
         };
+        let frame = last.index();
         let bytes = match &self.metadata {
-            None => &buffer[..start + last.len()],
+            None => &buffer[..last.range().end],
             Some(Some(metadata)) => metadata.as_slice(),
             Some(None) => {
                 out.push(Event {
@@ -723,16 +724,31 @@ mod tests {
             br#"{"data":[{"index":0,"object":"pooling","data":[[1,2],[3]]}]}"#,
             br#"{"error":{"message":"too long","code":400}}"#,
         ];
-        crate::openai::fuzz_damaged_frames(&seeds, |_| {
-            PoolingBackend::<Api>::open(ClientConfig {
-                model: "m".into(),
-                ignore_eos: false,
-                stream: false,
-                extra_body: None,
-                options: Vec::new(),
-            })
-            .unwrap()
-        });
+        let backend = PoolingBackend::<Api>::open(ClientConfig {
+            model: "m".into(),
+            ignore_eos: false,
+            stream: false,
+            extra_body: None,
+            options: Vec::new(),
+        })
+        .unwrap();
+        let head = ResponseHead {
+            status: 200,
+            headers: Vec::new(),
+        };
+        let responses = seeds.map(|seed| [seed]);
+        let responses = responses.each_ref().map(|r| &r[..]);
+        // One document over the frames of a call: fed whole only.
+        let events = crate::testing::Fuzz::new(&responses)
+            .one_call_per_response()
+            .run(|| backend.decoder(&head).unwrap());
+        assert_eq!(
+            events[0],
+            [
+                "0: usage prompt=3 completion=none",
+                "0: pooled PooledKind::Embedding 1x3"
+            ]
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod datasets_random;
 mod datasets_text;
 mod datasets_traces;
 mod datasets_vllm;
+mod decode_spans;
 mod examples;
 mod faults;
 mod help;

@@ -233,8 +233,10 @@ impl BackendPlugin {
     }
 
     /// Decodes one whole response (payloads end to end in `buffer`, `frame_ends[i]` the
-    /// end of frame i) in one call, and checks that what comes back points inside
-    /// `buffer` at frames that exist.
+    /// end of frame i) in one call, and checks that what comes back names frames that
+    /// exist, in order, with every text inside its own frame. What breaks those rules is a
+    /// contract error ([`CallFailure::Contract`]): the response fails with it (naming the
+    /// plugin), and the instance goes on with the next.
     pub fn decode(
         &mut self,
         head: &ResponseHead,
@@ -265,20 +267,24 @@ impl BackendPlugin {
                     .map(v0_3_0::decoded_up)?
             }
         };
-        check_decoded(&decoded, buffer.len(), frame_ends.len())
+        check_decoded(&decoded, buffer.len(), frame_ends)
             .map_err(|why| self.sandbox.error("decode", CallFailure::Contract(why)))?;
         Ok(decoded)
     }
 }
 
-/// Rejects output that points outside the buffer or at a frame that does not exist, or
-/// whose chunk lists disagree in length, so the host can slice with it without a bounds
-/// panic.
+/// Rejects output whose chunk lists disagree in length, that names a frame that does not
+/// exist, whose chunks are out of frame order (the host takes their times in order), or
+/// whose text spans lie outside their chunk's frame: so the host can slice with it without
+/// a bounds panic, and a span built from a frame's own offsets as if they were the
+/// buffer's (which would show other text) fails instead of passing. `frame_ends` are the
+/// ends the host handed over, in order, inside the `buffer_len` bytes.
 fn check_decoded(
     decoded: &Decoded,
     buffer_len: usize,
-    frames: usize,
+    frame_ends: &[u32],
 ) -> std::result::Result<(), String> {
+    let frames = frame_ends.len();
     let Chunks {
         frames: chunk_frames,
         spans,
@@ -308,14 +314,39 @@ fn check_decoded(
     {
         return Err(format!("chunk {i} refers to frame {frame} of {frames}"));
     }
-    if let Some(i) = spans
-        .chunks_exact(2)
-        .position(|s| (s[0] as usize).saturating_add(s[1] as usize) > buffer_len)
-    {
+    if let Some(i) = chunk_frames.windows(2).position(|w| w[1] < w[0]) {
         return Err(format!(
-            "chunk {} has a text span outside the {buffer_len}-byte buffer",
-            i / 2
+            "chunk {} is in frame {}, before chunk {i}'s frame {}: chunks must come in frame \
+             order",
+            i + 1,
+            chunk_frames[i + 1],
+            chunk_frames[i]
         ));
+    }
+    for (i, (&frame, spans)) in chunk_frames.iter().zip(spans.chunks_exact(4)).enumerate() {
+        let start = match frame as usize {
+            0 => 0,
+            f => frame_ends[f - 1],
+        };
+        // No frames at all: nothing to point at.
+        let end = frame_ends.get(frame as usize).copied().unwrap_or(0);
+        for (what, span) in [("content", &spans[..2]), ("reasoning", &spans[2..])] {
+            let (from, len) = (span[0], span[1]);
+            // A length of 0 is no text: the host reads nothing.
+            if len == 0 || (from >= start && u64::from(from) + u64::from(len) <= u64::from(end)) {
+                continue;
+            }
+            let outside = if u64::from(from) + u64::from(len) > buffer_len as u64 {
+                format!("the {buffer_len}-byte buffer")
+            } else {
+                "its frame".to_owned()
+            };
+            return Err(format!(
+                "chunk {i} has a text span outside {outside}: its {what} span (start {from}, \
+                 len {len}), in frame {frame} (bytes {start}..{end} of the buffer); span \
+                 offsets count from the buffer's start, not the frame's"
+            ));
+        }
     }
     if let Some((i, event)) = decoded
         .events
@@ -351,43 +382,79 @@ mod tests {
 
     #[test]
     fn output_must_stay_inside_the_buffer() {
-        check_decoded(&one_chunk(1, 4, 6), 10, 2).unwrap();
-        let err = check_decoded(&one_chunk(0, 8, 3), 10, 1)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("outside"), "{err}");
-        let err = check_decoded(&one_chunk(0, u32::MAX, 2), 10, 1)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("outside"), "{err}");
+        check_decoded(&one_chunk(1, 4, 6), 10, &[4, 10]).unwrap();
+        let err = check_decoded(&one_chunk(0, 8, 3), 10, &[10]).unwrap_err();
+        assert_eq!(
+            err,
+            "chunk 0 has a text span outside the 10-byte buffer: its content span (start 8, \
+             len 3), in frame 0 (bytes 0..10 of the buffer); span offsets count from the \
+             buffer's start, not the frame's"
+        );
+        let err = check_decoded(&one_chunk(0, u32::MAX, 2), 10, &[10]).unwrap_err();
+        assert!(err.contains("outside the 10-byte buffer"), "{err}");
         let mut reasoning_out = one_chunk(0, 0, 1);
         reasoning_out.chunks.spans[2..].copy_from_slice(&[9, 2]);
-        let err = check_decoded(&reasoning_out, 10, 1)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("chunk 0 has a text span outside"), "{err}");
+        let err = check_decoded(&reasoning_out, 10, &[10]).unwrap_err();
+        assert!(
+            err.starts_with("chunk 0 has a text span outside the 10-byte buffer: its reasoning"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn text_must_stay_inside_its_own_frame() {
+        // Frames 0..4, 4..10, 10..16: a chunk of frame 1 may point at 4..10 only.
+        let ends = [4, 10, 16];
+        check_decoded(&one_chunk(1, 4, 6), 16, &ends).unwrap();
+        // Offsets into frame 1's own bytes, as if it started the buffer.
+        let err = check_decoded(&one_chunk(1, 1, 3), 16, &ends).unwrap_err();
+        assert_eq!(
+            err,
+            "chunk 0 has a text span outside its frame: its content span (start 1, len 3), in \
+             frame 1 (bytes 4..10 of the buffer); span offsets count from the buffer's start, \
+             not the frame's"
+        );
+        // Running into the next frame.
+        let err = check_decoded(&one_chunk(1, 8, 4), 16, &ends).unwrap_err();
+        assert!(
+            err.contains("(start 8, len 4), in frame 1 (bytes 4..10"),
+            "{err}"
+        );
+        // An empty span is no text, wherever it points.
+        check_decoded(&one_chunk(2, 0, 0), 16, &ends).unwrap();
+    }
+
+    #[test]
+    fn chunks_must_come_in_frame_order() {
+        let mut swapped = one_chunk(2, 10, 1);
+        swapped.chunks.frames.push(1);
+        swapped.chunks.spans.extend([4, 1, 0, 0]);
+        swapped.chunks.escaped.push(0);
+        let err = check_decoded(&swapped, 16, &[4, 10, 16]).unwrap_err();
+        assert_eq!(
+            err,
+            "chunk 1 is in frame 1, before chunk 0's frame 2: chunks must come in frame order"
+        );
     }
 
     #[test]
     fn frames_must_exist_and_lists_must_agree() {
-        let err = check_decoded(&one_chunk(2, 0, 1), 10, 2)
-            .unwrap_err()
-            .to_string();
+        let err = check_decoded(&one_chunk(2, 0, 1), 10, &[5, 10]).unwrap_err();
         assert!(err.contains("chunk 0 refers to frame 2 of 2"), "{err}");
         let mut event_out = one_chunk(0, 0, 1);
         event_out.events.push(Event {
             frame: 5,
             kind: EventKind::Finish("stop".into()),
         });
-        let err = check_decoded(&event_out, 10, 2).unwrap_err().to_string();
+        let err = check_decoded(&event_out, 10, &[5, 10]).unwrap_err();
         assert!(err.contains("event 0 refers to frame 5 of 2"), "{err}");
         let mut short = one_chunk(0, 0, 1);
         short.chunks.spans.pop();
-        let err = check_decoded(&short, 10, 1).unwrap_err().to_string();
+        let err = check_decoded(&short, 10, &[10]).unwrap_err();
         assert!(err.contains("1 chunks need 4 span numbers"), "{err}");
         let mut flags = one_chunk(0, 0, 1);
         flags.chunks.escaped.clear();
-        assert!(check_decoded(&flags, 10, 1).is_err());
+        assert!(check_decoded(&flags, 10, &[10]).is_err());
     }
 
     #[test]

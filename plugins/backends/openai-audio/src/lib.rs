@@ -28,8 +28,8 @@ use bench_sdk::native::{ServerError, server_error};
 use bench_sdk::openai::{ChoiceFields, OpenAiClient, OpenAiDecoder, common_options};
 use bench_sdk::{
     Backend, BackendDescription, BinaryData, Chunk, ClientConfig, ContentPart, Decoder, Event,
-    EventKind, Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead,
-    TextSpan, Usage,
+    EventKind, Frame, Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec,
+    ResponseHead, Usage,
 };
 use serde_json::{Value, json};
 
@@ -203,8 +203,8 @@ impl Decoder for AudioDecoder {
         match self {
             AudioDecoder::Stream(decoder) => decoder.feed(buffer, frame_ends, out),
             AudioDecoder::Whole => {
-                for (frame, start, bytes) in bench_sdk::backend::frames(buffer, frame_ends)? {
-                    whole(bytes, start, frame, out);
+                for frame in bench_sdk::backend::frames(buffer, frame_ends)? {
+                    whole(frame, out);
                 }
                 Ok(())
             }
@@ -222,7 +222,8 @@ struct Whole {
 
 /// A whole answer: `text` is a chunk, `usage` (when it has token counts) the usage, a
 /// non-null `error` an in-band error.
-fn whole(bytes: &[u8], start: usize, frame: u32, out: &mut Vec<Event>) {
+fn whole(at: Frame<'_>, out: &mut Vec<Event>) {
+    let (bytes, frame) = (at.bytes(), at.index());
     let read = || -> json::Result<Whole> {
         let mut answer = Whole::default();
         let mut cur = Cursor::new(bytes);
@@ -283,11 +284,7 @@ fn whole(bytes: &[u8], start: usize, frame: u32, out: &mut Vec<Event>) {
         out.push(Event {
             frame,
             kind: EventKind::Chunk(Chunk {
-                content: Some(TextSpan {
-                    start: (start + text.start) as u32,
-                    len: text.len() as u32,
-                    escaped: text.escaped,
-                }),
+                content: Some(at.span(text)),
                 reasoning: None,
                 tokens: None,
             }),

@@ -1,6 +1,6 @@
 use super::*;
 use bench_sdk::native::{decode_sse_split_everywhere, decode_whole};
-use bench_sdk::openai::fuzz_damaged_frames;
+use bench_sdk::testing::fuzz_backend;
 use std::collections::BTreeMap;
 
 fn client(stream: bool, ignore_eos: bool, extra_body: Option<&str>) -> Audio {
@@ -270,15 +270,25 @@ fn a_whole_answer_is_its_text() {
     );
 }
 
+/// The SDK's decoder fuzzing harness over a stream and a whole answer, each read
+/// streamed and whole.
 #[test]
 fn damaged_frames_never_panic() {
-    let seeds: Vec<&[u8]> = TRANSCRIPTION_STREAM
+    let stream: Vec<&[u8]> = TRANSCRIPTION_STREAM
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
         .map(str::as_bytes)
-        .chain([
-            br#"{"text":" The fox.","usage":{"prompt_tokens":3,"completion_tokens":2}}"#.as_slice(),
-        ])
         .collect();
-    fuzz_damaged_frames(&seeds, |stream| client(stream == "true", false, None));
+    let whole: &[u8] = br#"{"text":" The fox.","usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+    let responses = [&stream[..], &[whole]];
+    let streamed = fuzz_backend(&responses, &client(true, false, None));
+    assert!(
+        streamed[0].iter().any(|l| l.contains(": chunk content=\"")),
+        "{streamed:?}"
+    );
+    let events = fuzz_backend(&responses, &client(false, false, None));
+    assert_eq!(
+        events[1][0],
+        r#"0: chunk content=" The fox." reasoning=none"#
+    );
 }

@@ -507,17 +507,26 @@ mod tests {
         assert_eq!(events.len(), 3);
     }
 
-    /// The SDK's damaged-frame check under the field choice this plugin makes.
+    /// The SDK's decoder fuzzing harness under the field choice this plugin makes, each
+    /// response read streamed and whole.
     #[test]
     fn fuzz_decoders_hold_up_on_damaged_frames() {
-        let seeds: [&[u8]; 4] = [
-            br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"reasoning_content":"Let me \"think\"","content":"caf\u00e9 \ud83d\ude00"},"finish_reason":null}]}"#,
-            br#"{"id":"chatcmpl-8","choices":[{"index":0,"message":{"role":"assistant","content":"Answer","reasoning":"why"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
-            br#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}"#,
-            br#"{"error":{"message":"Engine loop died","code":500}}"#,
+        let responses: [&[&[u8]]; 3] = [
+            &[
+                br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"reasoning_content":"Let me \"think\"","content":"caf\u00e9 \ud83d\ude00"},"finish_reason":null}]}"#,
+                br#"{"id":"chatcmpl-9","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}"#,
+            ],
+            &[br#"{"id":"chatcmpl-8","choices":[{"index":0,"message":{"role":"assistant","content":"Answer","reasoning":"why"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#],
+            &[br#"{"error":{"message":"Engine loop died","code":500}}"#],
         ];
-        bench_sdk::openai::fuzz_damaged_frames(&seeds, |stream| {
-            client(false, None, &[("stream", stream)])
-        });
+        let streamed = client(false, None, &[("stream", "true")]);
+        let events = bench_sdk::testing::fuzz_backend(&responses, &streamed);
+        assert_eq!(
+            events[0][0],
+            r#"0: chunk content="café 😀" reasoning="Let me \"think\"""#
+        );
+        let whole = client(false, None, &[("stream", "false")]);
+        let events = bench_sdk::testing::fuzz_backend(&responses, &whole);
+        assert_eq!(events[1][0], r#"0: chunk content="Answer" reasoning="why""#);
     }
 }

@@ -29,8 +29,7 @@ use bench_sdk::native::{ServerError, server_error};
 use bench_sdk::openai::{OpenAiClient, common_options};
 use bench_sdk::{
     Backend, BackendDescription, Chunk, ClientConfig, ContentPart, Decoder, Event, EventKind,
-    Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead, TextSpan,
-    Usage,
+    Frame, Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead, Usage,
 };
 use serde_json::{Value, json};
 
@@ -282,12 +281,11 @@ impl ResponsesDecoder {
         }
     }
 
-    fn stream_frame(&mut self, bytes: &[u8], start: usize, frame: u32, out: &mut Vec<Event>) {
-        let span = |s: Str| TextSpan {
-            start: (start + s.start) as u32,
-            len: s.len() as u32,
-            escaped: s.escaped,
-        };
+    fn stream_frame(&mut self, at: Frame<'_>, out: &mut Vec<Event>) {
+        let (bytes, frame) = (at.bytes(), at.index());
+        let span = |s: Str| at.span(s);
+        // A delta event without a `delta` string: an empty text.
+        let empty = || at.text(0..0, false);
         if let Some(shape) = &self.shape
             && let Some(text) = shape.read(bytes)
         {
@@ -333,7 +331,7 @@ impl ResponsesDecoder {
                 out.push(Event {
                     frame,
                     kind: EventKind::Chunk(Chunk {
-                        content: Some(event.delta.map_or(empty(start), span)),
+                        content: Some(event.delta.map_or_else(empty, span)),
                         reasoning: None,
                         tokens: None,
                     }),
@@ -345,7 +343,7 @@ impl ResponsesDecoder {
                     frame,
                     kind: EventKind::Chunk(Chunk {
                         content: None,
-                        reasoning: Some(event.delta.map_or(empty(start), span)),
+                        reasoning: Some(event.delta.map_or_else(empty, span)),
                         tokens: None,
                     }),
                 });
@@ -388,16 +386,13 @@ impl ResponsesDecoder {
         }
     }
 
-    fn whole(&mut self, bytes: &[u8], start: usize, frame: u32, out: &mut Vec<Event>) {
+    fn whole(&mut self, at: Frame<'_>, out: &mut Vec<Event>) {
+        let (bytes, frame) = (at.bytes(), at.index());
         let whole = match scan_whole(bytes) {
             Ok(whole) => whole,
             Err(e) => return self.malformed(bytes, e, frame, out),
         };
-        let span = |s: Str| TextSpan {
-            start: (start + s.start) as u32,
-            len: s.len() as u32,
-            escaped: s.escaped,
-        };
+        let span = |s: Str| at.span(s);
         // One chunk per text part, a reasoning part paired with an output part.
         let parts = whole.output.len().max(whole.reasoning.len());
         for i in 0..parts {
@@ -453,15 +448,6 @@ impl ResponsesDecoder {
     }
 }
 
-/// An empty text span at `start` (a delta event without a `delta` string).
-fn empty(start: usize) -> TextSpan {
-    TextSpan {
-        start: start as u32,
-        len: 0,
-        escaped: false,
-    }
-}
-
 /// How much of a bad frame an error message quotes.
 const QUOTE_BYTES: usize = 120;
 
@@ -484,11 +470,11 @@ impl Decoder for ResponsesDecoder {
         out: &mut Vec<Event>,
     ) -> Result<(), PluginError> {
         // Frames are numbered within this call; `frames` counts them for `finish`.
-        for (frame, start, bytes) in bench_sdk::backend::frames(buffer, frame_ends)? {
+        for frame in bench_sdk::backend::frames(buffer, frame_ends)? {
             if self.stream {
-                self.stream_frame(bytes, start, frame, out);
+                self.stream_frame(frame, out);
             } else {
-                self.whole(bytes, start, frame, out);
+                self.whole(frame, out);
             }
         }
         self.frames += frame_ends.len() as u32;

@@ -1,6 +1,6 @@
 use super::*;
 use bench_sdk::native::{decode_sse_split_everywhere, decode_whole};
-use bench_sdk::openai::fuzz_damaged_frames;
+use bench_sdk::testing::fuzz_backend;
 use bench_sdk::{ChatMessage, Session};
 
 fn client(stream: bool, ignore_eos: bool, extra_body: Option<&str>) -> Responses {
@@ -385,13 +385,25 @@ fn delta_events_of_one_shape_read_as_each_read_alone() {
     assert!(all.iter().any(|l| l.contains("invalid JSON")));
 }
 
+/// The SDK's decoder fuzzing harness over a stream and a whole response, each read
+/// streamed and whole.
 #[test]
 fn damaged_frames_never_panic() {
-    let seeds: Vec<&[u8]> = REASONING_STREAM
+    let stream: Vec<&[u8]> = REASONING_STREAM
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
         .map(str::as_bytes)
-        .chain([WHOLE.as_bytes()])
         .collect();
-    fuzz_damaged_frames(&seeds, |stream| client(stream == "true", false, None));
+    let responses = [&stream[..], &[WHOLE.as_bytes()]];
+    let streamed = fuzz_backend(&responses, &client(true, false, None));
+    let whole = fuzz_backend(&responses, &client(false, false, None));
+    // Each sample read in its own mode gives its text.
+    assert!(
+        streamed[0].iter().any(|l| l.contains(": chunk content=\"")),
+        "{streamed:?}"
+    );
+    assert!(
+        whole[1].iter().any(|l| l.contains(": chunk content=\"")),
+        "{whole:?}"
+    );
 }

@@ -269,17 +269,27 @@ mod tests {
         );
     }
 
-    /// The SDK's damaged-frame check under the field choice this plugin makes.
+    /// The SDK's decoder fuzzing harness under the field choice this plugin makes, each
+    /// response read streamed and whole.
     #[test]
     fn fuzz_decoders_hold_up_on_damaged_frames() {
-        let seeds: [&[u8]; 4] = [
-            br#"{"id":"cmpl-a1","object":"text_completion","choices":[{"index":0,"text":" upon\n\"a\" time\u2026","logprobs":null,"finish_reason":"length"}],"usage":null}"#,
-            b"{\n  \"choices\": [{\"index\": 0, \"text\": \" there\", \"finish_reason\": \"length\"}],\n  \"usage\": {\"prompt_tokens\": 1, \"completion_tokens\": 4}\n}\n",
-            br#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}"#,
-            br#"{"error":{"message":"Engine loop died","code":500}}"#,
+        let responses: [&[&[u8]]; 4] = [
+            &[
+                br#"{"id":"cmpl-a1","object":"text_completion","choices":[{"index":0,"text":" upon\n\"a\" time\u2026","logprobs":null,"finish_reason":null}],"usage":null}"#,
+                br#"{"id":"cmpl-a1","object":"text_completion","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}"#,
+            ],
+            &[b"{\n  \"choices\": [{\"index\": 0, \"text\": \" there\", \"finish_reason\": \"length\"}],\n  \"usage\": {\"prompt_tokens\": 1, \"completion_tokens\": 4}\n}\n"],
+            &[br#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3}}"#],
+            &[br#"{"error":{"message":"Engine loop died","code":500}}"#],
         ];
-        bench_sdk::openai::fuzz_damaged_frames(&seeds, |stream| {
-            client(false, None, &[("stream", stream)])
-        });
+        for stream in ["true", "false"] {
+            let backend = client(false, None, &[("stream", stream)]);
+            let events = bench_sdk::testing::fuzz_backend(&responses, &backend);
+            assert_eq!(
+                events[0][0],
+                r#"0: chunk content=" upon\n\"a\" time…" reasoning=none"#
+            );
+            assert_eq!(events[1][0], r#"0: chunk content=" there" reasoning=none"#);
+        }
     }
 }
