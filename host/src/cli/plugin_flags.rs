@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, bail};
 use clap::builder::PossibleValuesParser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 
@@ -498,8 +499,9 @@ impl Parsed {
         let mut out = self.flags.ignored(matches, &self.chosen);
         if let Some(dataset) = self.chosen.get("dataset") {
             for (flag, name) in GENERAL_FLAGS {
-                let typed =
-                    matches.value_source(&name.replace('-', "_")) == Some(ValueSource::CommandLine);
+                let id = name.replace('-', "_");
+                let typed = matches.try_contains_id(&id).unwrap_or(false)
+                    && matches.value_source(&id) == Some(ValueSource::CommandLine);
                 if typed
                     && shared.get(flag).is_some()
                     && !self.flags.answers_to(Role::Dataset, flag)
@@ -550,24 +552,33 @@ pub fn parse(
         cmd = runs.edit(cmd, |c| flags.add(c, role, &name, &info))?;
         chosen.insert(role.as_str(), name);
     }
-    let matches = match cmd.clone().try_get_matches_from(argv) {
-        Ok(m) => m,
-        Err(e)
-            if e.kind() == clap::error::ErrorKind::UnknownArgument && !runs.roles().is_empty() =>
-        {
-            // Maybe a flag of another first-party plugin (vLLM accepts every dataset's).
-            for &(role, name) in builtins {
-                if !runs.roles().contains(&role)
-                    || chosen.get(role.as_str()).is_some_and(|c| c == name)
-                {
-                    continue;
-                }
-                let info = describe(role, name)?;
-                cmd = runs.edit(cmd, |c| Ok(flags.add_foreign(c, role, name, &info)))?;
-            }
-            cmd.try_get_matches_from(argv).unwrap_or_else(|e| e.exit())
+    // The other first-party plugins, described only when a flag is unknown: maybe it is
+    // one of theirs (vLLM accepts every dataset's).
+    let mut others: Vec<(Role, &str)> = builtins
+        .iter()
+        .copied()
+        .filter(|&(role, name)| {
+            runs.roles().contains(&role) && chosen.get(role.as_str()).is_none_or(|c| c != name)
+        })
+        .collect();
+    let matches = loop {
+        let e = match cmd.clone().try_get_matches_from(argv) {
+            Ok(m) => break m,
+            Err(e) if e.kind() == ErrorKind::UnknownArgument && !others.is_empty() => e,
+            Err(e) => e.exit(),
+        };
+        // The plugins the flag is named after first (`--random-input-len`: random), so
+        // that a cold start compiles one plugin, not all of them; all the others when
+        // none of those has it.
+        let (named, rest): (Vec<_>, Vec<_>) = others
+            .iter()
+            .partition(|(_, name)| unknown_flag(&e).is_some_and(|f| named_after(f, name)));
+        let batch = if named.is_empty() { rest } else { named };
+        for &(role, name) in &batch {
+            let info = describe(role, name)?;
+            cmd = runs.edit(cmd, |c| Ok(flags.add_foreign(c, role, name, &info)))?;
         }
-        Err(e) => e.exit(),
+        others.retain(|other| !batch.contains(other));
     };
     Ok(Parsed {
         matches,
@@ -575,6 +586,22 @@ pub fn parse(
         flags,
         chosen,
     })
+}
+
+/// The flag clap did not know, as typed (`--random-input-len`).
+fn unknown_flag(e: &clap::Error) -> Option<&str> {
+    match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(flag) => Some(flag),
+        _ => None,
+    }
+}
+
+/// Whether `flag` is one of plugin `name`'s by its name (vLLM's datasets prefix their
+/// flags with their name, `_` written `-`).
+fn named_after(flag: &str, name: &str) -> bool {
+    let flag = flag.trim_start_matches('-');
+    let prefix = format!("{}-", name.replace('_', "-"));
+    flag.starts_with(&prefix)
 }
 
 /// The default value of the argument `id` of the subcommand `runs` names.
@@ -838,6 +865,50 @@ mod tests {
             output_len: Some(128),
         };
         assert!(p.warnings(filled).is_empty());
+    }
+
+    #[test]
+    fn an_unknown_flag_describes_the_plugin_named_in_it_first() {
+        let cmd = Command::new("bench")
+            .arg(Arg::new("dataset_name").long("dataset-name"))
+            .arg(Arg::new("backend").long("backend").default_value("b"));
+        let described = std::cell::RefCell::new(Vec::new());
+        let mut describe = |_: Role, name: &str| {
+            described.borrow_mut().push(name.to_owned());
+            // sonnet's flag is not named after it.
+            let flag = match name {
+                "sonnet" => "poem-len".to_owned(),
+                _ => format!("{}-len", name.replace('_', "-")),
+            };
+            Ok(info(name, vec![option("len", Some(&flag))]))
+        };
+        let builtins = [
+            (Role::Dataset, "random"),
+            (Role::Dataset, "random_mm"),
+            (Role::Dataset, "sonnet"),
+            (Role::Backend, "openai"),
+        ];
+        let argv = |flag: &str| -> Vec<String> {
+            ["bench", "--dataset-name", "x", flag, "1"]
+                .map(str::to_owned)
+                .to_vec()
+        };
+        let p = parse(
+            cmd.clone(),
+            &argv("--random-mm-len"),
+            &mut describe,
+            &builtins,
+        )
+        .unwrap();
+        assert_eq!(*described.borrow(), ["x", "b", "random", "random_mm"]);
+        assert_eq!(p.warnings(SharedValues::default()).len(), 1);
+        described.borrow_mut().clear();
+        // A flag named after no plugin: all the others.
+        parse(cmd, &argv("--poem-len"), &mut describe, &builtins).unwrap();
+        assert_eq!(
+            *described.borrow(),
+            ["x", "b", "random", "random_mm", "sonnet", "openai"]
+        );
     }
 
     #[test]
