@@ -1,8 +1,9 @@
 //! The process-wide wasmtime engine, its epoch ticker, and the compiled-component cache.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,31 @@ fn cache_path(dir: &Path, engine: &Engine, wasm: &[u8]) -> PathBuf {
 /// Compiles `wasm` into a component, reusing the compiled code cached in `cache_dir` when
 /// there is some. A cache that cannot be read or written only costs a warning.
 pub(crate) fn compile(
+    engine: &Engine,
+    wasm: &[u8],
+    cache_dir: Option<&Path>,
+    plugin: &str,
+    notice: Option<&CompileNotice>,
+) -> Result<Component> {
+    // Compiled once per process: the CLI describes a plugin while it parses the command
+    // line and loads it again to run it, and without a usable disk cache (or before the
+    // first write lands) it would compile, and say so, twice.
+    static COMPILED: OnceLock<Mutex<HashMap<String, Component>>> = OnceLock::new();
+    let compiled = COMPILED.get_or_init(Default::default);
+    let key = sha256_hex(wasm);
+    if let Some(component) = compiled.lock().expect("compiled components").get(&key) {
+        return Ok(component.clone());
+    }
+    let component = compile_or_load(engine, wasm, cache_dir, plugin, notice)?;
+    compiled
+        .lock()
+        .expect("compiled components")
+        .insert(key, component.clone());
+    Ok(component)
+}
+
+/// [`compile`] without the process's own memo: from the disk cache, else compiled.
+fn compile_or_load(
     engine: &Engine,
     wasm: &[u8],
     cache_dir: Option<&Path>,

@@ -146,9 +146,7 @@ pub fn run(args: PluginArgs) -> Result<()> {
 
 fn cache(action: CacheAction) -> Result<()> {
     let Some(dir) = crate::runtime::cache_dir_from_env() else {
-        bail!(
-            "no cache directory: set BENCH_CACHE_DIR (or XDG_CACHE_HOME or HOME) to choose one"
-        );
+        bail!("no cache directory: set BENCH_CACHE_DIR (or XDG_CACHE_HOME or HOME) to choose one");
     };
     let mb = |bytes: u64| bytes as f64 / 1e6;
     match action {
