@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 mod command;
 pub mod fixtures;
 pub mod gate;
+pub mod plugin_tools;
 pub mod timing;
 
 pub use command::{Bench, COLUMNS, Run, Running};

@@ -5,7 +5,8 @@
 //!
 //! Each example is built once per test process. Without the Python and JavaScript tools the
 //! tests that need them fail, saying how to install them, unless `BENCH_SKIP_PLUGIN_TOOLS=1`
-//! (set by `.ci/run` when PyPI or npm cannot be reached), when they pass with a note.
+//! (set by `.ci/run` when PyPI or npm cannot be reached), when they pass with a note (see
+//! [`plugin_tools::tool`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,36 +64,6 @@ fn tgi_wasm() -> PathBuf {
     static WASM: OnceLock<PathBuf> = OnceLock::new();
     WASM.get_or_init(|| build_rust("backend-tgi", "backend_tgi"))
         .clone()
-}
-
-/// Where `scripts/plugin-tools.sh` put the Python and JavaScript tools, or `None` (with a
-/// note) when `BENCH_SKIP_PLUGIN_TOOLS=1` says they could not be installed.
-fn plugin_tools(test: &str) -> Option<PathBuf> {
-    if std::env::var_os("BENCH_SKIP_PLUGIN_TOOLS").is_some_and(|v| v == "1") {
-        eprintln!(
-            "{test}: skipped: BENCH_SKIP_PLUGIN_TOOLS=1 (PyPI or npm could not be reached, \
-             so componentize-py and componentize-js are not installed)"
-        );
-        return None;
-    }
-    let tools = match std::env::var_os("BENCH_PLUGIN_TOOLS") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/bench-plugin-tools")
-        }
-    };
-    for tool in [
-        "py/bin/componentize-py",
-        "js/node_modules/.bin/componentize-js",
-    ] {
-        assert!(
-            tools.join(tool).exists(),
-            "{} is missing: run scripts/plugin-tools.sh (or set BENCH_SKIP_PLUGIN_TOOLS=1 \
-             to skip the Python and JavaScript examples)",
-            tools.join(tool).display()
-        );
-    }
-    Some(tools)
 }
 
 /// Builds a Python or JavaScript example with its own `build.sh`, into `target/examples`.
@@ -379,7 +350,12 @@ fn third_party_backend_plugin_speaks_tgi() {
 /// lengths; its options are flags, `--output-len` among them.
 #[test]
 fn python_dataset_plugin_builds_and_runs() {
-    if plugin_tools("python_dataset_plugin_builds_and_runs").is_none() {
+    if plugin_tools::tool(
+        "python_dataset_plugin_builds_and_runs",
+        plugin_tools::COMPONENTIZE_PY,
+    )
+    .is_none()
+    {
         return;
     }
     gate::enter();
@@ -465,7 +441,12 @@ fn python_dataset_plugin_builds_and_runs() {
 /// line has one, blank lines skipped) reach the server.
 #[test]
 fn javascript_dataset_plugin_builds_and_runs() {
-    if plugin_tools("javascript_dataset_plugin_builds_and_runs").is_none() {
+    if plugin_tools::tool(
+        "javascript_dataset_plugin_builds_and_runs",
+        plugin_tools::COMPONENTIZE_JS,
+    )
+    .is_none()
+    {
         return;
     }
     gate::enter();
@@ -510,13 +491,16 @@ fn javascript_dataset_plugin_builds_and_runs() {
 /// load time, naming the import and the flag that removes it.
 #[test]
 fn a_javascript_plugin_built_with_wasi_http_is_refused_naming_the_flag() {
-    let Some(tools) = plugin_tools("a_javascript_plugin_built_with_wasi_http_is_refused") else {
+    let Some(componentize_js) = plugin_tools::tool(
+        "a_javascript_plugin_built_with_wasi_http_is_refused_naming_the_flag",
+        plugin_tools::COMPONENTIZE_JS,
+    ) else {
         return;
     };
     gate::enter();
     let out = repo().join("target/examples/dataset_js_with_http.wasm");
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let mut build = Command::new(tools.join("js/node_modules/.bin/componentize-js"));
+    let mut build = Command::new(componentize_js);
     // From the repository's root, as examples/dataset-js/build.sh runs it, without its
     // `-d http fetch-event`.
     build
