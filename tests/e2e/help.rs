@@ -46,6 +46,7 @@ help_snapshots! {
     plugin_cache: ["plugin", "cache"];
     plugin_cache_dir: ["plugin", "cache", "dir"];
     plugin_cache_clear: ["plugin", "cache", "clear"];
+    plugin_new: ["plugin", "new"];
     dataset: ["dataset"];
     dataset_sample: ["dataset", "sample"];
     startup: ["startup"];

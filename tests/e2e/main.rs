@@ -33,6 +33,7 @@ mod offline;
 mod plots;
 mod plugin_cache;
 mod plugin_flags;
+mod plugin_new;
 mod report;
 mod reproducible;
 mod sandbox;
