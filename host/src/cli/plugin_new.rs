@@ -140,7 +140,7 @@ pub fn run(args: &NewArgs) -> Result<()> {
         kind_name(args.kind),
         dir.display()
     );
-    for (path, _) in &files {
+    for (path, _) in files.iter().filter(|(p, _)| !p.starts_with("wit/deps/")) {
         println!("  {path}");
     }
     println!(
@@ -247,7 +247,9 @@ fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
                 Lang::Python => {
                     "`build.sh` runs componentize-py (`pip install componentize-py==0.25.1`) \
                      against `wit/`, the plugin contract; `bench_plugin.py` holds the helpers \
-                     every Python plugin needs (errors with tracebacks, options, files)."
+                     every Python plugin needs (errors with tracebacks, options, files). \
+                     `componentize-py -d wit -w {{kind}}-plugin bindings .` writes the \
+                     bindings (`wit_world/`) for an editor to read."
                 }
                 _ => {
                     "`build.sh` runs componentize-js (`npm install \
@@ -288,19 +290,19 @@ fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
         )
     };
     let mut listing = String::new();
-    for (path, _) in files.iter().filter(|(p, _)| !p.starts_with("wit/deps/")) {
-        let _ = writeln!(listing, "- `{path}`");
-    }
-    if files.iter().any(|(p, _)| p.starts_with("wit/deps/")) {
-        listing.push_str("- `wit/deps/`: the WASI interfaces the contract's worlds include\n");
+    for (path, _) in &files {
+        if let Some(what) = describe_file(path, args.lang) {
+            let _ = writeln!(listing, "- `{path}`: {what}");
+        }
     }
     files.push(("README.md".into(), template("common/README.md")));
 
     // Structural placeholders first: their values hold {{name}} and {{crate}}.
     let sdk = sdk.map(|p| p.display().to_string()).unwrap_or_default();
-    let vars: [(&str, &str); 14] = [
+    let vars: [(&str, &str); 15] = [
         ("{{build}}", build),
         ("{{wasm}}", wasm),
+        ("{{wasm_file}}", &shown_wasm),
         ("{{run}}", run),
         ("{{usage}}", &usage),
         ("{{what}}", what),
@@ -326,6 +328,30 @@ fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
             (path, text)
         })
         .collect()
+}
+
+/// What a project file is, for the README; `None` for those it need not list one by one.
+fn describe_file(path: &str, lang: Lang) -> Option<&'static str> {
+    Some(match path {
+        "Cargo.toml" => "the crate, with bench-sdk by path",
+        "src/lib.rs" => "the plugin, with its unit tests",
+        "dataset.py" | "backend.py" => {
+            "the plugin (componentize-py takes the classes of the interface it exports from the \
+             module named after it: keep the file's name)"
+        }
+        "dataset.js" | "backend.js" => "the plugin",
+        "bench_plugin.py" | "bench-plugin.js" => {
+            "helpers every plugin in this language needs (a copy of bench's `sdk/`)"
+        }
+        "build.sh" => "the build command",
+        "test.sh" => "builds the plugin and runs it against `bench mock-server`",
+        "prompts.txt" => "sample data, one prompt per line",
+        "wit/plugin.wit" => match lang {
+            Lang::Rust => return None,
+            _ => "the plugin contract, with the WASI interfaces it includes in `wit/deps/`",
+        },
+        _ => return None,
+    })
 }
 
 fn lang_dir(lang: Lang) -> &'static str {
