@@ -40,10 +40,10 @@ pub trait Backend: Sized + 'static {
 /// natively.
 ///
 /// The host calls `feed` once per response with all its frames. The SDK's test harness
-/// ([`testing`](crate::testing), feature `testing`) also feeds a response in several calls,
-/// to check that what a decoder keeps between frames does not depend on where a call
-/// ends: events from `feed` name frames by their index in that call's `frame_ends`, events
-/// from [`Decoder::finish`] by their index in the whole response.
+/// (`bench_sdk::testing`, feature `testing`) also feeds a response in several calls, to
+/// check that what a decoder keeps between frames does not depend on where a call ends:
+/// events from `feed` name frames by their index in that call's `frame_ends`, events from
+/// [`Decoder::finish`] by their index in the whole response.
 pub trait Decoder: 'static {
     fn feed(
         &mut self,
@@ -193,7 +193,7 @@ impl<'a> Frame<'a> {
     }
 
     /// The span of a string that a [`json::Cursor`](crate::json::Cursor) over
-    /// [`Frame::bytes`] read (a [`json::Str`] holds offsets into the bytes it scanned).
+    /// [`Frame::bytes`] read (a [`Str`] holds offsets into the bytes it scanned).
     ///
     /// # Panics
     ///

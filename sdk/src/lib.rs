@@ -16,6 +16,11 @@
 //! The bindings are generated from `wit/current` (the package version is [`API_VERSION`]);
 //! the helpers here (options, the JSON scanner, numpy's and Python's random generators) are
 //! shared by every first-party plugin so that none of them carries its own copy.
+//!
+//! A backend's decoder walks its frames with [`backend::frames`] and builds every text span
+//! with [`Frame::span`] from the offsets a [`json::Cursor`] over the frame gives; its tests
+//! fuzz it with `bench_sdk::testing` (feature `testing`), the harness the first-party
+//! decoders are tested with.
 
 #[cfg(feature = "audio")]
 pub mod audio;

@@ -105,9 +105,8 @@ const DAMAGE: &[u8] = b"{}[]\":,\\ 0-.eunlt\x00\n\xc3\xa9\xff";
 /// [`Fuzz`] with its defaults: the usual entry point. `responses` are sample responses
 /// of the plugin's API, each as the payloads of its frames (for server-sent events, each
 /// event's `data`; for a whole body, the body alone); `decoder` makes a decoder for a
-/// response. Returns the events of each sample decoded as given, one line per event (see
-/// [`render`](crate::openai::render)), for the test to compare with what the samples
-/// say.
+/// response. Returns the events of each sample decoded as given, one line per event (as
+/// `openai::render` writes them), for the test to compare with what the samples say.
 ///
 /// # Panics
 ///
