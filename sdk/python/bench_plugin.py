@@ -73,9 +73,16 @@ def guard(target):
     return guarded
 
 
+def _count(text):
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
 _KINDS = {
     types.OptionKind.TEXT: str,
-    types.OptionKind.COUNT: int,
+    types.OptionKind.COUNT: _count,
     types.OptionKind.INTEGER: int,
     types.OptionKind.NUMBER: float,
     types.OptionKind.SWITCH: lambda v: {"true": True, "false": False}[v.lower()],
