@@ -67,8 +67,10 @@ def guard(target):
             return target(*args, **kwargs)
         except Err:
             raise
-        except Exception:
-            raise Err(types.PluginError_Internal(traceback.format_exc().rstrip()))
+        except Exception as e:
+            # The traceback from the plugin's own frame on (this wrapper's is left out).
+            shown = traceback.format_exception(type(e), e, e.__traceback__.tb_next)
+            raise Err(types.PluginError_Internal("".join(shown).rstrip()))
 
     return guarded
 
