@@ -240,7 +240,12 @@ fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
             files.push((helper.path.into(), helper.text));
             files.push(("build.sh".into(), template(build_sh)));
             files.extend(WIT.iter().map(|f| (format!("wit/{}", f.path), f.text)));
-            files.push((".gitignore".into(), "/*.wasm\n"));
+            let ignored = match args.lang {
+                // Also what `componentize-py ... bindings .` writes for an editor.
+                Lang::Python => "/*.wasm\n/wit_world/\n/componentize_py_*\n/poll_loop.py\n__pycache__/\n",
+                _ => "/*.wasm\n",
+            };
+            files.push((".gitignore".into(), ignored));
             build = "./build.sh";
             wasm = "{{name}}.wasm";
             tool = match args.lang {
