@@ -242,7 +242,9 @@ fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
             files.extend(WIT.iter().map(|f| (format!("wit/{}", f.path), f.text)));
             let ignored = match args.lang {
                 // Also what `componentize-py ... bindings .` writes for an editor.
-                Lang::Python => "/*.wasm\n/wit_world/\n/componentize_py_*\n/poll_loop.py\n__pycache__/\n",
+                Lang::Python => {
+                    "/*.wasm\n/wit_world/\n/componentize_py_*\n/poll_loop.py\n__pycache__/\n"
+                }
                 _ => "/*.wasm\n",
             };
             files.push((".gitignore".into(), ignored));
