@@ -51,6 +51,11 @@
 #              where vllm-bench has the dataset (it does not apply chat templates, and it
 #              makes its own draws, not vLLM's request set), the same columns as prepare-L.
 #              ROWS=data runs every dataset row.
+#   plugin-load: loading a plugin component: the first load (compiling it, fresh cache) and
+#              the cached load (the median of 5), as the wall time of `bench plugin inspect`
+#              (process start, load, instantiate, describe), for the Rust example
+#              examples/dataset-lines (0.2 MB) and the Python example examples/dataset-python
+#              (about 18 MB: it carries CPython; needs scripts/plugin-tools.sh, else n/a).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,7 +71,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server="taskset -c 1" pin_client="taskset -c 0"
 fi
 datasets="sharegpt sonnet prefix_repetition prefix_repetition-20k random-rerank random-mm custom custom_image custom_audio burstgpt spec_bench speed_bench hf timed_trace mooncake file"
-rows=${ROWS:-prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 ceiling-backends timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
+rows=${ROWS:-plugin-load prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 ceiling-backends timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
 want() { [[ " $rows " == *" $1 "* ]] || { [[ $1 == data-* ]] && [[ " $rows " == *" data "* ]]; }; }
 
 # label conc(or "none") prompts ttft_ms itl_ms output_len [extra bench flags...]
@@ -135,6 +140,36 @@ def ratio(a, b):
 print(f"| {label:<12} | {n:>7} | {cell(b1)} | {cell(v1)} | {ratio(b1, v1):>7} | {cell(ball)} | {cell(vall)} | {ratio(ball, vall):>7} |")
 PY
 }
+# plugin_load_row label wasm: first and cached load of one component
+plugin_load_row() {
+  local label=$1 wasm=$2 cache="$tmp/plugin-cache-$1"
+  if [ ! -f "$wasm" ]; then
+    printf '| %-14s | %8s | %12s | %14s |\n' "$label" n/a n/a n/a
+    return
+  fi
+  local first cached=()
+  first=$(BENCH_CACHE_DIR=$cache prepare_time "" "$bench" plugin inspect "$wasm")
+  for _ in 1 2 3 4 5; do
+    cached+=("$(BENCH_CACHE_DIR=$cache prepare_time "" "$bench" plugin inspect "$wasm")")
+  done
+  python3 - "$label" "$wasm" "$first" "${cached[@]}" <<'PY'
+import os, statistics, sys
+label, wasm, first, *cached = sys.argv[1:]
+ms = statistics.median(float(t) for t in cached) * 1000
+print(f"| {label:<14} | {os.path.getsize(wasm) / 1e6:>8.1f} | {float(first):>12.2f} | {ms:>14.0f} |")
+PY
+}
+if want plugin-load; then
+  echo "| plugin         | size MB | first load s | cached load ms |"
+  echo "|----------------|--------:|-------------:|---------------:|"
+  CARGO_TARGET_DIR=$PWD/target/example-plugin cargo build --release --target wasm32-wasip2 \
+    --manifest-path examples/dataset-lines/Cargo.toml >/dev/null 2>&1
+  plugin_load_row rust-lines target/example-plugin/wasm32-wasip2/release/dataset_lines.wasm
+  python_wasm="$tmp/dataset_python.wasm"
+  bash examples/dataset-python/build.sh "$python_wasm" >/dev/null 2>&1 || rm -f "$python_wasm"
+  plugin_load_row python-csv "$python_wasm"
+  echo
+fi
 if want prepare-1024 || want prepare-128 || want prepare-100k; then
   echo "| scenario     | prompts | bench 1 core s | prompts/s | vllm-bench 1 core s | prompts/s | speed-up | bench all cores s | prompts/s | vllm-bench all cores s | prompts/s | speed-up |"
   echo "|--------------|--------:|--------:|----------:|--------:|----------:|--------:|--------:|----------:|--------:|----------:|--------:|"

@@ -42,8 +42,9 @@ fn new_project(parent: &Path, name: &str, kind: &str, lang: &str) -> PathBuf {
     dir
 }
 
-/// Runs a program in `project` as an author would, with the bench under test and the
-/// repository's GPT-2 tokenizer (no network: cargo works offline from its cache).
+/// Runs a program in `project` as an author would, with the bench under test and no
+/// `BENCH_TOKENIZER`: `test.sh` defaults to this checkout's GPT-2 tokenizer (no network:
+/// cargo works offline from its cache).
 fn run_in(project: &Path, program: &str, args: &[&str]) -> Output {
     gate::enter();
     let mut command = Command::new(program);
@@ -57,7 +58,6 @@ fn run_in(project: &Path, program: &str, args: &[&str]) -> Output {
         .current_dir(project)
         .args(args)
         .env("BENCH", env!("CARGO_BIN_EXE_bench"))
-        .env("BENCH_TOKENIZER", gpt2())
         .env("BENCH_CACHE_DIR", shared_dir().join("cache"))
         .env("BENCH_LOG", "warn")
         .env("CARGO_TARGET_DIR", shared_dir().join("target"))

@@ -71,6 +71,23 @@ const JS_HELPER: File = File {
 /// The SDK of the checkout this binary was built from: a Rust plugin's default `bench-sdk`.
 const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
 
+/// The GPT-2 tokenizer of the checkout this binary was built from: what `test.sh` runs
+/// with unless told otherwise, so that it works offline, with no Hugging Face cache.
+const BUILT_FROM_TOKENIZER: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/tokenizers/gpt2");
+
+/// `test.sh`'s default tokenizer: the checkout's GPT-2 when it is there, else the hub id
+/// `gpt2` (found in the Hugging Face cache, if the user has it).
+fn default_tokenizer() -> String {
+    let local = Path::new(BUILT_FROM_TOKENIZER);
+    match local.join("tokenizer.json").is_file() {
+        true => local
+            .canonicalize()
+            .map_or_else(|_| local.display().to_string(), |p| p.display().to_string()),
+        false => "gpt2".to_owned(),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Kind {
     /// Makes the requests: one per line of --dataset-path.
@@ -130,7 +147,7 @@ pub fn run(args: &NewArgs) -> Result<()> {
         Lang::Rust => Some(sdk_path(args.sdk.as_deref())?),
         _ => None,
     };
-    let files = project(args, sdk.as_deref());
+    let files = project(args, sdk.as_deref(), &default_tokenizer());
     for (path, text) in &files {
         write(&dir.join(path), text)?;
     }
@@ -210,7 +227,7 @@ fn lang_name(lang: Lang) -> &'static str {
 }
 
 /// The project's files (path in the project, text), placeholders filled in.
-fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
+fn project(args: &NewArgs, sdk: Option<&Path>, tokenizer: &str) -> Vec<(String, String)> {
     let kind = kind_name(args.kind);
     let dataset = args.kind == Kind::Dataset;
     let mut files: Vec<(String, &str)> = Vec::new();
@@ -306,7 +323,8 @@ fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
 
     // Structural placeholders first: their values hold {{name}} and {{crate}}.
     let sdk = sdk.map(|p| p.display().to_string()).unwrap_or_default();
-    let vars: [(&str, &str); 15] = [
+    let vars: [(&str, &str); 16] = [
+        ("{{tokenizer}}", tokenizer),
         ("{{build}}", build),
         ("{{wasm}}", wasm),
         ("{{wasm_file}}", &shown_wasm),
@@ -446,7 +464,7 @@ mod tests {
                     dir: None,
                     sdk: None,
                 };
-                for (path, text) in project(&args, Some(Path::new("/sdk"))) {
+                for (path, text) in project(&args, Some(Path::new("/sdk")), "gpt2") {
                     assert!(!text.contains("{{"), "{lang:?} {kind:?} {path}:\n{text}");
                 }
             }
