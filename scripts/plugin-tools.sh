@@ -4,6 +4,7 @@
 #   $BENCH_PLUGIN_TOOLS/py/bin/componentize-py               (PyPI: componentize-py)
 #   $BENCH_PLUGIN_TOOLS/js/node_modules/.bin/componentize-js  (npm: @bytecodealliance/componentize-js)
 #   $BENCH_PLUGIN_TOOLS/js/node_modules/.bin/jco              (npm: @bytecodealliance/jco)
+#   bash scripts/plugin-tools.sh [python] [js]     (no argument: both)
 # BENCH_PLUGIN_TOOLS defaults to ~/.cache/bench-plugin-tools. What is already there at the
 # pinned version is kept, so a second run takes no network and well under a second.
 #
@@ -76,14 +77,27 @@ install_js() {
   fi
 }
 
+# Which languages: the arguments (python, js), both by default.
+want_py=1 want_js=1
+if [ $# -gt 0 ]; then
+  want_py=0 want_js=0
+  for lang in "$@"; do
+    case "$lang" in
+      python | py) want_py=1 ;;
+      js | javascript) want_js=1 ;;
+      *) say "unknown language '$lang': give python, js, or nothing for both"; exit 1 ;;
+    esac
+  done
+fi
+
 # Both are tried, whatever the first one gives; the worse status wins (1 over 2 over 0).
 status=0
-install_py || status=$?
+[ "$want_py" = 0 ] || install_py || status=$?
 js_status=0
-install_js || js_status=$?
+[ "$want_js" = 0 ] || install_js || js_status=$?
 if [ "$js_status" = 1 ] || [ "$status" = 0 ]; then status=$js_status; fi
 [ "$status" = 0 ] || exit "$status"
 
-echo "componentize-py: $py/bin/componentize-py"
-echo "componentize-js: $js/node_modules/.bin/componentize-js"
-echo "jco: $js/node_modules/.bin/jco"
+[ "$want_py" = 0 ] || echo "componentize-py: $py/bin/componentize-py"
+[ "$want_js" = 0 ] || echo "componentize-js: $js/node_modules/.bin/componentize-js"
+[ "$want_js" = 0 ] || echo "jco: $js/node_modules/.bin/jco"

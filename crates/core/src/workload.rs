@@ -89,8 +89,13 @@ impl LoraModules {
 }
 
 /// Applies the dataset's rule for `--dataset-path` (its description's `path`), with
-/// vLLM's message for a synthetic dataset given a file.
-pub fn check_dataset_path(description: &DatasetDescription, path: Option<&Path>) -> Result<()> {
+/// vLLM's message for a synthetic dataset given a file. `plugin` is the dataset as the
+/// user named it (a built-in name, or the path of a `.wasm` file), for the hint.
+pub fn check_dataset_path(
+    description: &DatasetDescription,
+    plugin: &str,
+    path: Option<&Path>,
+) -> Result<()> {
     let name = &description.info.name;
     match (description.path, path) {
         (PathUse::Refused, Some(path)) => bail!(
@@ -100,7 +105,7 @@ pub fn check_dataset_path(description: &DatasetDescription, path: Option<&Path>)
         ),
         (PathUse::Required, None) => bail!(
             "the '{name}' dataset reads a file: give it with --dataset-path (`bench plugin \
-             inspect {name}` describes what it reads)"
+             inspect {plugin}` describes what it reads)"
         ),
         _ => Ok(()),
     }
@@ -231,7 +236,11 @@ pub fn load_with_tokenizer(
     let mut dataset =
         runtime.load_dataset(&config.dataset, host, config.dataset_path.as_deref())?;
     let description = dataset.description()?;
-    check_dataset_path(&description, config.dataset_path.as_deref())?;
+    check_dataset_path(
+        &description,
+        &config.dataset.display(),
+        config.dataset_path.as_deref(),
+    )?;
     let started = std::time::Instant::now();
     let total = u64::from(config.num_prompts);
     let specs = dataset.sample_with_progress(

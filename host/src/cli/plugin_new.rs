@@ -71,22 +71,23 @@ const JS_HELPER: File = File {
 /// The SDK of the checkout this binary was built from: a Rust plugin's default `bench-sdk`.
 const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
 
-/// The GPT-2 tokenizer of the checkout this binary was built from: what `test.sh` runs
-/// with unless told otherwise, so that it works offline, with no Hugging Face cache.
-const BUILT_FROM_TOKENIZER: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/tokenizers/gpt2");
-
-/// `test.sh`'s default tokenizer: the checkout's GPT-2 when it is there, else the hub id
-/// `gpt2` (found in the Hugging Face cache, if the user has it).
-fn default_tokenizer() -> String {
-    let local = Path::new(BUILT_FROM_TOKENIZER);
-    match local.join("tokenizer.json").is_file() {
-        true => local
-            .canonicalize()
-            .map_or_else(|_| local.display().to_string(), |p| p.display().to_string()),
-        false => "gpt2".to_owned(),
-    }
-}
+/// GPT-2's tokenizer, written into every project for `test.sh`: bench downloads nothing,
+/// and an author may have no tokenizer on disk yet. Copied verbatim (not a template).
+const TEST_TOKENIZER: [(&str, &str); 3] = [
+    (
+        "tokenizer/tokenizer.json",
+        include_str!("../../../tests/data/tokenizers/gpt2/tokenizer.json"),
+    ),
+    (
+        "tokenizer/LICENSE.openai-gpt-2",
+        include_str!("../../../tests/data/tokenizers/gpt2/LICENSE.openai-gpt-2"),
+    ),
+    (
+        "tokenizer/README.md",
+        "GPT-2's tokenizer (`openai-community/gpt2`, vocabulary of 50 257), for `test.sh`.\n\
+         Licence: OpenAI's GPT-2 licence, a modified MIT licence (`LICENSE.openai-gpt-2`).\n",
+    ),
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Kind {
@@ -147,7 +148,7 @@ pub fn run(args: &NewArgs) -> Result<()> {
         Lang::Rust => Some(sdk_path(args.sdk.as_deref())?),
         _ => None,
     };
-    let files = project(args, sdk.as_deref(), &default_tokenizer());
+    let files = project(args, sdk.as_deref());
     for (path, text) in &files {
         write(&dir.join(path), text)?;
     }
@@ -227,7 +228,7 @@ fn lang_name(lang: Lang) -> &'static str {
 }
 
 /// The project's files (path in the project, text), placeholders filled in.
-fn project(args: &NewArgs, sdk: Option<&Path>, tokenizer: &str) -> Vec<(String, String)> {
+fn project(args: &NewArgs, sdk: Option<&Path>) -> Vec<(String, String)> {
     let kind = kind_name(args.kind);
     let dataset = args.kind == Kind::Dataset;
     let mut files: Vec<(String, &str)> = Vec::new();
@@ -314,7 +315,8 @@ fn project(args: &NewArgs, sdk: Option<&Path>, tokenizer: &str) -> Vec<(String, 
         )
     };
     let mut listing = String::new();
-    for (path, _) in &files {
+    let listed = files.iter().map(|(path, _)| path.as_str());
+    for path in listed.chain(TEST_TOKENIZER.iter().map(|(path, _)| *path)) {
         if let Some(what) = describe_file(path, args.lang) {
             let _ = writeln!(listing, "- `{path}`: {what}");
         }
@@ -323,8 +325,7 @@ fn project(args: &NewArgs, sdk: Option<&Path>, tokenizer: &str) -> Vec<(String, 
 
     // Structural placeholders first: their values hold {{name}} and {{crate}}.
     let sdk = sdk.map(|p| p.display().to_string()).unwrap_or_default();
-    let vars: [(&str, &str); 16] = [
-        ("{{tokenizer}}", tokenizer),
+    let vars: [(&str, &str); 15] = [
         ("{{build}}", build),
         ("{{wasm}}", wasm),
         ("{{wasm_file}}", &shown_wasm),
@@ -352,6 +353,11 @@ fn project(args: &NewArgs, sdk: Option<&Path>, tokenizer: &str) -> Vec<(String, 
             });
             (path, text)
         })
+        .chain(
+            TEST_TOKENIZER
+                .iter()
+                .map(|(path, text)| (path.to_string(), text.to_string())),
+        )
         .collect()
 }
 
@@ -371,6 +377,9 @@ fn describe_file(path: &str, lang: Lang) -> Option<&'static str> {
         "build.sh" => "the build command",
         "test.sh" => "builds the plugin and runs it against `bench mock-server`",
         "prompts.txt" => "sample data, one prompt per line",
+        "tokenizer/tokenizer.json" => {
+            "GPT-2's tokenizer, which `test.sh` runs with (its licence is beside it)"
+        }
         "wit/plugin.wit" => match lang {
             Lang::Rust => return None,
             _ => "the plugin contract, with the WASI interfaces it includes in `wit/deps/`",
@@ -464,9 +473,13 @@ mod tests {
                     dir: None,
                     sdk: None,
                 };
-                for (path, text) in project(&args, Some(Path::new("/sdk")), "gpt2") {
+                let files = project(&args, Some(Path::new("/sdk")));
+                // The tokenizer is copied verbatim: GPT-2's vocabulary has a `{{` token.
+                for (path, text) in files.iter().filter(|(p, _)| !p.starts_with("tokenizer/")) {
                     assert!(!text.contains("{{"), "{lang:?} {kind:?} {path}:\n{text}");
                 }
+                let tokenizer = files.iter().find(|(p, _)| p == "tokenizer/tokenizer.json");
+                assert!(tokenizer.is_some_and(|(_, text)| text.contains("\"{{\"")));
             }
         }
     }

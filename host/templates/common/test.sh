@@ -2,9 +2,8 @@
 # Builds the plugin, runs a benchmark with it against `bench mock-server` (an
 # OpenAI-compatible server on a free local port) and checks that every request completed.
 #   BENCH            the bench binary (default: bench on PATH)
-#   BENCH_TOKENIZER  a tokenizer: a local directory or file, or a Hugging Face id in the
-#                    local cache (default: the GPT-2 tokenizer of the bench checkout that
-#                    wrote this project, else gpt2)
+#   BENCH_TOKENIZER  a tokenizer: a local directory or tokenizer.json, or a Hugging Face
+#                    id in the local cache (default: tokenizer/, GPT-2's)
 #   NUM_PROMPTS      how many requests (default: 8)
 set -eu
 cd "$(dirname "$0")"
@@ -32,7 +31,7 @@ if [ -z "$url" ]; then
 fi
 
 "$BENCH" {{run}} \
-    --model mock --base-url "$url" --tokenizer "${BENCH_TOKENIZER:-{{tokenizer}}}" \
+    --model mock --base-url "$url" --tokenizer "${BENCH_TOKENIZER:-tokenizer}" \
     --num-prompts "$NUM" --disable-tqdm \
     --save-result --result-dir "$work" --result-filename result.json
 
