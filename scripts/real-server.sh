@@ -72,6 +72,13 @@
 #      each combination has its server log; then `bench startup` of the same command (1
 #      cold, 1 warm start, each timed to the first 2xx of /health) and `bench report` of
 #      the sweep folder, printed
+#   i  third-party plugins, as authors build them: the Python and JavaScript example datasets
+#      (examples/dataset-python, examples/dataset-js, built with componentize-py and
+#      componentize-js from scripts/plugin-tools.sh) with bench's openai backends, and a
+#      Python backend made by `bench plugin new --kind backend --lang python` (streaming
+#      /v1/completions, its text spans from its own decoder) with the Python dataset:
+#      4 requests each, --output-len 16, --ignore-eos; every request completes and the
+#      server's usage is 16 on each (the same analysis as a)
 #   f  a warm prefix cache: the same workload twice on one server; bench's
 #      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
 #      first (the server's own figure, from Prometheus, is printed beside it)
@@ -89,7 +96,7 @@ model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
 tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
-checks=${CHECKS:-a b c d e f g h}
+checks=${CHECKS:-a b c d e f g h i}
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -706,6 +713,38 @@ print("cold %.2f s, warm %.2f s" % (d["avg_cold_startup_time"], d["avg_warm_star
   rc=0
   "$bench" report "$tmp/h/sla" -o "$tmp/h-report.html" >"$tmp/h-report.log" 2>&1 || rc=$?
   echo "   bench report of the sweep folder (exit $rc): $(du -k "$tmp/h-report.html" 2>/dev/null | cut -f1) KiB"
+fi
+
+# i: third-party plugins in Python and JavaScript.
+if want i; then
+  rc=0
+  {
+    bash scripts/plugin-tools.sh &&
+      bash examples/dataset-python/build.sh "$tmp/i-python.wasm" &&
+      bash examples/dataset-js/build.sh "$tmp/i-js.wasm" &&
+      "$bench" plugin new i-completions --kind backend --lang python --dir "$tmp/i-backend" &&
+      (cd "$tmp/i-backend" && ./build.sh)
+  } >"$tmp/i-build.log" 2>&1 || rc=$?
+  if [ $rc -ne 0 ]; then
+    tail -20 "$tmp/i-build.log" >&2
+    echo "FAIL i: building the plugins (see above)"
+    failures=$((failures + 1))
+  else
+    n=4 out=16
+    for combo in "python openai-chat examples/dataset-python/prompts.csv" \
+      "js openai examples/dataset-js/prompts.jsonl" \
+      "python $tmp/i-backend/i-completions.wasm examples/dataset-python/prompts.csv"; do
+      read -r lang backend data <<<"$combo"
+      label="i-$lang-$(basename "$backend" .wasm)"
+      start_server "$label"
+      rc=0
+      run_bench "$label" --plugin "$tmp/i-$lang.wasm" --dataset-path "$data" \
+        --backend "$backend" --output-len $out --ignore-eos --num-prompts $n --max-concurrency 2 || rc=$?
+      echo "i. the $lang example dataset with the $(basename "$backend") backend: $n requests, --output-len $out, --ignore-eos"
+      verdict < <(chk a "$tmp/$label.json" $n $out $rc "$server_log")
+      stop_server
+    done
+  fi
 fi
 
 echo
