@@ -154,31 +154,37 @@ pub(crate) fn compile(
     plugin: &str,
     notice: Option<&CompileNotice>,
 ) -> Result<Component> {
-    // Compiled once per process: the CLI describes a plugin while it parses the command
-    // line and loads it again to run it, and without a usable disk cache (or before the
-    // first write lands) it would compile, and say so, twice.
-    static COMPILED: OnceLock<Mutex<HashMap<String, Component>>> = OnceLock::new();
-    let compiled = COMPILED.get_or_init(Default::default);
-    let key = sha256_hex(wasm);
-    if let Some(component) = compiled.lock().expect("compiled components").get(&key) {
+    // The CLI describes a plugin while it parses the command line and loads it again to
+    // run it. The second load reads the disk cache the first one wrote; where there is
+    // none (no cache directory, or it could not be written), the process keeps the
+    // compiled component instead, so the plugin is not compiled, and announced, twice.
+    // Keyed by the cache directory too: a runtime given a usable one fills it.
+    type Memo = HashMap<(String, Option<PathBuf>), Component>;
+    static UNCACHED: OnceLock<Mutex<Memo>> = OnceLock::new();
+    let uncached = UNCACHED.get_or_init(Default::default);
+    let key = (sha256_hex(wasm), cache_dir.map(Path::to_path_buf));
+    if let Some(component) = uncached.lock().expect("compiled components").get(&key) {
         return Ok(component.clone());
     }
-    let component = compile_or_load(engine, wasm, cache_dir, plugin, notice)?;
-    compiled
-        .lock()
-        .expect("compiled components")
-        .insert(key, component.clone());
+    let (component, on_disk) = compile_or_load(engine, wasm, cache_dir, plugin, notice)?;
+    if !on_disk {
+        uncached
+            .lock()
+            .expect("compiled components")
+            .insert(key, component.clone());
+    }
     Ok(component)
 }
 
-/// [`compile`] without the process's own memo: from the disk cache, else compiled.
+/// [`compile`] without the process's own memo: from the disk cache, else compiled; with
+/// whether the disk cache holds it now.
 fn compile_or_load(
     engine: &Engine,
     wasm: &[u8],
     cache_dir: Option<&Path>,
     plugin: &str,
     notice: Option<&CompileNotice>,
-) -> Result<Component> {
+) -> Result<(Component, bool)> {
     let path = cache_dir.map(|dir| cache_path(dir, engine, wasm));
     if let Some(path) = &path
         && path.is_file()
@@ -187,7 +193,7 @@ fn compile_or_load(
         // into bench's own cache directory, under a name that binds it to the exact wasm
         // bytes and engine configuration; wasmtime checks the header and version again.
         match unsafe { Component::deserialize_file(engine, path) } {
-            Ok(component) => return Ok(component),
+            Ok(component) => return Ok((component, true)),
             Err(e) => tracing::warn!(
                 "ignoring the unusable compiled-plugin cache entry {}: {e:#}",
                 path.display()
@@ -222,7 +228,7 @@ fn compile_or_load(
         elapsed: started.elapsed(),
         cached_at,
     });
-    Ok(component)
+    Ok((component, cached_at.is_some()))
 }
 
 /// Writes the serialized component next to its final name and renames it into place, so a
