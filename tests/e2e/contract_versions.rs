@@ -45,17 +45,7 @@ fn a_0_3_0_dataset_and_backend_give_what_the_current_ones_give() {
         &plugin_for("0.3.0", "random"),
     );
     let current = serve_with("openai-chat", "random");
-    for key in [
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "failures_by_kind",
-        "input_lens",
-        "output_lens",
-    ] {
-        assert_eq!(old[key], current[key], "{key}");
-    }
+    assert_same_measurements(&old, &current);
     assert_eq!(errors(&old), errors(&current));
     assert_eq!(old["completed"], 15, "{old:#}");
     assert_eq!(old["failures_by_kind"]["invalid-chunk"], 5, "{old:#}");
@@ -79,17 +69,7 @@ fn a_plugin_built_for_0_4_0_runs_unchanged_on_the_current_contract() {
         &plugin_for("0.4.0", "random"),
     );
     let current = serve_with("openai-chat", "random");
-    for key in [
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "failures_by_kind",
-        "input_lens",
-        "output_lens",
-    ] {
-        assert_eq!(old[key], current[key], "{key}");
-    }
+    assert_same_measurements(&old, &current);
     assert_eq!(old["completed"], 15, "{old:#}");
 }
 
@@ -104,6 +84,22 @@ fn a_plugin_built_for_0_2_0_loads_and_names_its_version() {
     );
     // Its options are listed; 0.2.0 could not give them flags of their own.
     assert!(out.stdout.contains("input-len"), "{out}");
+}
+
+/// An old plugin's run measured what the current plugins' run measured: the same counts,
+/// token totals, failure kinds and per-request lengths.
+fn assert_same_measurements(old: &Value, current: &Value) {
+    for key in [
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "failures_by_kind",
+        "input_lens",
+        "output_lens",
+    ] {
+        assert_eq!(old[key], current[key], "{key}");
+    }
 }
 
 /// `bench dataset sample` with `dataset`, as JSON lines.
@@ -157,17 +153,7 @@ fn serve_with(backend: &str, dataset: &str) -> Value {
 fn a_0_2_0_backend_measures_and_fails_requests_as_the_current_one() {
     let old = serve_with(&old_plugin("openai-chat"), &old_plugin("random"));
     let current = serve_with("openai-chat", "random");
-    for key in [
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "failures_by_kind",
-        "input_lens",
-        "output_lens",
-    ] {
-        assert_eq!(old[key], current[key], "{key}");
-    }
+    assert_same_measurements(&old, &current);
     // The errors quote the start of the bad frame, which holds the mock's `created` time
     // in seconds: the two runs can fall on either side of a second.
     assert_eq!(errors(&old), errors(&current));

@@ -5,24 +5,14 @@
 //! fails that response with a `decode` error naming the plugin, the chunk, the span and
 //! the frame, and every other response of the run is kept.
 
-use bench::runtime::{ClientConfig, HostContext, PluginRef, ResponseHead, Runtime, RuntimeConfig};
+use bench::runtime::{ResponseHead, Runtime, RuntimeConfig};
 
-use crate::common::fixtures::fixture;
+use crate::common::fixtures::{chat_frame, fixture, hostile_decoder, path_of};
 use crate::common::{Bench, gate, mock};
-
-fn path_of(plugin: &PluginRef) -> String {
-    match plugin {
-        PluginRef::File(path) => path.to_str().unwrap().to_owned(),
-        PluginRef::Builtin(name) => name.clone(),
-    }
-}
 
 /// Two SSE-framed chat chunks, laid end to end as the framer hands them to the decoder.
 fn two_chunks() -> (Vec<u8>, Vec<u32>) {
-    let frame = |text: &str| {
-        format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{text}"}}}}]}}"#).into_bytes()
-    };
-    let (first, second) = (frame("Hello"), frame(" world"));
+    let (first, second) = (chat_frame("Hello"), chat_frame(" world"));
     let ends = vec![first.len() as u32, (first.len() + second.len()) as u32];
     ([first, second].concat(), ends)
 }
@@ -37,18 +27,7 @@ fn a_span_outside_its_frame_fails_that_response_and_the_instance_goes_on() {
     })
     .unwrap();
     let plugin = fixture("hostile-decoder");
-    let mut backend = runtime
-        .load_backend(&plugin, HostContext::default())
-        .unwrap();
-    backend
-        .open(ClientConfig {
-            model: "m".into(),
-            ignore_eos: false,
-            stream: true,
-            extra_body: None,
-            options: vec![("frame-relative-every".into(), "2".into())],
-        })
-        .unwrap();
+    let mut backend = hostile_decoder(&runtime, "frame-relative-every", "2");
     let head = ResponseHead {
         status: 200,
         headers: Vec::new(),

@@ -19,7 +19,7 @@ use bench::runtime::{
 };
 use bench::tokenizer::Tokenizer;
 
-use crate::common::fixtures::{fixture, repo};
+use crate::common::fixtures::{chat_frame, fixture, hostile_decoder, path_of, repo};
 use crate::common::{Bench, Run, gate, mock, result_json, within_bounds};
 
 /// A runtime with a private compile cache and the given limits.
@@ -744,28 +744,12 @@ fn spans_outside_the_buffer_are_refused() {
     assert!(err.contains("text span outside the 3-byte buffer"), "{err}");
 }
 
-/// One SSE-framed chat chunk carrying `text`, as the framer hands it to the decoder.
-fn chat_frame(text: &str) -> Vec<u8> {
-    format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{text}"}}}}]}}"#).into_bytes()
-}
-
 #[test]
 fn a_decoder_trap_kills_only_its_instance_and_a_fork_goes_on() {
     let cache = tempfile::tempdir().unwrap();
     let runtime = default_runtime(cache.path());
     let plugin = fixture("hostile-decoder");
-    let mut backend = runtime
-        .load_backend(&plugin, HostContext::default())
-        .unwrap();
-    backend
-        .open(ClientConfig {
-            model: "m".into(),
-            ignore_eos: false,
-            stream: true,
-            extra_body: None,
-            options: vec![("trap-marker".into(), "BOOM".into())],
-        })
-        .unwrap();
+    let mut backend = hostile_decoder(&runtime, "trap-marker", "BOOM");
     let head = ResponseHead {
         status: 200,
         headers: Vec::new(),
@@ -952,13 +936,6 @@ fn compiled_components_are_cached_and_a_bad_cache_entry_is_only_a_warning() {
 /// Runs the real binary with a private compiled-plugin cache.
 fn bench(args: &[&str]) -> Run {
     Bench::new().private_cache().args(args).run()
-}
-
-fn path_of(plugin: &PluginRef) -> String {
-    match plugin {
-        PluginRef::File(path) => path.to_str().unwrap().to_owned(),
-        PluginRef::Builtin(name) => name.clone(),
-    }
 }
 
 #[test]
