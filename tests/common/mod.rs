@@ -9,6 +9,7 @@ mod command;
 pub mod fixtures;
 pub mod gate;
 pub mod plugin_tools;
+pub mod plugins;
 pub mod timing;
 
 pub use command::{Bench, COLUMNS, Run, Running};

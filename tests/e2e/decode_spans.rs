@@ -7,7 +7,8 @@
 
 use bench::runtime::{ResponseHead, Runtime, RuntimeConfig};
 
-use crate::common::fixtures::{chat_frame, fixture, hostile_decoder, path_of};
+use crate::common::fixtures::fixture;
+use crate::common::plugins::{chat_frame, hostile_decoder, path_of};
 use crate::common::{Bench, gate, mock};
 
 /// Two SSE-framed chat chunks, laid end to end as the framer hands them to the decoder.

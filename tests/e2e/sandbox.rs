@@ -19,7 +19,8 @@ use bench::runtime::{
 };
 use bench::tokenizer::Tokenizer;
 
-use crate::common::fixtures::{chat_frame, fixture, hostile_decoder, path_of, repo};
+use crate::common::fixtures::{fixture, repo};
+use crate::common::plugins::{chat_frame, hostile_decoder, path_of};
 use crate::common::{Bench, Run, gate, mock, result_json, within_bounds};
 
 /// A runtime with a private compile cache and the given limits.
