@@ -6,6 +6,7 @@
 
 pub mod audio_duration;
 pub mod benchmark;
+pub mod clock_offset;
 pub mod compare;
 pub mod gpu_telemetry;
 pub mod html_report;
