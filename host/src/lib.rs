@@ -10,8 +10,8 @@ pub mod cli;
 
 pub use bench_core::{
     benchmark, client, engine, gpu_telemetry, metrics, observer, offline, prefix_reuse, probe,
-    pyjson, record, report, runtime, schedule, server_metrics, server_tokenizer, target, tokenizer,
-    workload,
+    pyjson, record, report, runtime, schedule, server_metrics, server_tokenizer, shard, target,
+    tokenizer, workload,
 };
 /// The mock server (crate `bench-mock`).
 pub use bench_mock as mock;

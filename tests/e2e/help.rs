@@ -52,6 +52,7 @@ help_snapshots! {
     startup: ["startup"];
     sweep_startup: ["sweep", "startup"];
     compare: ["compare"];
+    merge: ["merge"];
     report: ["report"];
     sweep_plot: ["sweep", "plot"];
     sweep_plot_pareto: ["sweep", "plot_pareto"];

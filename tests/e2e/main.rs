@@ -42,6 +42,7 @@ mod serve_flags;
 mod serve_probe;
 mod serve_runs;
 mod serve_timing;
+mod shard;
 mod server_metrics;
 mod startup;
 mod sweep;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// The client's CPU time during the run, from the first release to the last record
 /// decoded: what the load generator cost, and how much of it was the backend plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ClientCpu {
     /// All threads of the process.
     pub total_s: f64,

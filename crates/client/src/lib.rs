@@ -271,6 +271,14 @@ fn reqwest_client(
     builder.build()
 }
 
+/// The names [`HttpClient::transport`] reports: bench's own HTTP/1.1 client, reqwest.
+pub const TRANSPORTS: [&str; 2] = ["h1", "reqwest"];
+
+/// The transport of that `name` (read back from a shard's records), if it is one.
+pub fn transport_name(name: &str) -> Option<&'static str> {
+    TRANSPORTS.into_iter().find(|t| *t == name)
+}
+
 impl HttpClient {
     /// A client for POST requests to `url`. reqwest's connection pool never limits
     /// concurrency either: hyper opens a new connection whenever none is idle, and every
@@ -321,7 +329,11 @@ impl HttpClient {
 
     /// Which client carries the requests (for the report).
     pub fn transport(&self) -> &'static str {
-        if self.h1.is_some() { "h1" } else { "reqwest" }
+        if self.h1.is_some() {
+            TRANSPORTS[0]
+        } else {
+            TRANSPORTS[1]
+        }
     }
 
     /// Sends one request and records every read. Never fails: errors are recorded in the

@@ -40,6 +40,11 @@ pub struct LoadOptions {
     pub shutdown_grace: Duration,
     /// Advanced by one per request answered.
     pub progress: indicatif::ProgressBar,
+    /// The benchmark's start (its offsets count from it), when it is set from outside: a
+    /// shard of a run starts at the shared start, which may be in the future, or in the
+    /// past when the shard was ready late (its overdue requests then go at once, and
+    /// their lag is measured). `None`: now.
+    pub start: Option<Instant>,
 }
 
 /// What the load generator measured.
@@ -114,6 +119,7 @@ pub async fn run(
         stop,
         shutdown_grace: grace,
         progress: pb,
+        start,
     } = options;
     let total = requests.len();
     let transport = client.transport();
@@ -137,8 +143,13 @@ pub async fn run(
     });
     let offsets = offsets.to_vec();
     let cpu_at_start = super::cpu::process();
-    let t0 = Instant::now();
-    let clock_origin_s = super::cpu::monotonic().as_secs_f64();
+    let (now, monotonic_now) = (Instant::now(), super::cpu::monotonic().as_secs_f64());
+    let t0 = start.unwrap_or(now);
+    // The monotonic clock's reading at t0, which may lie on either side of now.
+    let clock_origin_s = match t0.checked_duration_since(now) {
+        Some(ahead) => monotonic_now + ahead.as_secs_f64(),
+        None => monotonic_now - now.duration_since(t0).as_secs_f64(),
+    };
     let spawner = Spawner {
         handle: tokio::runtime::Handle::current(),
         client,

@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
@@ -25,6 +25,7 @@ use crate::report::save::Interruption;
 use crate::report::{self, RunInfo, SaveOptions};
 use crate::runtime::RequestSpec;
 use crate::schedule::{self, RampUp, ScheduleConfig};
+use crate::shard::{ShardConfig, ShardDoc, ShardPlan, ShardRun, StartAt};
 use crate::target::http::{self, HttpConfig, HttpTarget};
 use crate::target::{RunOptions, Target, WarmUp};
 use crate::tokenizer::Tokenizer;
@@ -51,6 +52,9 @@ pub struct ServeConfig {
     pub load: LoadConfig,
     pub metrics: MetricsConfig,
     pub report: ReportConfig,
+    /// `--shard I/N`: this process sends its share of the run ([`crate::shard`]) and the
+    /// outcome carries its [`ShardDoc`]; `None`: the whole run.
+    pub shard: Option<ShardConfig>,
 }
 
 /// When requests are sent, how many at once, and what happens before and after.
@@ -112,6 +116,9 @@ pub struct Outcome {
     pub signal: Option<Signal>,
     /// Where the result was written, when it was.
     pub saved: Option<PathBuf>,
+    /// A shard's run: what it writes for `bench merge` (records under their global
+    /// indices).
+    pub shard: Option<ShardDoc>,
 }
 
 impl Outcome {
@@ -157,7 +164,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
     let served_model = config.served_model_name.as_ref().unwrap_or(&model);
     let tokenizer_id =
         (!config.skip_tokenizer_init).then(|| config.tokenizer.as_ref().unwrap_or(&model).as_str());
-    let workload = workload::load_with(&config.workload, tokenizer_id, observer)?;
+    let mut workload = workload::load_with(&config.workload, tokenizer_id, observer)?;
     if workload.specs.is_empty() {
         bail!(
             "dataset {} produced no requests",
@@ -165,7 +172,12 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         );
     }
     let tokenizer = workload.tokenizer.clone();
+    // The whole workload's send times: a shard takes its own from the whole schedule.
     let send_at = self_timed(&config.load, &workload.specs)?;
+    let shard = match config.shard {
+        Some(shard) => Some(split_shard(shard, &mut workload, config, &rt)?),
+        None => None,
+    };
     let target = HttpTarget::prepare(&config.http, &model, served_model, workload, &rt, observer)?;
     let plan = Plan {
         drive: Drive {
@@ -176,6 +188,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
                 true => Some(profiler(&config.http)?),
                 false => None,
             },
+            shard,
         },
         metrics: &config.metrics,
         report: &config.report,
@@ -288,6 +301,12 @@ fn serve_native(
     if opened.workload.conversations.is_some() {
         bail!("--backend native runs single requests; this dataset is multi-turn");
     }
+    if config.shard.is_some() {
+        bail!(
+            "--shard: --backend native runs the model in this process, which no other \
+             process shares; shard a run against a server"
+        );
+    }
     let target = crate::target::engine::EngineTarget::prepare(
         &mut opened.engine,
         &specs,
@@ -300,6 +319,7 @@ fn serve_native(
             seed: config.workload.seed,
             send_at,
             profiler: None,
+            shard: None,
         },
         metrics: &config.metrics,
         report: &config.report,
@@ -308,6 +328,55 @@ fn serve_native(
         num_prompts: config.workload.num_prompts as usize,
     };
     measure(&rt, target, Some(&opened.tokenizer), &plan, observer)
+}
+
+/// A shard's part of the workload (the whole one sampled, this shard's requests kept
+/// before the backend builds any), and this machine's clock against the server's.
+fn split_shard(
+    config: ShardConfig,
+    workload: &mut workload::Workload,
+    serve: &ServeConfig,
+    rt: &tokio::runtime::Runtime,
+) -> Result<ShardRun> {
+    if workload.conversations.is_some() {
+        bail!(
+            "--shard: this dataset is multi-turn, and a conversation's later turns are made \
+             during the run from its answers, so they cannot be assigned to shards up \
+             front; run multi-turn workloads in one process"
+        );
+    }
+    let plan = ShardPlan::split(config, &mut workload.specs, workload.seed);
+    if workload.specs.is_empty() {
+        bail!(
+            "--shard {}: the workload has {} requests, none of them this shard's",
+            config.shard,
+            plan.workload.requests
+        );
+    }
+    let clock_offset = rt.block_on(clock_offset(&serve.http));
+    Ok(ShardRun {
+        plan,
+        max_concurrency: config.max_concurrency,
+        started_late_s: 0.0,
+        clock_offset,
+        audio_seconds: Vec::new(),
+    })
+}
+
+/// This machine's clock against the server's, for a shard's diagnostics: where it cannot
+/// be estimated, why (the run goes on).
+async fn clock_offset(http: &HttpConfig) -> Result<crate::clock_offset::ClockOffset, String> {
+    let client = crate::client::reqwest_builder(http.tls)
+        .build()
+        .map_err(|e| format!("clock offset: the HTTP client: {e}"))?;
+    let headers = HostHeaders {
+        api_key: http.api_key.clone(),
+        extra: http.headers.clone(),
+    };
+    let url = format!("{}/v1/models", http.base_url.trim_end_matches('/'));
+    crate::clock_offset::estimate(&client, &url, &headers, crate::clock_offset::DEFAULT_BUDGET)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// `--profile`: the server's profiler starts (a failure is a warning, never a failed run).
@@ -389,22 +458,47 @@ struct Plan<'a> {
     num_prompts: usize,
 }
 
-/// The workload's theoretical prefix reuse over the requests that were sent, in the order
-/// they were sent (ties in workload order).
-fn prefix_reuse(
-    records: &[crate::record::RequestRecord],
+/// The block keys of each sent request's prompt ([`crate::prefix_reuse::block_keys`]), in
+/// the order of `records`; `None` for a prompt that is not counted.
+fn prompt_keys(
+    records: &[RequestRecord],
     prompts: &[Option<crate::runtime::Prompt>],
     tokenizer: &Tokenizer,
     block_size: usize,
-) -> Result<crate::prefix_reuse::PrefixReuse> {
-    let mut sent: Vec<(f64, usize)> = records.iter().map(|r| (r.start_time, r.index)).collect();
-    sent.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let ordered: Vec<&crate::runtime::Prompt> = sent
+) -> Result<Vec<Option<Vec<u64>>>> {
+    let sent: Vec<Option<&crate::runtime::Prompt>> = records
         .iter()
-        .filter_map(|&(_, i)| prompts.get(i).and_then(Option::as_ref))
+        .map(|r| prompts.get(r.index).and_then(Option::as_ref))
         .collect();
-    crate::prefix_reuse::of_prompts(&ordered, tokenizer, block_size)
-        .context("encoding the prompts for the theoretical prefix-cache hit rate")
+    let present: Vec<&crate::runtime::Prompt> = sent.iter().flatten().copied().collect();
+    let mut keys = crate::prefix_reuse::keys_of_prompts(&present, tokenizer, block_size)
+        .context("encoding the prompts for the theoretical prefix-cache hit rate")?
+        .into_iter();
+    Ok(sent
+        .iter()
+        .map(|prompt| prompt.and_then(|_| keys.next().flatten()))
+        .collect())
+}
+
+/// The workload's theoretical prefix reuse over the requests that were sent, in the order
+/// they were sent (ties in workload order), from each one's prompt keys (`keys[i]` is
+/// `records[i]`'s). A merge counts the shards' requests the same way.
+pub(crate) fn prefix_reuse(
+    records: &[RequestRecord],
+    keys: &[Option<Vec<u64>>],
+    block_size: usize,
+) -> crate::prefix_reuse::PrefixReuse {
+    let mut sent: Vec<(f64, usize, usize)> = records
+        .iter()
+        .enumerate()
+        .map(|(at, r)| (r.start_time, r.index, at))
+        .collect();
+    sent.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    crate::prefix_reuse::of_keys(
+        sent.iter()
+            .filter_map(|&(_, _, at)| keys.get(at).and_then(Option::as_deref)),
+        block_size,
+    )
 }
 
 /// The part of every benchmark that drives the target: the schedule, the warm-up, the stop
@@ -418,15 +512,21 @@ pub(crate) fn execute<T: Target>(
 ) -> Result<Executed> {
     let load = drive.load;
     let requests = target.requests();
+    let plan = drive.shard.as_ref().map(|shard| &shard.plan);
     let schedule = match &drive.send_at {
         Some(send_at) => schedule::timed(send_at, load.time_scale)?,
         None => schedule::build(&ScheduleConfig {
-            num_requests: requests,
+            // A shard's requests keep their times in the whole workload's schedule.
+            num_requests: plan.map_or(requests, |p| p.workload.requests),
             request_rate: load.request_rate,
             burstiness: load.burstiness,
             ramp_up: load.ramp_up,
             seed: drive.seed,
         })?,
+    };
+    let offsets = match plan {
+        Some(plan) => plan.offsets(&schedule.offsets)?,
+        None => schedule.offsets,
     };
     rt.block_on(target.warm_up(
         &WarmUp {
@@ -447,6 +547,25 @@ pub(crate) fn execute<T: Target>(
     if let Some(profiler) = &drive.profiler {
         start_profiler(profiler, rt, observer);
     }
+    let start_at = match plan.and_then(|p| p.config.start_at) {
+        None => None,
+        Some(StartAt::At(at)) => Some(at),
+        Some(StartAt::Gate) => Some(observer.await_start()?),
+    };
+    let started_late_s = start_at.map_or(0.0, |at| {
+        SystemTime::now()
+            .duration_since(at)
+            .map_or(0.0, |late| late.as_secs_f64())
+    });
+    if let (Some(at), Some(plan)) = (start_at, plan) {
+        observer.event(Event::Note(&format!(
+            "shard {}: {} of the {} requests, starting at {}",
+            plan.config.shard,
+            requests,
+            plan.workload.requests,
+            crate::shard::format_wall_clock(at)
+        )));
+    }
     observer.event(Event::RunStarting {
         request_rate: load.request_rate,
         burstiness: load.burstiness,
@@ -461,9 +580,10 @@ pub(crate) fn execute<T: Target>(
         shutdown_grace: load.shutdown_grace,
         progress: observer.progress_bar(requests as u64),
         time_scale: load.time_scale,
+        start: start_at.map(crate::shard::instant_at),
     };
-    let started_at = chrono::Local::now();
-    let output = rt.block_on(target.run(&schedule.offsets, options, observer))?;
+    let started_at = start_at.map_or_else(chrono::Local::now, chrono::DateTime::from);
+    let output = rt.block_on(target.run(&offsets, options, observer))?;
     Ok(Executed {
         output,
         requests,
@@ -471,6 +591,7 @@ pub(crate) fn execute<T: Target>(
         rps_change_events: schedule.rps_change_events,
         stop,
         started_at,
+        started_late_s,
     })
 }
 
@@ -483,6 +604,8 @@ pub(crate) struct Drive<'a> {
     pub send_at: Option<Vec<Option<f64>>>,
     /// `--profile`.
     pub profiler: Option<Profiler>,
+    /// A shard's run: its part of the workload (the target holds only its requests).
+    pub shard: Option<ShardRun>,
 }
 
 /// What [`execute`] measured, with what the reports need to say about it.
@@ -496,6 +619,8 @@ pub(crate) struct Executed {
     /// The run's stop signal, read last for the exit code.
     pub stop: Arc<StopSignal>,
     pub started_at: chrono::DateTime<chrono::Local>,
+    /// How long after its shared start a shard was ready (0 when on time, or unsharded).
+    pub started_late_s: f64,
 }
 
 /// `bench serve`'s whole measurement: [`execute`] (schedule, warm-up, the measured run),
@@ -518,6 +643,7 @@ fn measure<T: Target>(
         rps_change_events,
         stop,
         started_at,
+        started_late_s,
     } = execute(rt, target, &plan.drive, &mut gpu_observer)?;
     let gpu = gpu_observer.finish();
 
@@ -541,17 +667,29 @@ fn measure<T: Target>(
     computed.server_metrics = output.server_metrics;
     computed.gpu = gpu;
     computed.set_rtfx(&output.audio_seconds);
-    // The theoretical prefix reuse counts prompt tokens: none without a tokenizer.
+    // The theoretical prefix reuse counts prompt tokens: none without a tokenizer. A
+    // shard keeps each prompt's block keys for the merge, which counts all shards'.
+    let mut prefix_keys = None;
     if let Some(tokenizer) = tokenizer
         && plan.metrics.prefix_block_size > 0
         && !output.prompts.is_empty()
     {
-        computed.prefix_reuse = Some(prefix_reuse(
+        let keys = prompt_keys(
             &computed.per_request.records,
             &output.prompts,
             tokenizer,
             plan.metrics.prefix_block_size,
-        )?);
+        )?;
+        computed.prefix_reuse = Some(prefix_reuse(
+            &computed.per_request.records,
+            &keys,
+            plan.metrics.prefix_block_size,
+        ));
+        prefix_keys = Some(keys);
+    }
+    if let Some(shard) = &plan.drive.shard {
+        // Read by index above (prompts, audio): from here on, the workload's own indices.
+        shard.plan.globalise(&mut computed.per_request.records);
     }
     for w in &computed.warnings {
         observer.event(Event::Warning(w));
@@ -601,6 +739,21 @@ fn measure<T: Target>(
             interrupted: interrupted.is_some(),
         });
     }
+    let shard = match &plan.drive.shard {
+        Some(shard) => Some(ShardDoc::new(
+            &computed,
+            &run,
+            &ShardRun {
+                started_late_s,
+                audio_seconds: output.audio_seconds,
+                ..shard.clone()
+            },
+            interrupted.as_ref(),
+            tokenizer.map(|_| &counter as metrics::TokenCounter<'_>),
+            prefix_keys,
+        )?),
+        None => None,
+    };
     Ok(Outcome {
         metrics: computed,
         run,
@@ -609,5 +762,6 @@ fn measure<T: Target>(
         // Read last: a signal while saving still decides the exit code.
         signal: stop.signal(),
         saved,
+        shard,
     })
 }

@@ -32,6 +32,10 @@ use crate::workload::HostHeaders;
 /// and the answers on either side of it take two round trips.
 pub const DEFAULT_BUDGET: Duration = Duration::from_millis(1250);
 
+/// The least time from one poll's send to the next: at most a thousand polls a second, so
+/// that the estimate is good to about a millisecond without loading the server.
+const POLL_INTERVAL: Duration = Duration::from_millis(1);
+
 /// This machine's clock minus the server's, as the narrowest window around a tick of the
 /// server's `Date` second bounds it.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -110,6 +114,9 @@ pub async fn estimate(
         // would widen the window by a handshake). A body that fails is no concern of the
         // estimate: the next poll then opens a new connection, or says why it cannot.
         let _ = tokio::time::timeout_at(deadline, response.bytes()).await;
+        // Paced, so that every shard of a large run polling the server at once stays a
+        // light load on it; the window is then about this wide at most.
+        tokio::time::sleep_until(tokio::time::Instant::from_std(sent + POLL_INTERVAL)).await;
     }
     narrowest_tick(&samples).ok_or_else(|| ClockOffsetError::NoTick {
         url: url.to_owned(),

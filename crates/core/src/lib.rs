@@ -23,6 +23,7 @@ pub mod schedule;
 pub mod server_metrics;
 pub mod server_process;
 pub mod server_tokenizer;
+pub mod shard;
 pub mod startup;
 pub mod steady_state;
 pub mod sweep;

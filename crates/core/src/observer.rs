@@ -136,4 +136,11 @@ pub trait Observer {
         let _ = stop;
         Ok(())
     }
+
+    /// A shard started with `--start-at gate` is ready (warmed up, connections open): the
+    /// process that started it says when the shards start (`--workers`). Default: nothing
+    /// can, an error.
+    fn await_start(&mut self) -> Result<std::time::SystemTime> {
+        anyhow::bail!("--start-at gate: no process started this one to say when to start")
+    }
 }

@@ -593,6 +593,10 @@ impl Observer for GpuObserver<'_> {
     fn arm_stop(&mut self, stop: &Arc<crate::client::stop::StopSignal>) -> Result<()> {
         self.inner.arm_stop(stop)
     }
+
+    fn await_start(&mut self) -> Result<std::time::SystemTime> {
+        self.inner.await_start()
+    }
 }
 
 /// Prompt and output tokens of successful records: a prompt's tokens once (its first
@@ -651,6 +655,7 @@ pub fn throughput(
             }
             _ => None,
         },
+        shard: None,
     };
     let num_requests;
     let (executed, copies, tokenizer): (Executed, Vec<u32>, Option<Arc<Tokenizer>>) =
@@ -786,6 +791,7 @@ pub fn latency(
             shutdown_grace: offline.load.shutdown_grace,
             progress: indicatif::ProgressBar::hidden(),
             time_scale: 1.0,
+            start: None,
         };
         let offsets = vec![0.0; batch_size];
         let check = WarmUp {

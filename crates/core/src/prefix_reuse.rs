@@ -14,9 +14,9 @@
 //! a server below it evicted, or matched less than the prompts shared.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, Hasher};
 
 use anyhow::Result;
+use sha2::{Digest, Sha256};
 
 use crate::runtime::{ChatMessage, ContentPart, Prompt};
 use crate::tokenizer::Tokenizer;
@@ -47,34 +47,39 @@ impl PrefixReuse {
     }
 }
 
-/// Counts the reuse of `prompts` (token ids, in send order) in blocks of `block_size`.
-pub fn of_token_ids<'a>(
-    prompts: impl IntoIterator<Item = &'a [u32]>,
-    block_size: usize,
-) -> PrefixReuse {
+/// The keys of the full blocks of one prompt's token `ids`, as a chain: each key covers
+/// the whole prefix up to its block's end. Keys are the first 8 bytes of SHA-256 over the
+/// previous key and the block's ids, the same in every process, so that the shards of a
+/// run (each with its own prompts) are counted together by `bench merge`.
+pub fn block_keys(ids: &[u32], block_size: usize) -> Vec<u64> {
     assert!(block_size > 0, "a block holds at least one token");
-    let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    let mut chain = 0u64;
+    ids.chunks_exact(block_size)
+        .map(|block| {
+            let mut hash = Sha256::new();
+            hash.update(chain.to_le_bytes());
+            for &id in block {
+                hash.update(id.to_le_bytes());
+            }
+            let digest = hash.finalize();
+            chain = u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"));
+            chain
+        })
+        .collect()
+}
+
+/// Counts the reuse of prompts given as their [`block_keys`] (in send order).
+pub fn of_keys<'a>(prompts: impl IntoIterator<Item = &'a [u64]>, block_size: usize) -> PrefixReuse {
+    let mut seen: HashSet<u64> = HashSet::new();
     let mut reuse = PrefixReuse {
         block_size,
         ..PrefixReuse::default()
     };
-    // Two independent 64-bit chains (different keys): a false hit needs both to collide.
-    let states = [std::hash::RandomState::new(), std::hash::RandomState::new()];
-    for ids in prompts {
+    for keys in prompts {
         reuse.prompts += 1;
-        let mut chain = (0u64, 0u64);
-        for block in ids.chunks_exact(block_size) {
-            let key = |state: &std::hash::RandomState, prev: u64| {
-                let mut h = state.build_hasher();
-                h.write_u64(prev);
-                for &id in block {
-                    h.write_u32(id);
-                }
-                h.finish()
-            };
-            chain = (key(&states[0], chain.0), key(&states[1], chain.1));
+        for &key in keys {
             reuse.blocks += 1;
-            if !seen.insert(chain) {
+            if !seen.insert(key) {
                 reuse.reused_blocks += 1;
             }
         }
@@ -82,16 +87,42 @@ pub fn of_token_ids<'a>(
     reuse
 }
 
-/// The reuse of `prompts` (in send order; `None` entries are skipped), text encoded with
-/// `tokenizer`. Texts are encoded in parallel in one batch.
+/// Counts the reuse of `prompts` (token ids, in send order) in blocks of `block_size`.
+pub fn of_token_ids<'a>(
+    prompts: impl IntoIterator<Item = &'a [u32]>,
+    block_size: usize,
+) -> PrefixReuse {
+    let keys: Vec<Vec<u64>> = prompts
+        .into_iter()
+        .map(|ids| block_keys(ids, block_size))
+        .collect();
+    of_keys(keys.iter().map(Vec::as_slice), block_size)
+}
+
+/// The reuse of `prompts` (in send order), text encoded with `tokenizer`.
 pub fn of_prompts(
     prompts: &[&Prompt],
     tokenizer: &Tokenizer,
     block_size: usize,
 ) -> Result<PrefixReuse> {
+    let keys = keys_of_prompts(prompts, tokenizer, block_size)?;
+    Ok(of_keys(
+        keys.iter().flatten().map(Vec::as_slice),
+        block_size,
+    ))
+}
+
+/// The [`block_keys`] of each of `prompts`; `None` for a prompt that is not counted (a
+/// batch of texts, rerank inputs). Texts are encoded in parallel in one batch.
+pub fn keys_of_prompts(
+    prompts: &[&Prompt],
+    tokenizer: &Tokenizer,
+    block_size: usize,
+) -> Result<Vec<Option<Vec<u64>>>> {
     enum Ids<'a> {
         Given(&'a [u32]),
         Text(usize),
+        Skipped,
     }
     let mut texts: Vec<String> = Vec::new();
     let mut order: Vec<Ids> = Vec::with_capacity(prompts.len());
@@ -106,15 +137,18 @@ pub fn of_prompts(
                 order.push(Ids::Text(texts.len()));
                 texts.push(chat_text(messages, tokenizer));
             }
-            Prompt::Texts(_) | Prompt::Rerank(_) => {}
+            Prompt::Texts(_) | Prompt::Rerank(_) => order.push(Ids::Skipped),
         }
     }
     let encoded = tokenizer.encode_batch(&texts, false)?;
-    let ids = order.iter().map(|o| match o {
-        Ids::Given(ids) => *ids,
-        Ids::Text(i) => encoded[*i].as_slice(),
-    });
-    Ok(of_token_ids(ids, block_size))
+    Ok(order
+        .iter()
+        .map(|o| match o {
+            Ids::Given(ids) => Some(block_keys(ids, block_size)),
+            Ids::Text(i) => Some(block_keys(&encoded[*i], block_size)),
+            Ids::Skipped => None,
+        })
+        .collect())
 }
 
 /// A chat as the server would see it: the tokenizer's chat template when it has one,
@@ -184,5 +218,21 @@ mod tests {
         assert_eq!(r.prompts, 2);
         assert!((r.hit_rate() - 0.5).abs() < 1e-12);
         assert_eq!(PrefixReuse::default().hit_rate(), 0.0);
+    }
+
+    #[test]
+    fn block_keys_chain_their_prefix_and_are_the_same_in_every_process() {
+        let a: Vec<u32> = (0..40).collect();
+        let keys = block_keys(&a, 16);
+        // SHA-256 as Python's hashlib computes it (no per-process key): a shard and the
+        // merge, in different processes, agree.
+        assert_eq!(keys, [0x9a713de3f650cd26, 0x6eec156543935886]);
+        let mut c = a.clone();
+        c[0] = 999;
+        assert_ne!(
+            keys[1],
+            block_keys(&c, 16)[1],
+            "the second key covers the first block"
+        );
     }
 }

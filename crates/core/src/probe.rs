@@ -31,7 +31,7 @@ pub const PROBE_REQUEST_ID: &str = "bench-probe";
 
 /// vLLM's probe statistics (`probe_*` keys and its "Probe Requests" console block), over
 /// the probes that succeeded; failed probes are only counted.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProbeStats {
     pub completed: usize,
     pub failed: usize,

@@ -40,7 +40,8 @@ pub struct ScheduleConfig {
 }
 
 /// `--ramp-up-strategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RampUpStrategy {
     /// `start + (end - start) * progress`.
     Linear,
@@ -49,7 +50,7 @@ pub enum RampUpStrategy {
 }
 
 /// A rate that moves from `start_rps` (first request) to `end_rps` (last request).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RampUp {
     pub strategy: RampUpStrategy,
     /// `--ramp-up-start-rps`; a whole number, as vLLM's flag is an integer.
@@ -76,7 +77,7 @@ impl RampUp {
 /// starts, and every later whole rate with the wall-clock time at which the first request
 /// running at or above it is dispatched; stamping `now` when `request` is sent reproduces
 /// that exactly.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RpsChange {
     pub rps: u64,
     /// The request whose dispatch marks the change; `None` for the initial start rate.

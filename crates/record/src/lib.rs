@@ -8,8 +8,11 @@
 
 use std::fmt;
 
-/// The cause of a failed request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+use serde::{Deserialize, Serialize};
+
+/// The cause of a failed request. Written and read as its fixed name ([`FailureKind::name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum FailureKind {
     /// The server answered with this non-2xx status (written `http-503`).
     Http(u16),
@@ -68,6 +71,51 @@ impl FailureKind {
     }
 }
 
+/// The kind a fixed name ([`FailureKind::name`]) stands for: how records written by one
+/// process (a shard of a run) are read back by another.
+impl std::str::FromStr for FailureKind {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        const FIXED: [FailureKind; 10] = [
+            FailureKind::Connect,
+            FailureKind::Reset,
+            FailureKind::StreamCut,
+            FailureKind::Timeout,
+            FailureKind::InvalidChunk,
+            FailureKind::ServerError,
+            FailureKind::NoOutput,
+            FailureKind::Decode,
+            FailureKind::Transport,
+            FailureKind::Interrupted,
+        ];
+        if let Some(status) = name.strip_prefix("http-") {
+            return status
+                .parse()
+                .map(FailureKind::Http)
+                .map_err(|_| format!("{name:?} is not a failure kind (http- then a status)"));
+        }
+        FIXED
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| format!("{name:?} is not a failure kind"))
+    }
+}
+
+impl From<FailureKind> for String {
+    fn from(kind: FailureKind) -> String {
+        kind.name().into_owned()
+    }
+}
+
+impl TryFrom<String> for FailureKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        name.parse()
+    }
+}
+
 impl fmt::Display for FailureKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())
@@ -75,7 +123,7 @@ impl fmt::Display for FailureKind {
 }
 
 /// Why a request failed: its kind and a message for people.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     pub kind: FailureKind,
     pub message: String,
@@ -93,12 +141,14 @@ impl fmt::Display for Failure {
 /// measured before failing (text and chunk times), as vLLM's `RequestFuncOutput` does.
 pub type Outcome = Result<(), Failure>;
 
-/// What one benchmark request produced.
-#[derive(Debug, Clone, PartialEq)]
+/// What one benchmark request produced. Serialised (JSON) as a shard of a run writes it,
+/// with `outcome` as `error`: `null` on success, else the [`Failure`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Position in the workload (0-based), also the order of `--save-detailed` lists.
     pub index: usize,
     pub request_id: String,
+    #[serde(rename = "error", with = "outcome_as_error")]
     pub outcome: Outcome,
     /// Prompt length in tokens as the dataset measured it with the run's tokenizer (the
     /// `prompt_len` of vLLM's `SampleRequest`). Kept as sampled; which count the metrics
@@ -167,6 +217,24 @@ pub struct RequestRecord {
     /// requests carry it is a pooling run, reported with vLLM's embedding metrics, and the
     /// counts sum to its `total_input_sequences` (one result per input sequence).
     pub pooled_results: Option<u32>,
+}
+
+/// [`Outcome`] written as an optional failure (`null` for success) rather than serde's
+/// `{"Ok": null}`.
+mod outcome_as_error {
+    use super::{Failure, Outcome};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(outcome: &Outcome, s: S) -> Result<S::Ok, S::Error> {
+        outcome.as_ref().err().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Outcome, D::Error> {
+        Ok(match Option::<Failure>::deserialize(d)? {
+            None => Ok(()),
+            Some(failure) => Err(failure),
+        })
+    }
 }
 
 impl RequestRecord {
@@ -239,5 +307,40 @@ mod tests {
             FailureKind::Reset.failure("gone").to_string(),
             "reset: gone"
         );
+        for (kind, name) in kinds {
+            assert_eq!(name.parse::<FailureKind>(), Ok(kind));
+        }
+        assert!("http-x".parse::<FailureKind>().is_err());
+        assert!("gone".parse::<FailureKind>().is_err());
+    }
+
+    #[test]
+    fn records_read_back_as_written() {
+        let records = [
+            RequestRecord {
+                index: 7,
+                request_id: "r-7".into(),
+                itl: vec![0.01, 0.02],
+                chunk_tokens: vec![1, 2, 3],
+                ttfc: Some(0.5),
+                turn: Some(2),
+                ..RequestRecord::default()
+            },
+            RequestRecord {
+                outcome: Err(FailureKind::Http(503).failure("busy")),
+                ..RequestRecord::default()
+            },
+        ];
+        for record in records {
+            let json = serde_json::to_string(&record).unwrap();
+            let back: RequestRecord = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, record, "{json}");
+        }
+        let failed = serde_json::to_value(RequestRecord {
+            outcome: Err(FailureKind::StreamCut.failure("cut")),
+            ..RequestRecord::default()
+        })
+        .unwrap();
+        assert_eq!(failed["error"]["kind"], "stream-cut");
     }
 }

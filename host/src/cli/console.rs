@@ -236,6 +236,12 @@ impl Observer for Console {
         }
         Ok(())
     }
+
+    /// A client process of `--workers`: says it is ready on standard output and reads the
+    /// shared start from standard input ([`super::workers`] holds the other end).
+    fn await_start(&mut self) -> Result<std::time::SystemTime> {
+        super::workers::await_start()
+    }
 }
 
 /// vLLM's messages about the prompt re-alignment, with what bench adds in parentheses.

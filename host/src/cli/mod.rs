@@ -7,6 +7,7 @@ mod console;
 pub mod dataset;
 mod interrupt;
 pub mod limits;
+mod merge;
 pub mod offline;
 pub mod plugin;
 pub mod plugin_flags;
@@ -17,6 +18,7 @@ mod serve_plots;
 mod startup;
 mod sweep;
 mod sweep_plot;
+mod workers;
 
 use std::process::ExitCode;
 
@@ -74,6 +76,9 @@ enum Command {
     /// Two results side by side: each metric, the difference, and whether it exceeds the
     /// run-to-run noise.
     Compare(compare::CompareArgs),
+    /// The shards of one run (`bench serve --shard I/N`) into one result: every metric
+    /// recomputed from all their per-request records, so percentiles are exact.
+    Merge(merge::MergeArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -104,6 +109,7 @@ pub fn main() -> ExitCode {
         Some(Command::Startup(args)) => startup::run(args),
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::Merge(args)) => merge::run(args),
     });
     match result {
         Ok(code) => code,

@@ -433,6 +433,7 @@ fn serve_config(tokenizer: &str, base_url: String, load: &Load) -> Result<ServeC
             command_line: serde_json::Map::new(),
             save: SaveOptions::default(),
         },
+        shard: None,
     })
 }
 

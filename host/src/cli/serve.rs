@@ -18,6 +18,7 @@ use crate::metrics;
 use crate::report::SaveOptions;
 use crate::runtime::PluginRef;
 use crate::schedule::{RampUp, RampUpStrategy};
+use crate::shard::{Shard, ShardConfig, StartAt};
 use crate::target::http::HttpConfig;
 use crate::tokenizer::hub_cache_roots_from_env;
 use crate::workload::{LoraAssignment, LoraModules, TokenizerError, WorkloadConfig};
@@ -337,6 +338,51 @@ pub struct ServeArgs {
     /// present, giving energy per output token; absent, one note says so).
     #[arg(long)]
     pub no_gpu_telemetry: bool,
+
+    /// Send only shard I of N of the run (I from 0): the requests whose index modulo N is
+    /// I, each at its time in the whole run's schedule (same --seed, same workload). Each
+    /// shard writes its records (--shard-output); `bench merge` makes them one result.
+    #[arg(long, value_name = "I/N", help_heading = "Scaling out")]
+    #[serde(skip)]
+    pub shard: Option<Shard>,
+
+    /// The shards' shared start, a wall-clock time: RFC 3339 (2026-11-27T17:00:00Z) or
+    /// @UNIX_SECONDS. Every shard's schedule counts from it; a shard ready late starts at
+    /// once, and its lag shows in its diagnostics. Without it, each shard starts when ready.
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "shard",
+        help_heading = "Scaling out"
+    )]
+    #[serde(skip)]
+    pub start_at: Option<StartAt>,
+
+    /// Where a shard writes its records for `bench merge` (default:
+    /// bench-shard-I-of-N.json in --result-dir, else here); `-` prints them to stdout as
+    /// one line starting `bench-shard-result: ` (for `kubectl logs`).
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "shard",
+        help_heading = "Scaling out"
+    )]
+    #[serde(skip)]
+    pub shard_output: Option<PathBuf>,
+
+    /// Run the benchmark as N client processes on this machine, each a shard of the run
+    /// started together, merged into one result as `bench merge` does: for a client
+    /// machine with more cores than one process can use (see `bench selfcheck`).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..),
+        conflicts_with = "shard",
+        help_heading = "Scaling out"
+    )]
+    #[serde(skip)]
+    pub workers: u32,
 }
 
 /// `--server-metrics-interval`: a positive number of seconds.
@@ -465,6 +511,12 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     let percentiles =
         metrics::parse_percentiles(&args.metric_percentiles).context("--metric-percentiles")?;
     let extra_body = sampling_body(args)?;
+    let shard = shard_config(args)?;
+    // A shard holds its part of the cap (the parts add up to it).
+    let max_concurrency = match (shard, args.max_concurrency) {
+        (Some(shard), Some(cap)) => Some(shard.shard.max_concurrency(cap)?),
+        _ => args.max_concurrency,
+    };
     let base_url = match &args.base_url {
         Some(u) => u.trim_end_matches('/').to_string(),
         None if args.host.contains(':') => format!("http://[{}]:{}", args.host, args.port),
@@ -541,8 +593,11 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         } else {
             Tls::Verify
         },
-        preconnect: args.preconnect.or(args.max_concurrency).unwrap_or(0),
-        probe_request_rate: (args.probe_request_rate > 0.0).then_some(args.probe_request_rate),
+        preconnect: args.preconnect.or(max_concurrency).unwrap_or(0),
+        // One process sends the probes of a sharded run: shard 0.
+        probe_request_rate: (args.probe_request_rate > 0.0
+            && shard.is_none_or(|s| s.shard.index == 0))
+        .then_some(args.probe_request_rate),
         server_metrics: crate::server_metrics::ScrapeConfig {
             enabled: !args.no_server_metrics,
             interval: args.server_metrics_interval,
@@ -552,7 +607,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         request_rate: args.request_rate,
         burstiness: args.burstiness,
         ramp_up,
-        max_concurrency: args.max_concurrency,
+        max_concurrency,
         ready_check: (args.ready_check_timeout_sec > 0)
             .then(|| Duration::from_secs(args.ready_check_timeout_sec)),
         warm_ups: args.num_warmups,
@@ -602,10 +657,52 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
                 split_itl_by_tokens: args.split_itl_by_tokens,
             },
             report,
+            shard,
         },
         connections,
         warnings,
     })
+}
+
+/// The environment variable by which `--workers` tells its client processes that they are
+/// its shards (the parent saves the merged result, and draws no progress bar for them).
+pub(super) const WORKER_ENV: &str = "BENCH_WORKER_OF";
+
+/// Whether this process is a client process of `--workers`.
+pub(super) fn is_worker() -> bool {
+    std::env::var_os(WORKER_ENV).is_some()
+}
+
+/// `--shard` with what goes with it, checked against the flags a shard cannot take.
+fn shard_config(args: &ServeArgs) -> Result<Option<ShardConfig>> {
+    let Some(shard) = args.shard else {
+        return Ok(None);
+    };
+    if !is_worker() {
+        if args.save_result || args.append_result {
+            bail!(
+                "--shard: a shard writes its records (--shard-output), not a result; \
+                 `bench merge SHARDS... -o RESULT` saves the run's result"
+            );
+        }
+        if args.plots.plot_timeline || args.plots.plot_dataset_stats {
+            bail!("--shard: a shard draws no figures; draw them from the merged result");
+        }
+    }
+    if args.num_runs > 1 {
+        bail!("--shard and --workers run one run: leave out --num-runs");
+    }
+    if matches!(args.start_at, Some(StartAt::Gate)) && !is_worker() {
+        bail!(
+            "--start-at gate is how --workers starts its client processes; \
+             give a time (RFC 3339 or @UNIX_SECONDS)"
+        );
+    }
+    Ok(Some(ShardConfig {
+        shard,
+        start_at: args.start_at,
+        max_concurrency: args.max_concurrency,
+    }))
 }
 
 /// A positive, finite number of seconds.
@@ -764,6 +861,9 @@ fn sampling_body(args: &ServeArgs) -> Result<Option<String>> {
 
 pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     args.model.check_tokenizer_mode()?;
+    if args.workers > 1 && !is_worker() {
+        return super::workers::run(args, plugins);
+    }
     let Resolved {
         config,
         connections,
@@ -773,7 +873,10 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     for w in &warnings {
         eprintln!("WARNING: {w}");
     }
-    let mut console = Console::new(!args.disable_tqdm, config.load.shutdown_grace);
+    let mut console = Console::new(
+        !args.disable_tqdm && !is_worker(),
+        config.load.shutdown_grace,
+    );
     if args.num_runs > 1 {
         console = console.for_series()?;
     }
@@ -781,9 +884,16 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         &config,
         args.num_runs as usize,
         &mut console,
-        |run, outcome| super::serve_plots::write(&args.plots, run, outcome),
+        |run, outcome| match is_worker() {
+            // The parent draws them from the merged result.
+            true => Ok(()),
+            false => super::serve_plots::write(&args.plots, run, outcome),
+        },
     )
     .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
+    if let Some(doc) = &runs.last.shard {
+        write_shard(&args, doc)?;
+    }
     if args.num_runs > 1 && runs.summary.runs > 0 {
         print!("{}", runs.summary.table());
         if let Some(path) = &runs.summary_saved {
@@ -791,6 +901,41 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         }
     }
     Ok(exit_code(&runs.last))
+}
+
+/// Writes a shard's records where `--shard-output` says.
+fn write_shard(args: &ServeArgs, doc: &crate::shard::ShardDoc) -> Result<()> {
+    match args.shard_output.as_deref() {
+        Some(path) if path == Path::new("-") => {
+            use std::io::Write;
+            let json = doc.to_json()?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}{json}", crate::shard::LOG_PREFIX)
+                .and_then(|()| out.flush())
+                .context("--shard-output -: writing the records to stdout")
+        }
+        path => {
+            let path = match path {
+                Some(path) => path.to_path_buf(),
+                None => {
+                    let name = format!(
+                        "bench-shard-{}-of-{}.json",
+                        doc.shard.index, doc.shard.count
+                    );
+                    args.result_dir
+                        .as_deref()
+                        .unwrap_or(Path::new("."))
+                        .join(name)
+                }
+            };
+            doc.write(&path)
+                .with_context(|| format!("--shard-output {}", path.display()))?;
+            if !is_worker() {
+                println!("Shard {} records saved to {}", doc.shard, path.display());
+            }
+            Ok(())
+        }
+    }
 }
 
 /// A tokenizer that did not load, named by the flag it came from (`--tokenizer`, or
@@ -811,7 +956,7 @@ fn name_the_tokenizer_flag(e: anyhow::Error, model: &ModelArgs) -> anyhow::Error
 /// The process's exit code for a run that finished: a signal's own (128 + its number,
 /// what shells and schedulers read as "stopped by it"), failure for a run stopped early
 /// otherwise or one where every request failed, success else.
-fn exit_code(outcome: &Outcome) -> ExitCode {
+pub(super) fn exit_code(outcome: &Outcome) -> ExitCode {
     if let Some(signal) = outcome.signal {
         return ExitCode::from(signal.exit_code());
     }

@@ -12,7 +12,7 @@ use crate::pyjson::float_repr;
 const VALID_NAMES: [&str; 3] = ["ttft", "tpot", "e2el"];
 
 /// Service level objectives in milliseconds; `None` means not constrained.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Goodput {
     pub ttft_ms: Option<f64>,
     pub tpot_ms: Option<f64>,

@@ -30,7 +30,8 @@ pub type TokenCounter<'a> = &'a dyn Fn(&str) -> Result<usize>;
 
 /// A metric whose mean, median, std and percentiles can be reported
 /// (`--percentile-metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PercentileMetric {
     Ttft,
     Tpot,
@@ -112,7 +113,7 @@ pub fn parse_percentiles(arg: &str) -> Result<Vec<f64>> {
 /// `input_lens` count (`--input-tokens`).
 // A command line can take it as a flag's value (feature `clap`, which the CLI turns on).
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InputTokenSource {
     /// vLLM's rule (0.32, `endpoint_request_func.py`): the server's `usage.prompt_tokens`
@@ -135,8 +136,9 @@ impl InputTokenSource {
     }
 }
 
-/// What `calculate` needs besides the records.
-#[derive(Debug, Clone, PartialEq)]
+/// What `calculate` needs besides the records. Serialised so that the shards of a run
+/// carry it to `bench merge` ([`crate::shard`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MetricsConfig {
     /// `--metric-percentiles`.
     pub percentiles: Vec<f64>,
@@ -256,7 +258,7 @@ impl PerRequest {
 /// Schedule lag in milliseconds over all sent requests: how much later than scheduled the
 /// client actually sent each request, not counting the wait for a `--max-concurrency`
 /// slot (`start_time - intended_start_time - concurrency_wait`).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LagSummary {
     pub mean: f64,
     pub median: f64,
@@ -397,6 +399,9 @@ pub struct Metrics {
     /// Whether waiting grew without bound during the run; `None` when the run could not
     /// be assessed ([`crate::steady_state::saturation`]).
     pub saturation: Option<Saturation>,
+    /// A merged run (`bench merge`, `--workers`): each shard's client, in shard order;
+    /// empty for a run of one process. Set by [`crate::shard::merge`].
+    pub shards: Vec<crate::shard::ShardDiagnostics>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -650,6 +655,7 @@ pub fn calculate(
         per_request,
         steady_state,
         saturation,
+        shards: Vec::new(),
     })
 }
 

@@ -30,6 +30,7 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     vllm_block(&mut out, metrics, run);
     failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
+    shards_block(&mut out, metrics);
     steady_state_block(&mut out, metrics);
     super::server_metrics::server_block(&mut out, metrics);
     if let Some(gpu) = &metrics.gpu {
@@ -39,6 +40,37 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     }
     turns_block(&mut out, metrics);
     out
+}
+
+/// A merged run's shards, one line each: did each keep its schedule, how busy was it, and
+/// where did its clock stand against the server's.
+fn shards_block(out: &mut String, m: &Metrics) {
+    if m.shards.is_empty() {
+        return;
+    }
+    header(out, &format!(" {} shards ", m.shards.len()), '=');
+    let _ = writeln!(
+        out,
+        "{:<6} {:>6} {:>10} {:>10} {:>8} {:>16}  host",
+        "shard", "sent", "lag p99", "lag max", "CPU s", "clock (ms)"
+    );
+    for s in &m.shards {
+        let clock = match &s.clock_offset {
+            Some(c) => format!("{:+.2}±{:.2}", c.offset_ms, c.uncertainty_ms),
+            None => "unknown".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<6} {:>6} {:>10.2} {:>10.2} {:>8.2} {:>16}  {}",
+            s.shard.to_string(),
+            s.sent,
+            s.schedule_lag_ms.p99,
+            s.schedule_lag_ms.max,
+            s.cpu.map_or(0.0, |c| c.total_s),
+            clock,
+            s.host
+        );
+    }
 }
 
 /// The steady state's figures (or why the run has none), and the load's trends when the

@@ -323,6 +323,10 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         json!(m.peak_concurrent_requests),
     );
     r.insert("connection_retries", json!(c.connection_retries));
+    if !m.shards.is_empty() {
+        // A merged run: each shard's client (not in vLLM).
+        r.insert("shards", json!(m.shards));
+    }
     r.insert("input_tokens_source", json!(m.config.input_tokens));
     if let Some(check) = &c.prompt_tokens {
         r.insert(

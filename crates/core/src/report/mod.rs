@@ -30,7 +30,7 @@ pub const DATE_FORMAT: &str = "%Y%m%d-%H%M%S";
 /// What the command line knows about a run, for the reports (vLLM's `args` and the
 /// values its `main` adds to the result). The benchmark duration lives in
 /// [`crate::metrics::Metrics`], which needs it for the throughputs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunInfo {
     /// When the run finished (vLLM takes `datetime.now()` after the benchmark); written
     /// as `date` and into the default file name with [`DATE_FORMAT`].
@@ -45,7 +45,8 @@ pub struct RunInfo {
     /// `None` when no tokenizer was loaded.
     pub tokenizer_id: Option<String>,
     pub num_prompts: usize,
-    /// Requests per second; `f64::INFINITY` for "all at once".
+    /// Requests per second; `f64::INFINITY` for "all at once" (serialised `"inf"`).
+    #[serde(with = "infinite_as_inf")]
     pub request_rate: f64,
     pub burstiness: f64,
     pub max_concurrency: Option<usize>,
@@ -64,6 +65,35 @@ impl RunInfo {
     /// `date` as vLLM writes it.
     pub fn date_string(&self) -> String {
         self.date.format(DATE_FORMAT).to_string()
+    }
+}
+
+/// A rate that may be infinite, serialised as a number or `"inf"` (JSON has no infinity,
+/// and serde_json would write `null`).
+mod infinite_as_inf {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match x.is_infinite() {
+            true => s.serialize_str("inf"),
+            false => s.serialize_f64(*x),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Rate {
+            Number(f64),
+            Text(String),
+        }
+        match Rate::deserialize(d)? {
+            Rate::Number(x) => Ok(x),
+            Rate::Text(t) if t == "inf" => Ok(f64::INFINITY),
+            Rate::Text(t) => Err(serde::de::Error::custom(format!(
+                "{t:?} is not a rate (a number or \"inf\")"
+            ))),
+        }
     }
 }
 

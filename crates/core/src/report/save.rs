@@ -280,7 +280,7 @@ impl Drop for DirLock {
 
 /// Why a run ended before its workload did. Written into the result so that its numbers
 /// are never mistaken for those of a full run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Interruption {
     /// What stopped it (`SIGINT`, `SIGTERM`, a plugin that kept failing).
     pub reason: String,

@@ -141,10 +141,11 @@ fn family_of(snapshot: &Snapshot) -> Option<&'static Family> {
 }
 
 /// What the server's counters say about its prefix cache during the run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServerCache {
     /// Which server's counters were read (`vllm`, `sglang`, `llama.cpp`).
-    pub server: &'static str,
+    #[serde(deserialize_with = "super::names::one")]
+    pub server: super::names::Name,
     /// Prompt tokens the server took from its prefix cache during the run.
     pub cached_prompt_tokens: u64,
     /// Prompt tokens it looked up in the cache (cached or computed) during the run.
@@ -183,7 +184,7 @@ fn counter_delta(before: &Snapshot, after: &Snapshot, names: &[&str]) -> Option<
 }
 
 /// The server-side queue time of the requests that finished during the run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct QueueTime {
     /// Requests observed by the histogram during the run.
     pub requests: u64,
@@ -192,10 +193,11 @@ pub struct QueueTime {
 }
 
 /// A gauge the server exposes, read during the run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Peak {
     /// The metric read.
-    pub metric: &'static str,
+    #[serde(deserialize_with = "super::names::one")]
+    pub metric: super::names::Name,
     /// Its largest value over the scrapes.
     pub peak: f64,
 }
@@ -203,7 +205,7 @@ pub struct Peak {
 /// Another server's speculative decoding: SGLang's gauges read after the run, or the deltas
 /// of llama.cpp's counters over it (rate = accepted / drafted tokens, length = 1 +
 /// accepted tokens per draft, vLLM's formulas).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SpecGauges {
     /// Accepted over drafted tokens, in percent.
     pub acceptance_rate: f64,
@@ -212,17 +214,20 @@ pub struct SpecGauges {
 }
 
 /// One scrape during the run: seconds since the run started, and the family's gauges.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TimelinePoint {
     pub t: f64,
+    #[serde(deserialize_with = "super::names::pairs")]
     pub values: Vec<(&'static str, f64)>,
 }
 
 /// Everything bench read from the server's `/metrics` over a run.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// Serialised so that a shard of a run carries it to the merge ([`crate::shard`]).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ServerReport {
     /// The family whose metrics were read (`vllm`, `sglang`, `llama.cpp`, `tgi`).
-    pub server: &'static str,
+    #[serde(deserialize_with = "super::names::one")]
+    pub server: super::names::Name,
     pub cache: Option<ServerCache>,
     /// vLLM's speculative-decoding statistics (its own result keys).
     pub spec_decode: Option<SpecDecodeStats>,
@@ -238,6 +243,7 @@ pub struct ServerReport {
     /// Every scrape during the run, in order (empty without an interval).
     pub timeline: Vec<TimelinePoint>,
     /// What the family exposes none of, or what could not be read, for one note.
+    #[serde(deserialize_with = "super::names::many")]
     pub not_found: Vec<&'static str>,
 }
 

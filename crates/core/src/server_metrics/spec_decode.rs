@@ -73,7 +73,7 @@ fn int_of_float(s: &str) -> Option<i64> {
 }
 
 /// What speculative decoding did during the run (vLLM's `spec_decode_stats`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SpecDecodeStats {
     pub num_drafts: i64,
     pub draft_tokens: i64,

@@ -287,6 +287,7 @@ impl Target for HttpTarget {
             stop: options.stop.clone(),
             shutdown_grace: options.shutdown_grace,
             progress: options.progress,
+            start: options.start,
         };
         // vLLM starts its probe loop just before the benchmark clock, and ends it once the
         // workload has been answered.

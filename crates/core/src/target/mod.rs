@@ -90,6 +90,9 @@ pub struct RunOptions {
     /// Multiplies the dataset's send times (`--time-scale`): the offsets already are, and
     /// a conversation's later turns are scaled by it too.
     pub time_scale: f64,
+    /// When the offsets start counting (a shard's shared start); `None`: when the run
+    /// starts. Only the HTTP target takes it (the native engine is never sharded).
+    pub start: Option<std::time::Instant>,
 }
 
 /// What a run measured.
