@@ -53,6 +53,8 @@ help_snapshots! {
     sweep_startup: ["sweep", "startup"];
     compare: ["compare"];
     merge: ["merge"];
+    k8s: ["k8s"];
+    k8s_render: ["k8s", "render"];
     report: ["report"];
     sweep_plot: ["sweep", "plot"];
     sweep_plot_pareto: ["sweep", "plot_pareto"];

@@ -27,6 +27,7 @@ mod examples;
 mod faults;
 mod help;
 mod interrupts;
+mod k8s;
 mod load;
 mod multi_turn;
 mod offline;

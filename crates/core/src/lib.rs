@@ -10,6 +10,7 @@ pub mod clock_offset;
 pub mod compare;
 pub mod gpu_telemetry;
 pub mod html_report;
+pub mod k8s;
 pub mod metrics;
 pub mod observer;
 pub mod offline;

@@ -6,6 +6,7 @@ mod compare;
 mod console;
 pub mod dataset;
 mod interrupt;
+mod k8s;
 pub mod limits;
 mod merge;
 pub mod offline;
@@ -76,6 +77,9 @@ enum Command {
     /// Two results side by side: each metric, the difference, and whether it exceeds the
     /// run-to-run noise.
     Compare(compare::CompareArgs),
+    /// Sharded runs on Kubernetes: `render` writes the manifests (an Indexed Job) and the
+    /// kubectl steps that run them and merge the shards.
+    K8s(k8s::K8sArgs),
     /// The shards of one run (`bench serve --shard I/N`) into one result: every metric
     /// recomputed from all their per-request records, so percentiles are exact.
     Merge(merge::MergeArgs),
@@ -109,6 +113,7 @@ pub fn main() -> ExitCode {
         Some(Command::Startup(args)) => startup::run(args),
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Compare(args)) => compare::run(args),
+        Some(Command::K8s(args)) => k8s::run(args),
         Some(Command::Merge(args)) => merge::run(args),
     });
     match result {
