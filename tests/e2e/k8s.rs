@@ -472,7 +472,7 @@ fn a_job_streaming_to_logs_merges_into_the_whole_run() {
     let dir = tempfile::tempdir().unwrap();
     let manifests = dir.path().join("bench.yaml");
     let prompts = 40;
-    render(
+    let rendered = render(
         &[
             "--shards",
             "2",
@@ -505,6 +505,15 @@ fn a_job_streaming_to_logs_merges_into_the_whole_run() {
         &manifests,
     )
     .assert_success();
+    // The steps it prints collect the logs under the names this test gives them.
+    for step in [
+        "kubectl wait --for=condition=complete --timeout=-1s job/bench",
+        "-l batch.kubernetes.io/job-name=bench,batch.kubernetes.io/job-completion-index=$i \
+         > bench-shard-$i.log",
+        "bench merge bench-shard-*.log -o result.json",
+    ] {
+        assert!(rendered.stderr.contains(step), "{step:?} in {rendered}");
+    }
     let docs = documents(&manifests);
     assert_eq!(
         docs.len(),
