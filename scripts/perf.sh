@@ -51,6 +51,12 @@
 #              where vllm-bench has the dataset (it does not apply chat templates, and it
 #              makes its own draws, not vLLM's request set), the same columns as prepare-L.
 #              ROWS=data runs every dataset row.
+#   workers-N: ceiling-512 (20,000 requests) as N client processes (`--workers N`, shards
+#              of one run merged as `bench merge` does). The server needs cores of its own:
+#              with 4 or more cores it gets the upper half and the clients the lower half;
+#              on 2 cores the server keeps core 1 and every client process shares core 0,
+#              so the rows there show what the shard path costs, not what more cores give.
+#              "client CPU %" is the processes' CPU together, in % of one core.
 #   plugin-load: loading a plugin component: the first load (compiling it, fresh cache) and
 #              the cached load (the median of 5), as the wall time of `bench plugin inspect`
 #              (process start, load, instantiate, describe), for the Rust example
@@ -71,7 +77,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server="taskset -c 1" pin_client="taskset -c 0"
 fi
 datasets="sharegpt sonnet prefix_repetition prefix_repetition-20k random-rerank random-mm custom custom_image custom_audio burstgpt spec_bench speed_bench hf timed_trace mooncake file"
-rows=${ROWS:-plugin-load prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 ceiling-backends timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
+rows=${ROWS:-plugin-load prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 workers-1 workers-2 ceiling-backends timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
 want() { [[ " $rows " == *" $1 "* ]] || { [[ $1 == data-* ]] && [[ " $rows " == *" data "* ]]; }; }
 
 # label conc(or "none") prompts ttft_ms itl_ms output_len [extra bench flags...]
@@ -80,10 +86,10 @@ run() {
   shift 6
   local conc_flag=()
   [ "$conc" != none ] && conc_flag=(--max-concurrency "$conc")
-  $pin_server "$bench" mock-server --port "$port" --ttft-ms "$ttft" --itl-ms "$itl" >/dev/null 2>&1 &
+  ${PIN_SERVER-$pin_server} "$bench" mock-server --port "$port" --ttft-ms "$ttft" --itl-ms "$itl" >/dev/null 2>&1 &
   local server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.05; done
-  /usr/bin/time -f %M -o "$tmp/$label.rss" $pin_client "$bench" --backend "${BACKEND:-openai}" --model mock \
+  /usr/bin/time -f %M -o "$tmp/$label.rss" ${PIN_CLIENT-$pin_client} "$bench" --backend "${BACKEND:-openai}" --model mock \
     --tokenizer tests/data/tokenizers/gpt2 --base-url "http://127.0.0.1:$port" \
     --random-input-len 128 --random-output-len "$out" --num-prompts "$n" "${conc_flag[@]}" \
     --disable-tqdm --save-result --result-dir "$tmp" --result-filename "$label.json" "$@" \
@@ -280,6 +286,21 @@ PY
 }
 for c in 64 512; do
   want "ceiling-$c" && { run "ceiling-$c" "$c" "${N_CEILING:-20000}" 0 0 128; speed_row "ceiling-$c" "$c" 0; }
+done
+# The same ceiling through N client processes (ROWS=workers-N; workers-1 and workers-2 by
+# default): the server on the upper half of the cores, the clients on the lower half.
+cores=$(nproc)
+if [ "$cores" -ge 4 ] && command -v taskset >/dev/null; then
+  workers_server="taskset -c $((cores / 2))-$((cores - 1))" workers_client="taskset -c 0-$((cores / 2 - 1))"
+else
+  workers_server=$pin_server workers_client=$pin_client
+fi
+for w in 1 2 4 8; do
+  want "workers-$w" && {
+    PIN_SERVER=$workers_server PIN_CLIENT=$workers_client \
+      run "workers-$w" 512 "${N_CEILING:-20000}" 0 0 128 --workers "$w"
+    speed_row "workers-$w" 512 0
+  }
 done
 # Each streaming backend's ceiling (its decoder on the client's one core), against the mock
 # speaking its protocol: ROWS=ceiling-backends.

@@ -79,6 +79,12 @@
 #      /v1/completions, its text spans from its own decoder) with the Python dataset:
 #      4 requests each, --output-len 16, --ignore-eos; every request completes and the
 #      server's usage is 16 on each (the same analysis as a)
+#   j  shards of one run: 40 requests (random 64/32, --ignore-eos, Poisson 8 req/s, seed 0,
+#      --max-concurrency 4) as one process, as `--workers 2`, and as `--shard 0/2` and
+#      `--shard 1/2` started together (`--start-at`, `--shard-output -` into log files)
+#      then `bench merge` of the logs: PASS when every sharded run completes 40 of 40, the
+#      merged requests are the single run's (input_lens), the server's usage is 32 on every
+#      request, and each shard reports its clock against the server's (or why not)
 #   f  a warm prefix cache: the same workload twice on one server; bench's
 #      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
 #      first (the server's own figure, from Prometheus, is printed beside it)
@@ -96,7 +102,7 @@ model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
 tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
-checks=${CHECKS:-a b c d e f g h i}
+checks=${CHECKS:-a b c d e f g h i j}
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -454,6 +460,31 @@ elif cmd == "e":  # label result n rc
         print(f"   errors: {first_errors(r)}")
     ok(r["completed"] == n and r["failed"] == 0, f"{label}: {n} of {n} complete")
 
+elif cmd == "j":  # single workers merged n out
+    single, workers, merged = (load(a) for a in args[0:3])
+    n, out = int(args[3]), int(args[4])
+    good = True
+    for label, r in (("one process", single), ("--workers 2", workers), ("--shard 0/2 + 1/2, bench merge", merged)):
+        if r is None:
+            ok(False, f"{label}: no result file")
+            sys.exit()
+        usage = r.get("output_tokens_server_usage")
+        print(f"   {label}: completed {r['completed']}/{n}, failed {r['failed']} ({kinds(r)}), "
+              f"server usage {usage} (expected {n * out}), mean TTFT {r['mean_ttft_ms']:.1f} ms, "
+              f"p99 TTFT {r['p99_ttft_ms']:.1f} ms, duration {r['duration']:.2f} s")
+        for s in r.get("shards", []):
+            clock = s.get("clock_offset")
+            clock = (f"{clock['offset_ms']:+.2f} +/- {clock['uncertainty_ms']:.2f} ms"
+                     if clock else f"unknown ({s.get('clock_offset_note')})")
+            print(f"      shard {s['shard']['index']}/{s['shard']['count']}: sent {s['sent']}, "
+                  f"lag p99 {s['schedule_lag_ms']['p99']:.2f} ms, late {s['started_late_s']:.3f} s, clock {clock}")
+        if r["failed"]:
+            print(f"   errors: {first_errors(r)}")
+        good = good and r["completed"] == n and r["failed"] == 0 and usage == n * out
+        if r is not single:
+            good = good and r.get("input_lens") == single.get("input_lens") and len(r.get("shards", [])) == 2
+    ok(good, "the sharded runs complete every request, the same requests as one process")
+
 elif cmd == "f":  # r1 r2 prom0 prom1 prom2
     r1, r2 = load(args[0]), load(args[1])
     p0, p1, p2 = (prom(a) for a in args[2:5])
@@ -576,6 +607,30 @@ if want e; then
     verdict < <(chk e "--http-client $1 --max-concurrency $2" "$tmp/e-$1-$2.json" 40 $rc)
     stop_server
   done
+fi
+
+# j: shards of one run against the real server (which closes connections), merged.
+if want j; then
+  echo "j. shards: random 64/32, 40 requests, Poisson 8 req/s, --max-concurrency 4, --ignore-eos"
+  j_flags=(--backend openai --dataset-name random --random-input-len 64 --random-output-len 32
+    --num-prompts 40 --request-rate 8 --max-concurrency 4 --ignore-eos --request-id-prefix j-)
+  start_server j
+  rc=0
+  run_bench j-single "${j_flags[@]}" || rc=$?
+  run_bench j-workers "${j_flags[@]}" --workers 2 || rc=$?
+  at=$(python3 -c "import time; print(f'@{time.time() + 5:.3f}')")
+  for i in 0 1; do
+    "$bench" serve --base-url "$url" --model "$alias" --tokenizer "$tokenizer" --seed 0 --disable-tqdm \
+      "${j_flags[@]}" --shard "$i/2" --start-at "$at" --shard-output - >"$tmp/j-pod-$i.log" 2>&1 &
+    eval "j_pid$i=\$!"
+  done
+  wait "$j_pid0" || rc=$?
+  wait "$j_pid1" || rc=$?
+  "$bench" merge "$tmp/j-pod-0.log" "$tmp/j-pod-1.log" -o "$tmp/j-merged.json" --save-detailed \
+    >"$tmp/j-merge.log" 2>&1 || rc=$?
+  [ "$rc" = 0 ] || { echo "   a bench command failed ($rc):"; tail -5 "$tmp"/j-*.log | sed 's/^/   /'; }
+  verdict < <(chk j "$tmp/j-single.json" "$tmp/j-workers.json" "$tmp/j-merged.json" 40 32)
+  stop_server
 fi
 
 # f: a warm prefix cache, seen by bench.

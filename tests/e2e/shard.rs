@@ -343,3 +343,54 @@ fn shard_flags_are_checked() {
         .assert_failure();
     assert!(when.stderr.contains("RFC 3339"), "{when}");
 }
+
+#[test]
+fn shards_left_to_the_default_request_ids_are_still_one_run() {
+    let m = server();
+    let dir = tempfile::tempdir().unwrap();
+    let at = start_in(Duration::from_secs(4));
+    let plain = || Bench::against(&m.url).random(16, 4).prompts(10);
+    let running: Vec<_> = (0..2)
+        .map(|i| {
+            let out = dir.path().join(format!("s{i}.json"));
+            let run = plain()
+                .args([
+                    "--shard",
+                    &format!("{i}/2"),
+                    "--start-at",
+                    &at,
+                    "--shard-output",
+                ])
+                .arg(&out)
+                .spawn();
+            (out, run)
+        })
+        .collect();
+    let files: Vec<PathBuf> = running
+        .into_iter()
+        .map(|(out, run)| {
+            run.wait(Duration::from_secs(120)).assert_success();
+            out
+        })
+        .collect();
+    let ids: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            read(f)["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["request_id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let prefix = ids[0].rsplit_once('-').unwrap().0;
+    assert!(ids.iter().all(|id| id.starts_with(prefix)), "{ids:?}");
+    merge(&files, &dir.path().join("merged.json")).assert_success();
+    let workers = plain()
+        .args(["--workers", "2"])
+        .save_result()
+        .run()
+        .assert_success();
+    assert_eq!(workers.json()["completed"], 10, "{workers}");
+}

@@ -177,9 +177,12 @@ fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
 }
 
 /// The offline commands' flags are serve's, but for the backend's default and
-/// `--num-runs` (refused there: see `offline::resolve`), which their help leaves out.
+/// `--num-runs` and the scaling-out flags (refused there: see `offline::resolve`), which
+/// their help leaves out.
 fn offline_flags(cmd: clap::Command) -> clap::Command {
-    cmd.mut_arg("num_runs", |a| a.hide(true))
+    ["num_runs", "shard", "start_at", "shard_output", "workers"]
+        .into_iter()
+        .fold(cmd, |cmd, flag| cmd.mut_arg(flag, |a| a.hide(true)))
         .mut_arg("backend", |a| {
             a.default_value(offline::NATIVE_BACKEND).help(
                 "`native` (the default: the model runs in this process), or a backend plugin \

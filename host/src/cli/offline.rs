@@ -220,6 +220,12 @@ fn resolve(
              repeats its batch --num-iters times"
         );
     }
+    if args.serve.shard.is_some() || args.serve.workers > 1 {
+        bail!(
+            "--shard and --workers are bench serve's: an offline benchmark measures one \
+             target's throughput or latency in one process"
+        );
+    }
     let resolved = serve::resolve(&args.serve, plugins)?;
     let mut warnings = resolved.warnings;
     let mut config = resolved.config;

@@ -561,7 +561,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         request_id_prefix: Some(
             args.request_id_prefix
                 .clone()
-                .unwrap_or_else(|| format!("bench-{:08x}-", rand::random::<u32>())),
+                .unwrap_or_else(|| default_request_id_prefix(args)),
         ),
         hub_cache,
         chat_template_kwargs: args.dataset.template_kwargs()?,
@@ -667,6 +667,23 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
 /// The environment variable by which `--workers` tells its client processes that they are
 /// its shards (the parent saves the merged result, and draws no progress bar for them).
 pub(super) const WORKER_ENV: &str = "BENCH_WORKER_OF";
+
+/// vLLM's default request-id prefix, `bench-` and 8 random hex digits; for a shard, 8 hex
+/// digits every shard of the run computes alike (from `--start-at` and `--seed`), so that
+/// the shards' requests are one workload's (the merge checks their ids).
+fn default_request_id_prefix(args: &ServeArgs) -> String {
+    let digits = match (args.shard, args.start_at) {
+        (Some(_), Some(StartAt::At(at))) => {
+            let at = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let mut hash = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&(at.as_nanos(), args.dataset.seed), &mut hash);
+            std::hash::Hasher::finish(&hash) as u32
+        }
+        (Some(_), _) => args.dataset.seed as u32,
+        (None, _) => rand::random::<u32>(),
+    };
+    format!("bench-{digits:08x}-")
+}
 
 /// Whether this process is a client process of `--workers`.
 pub(super) fn is_worker() -> bool {

@@ -178,7 +178,14 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
 /// `signals` follows.
 fn spawn(workers: usize, outputs: &[PathBuf], signals: &ServerInterrupt) -> Result<Vec<Child>> {
     let exe = std::env::current_exe().context("--workers: this program's path")?;
-    let argv = without_workers(std::env::args_os().skip(1));
+    let mut argv = without_workers(std::env::args_os().skip(1));
+    if !argv.iter().any(|a| {
+        a.to_str()
+            .is_some_and(|a| a.starts_with("--request-id-prefix"))
+    }) {
+        // One run's ids: the processes would each draw their own default prefix.
+        argv.push(format!("--request-id-prefix=bench-{:08x}-", rand::random::<u32>()).into());
+    }
     let mut children: Vec<Child> = Vec::with_capacity(workers);
     for (i, output) in outputs.iter().enumerate() {
         let group = children.first().map_or(0, |c| c.id() as i32);
