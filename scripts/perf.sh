@@ -4,6 +4,7 @@
 #
 #   bash scripts/perf.sh            # release build (about 8 minutes on 2 cores the first time)
 #   PROFILE=dev bash scripts/perf.sh
+#   BENCH_BIN=path/to/bench bash scripts/perf.sh     # no build: that binary
 #   ROWS="ceiling-64 rate-5000" bash scripts/perf.sh   # only some rows
 #
 # All rows use the random dataset with 128-token prompts, `ignore_eos`, and the first-party
@@ -66,9 +67,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=${PROFILE:-release}
-cargo build --profile "$profile" -p bench
-dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
-bench=$PWD/target/$dir/bench
+if [ -n "${BENCH_BIN:-}" ]; then
+  # A binary built elsewhere (a machine without cargo or crates.io, such as a GPU host).
+  bench=$(realpath "$BENCH_BIN")
+else
+  cargo build --profile "$profile" -p bench
+  dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+  bench=$PWD/target/$dir/bench
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 port=${PORT:-18123}
@@ -80,6 +86,13 @@ datasets="sharegpt sonnet prefix_repetition prefix_repetition-20k random-rerank 
 rows=${ROWS:-plugin-load prepare-1024 prepare-128 prepare-100k data ceiling-64 ceiling-512 workers-1 workers-2 ceiling-backends timing-64 timing-256 timing-1024 rate-1000 rate-5000 memory-100k memory-10k-streams}
 want() { [[ " $rows " == *" $1 "* ]] || { [[ $1 == data-* ]] && [[ " $rows " == *" data "* ]]; }; }
 
+# peak_rss FILE CMD...: runs CMD, its peak RSS in KiB into FILE (GNU time; 0 without it).
+if [ -x /usr/bin/time ]; then
+  peak_rss() { /usr/bin/time -f %M -o "$1" "${@:2}"; }
+else
+  peak_rss() { echo 0 >"$1"; "${@:2}"; }
+fi
+
 # label conc(or "none") prompts ttft_ms itl_ms output_len [extra bench flags...]
 run() {
   local label=$1 conc=$2 n=$3 ttft=$4 itl=$5 out=$6
@@ -89,7 +102,7 @@ run() {
   ${PIN_SERVER-$pin_server} "$bench" mock-server --port "$port" --ttft-ms "$ttft" --itl-ms "$itl" >/dev/null 2>&1 &
   local server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.05; done
-  /usr/bin/time -f %M -o "$tmp/$label.rss" ${PIN_CLIENT-$pin_client} "$bench" --backend "${BACKEND:-openai}" --model mock \
+  peak_rss "$tmp/$label.rss" ${PIN_CLIENT-$pin_client} "$bench" --backend "${BACKEND:-openai}" --model mock \
     --tokenizer tests/data/tokenizers/gpt2 --base-url "http://127.0.0.1:$port" \
     --random-input-len 128 --random-output-len "$out" --num-prompts "$n" "${conc_flag[@]}" \
     --disable-tqdm --save-result --result-dir "$tmp" --result-filename "$label.json" "$@" \

@@ -360,6 +360,7 @@ fn split_shard(
         started_late_s: 0.0,
         clock_offset,
         audio_seconds: Vec::new(),
+        shutdown_grace: serve.load.shutdown_grace,
     })
 }
 

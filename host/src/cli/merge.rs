@@ -60,6 +60,7 @@ pub(super) fn show_and_save(
         run,
         requests,
         interrupted,
+        shutdown_grace,
     } = merged;
     for w in &metrics.warnings {
         observer.event(Event::Warning(w));
@@ -72,7 +73,7 @@ pub(super) fn show_and_save(
         observer.event(Event::Interrupted {
             interruption,
             requests,
-            grace: std::time::Duration::ZERO,
+            grace: shutdown_grace,
         });
     }
     let save = SaveOptions {

@@ -99,6 +99,8 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     let mut children = spawn(workers, &outputs, &signals)?;
     let (tx, rx) = mpsc::channel();
     for (i, child) in children.iter_mut().enumerate() {
+        let stderr = child.stderr.take().context("a client process's errors")?;
+        std::thread::spawn(move || relay_errors(stderr, &format!("[shard {i}/{workers}] ")));
         let stdout = child.stdout.take().context("a client process's output")?;
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -174,6 +176,20 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     Ok(serve::exit_code(&outcome))
 }
 
+/// Copies what a client process writes on standard error to this one's, each line after
+/// `prefix` (which shard said it), as bytes: a line need not be UTF-8.
+fn relay_errors(stderr: std::process::ChildStderr, prefix: &str) {
+    let mut lines = BufReader::new(stderr);
+    let mut line = Vec::new();
+    while matches!(lines.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+        let mut out = std::io::stderr().lock();
+        let _ = out
+            .write_all(prefix.as_bytes())
+            .and_then(|()| out.write_all(&line));
+        line.clear();
+    }
+}
+
 /// Starts the client processes, all in one process group (the first one's) that
 /// `signals` follows.
 fn spawn(workers: usize, outputs: &[PathBuf], signals: &ServerInterrupt) -> Result<Vec<Child>> {
@@ -198,7 +214,7 @@ fn spawn(workers: usize, outputs: &[PathBuf], signals: &ServerInterrupt) -> Resu
             .env(WORKER_ENV, std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .process_group(group)
             .spawn()
             .with_context(|| format!("--workers: starting client process {i}"));

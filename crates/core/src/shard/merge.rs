@@ -20,6 +20,8 @@ pub struct Merged {
     pub requests: usize,
     /// Set when a shard was stopped before its share ended: which, and what it cost.
     pub interrupted: Option<Interruption>,
+    /// The shards' `--shutdown-grace-sec` (the longest).
+    pub shutdown_grace: std::time::Duration,
 }
 
 /// How far apart the shards' clocks may be, by their estimates against the server, before
@@ -84,6 +86,11 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
         .map(|d| d.diagnostics.duration_s)
         .fold(0.0, f64::max);
     let clock_origin_s = first.clock_origin_s;
+    let shutdown_grace = docs
+        .iter()
+        .map(|d| std::time::Duration::try_from_secs_f64(d.shutdown_grace_s).unwrap_or_default())
+        .max()
+        .unwrap_or_default();
     let server_metrics = docs
         .iter()
         .filter(|d| d.server_metrics.is_some())
@@ -180,6 +187,7 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
         run,
         requests,
         interrupted: merged_interruption(&interruptions),
+        shutdown_grace,
     })
 }
 

@@ -324,6 +324,8 @@ pub struct ShardDoc {
     pub diagnostics: ShardDiagnostics,
     /// Set when this shard was stopped before its share ended.
     pub interrupted: Option<Interruption>,
+    /// `--shutdown-grace-sec`: how long its requests in flight had after a stop.
+    pub shutdown_grace_s: f64,
     /// What the server's `/metrics` said between this shard's scrapes before its start
     /// and after its end: the merge takes the shard that ended last, whose window holds
     /// every shard's requests (all started at the shared start).
@@ -343,6 +345,8 @@ pub struct ShardRun {
     pub clock_offset: Result<ClockOffset, String>,
     /// Seconds of audio per request, by local index; empty without audio.
     pub audio_seconds: Vec<f64>,
+    /// `--shutdown-grace-sec`.
+    pub shutdown_grace: std::time::Duration,
 }
 
 impl ShardDoc {
@@ -427,6 +431,7 @@ impl ShardDoc {
                 clock_offset_note,
             },
             interrupted: interrupted.cloned(),
+            shutdown_grace_s: shard.shutdown_grace.as_secs_f64(),
             server_metrics: metrics.server_metrics.clone(),
             probe: metrics.probe,
             records,
