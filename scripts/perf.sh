@@ -54,7 +54,8 @@
 #              ROWS=data runs every dataset row.
 #   workers-N: ceiling-512 (20,000 requests) as N client processes (`--workers N`, shards
 #              of one run merged as `bench merge` does). The server needs cores of its own:
-#              with 4 or more cores it gets the upper half and the clients the lower half;
+#              with 4 or more cores it gets the upper half and the clients the lower half
+#              (WORKERS_CLIENT_CORES=C: the clients cores 0 to C-1, the server the rest);
 #              on 2 cores the server keeps core 1 and every client process shares core 0,
 #              so the rows there show what the shard path costs, not what more cores give.
 #              "client CPU %" is the processes' CPU together, in % of one core.
@@ -303,8 +304,9 @@ done
 # The same ceiling through N client processes (ROWS=workers-N; workers-1 and workers-2 by
 # default): the server on the upper half of the cores, the clients on the lower half.
 cores=$(nproc)
+client_cores=${WORKERS_CLIENT_CORES:-$((cores / 2))}
 if [ "$cores" -ge 4 ] && command -v taskset >/dev/null; then
-  workers_server="taskset -c $((cores / 2))-$((cores - 1))" workers_client="taskset -c 0-$((cores / 2 - 1))"
+  workers_server="taskset -c $client_cores-$((cores - 1))" workers_client="taskset -c 0-$((client_cores - 1))"
 else
   workers_server=$pin_server workers_client=$pin_client
 fi
