@@ -74,3 +74,183 @@ fn an_instant_is_found_for_a_wall_clock_time_either_side_of_now() {
     assert!(ahead.duration_since(now).abs_diff(Duration::from_secs(2)) < tolerance);
     assert!(now.duration_since(behind).abs_diff(Duration::from_secs(2)) < tolerance);
 }
+
+mod merging {
+    use super::super::*;
+    use crate::metrics::tests::{config, fixture, fixture_metrics, words};
+    use crate::record::FailureKind;
+
+    fn run_info() -> RunInfo {
+        let now = chrono::Local::now();
+        RunInfo {
+            date: now,
+            started_at: now,
+            backend: "openai".into(),
+            label: None,
+            model_id: "m".into(),
+            tokenizer_id: Some("t".into()),
+            num_prompts: 4,
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            max_concurrency: None,
+            ramp_up: None,
+            rps_change_events: Vec::new(),
+            metadata: Vec::new(),
+            args: serde_json::Map::new(),
+        }
+    }
+
+    /// Shard `index` of `count` of the metrics fixture (4 requests over 10 s), as a shard
+    /// would write it, read back from JSON.
+    fn shard_of_fixture(index: usize, count: usize) -> ShardDoc {
+        let shard = Shard { index, count };
+        let records: Vec<ShardRecord> = shard
+            .select(&fixture())
+            .into_iter()
+            .map(|record| ShardRecord {
+                text_tokens: Some(words(&record.generated_text).unwrap() as u32),
+                reasoning_tokens: None,
+                audio_seconds: None,
+                prefix_keys: None,
+                record,
+            })
+            .collect();
+        let doc = ShardDoc {
+            bench_shard_format: FORMAT,
+            shard,
+            workload: WorkloadId {
+                requests: 4,
+                seed: 0,
+                fingerprint: "f".into(),
+            },
+            run: run_info(),
+            metrics_config: config(),
+            has_tokenizer: true,
+            prefix_keys: false,
+            clock_origin_s: 0.0,
+            diagnostics: ShardDiagnostics {
+                shard,
+                host: format!("pod-{index}"),
+                requests: records.len(),
+                sent: records.len(),
+                // The fixture's benchmark lasted 10 s; one shard of it as long.
+                duration_s: if index == 0 { 10.0 } else { 4.0 },
+                schedule_lag_ms: LagSummary::default(),
+                cpu: None,
+                http_client: Some("h1".into()),
+                start_at: None,
+                started_late_s: 0.0,
+                clock_offset: None,
+                clock_offset_note: None,
+            },
+            interrupted: None,
+            shutdown_grace_s: 5.0,
+            server_metrics: None,
+            probe: None,
+            records,
+        };
+        serde_json::from_str(&doc.to_json().unwrap()).unwrap()
+    }
+
+    fn sourced(docs: Vec<ShardDoc>) -> Vec<(String, ShardDoc)> {
+        docs.into_iter()
+            .map(|d| (format!("shard-{}.json", d.shard.index), d))
+            .collect()
+    }
+
+    #[test]
+    fn merged_shards_give_the_metrics_of_the_whole_run() {
+        let single = fixture_metrics();
+        for count in [1, 2, 3, 4] {
+            let docs = (0..count)
+                .rev()
+                .map(|i| shard_of_fixture(i, count))
+                .collect();
+            let merged = merge(sourced(docs)).unwrap().metrics;
+            assert_eq!(
+                merged.per_request.records, single.per_request.records,
+                "{count}"
+            );
+            assert_eq!(
+                merged.per_request.output_lens,
+                single.per_request.output_lens
+            );
+            assert_eq!(
+                (
+                    merged.completed,
+                    merged.failed,
+                    merged.total_input,
+                    merged.total_output
+                ),
+                (
+                    single.completed,
+                    single.failed,
+                    single.total_input,
+                    single.total_output
+                )
+            );
+            assert_eq!(merged.duration_s, single.duration_s);
+            for metric in crate::metrics::PercentileMetric::ALL {
+                assert_eq!(merged.summary(metric), single.summary(metric), "{metric:?}");
+            }
+            assert_eq!(merged.client.token_counts, single.client.token_counts);
+            assert_eq!(merged.client.http_client, Some("h1"));
+            assert_eq!(merged.shards.len(), count);
+        }
+    }
+
+    #[test]
+    fn a_request_outside_its_shards_share_is_refused() {
+        let mut wrong = shard_of_fixture(1, 2);
+        wrong.records[0].record.index = 2;
+        let err = merge(sourced(vec![shard_of_fixture(0, 2), wrong])).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("request 2 is not in shard 1/2's share"),
+            "{err}"
+        );
+        let err = merge(sourced(vec![
+            shard_of_fixture(0, 2),
+            shard_of_fixture(0, 3),
+        ]));
+        assert!(err.unwrap_err().to_string().contains("of 3 shards"));
+    }
+
+    #[test]
+    fn interruptions_and_clock_spread_are_reported() {
+        let mut a = shard_of_fixture(0, 2);
+        let mut b = shard_of_fixture(1, 2);
+        a.interrupted = Some(Interruption {
+            reason: "SIGTERM".into(),
+            not_sent: 3,
+            cancelled: 1,
+        });
+        a.records[1].record.outcome = Err(FailureKind::Interrupted.failure("cancelled"));
+        b.interrupted = Some(Interruption {
+            reason: "SIGTERM".into(),
+            not_sent: 2,
+            cancelled: 0,
+        });
+        a.diagnostics.clock_offset = Some(ClockOffset {
+            offset_ms: 0.5,
+            uncertainty_ms: 0.5,
+            samples: 100,
+        });
+        b.diagnostics.clock_offset = Some(ClockOffset {
+            offset_ms: 20.5,
+            uncertainty_ms: 0.5,
+            samples: 100,
+        });
+        b.diagnostics.started_late_s = 0.25;
+        let merged = merge(sourced(vec![a, b])).unwrap();
+        let i = merged.interrupted.unwrap();
+        assert_eq!(i.reason, "shard 0/2: SIGTERM; shard 1/2: SIGTERM");
+        assert_eq!((i.not_sent, i.cancelled), (5, 1));
+        let warnings = merged.metrics.warnings.join("\n");
+        assert!(warnings.contains("differ by about 20.0 ms"), "{warnings}");
+        assert!(
+            warnings.contains("shard 1/2 (pod-1) was ready 0.250 s after"),
+            "{warnings}"
+        );
+    }
+}
