@@ -51,8 +51,8 @@ fn shards_block(out: &mut String, m: &Metrics) {
     header(out, &format!(" {} shards ", m.shards.len()), '=');
     let _ = writeln!(
         out,
-        "{:<6} {:>6} {:>10} {:>10} {:>8} {:>16}  host",
-        "shard", "sent", "lag p99", "lag max", "CPU s", "clock (ms)"
+        "{:<6} {:>6} {:>10} {:>10} {:>8} {:>5} {:>16}  host",
+        "shard", "sent", "lag p99", "lag max", "CPU s", "cores", "clock (ms)"
     );
     for s in &m.shards {
         let clock = match &s.clock_offset {
@@ -61,12 +61,13 @@ fn shards_block(out: &mut String, m: &Metrics) {
         };
         let _ = writeln!(
             out,
-            "{:<6} {:>6} {:>10.2} {:>10.2} {:>8.2} {:>16}  {}",
+            "{:<6} {:>6} {:>10.2} {:>10.2} {:>8.2} {:>5} {:>16}  {}",
             s.shard.to_string(),
             s.sent,
             s.schedule_lag_ms.p99,
             s.schedule_lag_ms.max,
             s.cpu.map_or(0.0, |c| c.total_s),
+            s.cores,
             clock,
             s.host
         );

@@ -264,6 +264,9 @@ pub struct ShardDiagnostics {
     pub shard: Shard,
     /// The machine (a pod's name on Kubernetes).
     pub host: String,
+    /// The cores its process could run on (its CPU affinity; `--workers` gives each
+    /// process cores of its own where there are enough).
+    pub cores: usize,
     /// Requests of its share, sent or not.
     pub requests: usize,
     /// Requests it sent.
@@ -416,6 +419,7 @@ impl ShardDoc {
             diagnostics: ShardDiagnostics {
                 shard: plan.config.shard,
                 host: host_name(),
+                cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
                 requests: plan.global_index.len(),
                 sent: metrics.client.sent,
                 duration_s: metrics.duration_s,

@@ -131,6 +131,7 @@ mod merging {
             diagnostics: ShardDiagnostics {
                 shard,
                 host: format!("pod-{index}"),
+                cores: 1,
                 requests: records.len(),
                 sent: records.len(),
                 // The fixture's benchmark lasted 10 s; one shard of it as long.
