@@ -216,12 +216,8 @@ fn workers_on_one_machine_run_the_shards_and_merge_them() {
             assert_eq!(shards.len(), workers, "{run}");
             for (i, s) in shards.iter().enumerate() {
                 assert_eq!(s["shard"]["index"], i);
-                // Each process on cores of its own where there are enough of them.
-                let own = s["cores"].as_u64().unwrap() as usize;
-                match cores >= workers {
-                    true => assert!(own <= cores.div_ceil(workers), "{own} of {cores}: {s}"),
-                    false => assert_eq!(own, cores, "{s}"),
-                }
+                // Each process may use every core of the machine (not pinned).
+                assert_eq!(s["cores"].as_u64().unwrap() as usize, cores, "{s}");
                 assert_eq!(
                     s["sent"].as_u64().unwrap(),
                     (60 + workers as u64 - 1 - i as u64) / workers as u64

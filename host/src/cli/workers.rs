@@ -8,10 +8,13 @@
 //! open, prints [`READY`] on standard output and reads the shared start from standard
 //! input; once all are ready this process writes one wall-clock time, a moment ahead,
 //! to every one. They run in one process group of their own: a Ctrl-C here stops them
-//! once, as it stops one run (a second kills them). Where this process may use at least
-//! as many cores as there are processes, each is pinned to its own contiguous group of
-//! them ([`core_groups`]): every process's async runtime sizes itself to its group, and
-//! the processes do not move each other's threads around.
+//! once, as it stops one run (a second kills them).
+//!
+//! The processes are not pinned to cores of their own. Measured on 16 cores (README,
+//! Performance), pinning each to its own contiguous group lost 14 to 24% against letting
+//! them share all the client's cores: each process has threads of uneven load (its
+//! async runtime's, the dispatcher, the decode thread), and a pinned process's busy
+//! thread cannot take a core another process leaves idle.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -93,28 +96,13 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     let outputs: Vec<PathBuf> = (0..workers)
         .map(|i| dir.path().join(format!("shard-{i}.json")))
         .collect();
-    let groups = core_groups(workers);
-    match &groups {
-        Some(groups) => println!(
-            "Running the benchmark as {workers} client processes (--workers), on cores {}",
-            groups
-                .iter()
-                .map(|g| core_list(g))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        ),
-        None => println!(
-            "Running the benchmark as {workers} client processes (--workers), sharing this \
-             process's {} cores (fewer cores than processes: not pinned)",
-            allowed_cores().map_or(0, |c| c.len())
-        ),
-    }
+    println!("Running the benchmark as {workers} client processes (--workers)");
     let signals = ServerInterrupt::install(format!(
         "the {workers} client processes: no more requests are sent, requests in flight get \
          {:.1} s to finish, then the results so far are merged and saved",
         config.load.shutdown_grace.as_secs_f64()
     ))?;
-    let mut children = spawn(workers, &outputs, groups.as_deref(), &signals)?;
+    let mut children = spawn(workers, &outputs, &signals)?;
     let (tx, rx) = mpsc::channel();
     for (i, child) in children.iter_mut().enumerate() {
         let stderr = child.stderr.take().context("a client process's errors")?;
@@ -210,12 +198,7 @@ fn relay_errors(stderr: std::process::ChildStderr, prefix: &str) {
 
 /// Starts the client processes, all in one process group (the first one's) that
 /// `signals` follows.
-fn spawn(
-    workers: usize,
-    outputs: &[PathBuf],
-    groups: Option<&[Vec<usize>]>,
-    signals: &ServerInterrupt,
-) -> Result<Vec<Child>> {
+fn spawn(workers: usize, outputs: &[PathBuf], signals: &ServerInterrupt) -> Result<Vec<Child>> {
     let exe = std::env::current_exe().context("--workers: this program's path")?;
     let mut argv = without_workers(std::env::args_os().skip(1));
     if !argv.iter().any(|a| {
@@ -228,21 +211,7 @@ fn spawn(
     let mut children: Vec<Child> = Vec::with_capacity(workers);
     for (i, output) in outputs.iter().enumerate() {
         let group = children.first().map_or(0, |c| c.id() as i32);
-        let mut command = Command::new(&exe);
-        if let Some(cores) = groups.map(|g| cpu_set(&g[i])) {
-            // SAFETY: between fork and exec the closure makes one system call on a set
-            // built before the fork; it allocates nothing and takes no lock.
-            unsafe {
-                command.pre_exec(move || {
-                    match libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &cores)
-                    {
-                        0 => Ok(()),
-                        _ => Err(std::io::Error::last_os_error()),
-                    }
-                });
-            }
-        }
-        let child = command
+        let child = Command::new(&exe)
             .args(&argv)
             .arg(format!("--shard={i}/{workers}"))
             .arg("--start-at=gate")
@@ -272,77 +241,6 @@ fn spawn(
         }
     }
     Ok(children)
-}
-
-/// The cores this process may run on (its affinity), ascending; `None` where they cannot
-/// be read.
-fn allowed_cores() -> Option<Vec<usize>> {
-    // SAFETY: a zeroed cpu_set_t is an empty set; the call writes at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a valid, writable cpu_set_t of `size` bytes.
-    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
-        return None;
-    }
-    let count = libc::CPU_SETSIZE as usize;
-    // SAFETY: every index is below CPU_SETSIZE, the set's capacity.
-    Some(
-        (0..count)
-            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-            .collect(),
-    )
-}
-
-/// This process's cores split into `workers` contiguous groups as even as whole cores
-/// allow; `None` when there are fewer cores than processes (they then share them all).
-fn core_groups(workers: usize) -> Option<Vec<Vec<usize>>> {
-    split_cores(&allowed_cores()?, workers)
-}
-
-fn split_cores(cores: &[usize], workers: usize) -> Option<Vec<Vec<usize>>> {
-    if workers == 0 || cores.len() < workers {
-        return None;
-    }
-    let (base, extra) = (cores.len() / workers, cores.len() % workers);
-    let mut rest = cores;
-    Some(
-        (0..workers)
-            .map(|i| {
-                let (group, tail) = rest.split_at(base + usize::from(i < extra));
-                rest = tail;
-                group.to_vec()
-            })
-            .collect(),
-    )
-}
-
-/// `cores` as a kernel CPU set.
-fn cpu_set(cores: &[usize]) -> libc::cpu_set_t {
-    // SAFETY: a zeroed cpu_set_t is an empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &core in cores {
-        // SAFETY: `core` came from CPU_ISSET over indices below CPU_SETSIZE.
-        unsafe { libc::CPU_SET(core, &mut set) };
-    }
-    set
-}
-
-/// Cores written as ranges: `0-3`, `4,6`.
-fn core_list(cores: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cores.len() {
-        let mut j = i;
-        while j + 1 < cores.len() && cores[j + 1] == cores[j] + 1 {
-            j += 1;
-        }
-        parts.push(match i == j {
-            true => cores[i].to_string(),
-            false => format!("{}-{}", cores[i], cores[j]),
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 /// The command line without `--workers N` (or `--workers=N`): what each client process
@@ -384,24 +282,5 @@ mod tests {
             .into_iter(),
         );
         assert_eq!(out, argv(&["serve", "--num-prompts", "8", "--seed", "1"]));
-    }
-
-    #[test]
-    fn cores_are_split_into_contiguous_groups() {
-        let cores: Vec<usize> = (0..10).collect();
-        let groups = split_cores(&cores, 4).unwrap();
-        assert_eq!(
-            groups,
-            [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7], vec![8, 9]]
-        );
-        assert_eq!(split_cores(&[2, 5], 2).unwrap(), [vec![2], vec![5]]);
-        assert_eq!(split_cores(&[0], 2), None, "fewer cores than processes");
-        assert_eq!(core_list(&[0, 1, 2, 4, 6, 7]), "0-2,4,6-7");
-        let set = cpu_set(&[1, 3]);
-        // SAFETY: indices below CPU_SETSIZE.
-        let members: Vec<usize> = (0..8)
-            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-            .collect();
-        assert_eq!(members, [1, 3]);
     }
 }

@@ -264,8 +264,7 @@ pub struct ShardDiagnostics {
     pub shard: Shard,
     /// The machine (a pod's name on Kubernetes).
     pub host: String,
-    /// The cores its process could run on (its CPU affinity; `--workers` gives each
-    /// process cores of its own where there are enough).
+    /// The cores its process could run on (its CPU affinity, or a container's CPU set).
     pub cores: usize,
     /// Requests of its share, sent or not.
     pub requests: usize,
