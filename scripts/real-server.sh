@@ -80,7 +80,8 @@
 #      4 requests each, --output-len 16, --ignore-eos; every request completes and the
 #      server's usage is 16 on each (the same analysis as a)
 #   j  shards of one run: 40 requests (random 64/32, --ignore-eos, Poisson 8 req/s, seed 0,
-#      --max-concurrency 4) as one process, as `--workers 2`, and as `--shard 0/2` and
+#      --max-concurrency 4), each run on a fresh server (its prompt cache would serve a
+#      later run's same prompts), as one process, as `--workers 2`, and as `--shard 0/2` and
 #      `--shard 1/2` started together (`--start-at`, `--shard-output -` into log files)
 #      then `bench merge` of the logs: PASS when every sharded run completes 40 of 40, the
 #      merged requests are the single run's (input_lens), the server's usage is 32 on every
@@ -614,10 +615,14 @@ if want j; then
   echo "j. shards: random 64/32, 40 requests, Poisson 8 req/s, --max-concurrency 4, --ignore-eos"
   j_flags=(--backend openai --dataset-name random --random-input-len 64 --random-output-len 32
     --num-prompts 40 --request-rate 8 --max-concurrency 4 --ignore-eos --request-id-prefix j-)
-  start_server j
   rc=0
+  start_server j-single
   run_bench j-single "${j_flags[@]}" || rc=$?
+  stop_server
+  start_server j-workers
   run_bench j-workers "${j_flags[@]}" --workers 2 || rc=$?
+  stop_server
+  start_server j-shards
   at=$(python3 -c "import time; print(f'@{time.time() + 5:.3f}')")
   for i in 0 1; do
     "$bench" serve --base-url "$url" --model "$alias" --tokenizer "$tokenizer" --seed 0 --disable-tqdm \
