@@ -337,32 +337,20 @@ fn a_shard_ready_after_the_shared_start_catches_up_and_says_so() {
 #[test]
 fn shard_flags_are_checked() {
     let m = server();
-    let bad = workload(&m.url)
-        .args(["--shard", "2/2"])
-        .run()
-        .assert_failure();
-    assert!(bad.stderr.contains("below 2"), "{bad}");
-    let saved = workload(&m.url)
-        .args(["--shard", "0/2"])
-        .save_result()
-        .run()
-        .assert_failure();
-    assert!(saved.stderr.contains("bench merge"), "{saved}");
-    let cap = workload(&m.url)
-        .args(["--workers", "4", "--max-concurrency", "2"])
-        .run()
-        .assert_failure();
-    assert!(cap.stderr.contains("--max-concurrency 2"), "{cap}");
-    let both = workload(&m.url)
-        .args(["--workers", "2", "--shard", "0/2"])
-        .run()
-        .assert_failure();
-    assert!(both.stderr.contains("cannot be used with"), "{both}");
-    let when = workload(&m.url)
-        .args(["--shard", "0/2", "--start-at", "soon"])
-        .run()
-        .assert_failure();
-    assert!(when.stderr.contains("RFC 3339"), "{when}");
+    let refused: [(&[&str], &str); 5] = [
+        (&["--shard", "2/2"], "below 2"),
+        (&["--shard", "0/2", "--save-result"], "bench merge"),
+        (
+            &["--workers", "4", "--max-concurrency", "2"],
+            "--max-concurrency 2",
+        ),
+        (&["--workers", "2", "--shard", "0/2"], "cannot be used with"),
+        (&["--shard", "0/2", "--start-at", "soon"], "RFC 3339"),
+    ];
+    for (args, says) in refused {
+        let run = workload(&m.url).args(args).run().assert_failure();
+        assert!(run.stderr.contains(says), "{run}");
+    }
 }
 
 #[test]
