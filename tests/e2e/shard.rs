@@ -43,14 +43,14 @@ fn start_in(ahead: Duration) -> String {
     )
 }
 
-/// Runs the `count` shards of the workload as separate processes started together at a
-/// shared `--start-at`, each writing its records to `dir`.
-fn run_shards(url: &str, count: usize, dir: &Path) -> Vec<PathBuf> {
+/// Runs the `count` shards of the command `run` makes as separate processes started
+/// together at a shared `--start-at`, each writing its records to `dir`.
+fn run_shards(run: impl Fn() -> Bench, count: usize, dir: &Path) -> Vec<PathBuf> {
     let at = start_in(Duration::from_secs(6));
     let running: Vec<_> = (0..count)
         .map(|i| {
             let out = dir.join(format!("shard-{i}.json"));
-            let run = workload(url)
+            let run = run()
                 .args(["--shard", &format!("{i}/{count}"), "--start-at", &at])
                 .arg("--shard-output")
                 .arg(&out)
@@ -163,7 +163,7 @@ fn shards_started_together_merge_into_the_single_runs_requests_and_metrics() {
         for count in [1, 2, 4] {
             let shard_dir = dir.path().join(format!("n{count}"));
             std::fs::create_dir(&shard_dir).unwrap();
-            let files = run_shards(&m.url, count, &shard_dir);
+            let files = run_shards(|| workload(&m.url), count, &shard_dir);
             let docs: Vec<Value> = files.iter().map(|f| read(f)).collect();
             for (i, doc) in docs.iter().enumerate() {
                 let records = doc["records"].as_array().unwrap();
@@ -357,31 +357,8 @@ fn shard_flags_are_checked() {
 fn shards_left_to_the_default_request_ids_are_still_one_run() {
     let m = server();
     let dir = tempfile::tempdir().unwrap();
-    let at = start_in(Duration::from_secs(4));
     let plain = || Bench::against(&m.url).random(16, 4).prompts(10);
-    let running: Vec<_> = (0..2)
-        .map(|i| {
-            let out = dir.path().join(format!("s{i}.json"));
-            let run = plain()
-                .args([
-                    "--shard",
-                    &format!("{i}/2"),
-                    "--start-at",
-                    &at,
-                    "--shard-output",
-                ])
-                .arg(&out)
-                .spawn();
-            (out, run)
-        })
-        .collect();
-    let files: Vec<PathBuf> = running
-        .into_iter()
-        .map(|(out, run)| {
-            run.wait(Duration::from_secs(120)).assert_success();
-            out
-        })
-        .collect();
+    let files = run_shards(plain, 2, dir.path());
     let ids: Vec<String> = files
         .iter()
         .flat_map(|f| {
