@@ -199,6 +199,16 @@ fn rendered_manifests_pass_the_kubernetes_schemas() {
     assert_eq!(passes, 5 * KUBERNETES_VERSIONS.len(), "{output}");
 }
 
+/// The least render: two shards of a fixed image at a fixed start.
+const TWO_SHARDS: &[&str] = &[
+    "--shards",
+    "2",
+    "--image",
+    "bench:1",
+    "--start-at",
+    "@1795000000",
+];
+
 /// The validation bites: a rendered manifest with a misspelt field, or a field of the
 /// wrong type, is refused, naming it.
 #[test]
@@ -208,19 +218,7 @@ fn the_validator_refuses_a_broken_manifest() {
     };
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.yaml");
-    render(
-        &[
-            "--shards",
-            "2",
-            "--image",
-            "bench:1",
-            "--start-at",
-            "@1795000000",
-        ],
-        &["--num-prompts", "10"],
-        &good,
-    )
-    .assert_success();
+    render(TWO_SHARDS, &["--num-prompts", "10"], &good).assert_success();
     let text = std::fs::read_to_string(&good).unwrap();
     for (what, from, to, named) in [
         (
@@ -254,14 +252,7 @@ fn the_validator_refuses_a_broken_manifest() {
 fn render_refuses_what_a_cluster_would_refuse_later() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m.yaml");
-    let base = [
-        "--shards",
-        "2",
-        "--image",
-        "bench:1",
-        "--start-at",
-        "@1795000000",
-    ];
+    let base = TWO_SHARDS;
     let refused = |args: &[&str], serve: &[&str]| {
         let args: Vec<&str> = base.iter().chain(args).copied().collect();
         let run = render(&args, serve, &out).assert_failure();
