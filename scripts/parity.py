@@ -37,6 +37,8 @@ Keys only one side has are listed after the table.
 """
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import sys
@@ -337,6 +339,83 @@ def itl_lists(a, c, a2):
     return Row("itls", "tol", a, c, "agree" if ok else "DIFFER", "; ".join(notes))
 
 
+def server_mean_ms(prom, key):
+    """The server's own mean over one client run, in ms, from its /metrics deltas."""
+    total, count = prom.get(f"{key}_sum"), prom.get(f"{key}_count")
+    return None if not total or not count else 1000 * total / count
+
+
+def overhead_rows(v, b, v2, pv, pb, pv2):
+    """Each client's overhead on a real vLLM: its mean TTFT (E2EL) minus the server's own mean
+    TTFT (end-to-end latency) over the same requests, read from the deltas of vLLM's
+    /metrics histograms (`vllm:time_to_first_token_seconds`, `vllm:e2e_request_latency_seconds`:
+    from the request's arrival in vLLM to its first token, or its end). What is left is the
+    network, HTTP, the server's front end and the client itself: bench's must not be larger
+    than vLLM's client's, within twice the difference between vLLM's two runs (min 2 ms)."""
+    rows = []
+    for stat, key in (("ttft", "mean_ttft_ms"), ("e2e", "mean_e2el_ms")):
+        sv, sb = server_mean_ms(pv, stat), server_mean_ms(pb, stat)
+        if sv is None or sb is None or key not in v or key not in b:
+            continue
+        ov, ob = v[key] - sv, b[key] - sb
+        tol, note = BASE_ABS_MS, ""
+        if v2 is not None and pv2 and server_mean_ms(pv2, stat) is not None and key in v2:
+            spread = abs((v2[key] - server_mean_ms(pv2, stat)) - ov)
+            tol = max(tol, 2 * spread)
+            note = f"; vLLM run-to-run {spread:.3g} ms"
+        verdict = "agree" if ob <= ov + tol else "DIFFER"
+        rows.append(Row(f"(client overhead, {stat} ms)", "bound", ov, ob, verdict,
+                        f"client mean {key} minus the server's own mean ({sv:.4g} ms in vLLM's run, "
+                        f"{sb:.4g} ms in bench's); bench must not exceed vLLM by more than {tol:.3g} ms{note}"))
+    hv, hb = pv.get("prefix_cache_hits"), pb.get("prefix_cache_hits")
+    if hv is not None and hb is not None:
+        # Which prompts find their prefix cached depends on which were scheduled together,
+        # so the hits may vary as much as vLLM's own two runs do.
+        hv2 = pv2.get("prefix_cache_hits") if pv2 else None
+        tol = 0 if hv2 is None else 2 * abs(hv2 - hv)
+        rows.append(Row("(server prefix-cache hits)", "server", hv, hb, "agree" if abs(hb - hv) <= tol else "DIFFER",
+                        "delta of vllm:prefix_cache_hits_total over each run (the cache reset before each)"
+                        + (f"; vLLM's two runs: {hv:.0f}, {hv2:.0f}" if hv2 is not None else "")))
+    return rows
+
+
+def verdict(paths, exact_only):
+    """Exit 1 when a case has a key that differs without a stated cause; with exact_only, only
+    the exact keys (counts, token totals, per-request lists, the request set) gate, and timing
+    differences are printed but pass (a smoke run on a shared machine)."""
+    bad = []
+    for p in paths:
+        r = json.load(open(p))
+        bad += [f"{r['title']}: {row['key']}" for row in r["rows"] if row["verdict"] == "DIFFER"
+                and (not exact_only or row.get("kind") == "exact")]
+    if bad:
+        print("parity: FAIL, differences without a stated cause:\n  " + "\n  ".join(bad), file=sys.stderr)
+        return 1
+    print(f"parity: PASS, {len(paths)} cases", file=sys.stderr)
+    return 0
+
+
+def readme(args):
+    """Replaces the lines between `<!-- MARKER:start -->` and `<!-- MARKER:end -->` in the README
+    with what this run measured: its header (versions, commit, date, machine), the command,
+    the verdict and the matrix of every case. The table is never edited by hand."""
+    header = open(args.table).read().split("\n\n")[0].strip()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        matrix(args.summaries)
+    body = (f"<!-- {args.marker}:start -->\n<!-- written by `{args.command} --write-readme`; do not edit -->\n\n"
+            f"{header}\n\nCommand: `{args.command}`. Verdict: "
+            f"{'PASS' if args.verdict == '0' else 'FAIL'} ({len(args.summaries)} cases).\n\n{out.getvalue().strip()}\n\n"
+            f"<!-- {args.marker}:end -->")
+    text = open(args.readme).read()
+    start, end = f"<!-- {args.marker}:start -->", f"<!-- {args.marker}:end -->"
+    if start not in text or end not in text:
+        sys.exit(f"parity.py: {args.readme} has no {start} ... {end} block to write into")
+    text = text[:text.index(start)] + body + text[text.index(end) + len(end):]
+    open(args.readme, "w").write(text)
+    print(f"parity.py: wrote {args.marker} into {args.readme}", file=sys.stderr)
+
+
 def show(v):
     return short_list(v) if isinstance(v, list) else fmt(v)
 
@@ -351,14 +430,31 @@ def main():
     c.add_argument("--vllm-again")
     c.add_argument("--server-timing", help="the mock server's GET /mock/timing after the bench run")
     c.add_argument("--server-timing-vllm", help="the same after the vLLM run")
+    c.add_argument("--prom-vllm", help="deltas of vLLM's /metrics over the vLLM run (vs-vllm.sh prom_delta)")
+    c.add_argument("--prom-bench", help="the same over the bench run")
+    c.add_argument("--prom-vllm-again", help="the same over the second vLLM run")
     c.add_argument("--title", default="")
     c.add_argument("--summary", help="write the verdicts as JSON here (for `matrix`)")
     m = sub.add_parser("matrix")
     m.add_argument("summaries", nargs="+")
+    vd = sub.add_parser("verdict", help="exit 1 when any case has a key that differs without a stated cause")
+    vd.add_argument("--exact-only", action="store_true")
+    vd.add_argument("summaries", nargs="*")
+    rd = sub.add_parser("readme", help="write the cases' matrix into README.md between markers")
+    rd.add_argument("--table", required=True, help="the run's parity.md (its first line names versions and date)")
+    rd.add_argument("--readme", required=True)
+    rd.add_argument("--marker", required=True)
+    rd.add_argument("--command", required=True)
+    rd.add_argument("--verdict", required=True)
+    rd.add_argument("summaries", nargs="*")
     args = ap.parse_args()
 
     if args.cmd == "matrix":
         return matrix(args.summaries)
+    if args.cmd == "verdict":
+        return verdict(args.summaries, args.exact_only)
+    if args.cmd == "readme":
+        return readme(args)
 
     v = json.load(open(args.vllm))
     b = json.load(open(args.bench))
@@ -368,6 +464,9 @@ def main():
         server = (json.load(open(args.server_timing_vllm)) if args.server_timing_vllm else None,
                   json.load(open(args.server_timing)))
     rows = compare(v, b, v2, server)
+    prom = [json.load(open(p)) if p else None for p in (args.prom_vllm, args.prom_bench, args.prom_vllm_again)]
+    if prom[0] and prom[1]:
+        rows.extend(overhead_rows(v, b, v2, *prom))
     if args.title:
         print(f"### {args.title}\n")
     if v2 is None:
@@ -396,7 +495,7 @@ def main():
     print()
     if args.summary:
         json.dump({"title": args.title, "rows": [
-            {"key": r.key, "verdict": r.verdict, "vllm": show(r.v), "bench": show(r.b), "note": r.note}
+            {"key": r.key, "kind": r.kind, "verdict": r.verdict, "vllm": show(r.v), "bench": show(r.b), "note": r.note}
             for r in rows], "only_vllm": only_v, "only_bench": only_b}, open(args.summary, "w"))
 
 

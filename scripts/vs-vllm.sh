@@ -5,6 +5,7 @@
 #   BENCH_BIN=target/release/bench bash scripts/vs-vllm.sh   # skip the build
 #   bash scripts/vs-vllm.sh parity                       # parity mode: every result key compared
 #   bash scripts/vs-vllm.sh parity --servers mock        # the mock only (no llama.cpp build)
+#   bash scripts/vs-vllm.sh parity --servers vllm        # a real vLLM 0.32 (scripts/vllm-server.sh)
 #   bash scripts/vs-vllm.sh parity --base-url http://127.0.0.1:8000 --model M   # your server
 #
 # vLLM is installed from PyPI into a virtualenv (VLLM_VENV, default target/vllm-venv) the
@@ -42,22 +43,41 @@
 #          --temperature 0 for both clients; vLLM runs twice, and each timing key's
 #          tolerance is widened to twice the difference between its two runs (the server's
 #          own run-to-run variation);
+#   vllm:  vLLM 0.32.0 itself on this CPU with SmolLM2 (scripts/vllm-server.sh; its client
+#          comes from the same environment), started once with --enable-per-request-metrics
+#          and VLLM_SERVER_DEV_MODE=1, warmed up, its prefix cache reset before every run;
+#          datasets random, sharegpt, sonnet, prefix_repetition, burstgpt, spec_bench and
+#          custom (tests/data/datasets), 4 to 16 prompts each, at a cap and at a Poisson
+#          rate (--modes "cap poisson"), --temperature 0; vLLM runs twice as on llama; then
+#          (--extras "responses embeddings") openai-responses on the same server and
+#          openai-embeddings on a `--runner pooling` server. Each run's deltas of vLLM's
+#          /metrics give two more rows: each client's overhead (its mean TTFT and E2EL minus
+#          the server's own, from vllm:time_to_first_token_seconds and
+#          vllm:e2e_request_latency_seconds), bench's no larger than vLLM's client's within
+#          twice vLLM's run-to-run difference, and the prefix-cache hits;
 #   --base-url URL: your running server instead (not restarted between runs, so its state,
 #          e.g. a prefix cache, carries over; vLLM runs first, then bench, then vLLM again).
 # Options: --servers "mock llama", --datasets "random sharegpt", --backends "openai
-# openai-chat", --num-prompts N, --model M, --tokenizer T. Results and the printed tables
-# are kept in PARITY_OUT (default target/parity-results/<date>).
+# openai-chat", --modes "cap poisson", --extras "responses embeddings", --num-prompts N,
+# --model M, --tokenizer T, --write-readme (the matrix into README.md between the
+# parity-<servers> markers, with date, commit and versions). Results and the printed tables
+# are kept in PARITY_OUT (default target/parity-results/<date>). Exit status: 1 when a case
+# differs without a stated cause (PARITY_GATE=exact: only an exact key, a count, a token
+# total or a per-request list, fails it; timings are printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=throughput
 if [ "${1:-}" = parity ]; then mode=parity; shift; elif [ "${1:-}" = throughput ]; then shift; fi
-p_servers="mock llama" p_datasets="random sharegpt" p_backends="openai openai-chat"
-p_base_url="" p_model="" p_prompts="" p_tokenizer=""
+p_servers="mock llama" p_datasets="" p_backends="openai openai-chat" p_modes=""
+p_base_url="" p_model="" p_prompts="" p_tokenizer="" p_readme=0 p_extras=""
 while [ $# -gt 0 ]; do
   case $1 in
     --servers) p_servers=$2; shift 2 ;;
     --datasets) p_datasets=$2; shift 2 ;;
+    --modes) p_modes=$2; shift 2 ;;
+    --extras) p_extras=$2; shift 2 ;;
+    --write-readme) p_readme=1; shift ;;
     --backends) p_backends=$2; shift 2 ;;
     --base-url) p_base_url=$2; p_servers=external; shift 2 ;;
     --model) p_model=$2; shift 2 ;;
@@ -84,18 +104,26 @@ die() { echo "vs-vllm.sh: $*" >&2; exit 1; }
 command -v python3 >/dev/null || die "python3 not found; install Python 3.10+ with its venv module"
 command -v curl >/dev/null || die "curl not found (used to reach the mock server)"
 
-# Install only when the venv lacks this exact version: the download is several GB.
-installed=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null || true)
-if [ "$installed" != "$vllm_version" ]; then
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -c 'import venv, ensurepip' 2>/dev/null \
-      || die "python3 has no venv/ensurepip module (Debian/Ubuntu: apt-get install python3-venv)"
-    python3 -m venv "$venv" || die "could not create the virtualenv $venv"
+if [ "$mode" = parity ] && [[ " $p_servers " == *" vllm "* ]]; then
+  # The real vLLM's own environment (scripts/vllm-server.sh) holds vLLM's client too: one
+  # install, and the client is the server's own version.
+  bash scripts/vllm-server.sh --setup-only || die "scripts/vllm-server.sh --setup-only failed (above)"
+  eval "$(bash scripts/vllm-server.sh --print-env)"
+  vllm=("$VLLM_PY" -m vllm.entrypoints.cli.main)
+else
+  # Install only when the venv lacks this exact version: the download is several GB.
+  installed=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null || true)
+  if [ "$installed" != "$vllm_version" ]; then
+    if [ ! -x "$venv/bin/python" ]; then
+      python3 -c 'import venv, ensurepip' 2>/dev/null \
+        || die "python3 has no venv/ensurepip module (Debian/Ubuntu: apt-get install python3-venv)"
+      python3 -m venv "$venv" || die "could not create the virtualenv $venv"
+    fi
+    echo "installing vllm==$vllm_version into $venv (several GB)..." >&2
+    "$venv/bin/pip" install --quiet "vllm==$vllm_version" || die "pip install vllm==$vllm_version failed"
   fi
-  echo "installing vllm==$vllm_version into $venv (several GB)..." >&2
-  "$venv/bin/pip" install --quiet "vllm==$vllm_version" || die "pip install vllm==$vllm_version failed"
+  vllm=("$venv/bin/vllm")
 fi
-vllm=$venv/bin/vllm
 
 if [ -n "${BENCH_BIN:-}" ]; then
   bench=$BENCH_BIN
@@ -148,7 +176,7 @@ run() { # workload client prompts concurrency ttft_ms itl_ms output_len
   local workload=$1 client=$2 n=$3 conc=$4 ttft=$5 itl=$6 out=$7
   local label="$workload.$client" cmd
   case $client in
-    vllm) cmd=("$vllm" bench serve) ;;
+    vllm) cmd=("${vllm[@]}" bench serve) ;;
     bench) cmd=("$bench" serve) ;;
   esac
   start_server "$ttft" "$itl"
@@ -185,34 +213,113 @@ start_llama() {
   die "llama-server did not come up on port $port"
 }
 
-# prun label client server dataset backend prompts: one client run; the result lands in
-# $out/label.json, the client's output in $out/label.log, the mock's timing in
-# $out/label.server.json. A client that fails leaves no result; the comparison says so.
+# The real vLLM (scripts/vllm-server.sh): started once per set of serve flags, since a start
+# takes minutes on a CPU, and warmed up (a fresh vLLM's first requests are 40% slower); its
+# prefix cache is reset (VLLM_SERVER_DEV_MODE=1) before every client run, so that no run
+# finds the previous run's prompts cached. vllm_flags holds the flags of the server that runs.
+vllm_flags="-"
+start_vllm() { # vllm serve flags...
+  [ "$vllm_flags" = "$*" ] && [ -n "$server_pid" ] && return
+  stop_server
+  curl -s -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null \
+    && die "something already answers on port $port; set PORT to a free one"
+  echo "starting vLLM ($*) on port $port..." >&2
+  VLLM_SERVER_DEV_MODE=1 bash scripts/vllm-server.sh --port "$port" -- "$@" >"$out/vllm-server.$(date +%s).log" 2>&1 &
+  server_pid=$!
+  local t0=$SECONDS
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health" 2>/dev/null)" = 200 ]; do
+    kill -0 "$server_pid" 2>/dev/null || { tail -30 "$out"/vllm-server.*.log >&2; die "vLLM exited before it was ready"; }
+    [ $((SECONDS - t0)) -lt "${VLLM_START_TIMEOUT:-900}" ] || die "vLLM was not ready in ${VLLM_START_TIMEOUT:-900} s"
+    sleep 1
+  done
+  vllm_flags="$*"
+  echo "vLLM ready in $((SECONDS - t0)) s; warming it up..." >&2
+  "$bench" serve --backend openai --base-url "http://127.0.0.1:$port" --model smollm2 \
+    --tokenizer "$VLLM_TOKENIZER" --dataset-name random --random-input-len 64 --random-output-len 32 \
+    --num-prompts 16 --max-concurrency 4 --ignore-eos --seed 99 --disable-tqdm >"$out/warm-up.log" 2>&1 \
+    || { tail -20 "$out/warm-up.log" >&2; die "the warm-up run against vLLM failed"; }
+}
+
+# Counters of vLLM's /metrics whose deltas over one client run the comparison uses: the
+# server's own TTFT (request arrival to first token) and end-to-end latency, and the prefix
+# cache's hits.
+prom_snapshot() { curl -sf "http://127.0.0.1:$port/metrics" >"$1" || : >"$1"; }
+prom_delta() { # before after out.json
+  python3 - "$@" <<'PY'
+import json, re, sys
+def read(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r'^(vllm:[a-zA-Z0-9_:]+)(\{[^}]*\})? ([0-9.e+-]+)$', line.strip())
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
+a, b = read(sys.argv[1]), read(sys.argv[2])
+d = {k: b[k] - a.get(k, 0.0) for k in b}
+keys = {"ttft_sum": "vllm:time_to_first_token_seconds_sum", "ttft_count": "vllm:time_to_first_token_seconds_count",
+        "e2e_sum": "vllm:e2e_request_latency_seconds_sum", "e2e_count": "vllm:e2e_request_latency_seconds_count",
+        "queue_sum": "vllm:request_queue_time_seconds_sum",
+        "prefix_cache_hits": "vllm:prefix_cache_hits_total", "prefix_cache_queries": "vllm:prefix_cache_queries_total",
+        "preemptions": "vllm:num_preemptions_total"}
+json.dump({k: d.get(v) for k, v in keys.items()}, open(sys.argv[3], "w"))
+PY
+}
+
+# The flags of one dataset, the same for both clients (bench takes vLLM's), with its prompt
+# count on a CPU server (long prompts take seconds each to prefill).
+dataset_flags() { # dataset -> sets extra=() and dn, its default prompt count
+  case $1 in
+    random) extra=(--dataset-name random --random-input-len 64 --random-output-len 32); dn=16 ;;
+    sharegpt) extra=(--dataset-name sharegpt --dataset-path "$sharegpt" --sharegpt-output-len 32); dn=8 ;;
+    sonnet) extra=(--dataset-name sonnet --dataset-path tests/data/datasets/sonnet/sonnet.txt
+                   --sonnet-input-len 256 --sonnet-prefix-len 64 --sonnet-output-len 32); dn=8 ;;
+    prefix_repetition) extra=(--dataset-name prefix_repetition --prefix-repetition-prefix-len 128
+                   --prefix-repetition-suffix-len 32 --prefix-repetition-num-prefixes 4
+                   --prefix-repetition-output-len 32); dn=16 ;;
+    burstgpt) extra=(--dataset-name burstgpt --dataset-path tests/data/datasets/burstgpt/burstgpt_synthetic.csv); dn=4 ;;
+    spec_bench) extra=(--dataset-name spec_bench --dataset-path tests/data/datasets/spec_bench/question.jsonl
+                   --spec-bench-output-len 32); dn=8 ;;
+    custom) extra=(--dataset-name custom --dataset-path tests/data/datasets/custom/prompts.jsonl
+                   --custom-output-len 32); dn=12 ;;
+    *) die "unknown dataset $1" ;;
+  esac
+}
+
+# prun label client server dataset backend prompts [mode]: one client run; the result lands
+# in $out/label.json, the client's output in $out/label.log, the mock's timing in
+# $out/label.server.json, vLLM's /metrics deltas in $out/label.prom.json. A client that
+# fails leaves no result; the comparison says so. mode: cap (--max-concurrency 4, all at
+# once, the default) or poisson (--request-rate 2, Poisson arrivals, no cap).
 prun() {
-  local label=$1 client=$2 server=$3 dataset=$4 backend=$5 n=$6
+  local label=$1 client=$2 server=$3 dataset=$4 backend=$5 n=$6 lmode=${7:-cap}
   local cmd url model endpoint pin="" tok=$tokenizer
   case $client in
-    vllm) cmd=("$vllm" bench serve) ;;
+    vllm) cmd=("${vllm[@]}" bench serve) ;;
     bench) cmd=("$bench" serve) ;;
   esac
   case $backend in
     openai) endpoint=/v1/completions ;;
     openai-chat) endpoint=/v1/chat/completions ;;
+    openai-responses) endpoint=/v1/responses ;;
+    openai-embeddings) endpoint=/v1/embeddings ;;
   esac
-  local extra=()
-  case $dataset in
-    random) extra=(--dataset-name random --random-input-len 64 --random-output-len 32) ;;
-    sharegpt) extra=(--dataset-name sharegpt --dataset-path "$sharegpt" --sharegpt-output-len 32) ;;
-  esac
+  local extra=() dn
+  dataset_flags "$dataset"
   case $server in
     mock) start_server 50 10; url=http://127.0.0.1:$port model=mock pin=$pin_client ;;
     llama) start_llama; url=http://127.0.0.1:$port model=smollm2-135m tok=$llama_tokenizer; extra+=(--temperature 0) ;;
+    vllm) url=http://127.0.0.1:$port model=smollm2 tok=$VLLM_TOKENIZER; extra+=(--temperature 0)
+          curl -sf -X POST "$url/reset_prefix_cache" >/dev/null || die "vLLM did not reset its prefix cache (VLLM_SERVER_DEV_MODE=1?)"
+          prom_snapshot "$out/$label.prom-before" ;;
     external) url=$p_base_url model=$p_model ;;
   esac
+  local load=(--max-concurrency 4 --request-rate inf)
+  [ "$lmode" = poisson ] && load=(--request-rate 2 --burstiness 1)
+  [ "$backend" = openai-embeddings ] || extra+=(--ignore-eos)
   local rc=0
   $pin "${cmd[@]}" --backend "$backend" --base-url "$url" --endpoint "$endpoint" --model "$model" \
-    --tokenizer "$tok" "${extra[@]}" --ignore-eos --num-prompts "$n" --max-concurrency 4 \
-    --request-rate inf --seed 0 --disable-tqdm --save-result --save-detailed \
+    --tokenizer "$tok" "${extra[@]}" --num-prompts "$n" "${load[@]}" \
+    --seed 0 --disable-tqdm --save-result --save-detailed \
     --result-dir "$out" --result-filename "$label.json" >"$out/$label.log" 2>&1 &
   client_pid=$!
   wait "$client_pid" || rc=$?
@@ -224,7 +331,47 @@ prun() {
   if [ "$server" = mock ]; then
     curl -sf "http://127.0.0.1:$port/mock/timing" >"$out/$label.server.json" || rm -f "$out/$label.server.json"
   fi
-  [ "$server" = external ] || stop_server
+  if [ "$server" = vllm ]; then
+    prom_snapshot "$out/$label.prom-after"
+    prom_delta "$out/$label.prom-before" "$out/$label.prom-after" "$out/$label.prom.json"
+    rm -f "$out/$label.prom-before" "$out/$label.prom-after"
+  fi
+  [ "$server" = external ] || [ "$server" = vllm ] || stop_server
+}
+
+# One case: vLLM's client, bench, and (on a real server) vLLM's client again, whose
+# difference from its first run is the server's run-to-run noise; then the comparison.
+pcase() { # server dataset backend mode
+  local server=$1 dataset=$2 backend=$3 lmode=$4 extra=() dn n args=()
+  dataset_flags "$dataset"
+  n=$dn
+  [ "$server" = mock ] && n=100
+  [ "$server.$dataset" = llama.sharegpt ] && n=16
+  [ "$server.$dataset" = llama.random ] && n=40
+  n=${p_prompts:-$n}
+  local cname=$server.$dataset.$backend.$lmode
+  echo "running $cname ($n prompts)..." >&2
+  prun "$cname.vllm" vllm "$server" "$dataset" "$backend" "$n" "$lmode"
+  prun "$cname.bench" bench "$server" "$dataset" "$backend" "$n" "$lmode"
+  if [ "$server" != mock ]; then
+    prun "$cname.vllm-again" vllm "$server" "$dataset" "$backend" "$n" "$lmode"
+    [ -f "$out/$cname.vllm-again.json" ] && args+=(--vllm-again "$out/$cname.vllm-again.json")
+  fi
+  if [ -f "$out/$cname.bench.server.json" ]; then
+    args+=(--server-timing "$out/$cname.bench.server.json")
+    [ -f "$out/$cname.vllm.server.json" ] && args+=(--server-timing-vllm "$out/$cname.vllm.server.json")
+  fi
+  for c in vllm bench vllm-again; do
+    [ -f "$out/$cname.$c.prom.json" ] && args+=(--prom-"$c" "$out/$cname.$c.prom.json")
+  done
+  if [ -f "$out/$cname.vllm.json" ] && [ -f "$out/$cname.bench.json" ]; then
+    python3 scripts/parity.py compare --vllm "$out/$cname.vllm.json" --bench "$out/$cname.bench.json" \
+      "${args[@]}" --title "$cname ($n prompts)" --summary "$out/$cname.summary.json" | tee -a "$out/parity.md"
+    summaries+=("$out/$cname.summary.json")
+  else
+    echo "### $cname: no comparison, a client wrote no result (see $out/$cname.*.log)" | tee -a "$out/parity.md"
+    missing+=("$cname")
+  fi
 }
 
 parity() {
@@ -243,50 +390,63 @@ parity() {
     p_model=$(curl -sf "$p_base_url/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])') \
       || die "could not read the model name from $p_base_url/v1/models; pass --model"
   fi
-  local summaries=() when
-  when=$(date '+%Y-%m-%d %H:%M %Z')
+  summaries=() missing=()
+  local when commit
+  when=$(date -u '+%Y-%m-%d %H:%M UTC')
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   {
-    echo "vLLM $vllm_version (\`vllm bench serve\`) vs bench ($bench, $("$bench" --version)), $when"
-    echo "servers: $p_servers; datasets: $p_datasets; backends: $p_backends; mock pinning: $pinning"
+    echo "vLLM $vllm_version (\`vllm bench serve\`) vs bench ($bench, $("$bench" --version)), commit $commit, $when"
+    echo "servers: $p_servers; backends: $p_backends; machine: $(nproc) cores, $(uname -m); mock pinning: $pinning"
     echo
   } | tee "$out/parity.md"
   for server in $p_servers; do
-    for dataset in $p_datasets; do
+    local datasets=$p_datasets modes=$p_modes
+    if [ "$server" = vllm ]; then
+      [ -n "$datasets" ] || datasets="random sharegpt sonnet prefix_repetition burstgpt spec_bench custom"
+      [ -n "$modes" ] || modes="cap poisson"
+      start_vllm --enable-per-request-metrics
+    fi
+    [ -n "$datasets" ] || datasets="random sharegpt"
+    [ -n "$modes" ] || modes=cap
+    for dataset in $datasets; do
       for backend in $p_backends; do
-        local n=${p_prompts:-100} cname=$server.$dataset.$backend args=()
-        # llama-server on a CPU: ShareGPT's long prompts take minutes to prefill, so fewer.
-        [ "$server" = mock ] || n=${p_prompts:-40}
-        [ "$server.$dataset" = llama.sharegpt ] && n=${p_prompts:-16}
-        echo "running $cname ($n prompts)..." >&2
-        prun "$cname.vllm" vllm "$server" "$dataset" "$backend" "$n"
-        prun "$cname.bench" bench "$server" "$dataset" "$backend" "$n"
-        if [ "$server" != mock ]; then
-          prun "$cname.vllm-again" vllm "$server" "$dataset" "$backend" "$n"
-          [ -f "$out/$cname.vllm-again.json" ] && args+=(--vllm-again "$out/$cname.vllm-again.json")
-        fi
-        if [ -f "$out/$cname.bench.server.json" ]; then
-          args+=(--server-timing "$out/$cname.bench.server.json")
-          [ -f "$out/$cname.vllm.server.json" ] && args+=(--server-timing-vllm "$out/$cname.vllm.server.json")
-        fi
-        if [ -f "$out/$cname.vllm.json" ] && [ -f "$out/$cname.bench.json" ]; then
-          python3 scripts/parity.py compare --vllm "$out/$cname.vllm.json" --bench "$out/$cname.bench.json" \
-            "${args[@]}" --title "$cname ($n prompts)" --summary "$out/$cname.summary.json" | tee -a "$out/parity.md"
-          summaries+=("$out/$cname.summary.json")
-        else
-          echo "### $cname: no comparison, a client wrote no result (see $out/$cname.*.log)" | tee -a "$out/parity.md"
-        fi
+        for lmode in $modes; do
+          pcase "$server" "$dataset" "$backend" "$lmode"
+        done
       done
     done
+    if [ "$server" = vllm ]; then
+      # The other APIs vLLM serves: the Responses API on the same server, then embeddings
+      # on a pooling server of the same model.
+      local extras=${p_extras-responses embeddings}
+      if [[ " $extras " == *" responses "* ]]; then pcase vllm random openai-responses cap; fi
+      if [[ " $extras " == *" embeddings "* ]]; then
+        start_vllm --runner pooling
+        pcase vllm random openai-embeddings cap
+      fi
+      stop_server
+    fi
   done
   if [ ${#summaries[@]} -gt 0 ]; then
     { echo "### All cases"; echo; python3 scripts/parity.py matrix "${summaries[@]}"; } | tee -a "$out/parity.md"
   fi
   echo "results and this report: $out" >&2
+  local verdict=0
+  local gate=()
+  [ "${PARITY_GATE:-all}" = exact ] && gate=(--exact-only)
+  python3 scripts/parity.py verdict "${gate[@]}" "${summaries[@]}" || verdict=1
+  [ ${#missing[@]} -eq 0 ] || { echo "vs-vllm.sh: no comparison for ${missing[*]}" >&2; verdict=1; }
+  if [ "$p_readme" = 1 ]; then
+    python3 scripts/parity.py readme --table "$out/parity.md" --readme README.md \
+      --marker "parity-$(echo "$p_servers" | tr ' ' '-')" --command "bash scripts/vs-vllm.sh parity --servers \"$p_servers\"" \
+      --verdict "$verdict" "${summaries[@]}"
+  fi
+  return $verdict
 }
 
 if [ "$mode" = parity ]; then
   parity
-  exit 0
+  exit $?
 fi
 
 echo "running M1 and M2 with vLLM $vllm_version and $bench ($pinning)..." >&2

@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# bench against a real vLLM 0.32.0 (scripts/vllm-server.sh: CPU, SmolLM2-135M-Instruct, on
+# 127.0.0.1 only): what vLLM reports, and the server lifecycle. Not part of CI (a vLLM start
+# takes about 90 s on 2 cores; see README "Against a real server (vLLM)").
+#
+#   bash scripts/vllm-checks.sh                        # every check
+#   CHECKS="a b" bash scripts/vllm-checks.sh           # some checks only
+#   BENCH_BIN=target/release/bench bash scripts/vllm-checks.sh   # skip bench's build
+#   CHECKS=smoke bash scripts/vllm-checks.sh           # the short set (a and b)
+#   bash scripts/vllm-checks.sh --write-readme         # also write the report into README.md
+#
+# Each check prints PASS or FAIL with its figures; the script exits non-zero when any check
+# failed. Results are kept in VLLM_CHECKS_OUT (default target/vllm-checks/<date>).
+#   a  the server's own per-request timings (--enable-per-request-metrics), joined to bench's
+#      records: openai and openai-chat, streamed; every completed request has a server TTFT
+#      and queue time, and 0 < server TTFT <= bench's TTFT (bench's is measured from the
+#      send, the server's from scheduling); mean_server_ttft_ms, mean_server_queue_ms and
+#      mean_client_overhead_ms printed
+#   b  what vLLM reports, read from vLLM (prefix_repetition, the prefix cache reset first):
+#      bench's server_cached_prompt_tokens equals the delta of vllm:prefix_cache_hits_total,
+#      its server_mean_queue_time_ms equals vllm:request_queue_time_seconds' sum/count
+#      delta, and (--enable-prompt-tokens-details) the hits the responses reported equal it
+#   c  preemption: a KV cache of 24 blocks of 16 tokens (--num-gpu-blocks-override 24,
+#      --max-model-len 384), 8 requests of 64 + 256 tokens at once: bench's
+#      server_preemptions equals the delta of vllm:num_preemptions_total, and is above 0
+#   d  n-gram speculative decoding (--speculative-config ngram): bench's spec_decode_* keys
+#      equal what vLLM 0.32's own fetch_spec_decode_metrics computes from the same counters
+#   e  bench sweep serve --serve-cmd "vllm serve ..." over two --max-num-seqs with the
+#      prefix cache reset between runs: in every run the measured prefix-cache hit rate
+#      equals the theoretical one, and no server is left
+#   f  bench startup, cold (fresh VLLM_CACHE_ROOT and compile caches) and warm, with and
+#      without --enforce-eager: the times, and what warm saves
+#   g  --profile with --profiler-config (vLLM 0.32 replaced VLLM_TORCH_PROFILER_DIR with it):
+#      the run leaves a torch trace in the directory
+#   h  the /tokenize re-alignment: the GPT-2 tokenizer against the SmolLM2 server; bench's
+#      request set (prompt lengths, expected output lengths) equals vLLM's client's doing
+#      the same
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+port=${PORT:-18213}
+url=http://127.0.0.1:$port
+write_readme=0
+[ "${1:-}" = --write-readme ] && write_readme=1
+checks=${CHECKS:-a b c d e f g h}
+[ "$checks" = smoke ] && checks="a b"
+out=${VLLM_CHECKS_OUT:-target/vllm-checks/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+die() { echo "vllm-checks.sh: $*" >&2; exit 1; }
+want() { [[ " $checks " == *" $1 "* ]]; }
+
+bash scripts/vllm-server.sh --setup-only || die "scripts/vllm-server.sh --setup-only failed (above)"
+eval "$(bash scripts/vllm-server.sh --print-env)"
+vllm=("$VLLM_PY" -m vllm.entrypoints.cli.main)
+
+if [ -n "${BENCH_BIN:-}" ]; then
+  bench=$BENCH_BIN
+else
+  cargo build --release -p bench
+  bench=$repo/target/release/bench
+fi
+[ -x "$bench" ] || die "bench binary $bench not found"
+
+server_pid="" client_pid=""
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+cleanup() {
+  if [ -n "$client_pid" ]; then kill "$client_pid" 2>/dev/null || true; wait "$client_pid" 2>/dev/null || true; fi
+  stop_server
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_server() { # label [vllm serve flags...]
+  local label=$1
+  shift
+  curl -s -o /dev/null "$url/health" 2>/dev/null && die "something already answers on port $port; set PORT to a free one"
+  VLLM_SERVER_DEV_MODE=1 bash scripts/vllm-server.sh --port "$port" -- "$@" >"$out/$label.server.log" 2>&1 &
+  server_pid=$!
+  local t0=$SECONDS
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health" 2>/dev/null)" = 200 ]; do
+    kill -0 "$server_pid" 2>/dev/null || { tail -30 "$out/$label.server.log" >&2; server_pid=""; return 1; }
+    [ $((SECONDS - t0)) -lt "${VLLM_START_TIMEOUT:-900}" ] || { tail -30 "$out/$label.server.log" >&2; return 1; }
+    sleep 1
+  done
+  echo "   (vLLM $* ready in $((SECONDS - t0)) s)"
+  # A fresh vLLM's first requests are slow: warm it up before anything is measured.
+  run_bench "$label-warm-up" --dataset-name random --random-input-len 64 --random-output-len 16 \
+    --num-prompts 8 --max-concurrency 4 --seed 99 || true
+  curl -sf -X POST "$url/reset_prefix_cache" >/dev/null || true
+}
+scrape() { curl -sf "$url/metrics" >"$out/$1.prom" || die "could not read $url/metrics"; }
+
+# run_bench label [bench flags...]: the result lands in $out/label.json, the output in
+# $out/label.log; returns bench's exit status.
+run_bench() {
+  local label=$1
+  shift
+  local rc=0
+  "$bench" serve --base-url "$url" --model smollm2 --tokenizer "$VLLM_TOKENIZER" \
+    --ignore-eos --disable-tqdm --save-result --save-detailed --result-dir "$out" \
+    --result-filename "$label.json" "$@" >"$out/$label.log" 2>&1 &
+  client_pid=$!
+  wait "$client_pid" || rc=$?
+  client_pid=""
+  [ $rc -eq 0 ] || tail -20 "$out/$label.log" >&2
+  return $rc
+}
+
+failures=0
+verdict() { # the analysis printed "PASS ..." or "FAIL ..." as its last line
+  local text
+  text=$(cat)
+  echo "$text"
+  [[ "$(tail -1 <<<"$text")" == PASS* ]] || failures=$((failures + 1))
+}
+
+# The sum of every sample of a metric family (all label sets) in a saved scrape.
+prom_sum() { # file metric
+  python3 - "$@" <<'PY'
+import re, sys
+total = 0.0
+for line in open(sys.argv[1]):
+    m = re.match(r'^([a-zA-Z0-9_:]+)(\{[^}]*\})? ([0-9.eE+-]+)$', line.strip())
+    if m and m.group(1) == sys.argv[2]:
+        total += float(m.group(3))
+print(repr(total))
+PY
+}
+delta() { # metric: after - before over the last two scrapes named $before $after
+  python3 -c "print($(prom_sum "$out/$after.prom" "$1") - $(prom_sum "$out/$before.prom" "$1"))"
+}
+
+# Everything below is also kept in $out/report.txt, which --write-readme puts in the README.
+exec > >(tee "$out/report.txt")
+echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruct), $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $(nproc) cores; results in $out"
+cache=$(dirname "$VLLM_PY")/../..
+if [ -f "$cache/setup-times.txt" ]; then
+  echo "setup of the cache (scripts/vllm-server.sh, first run): $(awk '{t += $2; printf "%s%s %d s", (NR > 1 ? ", " : ""), $1, $2} END {printf ", %d s in all", t}' "$cache/setup-times.txt"), finished $(tail -1 "$cache/setup-times.txt" | cut -d' ' -f3); $(du -sh "$cache" | cut -f1) on disk"
+fi
+
+# a, b and h: one server with the per-request metrics and the prompt token details.
+if want a || want b || want h; then
+  start_server ab --enable-per-request-metrics --enable-prompt-tokens-details || die "vLLM did not start (log: $out/ab.server.log)"
+fi
+
+if want a; then
+  for backend in openai openai-chat; do
+    rc=0
+    run_bench "a-$backend" --backend "$backend" --dataset-name random --random-input-len 64 \
+      --random-output-len 32 --num-prompts 16 --max-concurrency 4 --seed 0 || rc=$?
+    echo "a. the server's per-request timings, $backend (bench exit $rc)"
+    verdict < <(python3 - "$out/a-$backend.json" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"FAIL a: no result ({e})"); sys.exit()
+ok = [i for i, e in enumerate(r["errors"]) if not e]
+st, sq, t = r.get("server_ttfts") or [], r.get("server_queue_times") or [], r["ttfts"]
+have = [i for i in ok if i < len(st) and st[i] is not None and i < len(sq) and sq[i] is not None]
+bounded = [i for i in have if 0 < st[i] <= t[i]]
+print(f"   {len(ok)} completed, {len(have)} with the server's TTFT and queue time, "
+      f"{len(bounded)} with 0 < server TTFT <= bench TTFT; mean TTFT {r['mean_ttft_ms']:.1f} ms: "
+      f"server TTFT mean {r.get('mean_server_ttft_ms', float('nan')):.1f} / median "
+      f"{r.get('median_server_ttft_ms', float('nan')):.1f} / p99 {r.get('p99_server_ttft_ms', float('nan')):.1f} ms, "
+      f"server queue {r.get('mean_server_queue_ms', float('nan')):.2f} ms, "
+      f"client overhead {r.get('mean_client_overhead_ms', float('nan')):.2f} ms")
+good = ok and len(have) == len(ok) == len(bounded) and "mean_client_overhead_ms" in r
+print(("PASS" if good else "FAIL") + f" a: {len(bounded)}/{len(ok)} requests")
+PY
+)
+  done
+fi
+
+if want b; then
+  curl -sf -X POST "$url/reset_prefix_cache" >/dev/null || die "vLLM did not reset its prefix cache"
+  before=b-before after=b-after
+  scrape $before
+  rc=0
+  run_bench b --backend openai --dataset-name prefix_repetition --prefix-repetition-prefix-len 128 \
+    --prefix-repetition-suffix-len 32 --prefix-repetition-num-prefixes 4 \
+    --prefix-repetition-output-len 16 --num-prompts 32 --max-concurrency 4 --seed 0 || rc=$?
+  scrape $after
+  echo "b. what vLLM reports, prefix_repetition (bench exit $rc)"
+  verdict < <(python3 - "$out/b.json" "$(delta vllm:prefix_cache_hits_total)" \
+    "$(delta vllm:request_queue_time_seconds_sum)" "$(delta vllm:request_queue_time_seconds_count)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+hits, qsum, qcount = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+bench_hits = r.get("server_cached_prompt_tokens")
+reported = r.get("cached_prompt_tokens")
+queue = r.get("server_mean_queue_time_ms")
+want_queue = 1000 * qsum / qcount if qcount else None
+print(f"   server_cached_prompt_tokens {bench_hits}, vllm:prefix_cache_hits_total +{hits:.0f}; "
+      f"hits the responses reported (usage.prompt_tokens_details) {reported}; "
+      f"server_mean_queue_time_ms {queue}, vLLM's histogram {want_queue} over {qcount:.0f} requests "
+      f"(bench: {r.get('server_queue_time_requests')}); prefix-cache hit rate measured "
+      f"{r.get('prefix_cache_hit_rate')}, theoretical {r.get('theoretical_prefix_cache_hit_rate')}")
+good = (bench_hits is not None and bench_hits == hits and hits > 0 and reported == hits
+        and queue is not None and want_queue is not None and abs(queue - want_queue) < 1e-6 * max(1, want_queue))
+print(("PASS" if good else "FAIL") + f" b: cached {bench_hits} = {hits:.0f}, queue {queue} = {want_queue}")
+PY
+)
+fi
+
+if want h; then
+  rc=0
+  run_bench h-bench --backend openai --tokenizer tests/data/tokenizers/gpt2 --dataset-name random \
+    --random-input-len 64 --random-output-len 8 --num-prompts 8 --max-concurrency 4 --seed 0 || rc=$?
+  vrc=0
+  "${vllm[@]}" bench serve --backend openai --base-url "$url" --model smollm2 \
+    --tokenizer tests/data/tokenizers/gpt2 --dataset-name random --random-input-len 64 \
+    --random-output-len 8 --num-prompts 8 --max-concurrency 4 --seed 0 --ignore-eos --disable-tqdm \
+    --save-result --save-detailed --result-dir "$out" --result-filename h-vllm.json >"$out/h-vllm.log" 2>&1 || vrc=$?
+  echo "h. /tokenize re-alignment, GPT-2 tokenizer against the SmolLM2 server (bench exit $rc, vLLM exit $vrc)"
+  verdict < <(python3 - "$out/h-bench.json" "$out/h-vllm.json" "$out/h-bench.log" "$out/h-vllm.log" <<'PY'
+import json, sys
+try:
+    b, v = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+except (OSError, ValueError) as e:
+    print(f"FAIL h: a client wrote no result ({e})"); sys.exit()
+same = b["input_lens"] == v["input_lens"] and b["total_input_tokens"] == v["total_input_tokens"]
+aligned = "re-align" in open(sys.argv[3]).read().lower() or "tokeniz" in open(sys.argv[3]).read().lower()
+print(f"   input_lens bench {b['input_lens']}, vLLM {v['input_lens']}; total input {b['total_input_tokens']} / {v['total_input_tokens']}")
+print(("PASS" if same else "FAIL") + " h: the same request set as vLLM's client")
+PY
+)
+fi
+if want a || want b || want h; then stop_server; fi
+
+if want c; then
+  if start_server c --num-gpu-blocks-override 24 --max-model-len 384; then
+    before=c-before after=c-after
+    scrape $before
+    rc=0
+    run_bench c --backend openai --dataset-name random --random-input-len 64 --random-output-len 256 \
+      --num-prompts 8 --max-concurrency 8 --seed 0 || rc=$?
+    scrape $after
+    echo "c. preemption with a KV cache of 24 blocks (bench exit $rc)"
+    verdict < <(python3 - "$out/c.json" "$(delta vllm:num_preemptions_total)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+want = float(sys.argv[2])
+got = r.get("server_preemptions")
+print(f"   server_preemptions {got}, vllm:num_preemptions_total +{want:.0f}; completed {r['completed']}/{r['num_prompts']}")
+print(("PASS" if got is not None and got == want and want > 0 else "FAIL") + f" c: {got} = {want:.0f} > 0")
+PY
+)
+    stop_server
+  else
+    echo "c. FAIL: vLLM did not start with --num-gpu-blocks-override 24 (log: $out/c.server.log)"
+    failures=$((failures + 1))
+  fi
+fi
+
+if want d; then
+  spec='{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
+  if start_server d --speculative-config "$spec"; then
+    rc=0
+    run_bench d --backend openai --dataset-name prefix_repetition --prefix-repetition-prefix-len 128 \
+      --prefix-repetition-suffix-len 16 --prefix-repetition-num-prefixes 2 \
+      --prefix-repetition-output-len 32 --num-prompts 8 --max-concurrency 4 --seed 0 --temperature 0 || rc=$?
+    # vLLM's client on the same server: its fetch_spec_decode_metrics over its own run.
+    vrc=0
+    "${vllm[@]}" bench serve --backend openai --base-url "$url" --model smollm2 --tokenizer "$VLLM_TOKENIZER" \
+      --dataset-name prefix_repetition --prefix-repetition-prefix-len 128 --prefix-repetition-suffix-len 16 \
+      --prefix-repetition-num-prefixes 2 --prefix-repetition-output-len 32 --num-prompts 8 \
+      --max-concurrency 4 --seed 0 --temperature 0 --ignore-eos --disable-tqdm --save-result \
+      --result-dir "$out" --result-filename d-vllm.json >"$out/d-vllm.log" 2>&1 || vrc=$?
+    echo "d. n-gram speculative decoding (bench exit $rc, vLLM exit $vrc)"
+    verdict < <(python3 - "$out/d.json" "$out/d-vllm.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+try:
+    v = json.load(open(sys.argv[2]))
+except (OSError, ValueError):
+    v = {}
+keys = ["spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+        "spec_decode_acceptance_rate", "spec_decode_acceptance_length"]
+print("   bench: " + ", ".join(f"{k[12:]} {b.get(k)}" for k in keys))
+print("   vLLM's client (its own run): " + ", ".join(f"{k[12:]} {v.get(k)}" for k in keys))
+# The same requests, greedy, on the same server: the counters' deltas are the same.
+good = all(k in b for k in keys) and all(b.get(k) == v.get(k) for k in keys[:3]) and b["spec_decode_num_drafts"] > 0
+print(("PASS" if good else "FAIL") + " d: bench's spec_decode keys against vLLM's fetch_spec_decode_metrics")
+PY
+)
+    stop_server
+  else
+    echo "d. n-gram speculative decoding: vLLM 0.32 did not start with it on this CPU (log: $out/d.server.log):"
+    grep -iE "error|not supported" "$out/d.server.log" | tail -3 | sed 's/^/   /'
+    echo "FAIL d: not runnable here"
+    failures=$((failures + 1))
+  fi
+fi
+
+serve_cmd="env VLLM_SERVER_DEV_MODE=1 VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1 $VLLM_PY -m vllm.entrypoints.cli.main serve $VLLM_MODEL --served-model-name smollm2 --host 127.0.0.1 --port $port --max-model-len 2048 --dtype bfloat16 --enforce-eager"
+
+if want e; then
+  echo '[{"max_num_seqs": 2}, {"max_num_seqs": 4}]' >"$out/e-serve.json"
+  rc=0
+  VLLM_CACHE_ROOT=$VLLM_CACHE_ROOT "$bench" sweep serve --serve-cmd "$serve_cmd --enable-prompt-tokens-details" \
+    --serve-params "$out/e-serve.json" --num-runs 1 \
+    --bench-cmd "--backend openai --base-url $url --model smollm2 --tokenizer $VLLM_TOKENIZER --seed 0 \
+      --dataset-name prefix_repetition --prefix-repetition-prefix-len 128 --prefix-repetition-suffix-len 32 \
+      --prefix-repetition-num-prefixes 4 --prefix-repetition-output-len 16 --num-prompts 16 \
+      --max-concurrency 4 --ignore-eos --disable-tqdm" \
+    -o "$out/e" >"$out/e.log" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || tail -20 "$out/e.log" >&2
+  left=$(curl -s -o /dev/null -w '%{http_code}' "$url/health" 2>/dev/null || true)
+  echo "e. bench sweep serve over vLLM --max-num-seqs 2 and 4 (bench exit $rc; after it, /health answers: ${left:-nothing})"
+  verdict < <(python3 - "$out/e" "$rc" "$left" <<'PY'
+import glob, json, os, sys
+folder, rc, left = sys.argv[1:4]
+runs = []
+for path in sorted(glob.glob(os.path.join(folder, "**", "*.json"), recursive=True)):
+    try:
+        r = json.load(open(path))
+    except ValueError:
+        continue
+    if isinstance(r, dict) and "theoretical_prefix_cache_hit_rate" in r:
+        runs.append((os.path.relpath(path, folder), r.get("prefix_cache_hit_rate"), r["theoretical_prefix_cache_hit_rate"]))
+for name, measured, theory in runs:
+    print(f"   {name}: measured hit rate {measured}, theoretical {theory}")
+good = rc == "0" and len(runs) == 2 and all(m is not None and abs(m - t) < 1e-9 for _, m, t in runs) and left in ("", "000")
+print(("PASS" if good else "FAIL") + f" e: {len(runs)} runs, hit rates equal: {all(m == t for _, m, t in runs)}, server gone: {left in ('', '000')}")
+PY
+)
+fi
+
+if want f; then
+  echo "f. bench startup on vLLM, cold (fresh caches) and warm:"
+  for eager in "--enforce-eager" ""; do
+    cmd=${serve_cmd% --enforce-eager}
+    rc=0
+    "$bench" startup --serve-cmd "$cmd $eager" --num-iters-cold 1 --num-iters-warmup 0 \
+      --num-iters-warm 1 --output-json "$out/f${eager:+-eager}.json" >"$out/f${eager:+-eager}.log" 2>&1 || rc=$?
+    [ $rc -eq 0 ] || tail -20 "$out/f${eager:+-eager}.log" >&2
+    verdict < <(python3 - "$out/f${eager:+-eager}.json" "${eager:-without --enforce-eager}" "$rc" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"FAIL f ({sys.argv[2]}): no result ({e})"); sys.exit()
+c, w = d["avg_cold_startup_time"], d["avg_warm_startup_time"]
+print(f"   {sys.argv[2]}: cold {c:.1f} s, warm {w:.1f} s: warm saves {c - w:.1f} s ({100 * (c - w) / c:.0f}%)")
+print(("PASS" if sys.argv[3] == "0" and c > 0 and w > 0 else "FAIL") + f" f ({sys.argv[2]})")
+PY
+)
+  done
+fi
+
+if want g; then
+  prof=$out/g-profile
+  rm -rf "$prof"
+  mkdir -p "$prof"
+  if start_server g --profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"$prof\"}"; then
+    rc=0
+    run_bench g --backend openai --dataset-name random --random-input-len 32 --random-output-len 8 \
+      --num-prompts 4 --max-concurrency 2 --seed 0 --profile || rc=$?
+    sleep 5 # the trace is written after /stop_profile returns
+    stop_server
+    files=$(find "$prof" -type f | wc -l)
+    echo "g. --profile with --profiler-config (bench exit $rc): $files files in $prof: $(find "$prof" -type f -printf '%f (%s bytes) ' | head -c 300)"
+    if [ "$rc" = 0 ] && [ "$files" -gt 0 ]; then echo "PASS g"; else echo "FAIL g"; failures=$((failures + 1)); fi
+  else
+    echo "FAIL g: vLLM did not start with --profiler-config (log: $out/g.server.log)"
+    failures=$((failures + 1))
+  fi
+fi
+
+echo
+if [ $failures -eq 0 ]; then echo "vllm-checks.sh: every check passed"; else echo "vllm-checks.sh: $failures check(s) failed"; fi
+if [ "$write_readme" = 1 ]; then
+  # The report between the README's markers, as measured: never edited by hand.
+  python3 - "$out/report.txt" README.md "CHECKS=\"$checks\" bash scripts/vllm-checks.sh --write-readme" <<'PY'
+import re, sys
+report, readme, command = sys.argv[1:4]
+lines = [l for l in open(report).read().splitlines() if not l.startswith("   (vLLM")]
+start, end = "<!-- vllm-checks:start -->", "<!-- vllm-checks:end -->"
+text = open(readme).read()
+if start not in text or end not in text:
+    sys.exit(f"no {start} block in {readme}")
+body = (f"{start}\n<!-- written by `{command}`; do not edit -->\n\n```\n" + "\n".join(lines).rstrip()
+        + f"\n```\n\n{end}")
+open(readme, "w").write(text[:text.index(start)] + body + text[text.index(end) + len(end):])
+PY
+fi
+[ $failures -eq 0 ]
