@@ -695,6 +695,9 @@ fn measure<T: Target>(
     for w in &computed.warnings {
         observer.event(Event::Warning(w));
     }
+    for n in &computed.notes {
+        observer.event(Event::Note(n));
+    }
     let report = plan.report;
     let run = RunInfo {
         date: chrono::Local::now(),

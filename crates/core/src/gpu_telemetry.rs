@@ -6,8 +6,9 @@
 //! (CI, laptops, a client machine apart from the server). `nvml-wrapper` opens
 //! `libnvidia-ml.so.1` with `libloading` when [`start`] calls `Nvml::init()` and links
 //! nothing of NVIDIA's, so where the library or a GPU is missing [`start`] returns
-//! [`Unavailable`]: a one-line note for the console, and the run goes on without GPU
-//! figures. Never a failure of the run.
+//! [`Unavailable`]: a one-line note for the console (only a log line at `info` where the
+//! library is absent altogether, the ordinary state of a machine without an NVIDIA GPU),
+//! and the run goes on without GPU figures. Never a failure of the run.
 //!
 //! **Which GPUs.** Those NVML sees on the machine bench runs on: the server's only when
 //! the server runs here too. NVML numbers every GPU of the machine and ignores
@@ -64,14 +65,31 @@ const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// Why there are no GPU figures, in one line for the console: NVML's library is absent
-/// or did not start, or it sees no GPU.
+/// Why there are no GPU figures, in one line: NVML's library is absent or did not start,
+/// or it sees no GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unavailable(pub String);
+pub struct Unavailable {
+    pub note: String,
+    /// NVIDIA's library is not on this machine at all: the ordinary state of a machine
+    /// without an NVIDIA GPU (a CPU server, a client that benchmarks a remote server), so
+    /// the caller logs it and keeps it in the result rather than printing it on every
+    /// run. Anything else (a library that fails, no GPU, a missing index) is worth a
+    /// console note.
+    pub library_absent: bool,
+}
+
+impl Unavailable {
+    fn new(note: String) -> Self {
+        Unavailable {
+            note,
+            library_absent: false,
+        }
+    }
+}
 
 impl fmt::Display for Unavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.note)
     }
 }
 
@@ -447,7 +465,7 @@ fn spawn<S: Source>(
         .name("bench-gpu".into())
         .spawn(move || sample_until_stopped(source, tally, t0, interval, &stopped))
         .map_err(|e| {
-            Unavailable(format!(
+            Unavailable::new(format!(
                 "GPU telemetry: its sampling thread did not start ({}); no GPU figures",
                 one_line(&e.to_string())
             ))
@@ -555,7 +573,7 @@ impl NvmlSource {
             .init()
             .map_err(|e| init_failure(&lib, &e))?;
         let count = nvml.device_count().map_err(|e| {
-            Unavailable(format!(
+            Unavailable::new(format!(
                 "GPU telemetry: NVIDIA's management library ({lib}) could not count the GPUs ({}); no GPU figures",
                 one_line(&e.to_string())
             ))
@@ -564,7 +582,7 @@ impl NvmlSource {
             (0..count).collect()
         } else {
             if let Some(missing) = indices.iter().find(|&&i| i >= count) {
-                return Err(Unavailable(format!(
+                return Err(Unavailable::new(format!(
                     "GPU telemetry: there is no GPU {missing} (NVIDIA's management library sees {count}); no GPU figures"
                 )));
             }
@@ -586,7 +604,7 @@ impl NvmlSource {
             }
         }
         if devices.is_empty() {
-            return Err(Unavailable(format!(
+            return Err(Unavailable::new(format!(
                 "GPU telemetry: NVIDIA's management library ({lib}) found no GPU; no GPU figures"
             )));
         }
@@ -647,10 +665,12 @@ fn read<T>(ask: &mut bool, call: impl FnOnce() -> Result<T, NvmlError>) -> Optio
 /// The one-line reason for a failed `Nvml::init()`.
 fn init_failure(lib: &str, e: &NvmlError) -> Unavailable {
     tracing::debug!("GPU telemetry: NVML did not start: {e:?}");
+    let mut library_absent = false;
     let what = match e {
         NvmlError::LibloadingError(load) => {
             let why = load.to_string();
             if why.contains("No such file") || why.contains("cannot find") {
+                library_absent = true;
                 "was not found".to_string()
             } else {
                 format!("did not load ({})", one_line(&why))
@@ -659,9 +679,10 @@ fn init_failure(lib: &str, e: &NvmlError) -> Unavailable {
         NvmlError::DriverNotLoaded => "found no NVIDIA driver loaded".to_string(),
         other => format!("did not start ({})", one_line(&other.to_string())),
     };
-    Unavailable(format!(
-        "GPU telemetry: NVIDIA's management library ({lib}) {what}; no GPU figures"
-    ))
+    Unavailable {
+        note: format!("GPU telemetry: NVIDIA's management library ({lib}) {what}; no GPU figures"),
+        library_absent,
+    }
 }
 
 /// `text` on one line: an error's own newlines would break the console's one-line note.
@@ -879,9 +900,17 @@ mod tests {
     #[test]
     fn absent_library_is_a_one_line_note_naming_it() {
         let missing = "libbench-test-no-such-nvml.so.1";
-        let Err(Unavailable(note)) = NvmlSource::open(OsStr::new(missing), &[]) else {
+        let Err(Unavailable {
+            note,
+            library_absent,
+        }) = NvmlSource::open(OsStr::new(missing), &[])
+        else {
             panic!("a library that does not exist loaded");
         };
+        assert!(
+            library_absent,
+            "an absent library is told apart from a failing one"
+        );
         assert_eq!(
             note,
             format!(

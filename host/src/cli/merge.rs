@@ -65,6 +65,9 @@ pub(super) fn show_and_save(
     for w in &metrics.warnings {
         observer.event(Event::Warning(w));
     }
+    for n in &metrics.notes {
+        observer.event(Event::Note(n));
+    }
     observer.event(Event::Results {
         metrics: &metrics,
         run: &run,

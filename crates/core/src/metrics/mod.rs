@@ -292,6 +292,11 @@ pub struct PromptTokenCheck {
     pub dataset_tokens: u64,
     /// Requests whose two counts differ.
     pub mismatched_requests: usize,
+    /// The difference `server - dataset` when every request had the same one: 0 when the
+    /// counts are equal, a constant number of tokens a chat template or a BOS token adds.
+    /// A tokenizer that is not the server's gives differences that vary with the text.
+    /// `None` when they vary.
+    pub constant_offset: Option<i64>,
 }
 
 /// Client-side diagnostics (not in vLLM).
@@ -373,6 +378,9 @@ pub struct Metrics {
     pub gpu: Option<crate::gpu_telemetry::GpuReport>,
     /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
     pub warnings: Vec<String>,
+    /// What the user should know but need not act on (stderr, as notes), e.g. that the
+    /// server's output count is not what re-tokenising its text gives.
+    pub notes: Vec<String>,
     /// Multi-turn runs: statistics by turn index (empty for other runs).
     pub per_turn: Vec<TurnStats>,
     /// The prefix-cache hits the server reported in its responses, when any did.
@@ -565,17 +573,6 @@ pub fn calculate(
              usage.completion_tokens{unread}; their output tokens were {how}"
         ));
     }
-    if check.mismatched_requests > 0 {
-        warnings.push(format!(
-            "{} of {} requests reported a usage.completion_tokens that differs from the \
-             tokenizer's count of the generated text ({} tokens by the server, {} by the \
-             tokenizer); the server's counts are used",
-            check.mismatched_requests,
-            check.requests_with_usage,
-            check.server_tokens,
-            check.tokenizer_tokens
-        ));
-    }
 
     let successful: Vec<&RequestRecord> = ordered.iter().filter(|r| r.succeeded()).collect();
     let peaks = timeline::peaks(&successful);
@@ -590,7 +587,8 @@ pub fn calculate(
     // A pooling result has no output to count.
     let token_counts = count_tokens.filter(|_| embedding.is_none()).map(|_| check);
     let client = client_stats(ordered, completed, duration_s, token_counts);
-    warnings.extend(tokens::mismatch_notes(&client));
+    let (token_warnings, notes) = tokens::mismatch_notes(&client);
+    warnings.extend(token_warnings);
     if itl_split_requests == Some(0) && completed > 0 {
         warnings.push(
             "--split-itl-by-tokens: no response said how many tokens its chunks carried, so \
@@ -645,6 +643,7 @@ pub fn calculate(
         server_metrics: None,
         gpu: None,
         warnings,
+        notes,
         per_turn,
         reported_cache,
         prefix_reuse: None,
@@ -696,6 +695,7 @@ fn client_stats(
 /// reported one; `None` when none did.
 fn prompt_token_check(ordered: &[RequestRecord]) -> Option<PromptTokenCheck> {
     let mut check = PromptTokenCheck::default();
+    let mut offsets = Vec::new();
     for record in ordered.iter().filter(|r| r.succeeded()) {
         let Some(server) = record.server_prompt_tokens else {
             continue;
@@ -704,8 +704,11 @@ fn prompt_token_check(ordered: &[RequestRecord]) -> Option<PromptTokenCheck> {
         check.server_tokens += u64::from(server);
         check.dataset_tokens += u64::from(record.prompt_len);
         check.mismatched_requests += usize::from(server != record.prompt_len);
+        offsets.push(i64::from(server) - i64::from(record.prompt_len));
     }
-    (check.requests_with_usage > 0).then_some(check)
+    let first = *offsets.first()?;
+    check.constant_offset = offsets.iter().all(|&o| o == first).then_some(first);
+    Some(check)
 }
 
 impl Metrics {

@@ -607,13 +607,17 @@ fn totals_that_differ_by_more_than_one_percent_are_noted() {
     let (server, tokenizer, pct) = check.totals_mismatch().unwrap();
     assert_eq!((server, tokenizer), (6, 7));
     close(pct, 100.0 / 6.0);
+    // No prompt counts to tell a foreign tokenizer from the server's counting: a warning
+    // that says both.
     let notes: Vec<&String> = m
         .warnings
         .iter()
-        .filter(|w| w.contains("token totals differ"))
+        .filter(|w| w.contains("differs from the tokenizer's count"))
         .collect();
     assert_eq!(notes.len(), 1, "{:?}", m.warnings);
-    assert!(notes[0].starts_with("output token totals differ by 16.67% (more than 1%)"));
+    assert!(notes[0].starts_with("1 of 2 requests reported a usage.completion_tokens"));
+    assert!(notes[0].contains("6 tokens by the server, 7 by the tokenizer, 16.67% apart"));
+    assert!(notes[0].contains("either --tokenizer is not the server's"));
     // Agreeing output counts and prompt counts 1% apart: no note; 1.5% apart: a note.
     let mut records = fixture();
     records[1].output_tokens = Some(2);
@@ -629,7 +633,7 @@ fn totals_that_differ_by_more_than_one_percent_are_noted() {
     assert!(
         m.warnings
             .iter()
-            .all(|w| !w.contains("token totals differ")),
+            .all(|w| !w.contains("token totals differ") && !w.contains("tokenizer's count")),
         "{:?}",
         m.warnings
     );
@@ -646,4 +650,61 @@ fn totals_that_differ_by_more_than_one_percent_are_noted() {
         "{:?}",
         m.warnings
     );
+}
+
+#[test]
+fn an_output_count_the_text_does_not_give_back_is_a_note_when_the_prompts_agree() {
+    // The fixture's server says 6 output tokens where re-tokenising counts 7. With every
+    // prompt counted 3 tokens more by the server (a template's constant), the tokenizer
+    // counts as the server does: both differences are notes, not warnings.
+    let mut records = fixture();
+    for i in [0, 1, 3] {
+        records[i].server_prompt_tokens = Some(records[i].prompt_len + 3);
+    }
+    let m = calculate(records.clone(), 10.0, Some(&words), &config()).unwrap();
+    let prompts = m.client.prompt_tokens.unwrap();
+    assert_eq!(prompts.constant_offset, Some(3));
+    assert!(
+        m.warnings
+            .iter()
+            .all(|w| !w.contains("token totals differ") && !w.contains("tokenizer's count")),
+        "{:?}",
+        m.warnings
+    );
+    assert_eq!(m.notes.len(), 2, "{:?}", m.notes);
+    assert!(m.notes[0].starts_with("1 of 2 requests reported a usage.completion_tokens"));
+    assert!(m.notes[0].contains("16.67% apart"));
+    assert!(m.notes[0].contains("--tokenizer counts as the server does"));
+    assert!(m.notes[1].starts_with("input token totals differ by 4.76%"));
+    assert!(m.notes[1].contains("+3 tokens on every request"));
+
+    // Differences that vary from prompt to prompt: a tokenizer that is not the server's,
+    // and both are warnings.
+    records[3].server_prompt_tokens = Some(30 + 7);
+    let m = calculate(records, 10.0, Some(&words), &config()).unwrap();
+    assert_eq!(m.client.prompt_tokens.unwrap().constant_offset, None);
+    assert!(m.notes.is_empty(), "{:?}", m.notes);
+    let differ: Vec<&String> = m
+        .warnings
+        .iter()
+        .filter(|w| w.contains("token totals differ") || w.contains("tokenizer's count"))
+        .collect();
+    assert_eq!(differ.len(), 2, "{:?}", m.warnings);
+    assert!(differ[0].contains("the server does not count as --tokenizer does"));
+    assert!(differ[1].contains("check that --tokenizer is the server's"));
+
+    // A request or two apart, within 1% in all: a note, whatever the prompts say.
+    let mut records = fixture();
+    records[0].output_tokens = Some(200);
+    records[0].server_output_tokens = Some(200);
+    records[0].generated_text = vec!["w"; 199].join(" ");
+    let m = calculate(records, 10.0, Some(&words), &config()).unwrap();
+    assert!(
+        m.warnings.iter().all(|w| !w.contains("tokenizer's count")),
+        "{:?}",
+        m.warnings
+    );
+    assert_eq!(m.notes.len(), 1, "{:?}", m.notes);
+    assert!(m.notes[0].starts_with("2 of 2 requests reported a usage.completion_tokens"));
+    assert!(m.notes[0].ends_with("the server's counts are used (within 1% in all)"));
 }

@@ -131,34 +131,94 @@ impl PromptTokenCheck {
     }
 }
 
-/// The notes for totals that differ by more than [`MISMATCH_SHARE`], output tokens first.
-pub fn mismatch_notes(client: &ClientStats) -> Vec<String> {
-    let mut notes = Vec::new();
-    if let Some((server, tokenizer, pct)) = client
-        .token_counts
-        .as_ref()
-        .and_then(TokenCountCheck::totals_mismatch)
-    {
-        notes.push(format!(
-            "output token totals differ by {pct:.2}% (more than {}%): the server's usage \
-             says {server}, the tokenizer counts {tokenizer} in the same responses \
-             (reasoning text included); check that --tokenizer is the server's",
-            100.0 * MISMATCH_SHARE
-        ));
-    }
-    if let Some((server, dataset, pct)) = client
+/// What the token-count checks have to say, as `(warnings, notes)`, output tokens first.
+///
+/// Totals that differ by more than [`MISMATCH_SHARE`] are not all a problem. A server's
+/// `completion_tokens` counts the tokens it generated, and re-tokenising the text they
+/// decode to need not give them back even with the server's own tokenizer: special
+/// tokens (an EOS generated under `--ignore-eos`) leave no text, and tokens re-merge
+/// across their boundaries. What tells that apart from a `--tokenizer` that is not the
+/// server's is the prompts: when every request's server prompt count differs from the
+/// dataset's by the same number of tokens (0, or a chat template's or BOS token's
+/// constant), the two tokenizers count the same text the same way, and an output
+/// difference is the server's counting, worth a note. When the prompt differences vary
+/// the tokenizer is not the server's, and that is a warning; without the server's prompt
+/// counts there is no telling, and the warning says both.
+pub fn mismatch_notes(client: &ClientStats) -> (Vec<String>, Vec<String>) {
+    let (mut warnings, mut notes) = (Vec::new(), Vec::new());
+    let share = 100.0 * MISMATCH_SHARE;
+    // Prompts counted alike on at least two requests: one request is trivially constant.
+    let same_tokenizer = client
         .prompt_tokens
-        .as_ref()
-        .and_then(PromptTokenCheck::totals_mismatch)
+        .filter(|check| check.requests_with_usage >= 2)
+        .and_then(|check| check.constant_offset.map(|offset| (check, offset)));
+    if let Some(check) = client
+        .token_counts
+        .filter(|check| check.mismatched_requests > 0)
     {
-        notes.push(format!(
-            "input token totals differ by {pct:.2}% (more than {}%): the server's usage \
-             says {server}, the dataset counted {dataset} for the same requests (the server \
-             counts with its own tokenizer and chat template)",
-            100.0 * MISMATCH_SHARE
-        ));
+        let TokenCountCheck {
+            requests_with_usage,
+            server_tokens: server,
+            tokenizer_tokens: tokenizer,
+            mismatched_requests,
+        } = check;
+        let pct = difference_pct(server, tokenizer);
+        let head = format!(
+            "{mismatched_requests} of {requests_with_usage} requests reported a \
+             usage.completion_tokens that differs from the tokenizer's count of their text \
+             (reasoning included): {server} tokens by the server, {tokenizer} by the \
+             tokenizer, {pct:.2}% apart; the server's counts are used"
+        );
+        let within = if check.totals_mismatch().is_none() {
+            format!(" (within {share}% in all)")
+        } else {
+            String::new()
+        };
+        match (same_tokenizer, client.prompt_tokens) {
+            // A few tokens in all: one note, whatever the cause.
+            _ if !within.is_empty() => notes.push(format!("{head}{within}")),
+            (Some(_), _) => notes.push(format!(
+                "{head}. Expected: the server counts the tokens it generated, and \
+                 re-tokenising their text does not give all of them back (special tokens \
+                 such as an EOS under --ignore-eos leave no text; tokens re-merge). The \
+                 prompts' counts agree with the server's, so --tokenizer counts as the \
+                 server does; output lengths follow vLLM's rule (the server's usage where \
+                 vLLM's client reads it)"
+            )),
+            (None, Some(prompts)) => warnings.push(format!(
+                "{head}; the prompts' counts differ from the server's by varying amounts \
+                 too ({} of {} requests): the server does not count as --tokenizer does \
+                 (check that --tokenizer is the server's)",
+                prompts.mismatched_requests, prompts.requests_with_usage
+            )),
+            (None, None) => warnings.push(format!(
+                "{head}. The server sent no prompt counts to tell why: either --tokenizer \
+                 is not the server's, or re-tokenising the generated text does not give the \
+                 server's tokens back (special tokens such as an EOS under --ignore-eos \
+                 leave no text)"
+            )),
+        }
     }
-    notes
+    if let Some(prompts) = client.prompt_tokens
+        && let Some((server, dataset, pct)) = prompts.totals_mismatch()
+    {
+        let head = format!(
+            "input token totals differ by {pct:.2}% (more than {share}%): the server's usage \
+             says {server}, the dataset counted {dataset} for the same requests"
+        );
+        match same_tokenizer {
+            Some((_, offset)) => notes.push(format!(
+                "{head}, {offset:+} tokens on every request: the tokens the server adds to \
+                 each prompt (a chat template, a BOS token)"
+            )),
+            None => warnings.push(format!(
+                "{head} (the server counts with its own tokenizer and chat template; the \
+                 difference varies from request to request, which a template alone does \
+                 not explain: check that --tokenizer is the server's)"
+            )),
+        }
+    }
+    (warnings, notes)
 }
 
 #[cfg(test)]

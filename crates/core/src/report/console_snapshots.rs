@@ -53,6 +53,7 @@ fn every_section() {
         server_tokens: 190,
         dataset_tokens: 180,
         mismatched_requests: 1,
+        constant_offset: None,
     });
     m.server_metrics = Some(ServerReport {
         server: "vllm",

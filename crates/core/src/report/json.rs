@@ -339,6 +339,10 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
             "input_token_count_mismatches",
             json!(check.mismatched_requests),
         );
+        if let Some(offset) = check.constant_offset {
+            // Every request's server count minus the dataset's, when they all share it.
+            r.insert("input_token_count_offset", json!(offset));
+        }
         if let Some((server, dataset, pct)) = check.totals_mismatch() {
             r.insert(
                 "input_token_count_mismatch",

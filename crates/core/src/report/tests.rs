@@ -502,6 +502,7 @@ fn resent_requests_and_server_prompt_counts_are_reported_when_there_are_some() {
         server_tokens: 190,
         dataset_tokens: 180,
         mismatched_requests: 1,
+        constant_offset: None,
     });
     let text = console(&m, &run());
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
@@ -523,6 +524,19 @@ fn resent_requests_and_server_prompt_counts_are_reported_when_there_are_some() {
     assert_eq!(v["input_tokens_dataset_count"], json!(180));
     assert_eq!(v["requests_with_server_prompt_usage"], json!(3));
     assert_eq!(v["input_token_count_mismatches"], json!(1));
+    assert!(v.get("input_token_count_offset").is_none());
+    // Every request counted 3 more by the server (a template's tokens).
+    m.client.prompt_tokens = Some(crate::metrics::PromptTokenCheck {
+        requests_with_usage: 3,
+        server_tokens: 189,
+        dataset_tokens: 180,
+        mismatched_requests: 3,
+        constant_offset: Some(3),
+    });
+    assert_eq!(
+        result_json(&m, &run(), false)["input_token_count_offset"],
+        json!(3)
+    );
 }
 
 #[test]
