@@ -9,7 +9,7 @@ use crate::backend_bindings::exports::bench::plugin::backend::{
 use crate::json::Str;
 use crate::{
     BackendDescription, ClientConfig, ErrorEvent, ErrorKind, Framing, HttpRequest, PluginError,
-    Pooled, RequestSpec, ResponseHead, Usage,
+    Pooled, RequestSpec, ResponseHead, ServerTiming, Usage,
 };
 
 /// An API: builds HTTP requests (before the clock starts) and makes decoders for responses.
@@ -130,6 +130,8 @@ pub enum EventKind {
     Error(ErrorEvent),
     /// A pooling result (embeddings, scores): the request succeeds without chunks.
     Pooled(Pooled),
+    /// The server's own timing of the request (vLLM's per-request `metrics`).
+    ServerTiming(ServerTiming),
 }
 
 impl EventKind {
@@ -315,6 +317,7 @@ pub fn flatten(events: Vec<Event>) -> Decoded {
             EventKind::Finish(reason) => WireEventKind::Finish(reason),
             EventKind::Error(error) => WireEventKind::Error(error),
             EventKind::Pooled(pooled) => WireEventKind::Pooled(pooled),
+            EventKind::ServerTiming(timing) => WireEventKind::ServerTiming(timing),
         };
         flat.events.push(WireEvent {
             frame: event.frame,

@@ -57,7 +57,7 @@ include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 pub use backend::{Backend, Chunk, Decoder, Event, EventKind, Frame, TextSpan};
 pub use backend_bindings::exports::bench::plugin::backend::{
     BackendDescription, ClientConfig, ErrorEvent, ErrorKind, Framing, HttpRequest, Pooled,
-    PooledKind, ResponseHead, Usage,
+    PooledKind, ResponseHead, ServerTiming, Usage,
 };
 pub use dataset::Dataset;
 pub use dataset_bindings::bench::plugin::types::{

@@ -16,7 +16,7 @@ use crate::native::{ServerError, quote, server_error};
 use crate::options::{OptionReader, option};
 use crate::{
     Backend, Chunk, ClientConfig, ContentPart, Decoder, ErrorKind, Event, EventKind, Framing,
-    HttpRequest, OptionInfo, PluginError, RequestSpec, ResponseHead, TextSpan, Usage,
+    HttpRequest, OptionInfo, PluginError, RequestSpec, ResponseHead, ServerTiming, TextSpan, Usage,
 };
 
 /// vLLM's benchmark sends `temperature: 0.0` (greedy decoding) unless the sampling
@@ -301,7 +301,10 @@ pub struct ChoiceFields {
 ///   stream: usage that came with `choices` is recorded as the server's count but is not
 ///   the request's output length;
 /// - a non-null `error` member makes an `Error`, as does a frame that is not a JSON
-///   object.
+///   object;
+/// - a `metrics` object with any of vLLM's per-request timings
+///   (`--enable-per-request-metrics`: on a stream's final usage frame, or next to `usage`
+///   in a whole body) makes a [`ServerTiming`]; null, `{}` and all-null objects make none.
 ///
 /// Shapes that crash vLLM's client but carry no output (a choice without `delta`, a
 /// non-string content) are read as a chunk without text instead.
@@ -340,6 +343,7 @@ struct Shape {
     /// Its reading (never an error: a frame that reports one is not kept).
     choice: Choice,
     usage: Option<Usage>,
+    timing: Option<ServerTiming>,
 }
 
 /// What one frame says, as spans of the frame.
@@ -348,6 +352,7 @@ struct Reading {
     /// `Some` when `choices` is a non-empty array.
     choice: Option<Choice>,
     usage: Option<Usage>,
+    timing: Option<ServerTiming>,
     error: Option<ServerError>,
 }
 
@@ -460,6 +465,12 @@ impl OpenAiDecoder {
                 kind: EventKind::Usage(usage),
             });
         }
+        if let Some(timing) = parsed.timing {
+            out.push(Event {
+                frame,
+                kind: EventKind::ServerTiming(timing),
+            });
+        }
         if let Some(error) = parsed.error {
             let message = match error {
                 ServerError::Message(s) => s.text(bytes),
@@ -517,6 +528,7 @@ impl OpenAiDecoder {
         Some(Reading {
             choice: Some(choice),
             usage: shape.usage,
+            timing: shape.timing,
             error: None,
         })
     }
@@ -541,6 +553,7 @@ impl OpenAiDecoder {
             reasoning,
             choice,
             usage: parsed.usage,
+            timing: parsed.timing,
         });
         shape.bytes.clear();
         shape.bytes.extend_from_slice(bytes);
@@ -548,6 +561,7 @@ impl OpenAiDecoder {
         shape.reasoning = reasoning;
         shape.choice = choice;
         shape.usage = parsed.usage;
+        shape.timing = parsed.timing;
     }
 
     /// Reads a frame in full. Kept out of line: inlined into the frame loop, it makes the
@@ -561,6 +575,8 @@ impl OpenAiDecoder {
                 frame.choice = self.choices(v)?;
             } else if key.is("usage") {
                 frame.usage = usage(v)?;
+            } else if key.is("metrics") {
+                frame.timing = server_timing(v)?;
             } else if key.is("error") {
                 frame.error = server_error(v)?;
             }
@@ -663,6 +679,39 @@ fn usage(v: &mut Cursor<'_>) -> json::Result<Option<Usage>> {
     Ok(members.filter(|&n| n > 0).map(|_| usage))
 }
 
+/// vLLM's per-request `metrics` object (`PerRequestTimingMetrics`, sent when the server
+/// runs with `--enable-per-request-metrics`), when it holds any of the timings bench
+/// keeps; null, `{}`, an object of nulls and other types give `None`. `tokens_per_second`
+/// is left out: the host counts the tokens and the time itself.
+pub fn server_timing(v: &mut Cursor<'_>) -> json::Result<Option<ServerTiming>> {
+    let mut timing = ServerTiming {
+        queue_time_ms: None,
+        time_to_first_token_ms: None,
+        generation_time_ms: None,
+        mean_itl_ms: None,
+    };
+    v.object(|key, v| {
+        let field = if key.is("queue_time_ms") {
+            &mut timing.queue_time_ms
+        } else if key.is("time_to_first_token_ms") {
+            &mut timing.time_to_first_token_ms
+        } else if key.is("generation_time_ms") {
+            &mut timing.generation_time_ms
+        } else if key.is("mean_itl_ms") {
+            &mut timing.mean_itl_ms
+        } else {
+            return Ok(());
+        };
+        *field = v.f64()?;
+        Ok(())
+    })?;
+    let any = timing.queue_time_ms.is_some()
+        || timing.time_to_first_token_ms.is_some()
+        || timing.generation_time_ms.is_some()
+        || timing.mean_itl_ms.is_some();
+    Ok(any.then_some(timing))
+}
+
 /// One line per event with its text resolved (`2: chunk content="Hi" reasoning=none`),
 /// so that decoder tests compare readable strings.
 pub fn render(buffer: &[u8], event: &Event) -> String {
@@ -701,6 +750,16 @@ pub fn render(buffer: &[u8], event: &Event) -> String {
             format!("error {kind}: {}", e.message)
         }
         EventKind::Pooled(p) => format!("pooled {:?} {}x{}", p.kind, p.count, p.dimension),
+        EventKind::ServerTiming(t) => {
+            let ms = |v: Option<f64>| v.map_or("none".to_string(), |v| v.to_string());
+            format!(
+                "server-timing queue={} ttft={} generation={} itl={}",
+                ms(t.queue_time_ms),
+                ms(t.time_to_first_token_ms),
+                ms(t.generation_time_ms),
+                ms(t.mean_itl_ms)
+            )
+        }
     };
     format!("{}: {what}", event.frame)
 }
@@ -1122,6 +1181,84 @@ mod tests {
         assert!(decoder.feed(b"{}{}", &[2, 4], &mut out).is_ok());
     }
 
+    /// vLLM 0.32 with `--enable-per-request-metrics`: the streamed final usage chunk
+    /// carries a `metrics` object (fields the server has no value for are left out), read
+    /// into one `server-timing` event on that frame, however the reads split the stream.
+    #[test]
+    fn per_request_metrics_on_the_final_usage_chunk_of_a_stream() {
+        let (client, _) = open(&[], None).unwrap();
+        let completions = concat!(
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"text\":\" Hello\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}],\"usage\":null}\n\n",
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"text\":\" world\",\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],\"usage\":null}\n\n",
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":64,\"total_tokens\":66,\"completion_tokens\":2},\"metrics\":{\"time_to_first_token_ms\":500.0,\"generation_time_ms\":1000.0,\"queue_time_ms\":12.5,\"mean_itl_ms\":1000.0,\"tokens_per_second\":2.0}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let events = crate::native::decode_sse_split_everywhere(
+            || client.decoder(fuzz::COMPLETIONS),
+            completions,
+        );
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content=" Hello" reasoning=none"#,
+                r#"1: chunk content=" world" reasoning=none"#,
+                "1: finish length",
+                "2: usage prompt=64 completion=2",
+                "2: server-timing queue=12.5 ttft=500 generation=1000 itl=1000",
+            ]
+        );
+        // A response of one token has no mean ITL; the server leaves it out.
+        let chat = concat!(
+            "data: {\"id\":\"chatcmpl-2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n",
+            "data: {\"id\":\"chatcmpl-2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":6,\"completion_tokens\":1},\"metrics\":{\"time_to_first_token_ms\":3.25,\"generation_time_ms\":0.0,\"queue_time_ms\":0.5,\"tokens_per_second\":0.0}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let events = crate::native::decode_sse_split_everywhere(|| client.decoder(CHAT), chat);
+        assert_eq!(
+            events,
+            [
+                r#"0: chunk content="Hi" reasoning=none"#,
+                "0: finish length",
+                "1: usage prompt=5 completion=1",
+                "1: server-timing queue=0.5 ttft=3.25 generation=0 itl=none",
+            ]
+        );
+    }
+
+    /// A whole (`stream: false`) body carries `metrics` next to `usage`, its missing
+    /// values as nulls; an object with no timing bench keeps (`{}`, nulls, values that are
+    /// not numbers), null and other types give no event.
+    #[test]
+    fn per_request_metrics_in_a_whole_body_and_empty_ones() {
+        let (client, _) = open(&[("stream", "false")], None).unwrap();
+        let whole = r#"{"id":"chatcmpl-3","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"total_tokens":7,"completion_tokens":2},"metrics":{"queue_time_ms":null,"time_to_first_token_ms":7,"generation_time_ms":2.5e1,"mean_itl_ms":25.0,"tokens_per_second":null}}"#;
+        assert_eq!(
+            crate::native::decode_whole(client.decoder(fuzz::CHAT_WHOLE), whole),
+            [
+                r#"0: chunk content="Hi there" reasoning=none"#,
+                "0: usage prompt=5 completion=2",
+                "0: finish stop",
+                "0: server-timing queue=none ttft=7 generation=25 itl=25",
+            ]
+        );
+        for empty in [
+            "{}",
+            "null",
+            r#"{"queue_time_ms":null,"tokens_per_second":4.0}"#,
+            r#"{"queue_time_ms":"soon"}"#,
+            "[1]",
+        ] {
+            let frame = format!(
+                r#"{{"choices":[],"usage":{{"prompt_tokens":5,"completion_tokens":2}},"metrics":{empty}}}"#
+            );
+            assert_eq!(
+                render_frames(&mut client.decoder(CHAT), &[&frame]),
+                ["0: usage prompt=5 completion=2"],
+                "{empty}"
+            );
+        }
+    }
+
     /// The authors' harness (`testing::fuzz_decoder`) over vLLM's responses, with the
     /// field choices of the first-party plugins, streamed and whole.
     #[test]
@@ -1129,7 +1266,7 @@ mod tests {
         let completions: &[&[u8]] = &[
             br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" upon\n\"a\" time\u2026","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
             br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" there","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}"#,
-            br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":4,"total_tokens":6,"completion_tokens":2}}"#,
+            br#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":4,"total_tokens":6,"completion_tokens":2},"metrics":{"time_to_first_token_ms":500.0,"generation_time_ms":1000.0,"queue_time_ms":500.0,"mean_itl_ms":1000.0,"tokens_per_second":2.0}}"#,
         ];
         let chat: &[&[u8]] = &[
             br#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,

@@ -95,6 +95,11 @@ impl Drop for Mock {
 
 /// Reads the single result file in `dir`.
 pub fn result_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(result_file(dir)).unwrap()).unwrap()
+}
+
+/// The single result file in `dir` (not its `.pytorch.json` twin).
+pub fn result_file(dir: &Path) -> PathBuf {
     let files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -109,7 +114,7 @@ pub fn result_json(dir: &Path) -> serde_json::Value {
         "expected one result file in {}: {files:?}",
         dir.display()
     );
-    serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap()
+    files[0].clone()
 }
 
 /// Every key of vLLM's result file for a generation benchmark with the default

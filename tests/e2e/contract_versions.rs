@@ -1,8 +1,8 @@
 //! Plugins built for an older contract run unchanged: `tests/fixtures/api-0.2.0/`,
-//! `api-0.3.0/` and `api-0.4.0/` hold the first-party `random` dataset and `openai-chat`
-//! backend as built for `bench:plugin@0.2.0`, `@0.3.0` and `@0.4.0`. Each run through the host's
-//! adapter for that version must give what the current plugins give: the same requests,
-//! the same measurements, the same failure kinds.
+//! `api-0.3.0/`, `api-0.4.0/` and `api-0.4.1/` hold the first-party `random` dataset and
+//! `openai-chat` backend as built for `bench:plugin@0.2.0`, `@0.3.0`, `@0.4.0` and
+//! `@0.4.1`. Each run through the host's adapter for that version must give what the
+//! current plugins give: the same requests, the same measurements, the same failure kinds.
 
 use bench::mock::{Faults, MockConfig};
 use serde_json::Value;
@@ -51,26 +51,32 @@ fn a_0_3_0_dataset_and_backend_give_what_the_current_ones_give() {
     assert_eq!(old["failures_by_kind"]["invalid-chunk"], 5, "{old:#}");
 }
 
-/// 0.4.1 only added WASI imports to the worlds: a 0.4.0 plugin runs on the current
-/// bindings, with no adapter, and gives what the current plugins give.
+/// 0.5.0 added the `server-timing` event: plugins built for 0.4.1, and for 0.4.0 (whose
+/// interfaces 0.4.1 kept, linked to them by semver), run through the 0.4.1 adapter and
+/// give what the current plugins give.
 #[test]
-fn a_plugin_built_for_0_4_0_runs_unchanged_on_the_current_contract() {
-    let plugin = plugin_for("0.4.0", "random");
-    let out = bench(&["plugin", "inspect", &plugin]).assert_success();
-    assert!(
-        out.stdout
-            .starts_with("random 0.1.0 (dataset plugin, API bench:plugin@0.4.0)"),
-        "{out}"
-    );
-    assert_eq!(sample(&plugin), sample("random"));
-
-    let old = serve_with(
-        &plugin_for("0.4.0", "openai-chat"),
-        &plugin_for("0.4.0", "random"),
-    );
+fn plugins_built_for_0_4_x_run_through_the_0_4_1_adapter() {
     let current = serve_with("openai-chat", "random");
-    assert_same_measurements(&old, &current);
-    assert_eq!(old["completed"], 15, "{old:#}");
+    for version in ["0.4.0", "0.4.1"] {
+        let plugin = plugin_for(version, "random");
+        let out = bench(&["plugin", "inspect", &plugin]).assert_success();
+        assert!(
+            out.stdout.starts_with(&format!(
+                "random 0.1.0 (dataset plugin, API bench:plugin@{version})"
+            )),
+            "{out}"
+        );
+        assert_eq!(sample(&plugin), sample("random"), "{version}");
+
+        let old = serve_with(
+            &plugin_for(version, "openai-chat"),
+            &plugin_for(version, "random"),
+        );
+        assert_same_measurements(&old, &current);
+        assert_eq!(errors(&old), errors(&current), "{version}");
+        assert_eq!(old["completed"], 15, "{version}: {old:#}");
+        assert_eq!(old["failures_by_kind"]["invalid-chunk"], 5, "{old:#}");
+    }
 }
 
 #[test]

@@ -44,6 +44,7 @@ mod serve_probe;
 mod serve_runs;
 mod serve_timing;
 mod server_metrics;
+mod server_timing;
 mod shard;
 mod startup;
 mod sweep;

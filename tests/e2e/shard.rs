@@ -45,7 +45,7 @@ fn start_in(ahead: Duration) -> String {
 
 /// Runs the `count` shards of the command `run` makes as separate processes started
 /// together at a shared `--start-at`, each writing its records to `dir`.
-fn run_shards(run: impl Fn() -> Bench, count: usize, dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn run_shards(run: impl Fn() -> Bench, count: usize, dir: &Path) -> Vec<PathBuf> {
     let at = start_in(Duration::from_secs(6));
     let running: Vec<_> = (0..count)
         .map(|i| {
@@ -67,7 +67,8 @@ fn run_shards(run: impl Fn() -> Bench, count: usize, dir: &Path) -> Vec<PathBuf>
         .collect()
 }
 
-fn merge(inputs: &[PathBuf], output: &Path) -> Run {
+/// `bench merge` of the shard documents `inputs` into `output`, with the per-request lists.
+pub(crate) fn merge(inputs: &[PathBuf], output: &Path) -> Run {
     Bench::new()
         .arg("merge")
         .args(inputs)

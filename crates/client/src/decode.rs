@@ -11,6 +11,8 @@
 //! - `usage` sets the output token count and the server's prompt count, kept beside the
 //!   dataset's `prompt_len` (the metrics choose between them, see
 //!   `metrics::InputTokenSource`);
+//! - `server-timing` (vLLM's per-request `metrics`) is kept in seconds, the last one
+//!   winning;
 //! - a response without any output frame fails with vLLM's message.
 //!
 //! A failed record's outcome is a [`Failure`] of a [`FailureKind`]. When several things went
@@ -23,7 +25,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::record::{FailureKind, RequestRecord};
+use crate::record::{FailureKind, RequestRecord, ServerTiming};
 use crate::runtime::{Chunks, Decoded, ErrorEvent, ErrorKind, EventKind};
 
 use super::RawResponse;
@@ -198,6 +200,15 @@ pub fn build_record(
             EventKind::Pooled(pooled) => {
                 pooled_at.get_or_insert(at);
                 rec.pooled_results.get_or_insert(pooled.count);
+            }
+            EventKind::ServerTiming(t) => {
+                let secs = |ms: Option<f64>| ms.map(|ms| ms / 1000.0);
+                rec.server_timing = Some(ServerTiming {
+                    queue: secs(t.queue_time_ms),
+                    ttft: secs(t.time_to_first_token_ms),
+                    generation: secs(t.generation_time_ms),
+                    mean_itl: secs(t.mean_itl_ms),
+                });
             }
         }
     }
@@ -395,6 +406,43 @@ mod tests {
             (rec.output_tokens, rec.server_output_tokens),
             (Some(2), Some(2))
         );
+    }
+
+    /// vLLM's per-request `metrics` (milliseconds) become the record's server timing in
+    /// seconds, without touching the client's own times.
+    #[test]
+    fn the_servers_timing_is_kept_in_seconds() {
+        let t0 = Instant::now();
+        let raw = raw_with(&["a", "b", "u"], &[5, 9, 9], t0);
+        let timing = Event {
+            frame: 2,
+            kind: EventKind::ServerTiming(crate::runtime::ServerTiming {
+                queue_time_ms: Some(2.5),
+                time_to_first_token_ms: Some(3.0),
+                generation_time_ms: Some(4.0),
+                mean_itl_ms: None,
+            }),
+        };
+        let events = decoded(
+            &[(0, 0, 1, false), (1, 1, 1, false)],
+            vec![usage_at(2, 2), timing],
+        );
+        let rec = build_record(&meta(t0), &raw, Ok(events), t0);
+        assert!(rec.succeeded(), "{:?}", rec.outcome);
+        assert_eq!(
+            rec.server_timing,
+            Some(ServerTiming {
+                queue: Some(2.5 / 1000.0),
+                ttft: Some(3.0 / 1000.0),
+                generation: Some(4.0 / 1000.0),
+                mean_itl: None,
+            })
+        );
+        assert!((rec.ttft - 0.005).abs() < 1e-9);
+        assert!((rec.latency - 0.009).abs() < 1e-9);
+        let events = decoded(&[(0, 0, 1, false)], vec![]);
+        let rec = build_record(&meta(t0), &raw, Ok(events), t0);
+        assert_eq!(rec.server_timing, None);
     }
 
     #[test]

@@ -1060,6 +1060,7 @@ mod tests {
             turn: None,
             cached_prompt_tokens: None,
             pooled_results: None,
+            server_timing: None,
         };
         // Prompt "a"'s first copy failed: its second counts the prompt; "b" counts once.
         let records: Vec<_> = (0..6).map(|i| record(i, i != 0)).collect();

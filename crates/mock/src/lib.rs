@@ -20,8 +20,10 @@
 //! the server's own record of what it did: `GET /mock/timing` (aggregates over every
 //! stream) and `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
-//! "first_content_ms"}]`, the last the first non-reasoning chunk's time, in the
-//! order the streams finished, within the bound of [`timing::MAX_KEPT_REQUESTS`]). What it
+//! "first_content_ms"}]`, the last the first non-reasoning chunk's time, plus `"metrics"`,
+//! the per-request metrics sent, with `--per-request-metrics`, which also records whole
+//! answers; in the order the streams finished, within the bound of
+//! [`timing::MAX_KEPT_REQUESTS`]). What it
 //! does with a request:
 //! - Output: token `i` is `response::WORDS[i % 32]`, each one token for GPT-2, Qwen and
 //!   Llama-3 tokenizers, so a tokenizer count of the text equals `usage.completion_tokens`.
@@ -32,7 +34,9 @@
 //! - `usage.prompt_tokens` is a rough count: whitespace-separated words of the prompt text
 //!   (text parts of chat messages), or the length of a token-id prompt.
 //! - Streams end with a usage chunk (`choices: []`) when `stream_options.include_usage` is
-//!   set, then `data: [DONE]`. Non-streaming answers always carry usage and are sent when
+//!   set, then `data: [DONE]`. With `--per-request-metrics` that chunk, and a whole
+//!   answer next to its usage, carries vLLM's per-request `metrics` (see
+//!   [`timing::SentMetrics`]). Non-streaming answers always carry usage and are sent when
 //!   the last token would have been, at arrival + `ttft + (n - 1) * itl`.
 //! - The first chat chunk carries `"role":"assistant"` together with the first token, so
 //!   the number of chunks with `choices` is the number of tokens.
@@ -97,6 +101,7 @@ use request::Generation;
 use response::{Api, Content, Reply};
 pub use response::{Reasoning, ReasoningField};
 pub use server_metrics::{Family as ServerFamily, ServerMetrics};
+use timing::SentMetrics;
 
 /// Largest request body accepted: room for multimodal prompts with inline images.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -160,6 +165,13 @@ pub struct MockServerArgs {
     /// carry several tokens each. OpenAI APIs' usage only.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub usage_tokens_per_word: u32,
+    /// Send vLLM's per-request timing (`--enable-per-request-metrics`): a `metrics`
+    /// object on the final usage chunk of completions and chat streams and next to the
+    /// usage of whole answers, with the times this server measured (queue time: its wait
+    /// for --ttft-per-running-ms; time to first token: the rest, as vLLM's runs from
+    /// scheduling), also reported at /mock/requests.
+    #[arg(long)]
+    pub per_request_metrics: bool,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -193,6 +205,8 @@ pub struct MockConfig {
     pub reasoning: Reasoning,
     /// See [`MockServerArgs::usage_tokens_per_word`]; at least 1.
     pub usage_tokens_per_word: u32,
+    /// See [`MockServerArgs::per_request_metrics`].
+    pub per_request_metrics: bool,
 }
 
 impl Default for MockConfig {
@@ -213,6 +227,7 @@ impl Default for MockConfig {
             server_metrics: ServerMetrics::default(),
             reasoning: Reasoning::default(),
             usage_tokens_per_word: 1,
+            per_request_metrics: false,
         }
     }
 }
@@ -235,6 +250,7 @@ impl From<&MockServerArgs> for MockConfig {
             server_metrics: args.server_metrics.clone(),
             reasoning: args.reasoning,
             usage_tokens_per_word: args.usage_tokens_per_word,
+            per_request_metrics: args.per_request_metrics,
         }
     }
 }
@@ -286,6 +302,8 @@ struct Shared {
     load: server_metrics::Load,
     reasoning: Reasoning,
     usage_tokens_per_word: u32,
+    /// See [`MockServerArgs::per_request_metrics`].
+    per_request_metrics: bool,
     /// See [`MockServer::uploads`].
     uploads: Arc<audio::Uploads>,
     /// The requests running, for `--ttft-per-running-ms`.
@@ -434,6 +452,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         load: server_metrics::Load::new(config.server_metrics.clone()),
         reasoning: config.reasoning,
         usage_tokens_per_word: config.usage_tokens_per_word.max(1),
+        per_request_metrics: config.per_request_metrics,
         uploads: uploads.clone(),
         running: running::Running::new(config.ttft_per_running),
         resets: reset::Resets::default(),
@@ -681,7 +700,9 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
         return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
     }
     let tail = shared.itl * (completion_tokens - 1);
-    let ttft = shared.ttft + shared.running.admit(arrival, shared.ttft, tail);
+    // The wait for the requests already running, which vLLM would count as queueing.
+    let load_wait = shared.running.admit(arrival, shared.ttft, tail);
+    let ttft = shared.ttft + load_wait;
     let last_token_at = arrival + ttft + tail;
     shared.load.admit(last_token_at, completion_tokens);
     let reply = Reply {
@@ -707,6 +728,8 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
         _ => Content::Normal,
     };
     let first_token_at = arrival + ttft;
+    // vLLM's per-request metrics go with OpenAI's APIs, their queue time the load's wait.
+    let queue = (shared.per_request_metrics && api.is_openai()).then_some(load_wait);
     if generation.stream {
         let stream = reply.stream(
             generation.include_usage,
@@ -717,6 +740,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
                 recorder: shared.timing.clone(),
                 arrival,
                 request_id,
+                queue,
             },
         );
         // Delivery faults act after half of the token chunks.
@@ -735,7 +759,19 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
     } else {
         let last_token = reply.completion_tokens.saturating_sub(1);
         tokio::time::sleep_until(first_token_at + shared.itl * last_token).await;
-        let json = reply.json_body_with(&content);
+        // A whole answer's tokens leave together: its generation is the schedule's, and
+        // its time to the first token is what the measured time to the body leaves.
+        let metrics = queue.map(|queue| {
+            let since_arrival = Instant::now() - arrival;
+            let generation = shared.itl * last_token;
+            let first = since_arrival.saturating_sub(generation);
+            let metrics = SentMetrics::new(first, queue, generation, reply.completion_tokens);
+            if let Some(id) = request_id {
+                shared.timing.whole(id, since_arrival, metrics);
+            }
+            metrics
+        });
+        let json = reply.json_body_with(&content, metrics.as_ref());
         // Delivery faults act after the first half of the bytes.
         let body = match delivery(shared, fault, 1) {
             Some(delivery) => {

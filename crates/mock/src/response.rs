@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::timing::{PendingRequest, TimingRecorder};
+use super::timing::{PendingRequest, SentMetrics, TimingRecorder};
 
 /// The output vocabulary, cycled in order: output token `i` is `WORDS[i % WORDS.len()]`.
 ///
@@ -148,7 +148,7 @@ impl Api {
     }
 
     /// Whether this is one of OpenAI's APIs (else a server's own, see [`Api`]).
-    fn is_openai(self) -> bool {
+    pub(super) fn is_openai(self) -> bool {
         matches!(self, Api::Completions | Api::Chat)
     }
 
@@ -297,8 +297,8 @@ impl Reply<'_> {
         );
     }
 
-    /// `"usage":{…}}`: the usage member, closing the object.
-    fn usage_tail(&self, out: &mut Vec<u8>) {
+    /// `"usage":{…}`: the usage member, the object left open for what follows it.
+    fn usage_member(&self, out: &mut Vec<u8>) {
         usage_counts(
             out,
             self.prompt_tokens,
@@ -310,16 +310,17 @@ impl Reply<'_> {
                 r#","prompt_tokens_details":{{"cached_tokens":{cached}}}"#
             );
         }
-        out.extend_from_slice(b"}}");
+        out.push(b'}');
     }
 
     /// The non-streaming response body with its content fault: the whole answer, the
-    /// answer's first half (malformed), or the error object.
-    pub fn json_body_with(&self, content: &Content) -> Bytes {
+    /// answer's first half (malformed), or the error object; `metrics` goes after the
+    /// usage of an OpenAI answer (`--per-request-metrics`).
+    pub fn json_body_with(&self, content: &Content, metrics: Option<&SentMetrics>) -> Bytes {
         match content {
-            Content::Normal | Content::NoDone => self.json_body(),
+            Content::Normal | Content::NoDone => self.json_body(metrics),
             Content::Malformed => {
-                let mut body = self.json_body();
+                let mut body = self.json_body(metrics);
                 body.truncate(body.len() / 2);
                 body
             }
@@ -328,8 +329,8 @@ impl Reply<'_> {
     }
 
     /// The whole non-streaming response body (`text_completion` or `chat.completion`),
-    /// always with usage.
-    pub fn json_body(&self) -> Bytes {
+    /// always with usage, and with vLLM's per-request `metrics` when given.
+    pub fn json_body(&self, metrics: Option<&SentMetrics>) -> Bytes {
         let mut out = Vec::with_capacity(256 + 8 * self.completion_tokens as usize);
         if !self.api.is_openai() {
             self.native_body(&mut out);
@@ -358,7 +359,11 @@ impl Reply<'_> {
             Api::Chat => br#""},"logprobs":null,"finish_reason":"length"}],"#,
             _ => br#"","logprobs":null,"finish_reason":"length"}],"#.as_slice(),
         });
-        self.usage_tail(&mut out);
+        self.usage_member(&mut out);
+        if let Some(metrics) = metrics {
+            metrics.write_member(&mut out);
+        }
+        out.push(b'}');
         out.into()
     }
 
@@ -454,6 +459,8 @@ impl Reply<'_> {
 
         let half = self.completion_tokens / 2;
         let mut trailer = Vec::with_capacity(256);
+        // Where the usage chunk's per-request metrics go, once the last token has left.
+        let mut metrics_at = None;
         let mut count = self.completion_tokens;
         if let Content::ErrorEvent(message) = content {
             count = half;
@@ -475,8 +482,9 @@ impl Reply<'_> {
             trailer.extend_from_slice(b"data: ");
             self.object_head(&mut trailer, self.api.chunk_object());
             trailer.extend_from_slice(br#""choices":[],"#);
-            self.usage_tail(&mut trailer);
-            trailer.extend_from_slice(b"\n\n");
+            self.usage_member(&mut trailer);
+            metrics_at = timing.queue.filter(|_| count > 0).map(|_| trailer.len());
+            trailer.extend_from_slice(b"}\n\n");
         }
         // Of the servers' own APIs only SGLang's ends its stream with `[DONE]`.
         if *content != Content::NoDone
@@ -517,6 +525,8 @@ impl Reply<'_> {
                 .map(|id| PendingRequest::new(id, count.saturating_sub(1) as usize)),
             recorder: timing.recorder,
             arrival: timing.arrival,
+            metrics: metrics_at.zip(timing.queue),
+            first_sent: None,
             previous: None,
             timer: None,
             armed: false,
@@ -531,6 +541,9 @@ pub(super) struct Timing {
     pub recorder: Arc<TimingRecorder>,
     pub arrival: Instant,
     pub request_id: Option<String>,
+    /// With `--per-request-metrics`: the request's wait for load (its queue time), and
+    /// the stream's usage chunk carries vLLM's per-request metrics.
+    pub queue: Option<Duration>,
 }
 
 /// The body of a streaming response: one frame per token chunk, each held back until its
@@ -563,6 +576,11 @@ pub(super) struct TokenStream {
     /// This stream's own per-request record, handed to `recorder` once the last token
     /// chunk leaves (or when the stream is dropped before that).
     request: Option<PendingRequest>,
+    /// With `--per-request-metrics`: where in `trailer` its usage chunk's `metrics` goes,
+    /// and the request's queue time.
+    metrics: Option<(usize, Duration)>,
+    /// When the first token chunk was released.
+    first_sent: Option<Instant>,
     /// When the previous token chunk was released.
     previous: Option<Instant>,
     /// Made on the first wait only, then reset: a zero-delay stream never touches the timer.
@@ -687,6 +705,25 @@ impl TokenStream {
         }
     }
 
+    /// Puts vLLM's per-request metrics, measured now that the last token chunk (released
+    /// at `last`) is out, into the usage chunk, and into the stream's own record.
+    fn add_metrics(&mut self, last: Instant) {
+        let (Some((at, queue)), Some(first), Some(trailer)) =
+            (self.metrics, self.first_sent, &self.trailer)
+        else {
+            return;
+        };
+        let metrics = SentMetrics::new(first - self.arrival, queue, last - first, self.count);
+        let mut with = Vec::with_capacity(trailer.len() + 160);
+        with.extend_from_slice(&trailer[..at]);
+        metrics.write_member(&mut with);
+        with.extend_from_slice(&trailer[at..]);
+        self.trailer = Some(with.into());
+        if let Some(request) = &mut self.request {
+            request.metrics(metrics);
+        }
+    }
+
     fn chunk(&mut self, i: u32) -> Bytes {
         if self.native.is_some() {
             return self.native_chunk(i);
@@ -757,6 +794,7 @@ impl Stream for TokenStream {
         let now = Instant::now();
         match this.previous {
             None => {
+                this.first_sent = Some(now);
                 let ttft = now - this.arrival;
                 this.recorder.first_token(ttft);
                 if let Some(request) = &mut this.request {
@@ -780,6 +818,7 @@ impl Stream for TokenStream {
         let chunk = this.chunk(this.next);
         this.next += 1;
         if this.next == this.count {
+            this.add_metrics(now);
             // Before the trailer leaves, so the entry is kept before the client can see
             // the end of the stream (and, say, send the same id again).
             this.finish_request();

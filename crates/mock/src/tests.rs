@@ -582,6 +582,66 @@ async fn each_streamed_request_with_an_id_is_recorded_with_its_ttft_and_every_ga
     }
 }
 
+/// With `--per-request-metrics` the final usage chunk of a stream, and a whole answer
+/// next to its usage, carry vLLM's `metrics`, byte for byte what `/mock/requests` reports
+/// was sent: the time to the first token the record's (no load, so no queue), the
+/// generation the gaps'.
+#[tokio::test]
+async fn per_request_metrics_go_with_the_usage_and_into_the_record() {
+    let server = start(MockConfig {
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(5),
+        per_request_metrics: true,
+        ..MockConfig::default()
+    })
+    .await;
+    let member = |metrics: &timing::SentMetrics| {
+        let mut out = Vec::new();
+        metrics.write_member(&mut out);
+        String::from_utf8(out).unwrap()
+    };
+    let stream = json!({"prompt": "x", "max_tokens": 4, "stream": true,
+                        "stream_options": {"include_usage": true}});
+    let response = post_with_id(&server, "/v1/completions", "m-0", &stream.to_string()).await;
+    let events = sse_events(response, Instant::now()).await;
+    assert_eq!(events.len(), 4 + 2);
+    let record = server.requests()[0].clone();
+    let sent = record.metrics.expect("metrics sent");
+    let usage_chunk = &events[4].1;
+    assert!(
+        usage_chunk.ends_with(&format!("}}{}}}", member(&sent))),
+        "{usage_chunk}"
+    );
+    assert_eq!(parse(usage_chunk)["choices"], json!([]));
+    assert_eq!(sent.queue_time_ms, 0.0);
+    assert_eq!(sent.time_to_first_token_ms, record.ttft_ms);
+    let generation: f64 = record.itl_ms.iter().sum();
+    assert!(
+        (sent.generation_time_ms - generation).abs() < 1e-6,
+        "{record:?}"
+    );
+    assert_eq!(sent.mean_itl_ms, Some(sent.generation_time_ms / 3.0));
+    // No token chunk carries it.
+    assert!(events[..4].iter().all(|(_, e)| !e.contains("metrics")));
+
+    let whole = json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3});
+    let response = post_with_id(&server, "/v1/chat/completions", "m-1", &whole.to_string()).await;
+    let body = String::from_utf8(response.bytes().await.unwrap().to_vec()).unwrap();
+    let record = server.requests()[1].clone();
+    assert_eq!(record.id, "m-1");
+    let sent = record.metrics.expect("metrics sent");
+    assert!(body.ends_with(&format!("}}{}}}", member(&sent))), "{body}");
+    assert_eq!(parse(&body)["usage"]["completion_tokens"], 3);
+    // The body leaves with its last token: the time to it is the first token's and the
+    // schedule's generation.
+    assert!((sent.generation_time_ms - 10.0).abs() < 1e-9, "{sent:?}");
+    assert!(
+        (sent.time_to_first_token_ms + sent.generation_time_ms - record.ttft_ms).abs() < 1e-9,
+        "{record:?}"
+    );
+    assert!(sent.time_to_first_token_ms >= 30.0, "{sent:?}");
+}
+
 #[tokio::test]
 async fn a_stream_cut_short_leaves_the_gaps_it_sent() {
     let server = faulty(Faults {
@@ -740,6 +800,7 @@ fn flags_map_onto_the_config() {
         "0.1",
         "--ttft-per-running-ms",
         "10",
+        "--per-request-metrics",
     ])
     .expect("flags parse")
     .args;
@@ -761,6 +822,7 @@ fn flags_map_onto_the_config() {
             reasoning: Reasoning::default(),
             usage_tokens_per_word: 1,
             server_metrics: crate::ServerMetrics::default(),
+            per_request_metrics: true,
         }
     );
 

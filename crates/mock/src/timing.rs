@@ -92,6 +92,65 @@ pub struct RequestTiming {
     /// `null` when no content chunk was sent (an answer of reasoning alone, one cut short
     /// before its content, or a pooling answer, which has no output).
     pub first_content_ms: Option<f64>,
+    /// With `--per-request-metrics`, the `metrics` object the response carried, exactly
+    /// (absent otherwise). A whole (non-streamed) answer has an entry only then: its
+    /// `ttft_ms` is arrival to the body's release and it has no gaps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<SentMetrics>,
+}
+
+/// vLLM's per-request timing (`--enable-per-request-metrics`) as the mock sends it, in
+/// ms, from its own clock. vLLM's TTFT runs from the request's scheduling, so the mock's
+/// own wait under load (`--ttft-per-running-ms`) is its queue time and its TTFT is the
+/// rest of its time to the first token; `queue + ttft` is what `ttft_ms` records.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SentMetrics {
+    pub queue_time_ms: f64,
+    pub time_to_first_token_ms: f64,
+    pub generation_time_ms: f64,
+    /// `generation_time_ms / (n - 1)`; none for an answer of one token (vLLM omits it).
+    pub mean_itl_ms: Option<f64>,
+    /// vLLM's: `n` over the time from scheduling to the last token (prefill included);
+    /// none when that took no time.
+    pub tokens_per_second: Option<f64>,
+}
+
+impl SentMetrics {
+    /// The figures of an answer of `tokens` tokens whose first left `first` after its
+    /// arrival (`queue` of it the wait for load) and whose last left `generation` later.
+    pub fn new(first: Duration, queue: Duration, generation: Duration, tokens: u32) -> Self {
+        let generation_time_ms = ms(generation);
+        let ttft = first.saturating_sub(queue);
+        let inference = ttft + generation;
+        SentMetrics {
+            queue_time_ms: ms(queue),
+            time_to_first_token_ms: ms(ttft),
+            generation_time_ms,
+            mean_itl_ms: (tokens > 1).then(|| generation_time_ms / f64::from(tokens - 1)),
+            tokens_per_second: (!inference.is_zero())
+                .then(|| f64::from(tokens) / inference.as_secs_f64()),
+        }
+    }
+
+    /// `,"metrics":{...}`, the member as vLLM's response objects end with it (a value it
+    /// has none of is left out, as in its streamed chunks). Rust's float formatting is the
+    /// shortest text that reads back as the same number, so a client reads exactly what
+    /// `/mock/requests` reports.
+    pub fn write_member(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = write!(
+            out,
+            r#","metrics":{{"time_to_first_token_ms":{},"generation_time_ms":{},"queue_time_ms":{}"#,
+            self.time_to_first_token_ms, self.generation_time_ms, self.queue_time_ms
+        );
+        if let Some(itl) = self.mean_itl_ms {
+            let _ = write!(out, r#","mean_itl_ms":{itl}"#);
+        }
+        if let Some(rate) = self.tokens_per_second {
+            let _ = write!(out, r#","tokens_per_second":{rate}"#);
+        }
+        out.push(b'}');
+    }
 }
 
 /// A stream's own record of its request while it runs; becomes a [`RequestTiming`].
@@ -110,6 +169,7 @@ impl PendingRequest {
                 ttft_ms: 0.0,
                 itl_ms: Vec::with_capacity(gaps),
                 first_content_ms: None,
+                metrics: None,
             },
             first_token_sent: false,
         }
@@ -127,6 +187,11 @@ impl PendingRequest {
     /// The first chunk with content (not reasoning) left at `since_arrival`.
     pub fn first_content(&mut self, since_arrival: Duration) {
         self.entry.first_content_ms = Some(ms(since_arrival));
+    }
+
+    /// The per-request metrics the stream's usage chunk carries.
+    pub fn metrics(&mut self, metrics: SentMetrics) {
+        self.entry.metrics = Some(metrics);
     }
 }
 
@@ -160,6 +225,22 @@ impl TimingRecorder {
         let mut entry = request.entry;
         // A stream that ended early reserved more than it used.
         entry.itl_ms.shrink_to_fit();
+        self.keep(entry);
+    }
+
+    /// Keeps the entry of a whole answer sent with per-request metrics, `since_arrival`
+    /// after its request arrived.
+    pub(super) fn whole(&self, id: String, since_arrival: Duration, metrics: SentMetrics) {
+        self.keep(RequestTiming {
+            id,
+            ttft_ms: ms(since_arrival),
+            itl_ms: Vec::new(),
+            first_content_ms: None,
+            metrics: Some(metrics),
+        });
+    }
+
+    fn keep(&self, entry: RequestTiming) {
         let mut kept = self.kept();
         kept.gaps += entry.itl_ms.len();
         kept.list.push_back(entry);
@@ -283,9 +364,34 @@ mod tests {
                 ttft_ms: 50.25,
                 itl_ms: vec![10.0, 10.001],
                 first_content_ms: None,
+                metrics: None,
             }]
         );
         assert_eq!(r.snapshot().requests_kept, 1);
+    }
+
+    /// The member vLLM writes, with the numbers kept exactly; one token has no ITL.
+    #[test]
+    fn per_request_metrics_are_vllms_member() {
+        let m = SentMetrics::new(
+            Duration::from_micros(70_500),
+            Duration::from_millis(20),
+            Duration::from_millis(30),
+            4,
+        );
+        let mut out = Vec::new();
+        m.write_member(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#","metrics":{"time_to_first_token_ms":50.5,"generation_time_ms":30,"queue_time_ms":20,"mean_itl_ms":10,"tokens_per_second":49.68944099378882}"#
+        );
+        let one = SentMetrics::new(Duration::from_millis(5), Duration::ZERO, Duration::ZERO, 1);
+        let mut out = Vec::new();
+        one.write_member(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#","metrics":{"time_to_first_token_ms":5,"generation_time_ms":0,"queue_time_ms":0,"tokens_per_second":200}"#
+        );
     }
 
     #[test]

@@ -217,6 +217,27 @@ pub struct RequestRecord {
     /// requests carry it is a pooling run, reported with vLLM's embedding metrics, and the
     /// counts sum to its `total_input_sequences` (one result per input sequence).
     pub pooled_results: Option<u32>,
+    /// The server's own timing of the request, where the response carried it (vLLM's
+    /// `--enable-per-request-metrics`). Kept in the record, not only in the result, so
+    /// that a shard carries it and `bench merge` recomputes the figures from records.
+    #[serde(default)]
+    pub server_timing: Option<ServerTiming>,
+}
+
+/// What the server said of a request's time, in seconds (the server sends milliseconds),
+/// on the server's clock. Each is `None` when the server did not send it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerTiming {
+    /// From the request's arrival in the server's queue to its scheduling.
+    pub queue: Option<f64>,
+    /// From the request's scheduling to its first token: the queue, the server's front
+    /// end (HTTP, tokenization) and the network are outside it, so it is at most the
+    /// client's TTFT less the queue.
+    pub ttft: Option<f64>,
+    /// From the first token to the last.
+    pub generation: Option<f64>,
+    /// The generation time over the gaps between tokens; `None` for one token.
+    pub mean_itl: Option<f64>,
 }
 
 /// [`Outcome`] written as an optional failure (`null` for success) rather than serde's
@@ -277,6 +298,7 @@ impl Default for RequestRecord {
             turn: None,
             cached_prompt_tokens: None,
             pooled_results: None,
+            server_timing: None,
         }
     }
 }
@@ -324,6 +346,12 @@ mod tests {
                 chunk_tokens: vec![1, 2, 3],
                 ttfc: Some(0.5),
                 turn: Some(2),
+                server_timing: Some(ServerTiming {
+                    queue: Some(0.25),
+                    ttft: Some(0.125),
+                    generation: None,
+                    mean_itl: Some(0.001),
+                }),
                 ..RequestRecord::default()
             },
             RequestRecord {
@@ -342,5 +370,10 @@ mod tests {
         })
         .unwrap();
         assert_eq!(failed["error"]["kind"], "stream-cut");
+        // A record written before the server's timing was kept reads as without it.
+        let mut older = failed;
+        older.as_object_mut().unwrap().remove("server_timing");
+        let back: RequestRecord = serde_json::from_value(older).unwrap();
+        assert_eq!(back.server_timing, None);
     }
 }

@@ -9,6 +9,7 @@ use wasmtime::component::ResourceAny;
 use super::bindings::current::backend::BackendPlugin as Bindings;
 use super::bindings::v0_2_0::{self, backend::BackendPlugin as BindingsV0_2_0};
 use super::bindings::v0_3_0::{self, backend::BackendPlugin as BindingsV0_3_0};
+use super::bindings::v0_4_1::{self, backend::BackendPlugin as BindingsV0_4_1};
 use super::{
     BackendDescription, CallFailure, Chunks, ClientConfig, Decoded, Framing, HostContext,
     HttpRequest, Loaded, PluginCallError, PluginError, PluginInfo, RequestSpec, ResponseHead,
@@ -20,6 +21,7 @@ enum Guest {
     Current(Bindings),
     V0_2_0(BindingsV0_2_0),
     V0_3_0(BindingsV0_3_0),
+    V0_4_1(BindingsV0_4_1),
 }
 
 /// The `client` resource's functions, by contract version.
@@ -27,6 +29,7 @@ enum Client<'a> {
     Current(super::bindings::current::backend::exports::bench::plugin::backend::GuestClient<'a>),
     V0_2_0(v0_2_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
     V0_3_0(v0_3_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
+    V0_4_1(v0_4_1::backend::exports::bench::plugin::backend::GuestClient<'a>),
 }
 
 impl<'a> Client<'a> {
@@ -35,6 +38,7 @@ impl<'a> Client<'a> {
             Guest::Current(b) => Client::Current(b.bench_plugin_backend().client()),
             Guest::V0_2_0(b) => Client::V0_2_0(b.bench_plugin_backend().client()),
             Guest::V0_3_0(b) => Client::V0_3_0(b.bench_plugin_backend().client()),
+            Guest::V0_4_1(b) => Client::V0_4_1(b.bench_plugin_backend().client()),
         }
     }
 }
@@ -52,7 +56,10 @@ impl BackendPlugin {
     pub(crate) fn new(loaded: Arc<Loaded>, host: HostContext) -> Result<BackendPlugin> {
         if !matches!(
             loaded.pre,
-            TypedPre::Backend(_) | TypedPre::BackendV0_2_0(_) | TypedPre::BackendV0_3_0(_)
+            TypedPre::Backend(_)
+                | TypedPre::BackendV0_2_0(_)
+                | TypedPre::BackendV0_3_0(_)
+                | TypedPre::BackendV0_4_1(_)
         ) {
             bail!("plugin '{}' is not a backend plugin", loaded.name);
         }
@@ -62,6 +69,9 @@ impl BackendPlugin {
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             TypedPre::BackendV0_3_0(pre) => Guest::V0_3_0(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            TypedPre::BackendV0_4_1(pre) => Guest::V0_4_1(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             TypedPre::Backend(pre) => Guest::Current(
@@ -127,6 +137,12 @@ impl BackendPlugin {
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_3_0::backend_description_up)
             }
+            Guest::V0_4_1(b) => {
+                let guest = b.bench_plugin_backend();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_4_1::backend_description_up)
+            }
         }
     }
 
@@ -152,6 +168,13 @@ impl BackendPlugin {
                 self.sandbox.call("open", |store| {
                     c.call_open(store, &old)
                         .map(|r| r.map_err(v0_3_0::plugin_error_up))
+                })?
+            }
+            Client::V0_4_1(c) => {
+                let old = v0_4_1::client_config_down(&config);
+                self.sandbox.call("open", |store| {
+                    c.call_open(store, &old)
+                        .map(|r| r.map_err(v0_4_1::plugin_error_up))
                 })?
             }
         };
@@ -181,6 +204,10 @@ impl BackendPlugin {
                 .sandbox
                 .call_infallible("framing", |store| c.call_framing(store, handle))
                 .map(v0_3_0::framing_up),
+            Client::V0_4_1(c) => self
+                .sandbox
+                .call_infallible("framing", |store| c.call_framing(store, handle))
+                .map(v0_4_1::framing_up),
         }
     }
 
@@ -195,6 +222,9 @@ impl BackendPlugin {
                 .sandbox
                 .call_infallible("default-path", |store| c.call_default_path(store, handle)),
             Client::V0_3_0(c) => self
+                .sandbox
+                .call_infallible("default-path", |store| c.call_default_path(store, handle)),
+            Client::V0_4_1(c) => self
                 .sandbox
                 .call_infallible("default-path", |store| c.call_default_path(store, handle)),
         }
@@ -228,6 +258,15 @@ impl BackendPlugin {
                             .map(|r| r.map_err(v0_3_0::plugin_error_up))
                     })
                     .map(v0_3_0::http_request_up)
+            }
+            Client::V0_4_1(c) => {
+                let old = v0_4_1::request_spec_down(spec);
+                self.sandbox
+                    .call("build-request", |store| {
+                        c.call_build_request(store, handle, &old)
+                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
+                    })
+                    .map(v0_4_1::http_request_up)
             }
         }
     }
@@ -265,6 +304,15 @@ impl BackendPlugin {
                             .map(|r| r.map_err(v0_3_0::plugin_error_up))
                     })
                     .map(v0_3_0::decoded_up)?
+            }
+            Client::V0_4_1(c) => {
+                let head = v0_4_1::response_head_down(head);
+                self.sandbox
+                    .call("decode", |store| {
+                        c.call_decode(store, handle, &head, buffer, frame_ends)
+                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
+                    })
+                    .map(v0_4_1::decoded_up)?
             }
         };
         check_decoded(&decoded, buffer.len(), frame_ends)

@@ -12,6 +12,7 @@ use super::bindings::current::dataset::DatasetPlugin as Bindings;
 use super::bindings::current::dataset::exports::bench::plugin::dataset::Shard;
 use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
 use super::bindings::v0_3_0::{self, dataset::DatasetPlugin as BindingsV0_3_0};
+use super::bindings::v0_4_1::{self, dataset::DatasetPlugin as BindingsV0_4_1};
 use super::{
     CallFailure, DatasetConfig, DatasetDescription, Fault, HostContext, Loaded, PluginCallError,
     PluginInfo, RequestSpec, Sandbox, TurnResult, TypedPre,
@@ -64,6 +65,7 @@ enum Guest {
     Current(Bindings),
     V0_2_0(BindingsV0_2_0),
     V0_3_0(BindingsV0_3_0),
+    V0_4_1(BindingsV0_4_1),
 }
 
 /// An instantiated dataset plugin in its own sandbox.
@@ -97,6 +99,9 @@ impl DatasetPlugin {
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             DatasetPre::V0_3_0(pre) => Guest::V0_3_0(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            DatasetPre::V0_4_1(pre) => Guest::V0_4_1(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
         };
@@ -145,6 +150,12 @@ impl DatasetPlugin {
                 self.sandbox
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_3_0::dataset_description_up)
+            }
+            Guest::V0_4_1(b) => {
+                let guest = b.bench_plugin_dataset();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_4_1::dataset_description_up)
             }
         }
     }
@@ -327,6 +338,13 @@ impl DatasetPlugin {
                         .map(|r| r.map_err(v0_3_0::plugin_error_up))
                 })?
             }
+            Source::V0_4_1(s) => {
+                let config = v0_4_1::dataset_config_down(config);
+                self.sandbox.call("open", |store| {
+                    s.call_open(store, &config)
+                        .map(|r| r.map_err(v0_4_1::plugin_error_up))
+                })?
+            }
         };
         let mut requests = Vec::with_capacity(limit.min(1 << 16) as usize);
         let mut sizer = BatchSizer::new();
@@ -355,6 +373,13 @@ impl DatasetPlugin {
                             .map(|r| r.map_err(v0_3_0::plugin_error_up))
                     })
                     .map(|batch| batch.into_iter().map(v0_3_0::request_spec_up).collect()),
+                Source::V0_4_1(s) => self
+                    .sandbox
+                    .call("next-batch", |store| {
+                        s.call_next_batch(store, handle, max)
+                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
+                    })
+                    .map(|batch| batch.into_iter().map(v0_4_1::request_spec_up).collect()),
             };
             let batch: Vec<RequestSpec> = batch?;
             sizer.record(max, call_started.elapsed());
@@ -395,6 +420,15 @@ impl DatasetPlugin {
                     })
                     .map(|next| next.map(v0_3_0::request_spec_up))
             }
+            Source::V0_4_1(s) => {
+                let turn = v0_4_1::turn_result_down(turn);
+                self.sandbox
+                    .call("next-turn", |store| {
+                        s.call_next_turn(store, handle, &turn)
+                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
+                    })
+                    .map(|next| next.map(v0_4_1::request_spec_up))
+            }
             // 0.2.0 had no conversations: its sources are never multi-turn.
             Source::V0_2_0(_) => Err(self.sandbox.error("next-turn", CallFailure::NotOpen)),
         }
@@ -406,6 +440,7 @@ pub(crate) enum DatasetPre {
     Current(super::bindings::current::dataset::DatasetPluginPre<super::host::StoreState>),
     V0_2_0(v0_2_0::dataset::DatasetPluginPre<super::host::StoreState>),
     V0_3_0(v0_3_0::dataset::DatasetPluginPre<super::host::StoreState>),
+    V0_4_1(v0_4_1::dataset::DatasetPluginPre<super::host::StoreState>),
 }
 
 impl TypedPre {
@@ -414,6 +449,7 @@ impl TypedPre {
             TypedPre::Dataset(pre) => DatasetPre::Current(pre.clone()),
             TypedPre::DatasetV0_2_0(pre) => DatasetPre::V0_2_0(pre.clone()),
             TypedPre::DatasetV0_3_0(pre) => DatasetPre::V0_3_0(pre.clone()),
+            TypedPre::DatasetV0_4_1(pre) => DatasetPre::V0_4_1(pre.clone()),
             _ => bail!("plugin '{name}' is not a dataset plugin"),
         })
     }
@@ -426,6 +462,7 @@ enum Source<'a> {
     ),
     V0_2_0(v0_2_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
     V0_3_0(v0_3_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
+    V0_4_1(v0_4_1::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
 }
 
 impl<'a> Source<'a> {
@@ -434,6 +471,7 @@ impl<'a> Source<'a> {
             Guest::Current(b) => Source::Current(b.bench_plugin_dataset().request_source()),
             Guest::V0_2_0(b) => Source::V0_2_0(b.bench_plugin_dataset().request_source()),
             Guest::V0_3_0(b) => Source::V0_3_0(b.bench_plugin_dataset().request_source()),
+            Guest::V0_4_1(b) => Source::V0_4_1(b.bench_plugin_dataset().request_source()),
         }
     }
 }

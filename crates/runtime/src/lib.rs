@@ -29,7 +29,7 @@ use wasmtime::{Engine, Store};
 pub use backend::BackendPlugin;
 pub use bindings::current::backend::exports::bench::plugin::backend::{
     BackendDescription, Chunks, ClientConfig, Decoded, ErrorEvent, ErrorKind, Event, EventKind,
-    Framing, HttpRequest, Pooled, PooledKind, ResponseHead, Usage,
+    Framing, HttpRequest, Pooled, PooledKind, ResponseHead, ServerTiming, Usage,
 };
 pub use bindings::current::dataset::bench::plugin::types::{
     BinaryData, ChatMessage, ContentPart, OptionInfo, OptionKind, PluginError, PluginInfo, Prompt,
@@ -233,6 +233,9 @@ pub(crate) enum TypedPre {
     BackendV0_2_0(bindings::v0_2_0::backend::BackendPluginPre<StoreState>),
     DatasetV0_3_0(bindings::v0_3_0::dataset::DatasetPluginPre<StoreState>),
     BackendV0_3_0(bindings::v0_3_0::backend::BackendPluginPre<StoreState>),
+    /// 0.4.1's worlds, which 0.4.0 plugins load through too.
+    DatasetV0_4_1(bindings::v0_4_1::dataset::DatasetPluginPre<StoreState>),
+    BackendV0_4_1(bindings::v0_4_1::backend::BackendPluginPre<StoreState>),
 }
 
 impl TypedPre {
@@ -244,6 +247,8 @@ impl TypedPre {
             TypedPre::BackendV0_2_0(pre) => pre.engine(),
             TypedPre::DatasetV0_3_0(pre) => pre.engine(),
             TypedPre::BackendV0_3_0(pre) => pre.engine(),
+            TypedPre::DatasetV0_4_1(pre) => pre.engine(),
+            TypedPre::BackendV0_4_1(pre) => pre.engine(),
         }
     }
 }
@@ -283,6 +288,9 @@ impl Runtime {
         >(&mut linker, |state| state)
         .map_err(wasm_error)
         .context("linking the plugin host interfaces of bench:plugin@0.3.0")?;
+        bindings::v0_4_1::add_to_linker(&mut linker)
+            .map_err(wasm_error)
+            .context("linking the plugin host interfaces of bench:plugin@0.4.1")?;
         let cache_dir = config.cache_dir.clone();
         Ok(Runtime {
             engine,
@@ -372,6 +380,12 @@ impl Runtime {
             }
             (PluginKind::Backend, bindings::v0_3_0::VERSION) => {
                 bindings::v0_3_0::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_3_0)
+            }
+            (PluginKind::Dataset, bindings::v0_4_1::VERSION | bindings::v0_4_0::VERSION) => {
+                bindings::v0_4_1::dataset::DatasetPluginPre::new(pre).map(TypedPre::DatasetV0_4_1)
+            }
+            (PluginKind::Backend, bindings::v0_4_1::VERSION | bindings::v0_4_0::VERSION) => {
+                bindings::v0_4_1::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_4_1)
             }
             (PluginKind::Dataset, _) => {
                 bindings::current::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)

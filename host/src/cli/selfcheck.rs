@@ -469,6 +469,7 @@ mod tests {
             ttft_ms,
             itl_ms: itl_ms.to_vec(),
             first_content_ms: None,
+            metrics: None,
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod embeddings;
 pub mod goodput;
 mod rtfx;
+pub mod server_timing;
 pub mod significance;
 pub mod stats;
 pub mod timeline;
@@ -16,6 +17,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 pub use embeddings::EmbeddingStats;
 pub use goodput::{Goodput, parse_goodput};
+pub use server_timing::ServerTimingStats;
 pub use stats::Summary;
 pub use tokens::ReasoningStats;
 pub use turns::{ReportedCache, TurnStats};
@@ -224,6 +226,21 @@ impl PerRequest {
         self.records.iter().map(|r| r.ttfc)
     }
 
+    /// The server's TTFTs (from scheduling), in seconds; `None` where the response did
+    /// not carry one.
+    pub fn server_ttfts(&self) -> impl ExactSizeIterator<Item = Option<f64>> + '_ {
+        self.records
+            .iter()
+            .map(|r| r.server_timing.and_then(|t| t.ttft))
+    }
+
+    /// The server's queue times, in seconds; `None` where the response did not carry one.
+    pub fn server_queue_times(&self) -> impl ExactSizeIterator<Item = Option<f64>> + '_ {
+        self.records
+            .iter()
+            .map(|r| r.server_timing.and_then(|t| t.queue))
+    }
+
     pub fn itls(&self) -> impl ExactSizeIterator<Item = &[f64]> + '_ {
         self.records.iter().map(|r| r.itl.as_slice())
     }
@@ -401,6 +418,9 @@ pub struct Metrics {
     /// With `--split-itl-by-tokens`, the successful requests whose ITL was split by their
     /// chunks' token counts (the others kept vLLM's); `None` without the flag.
     pub itl_split_requests: Option<usize>,
+    /// The server's own timing of the requests (vLLM's `--enable-per-request-metrics`)
+    /// against the client's; `None` when no response carried it.
+    pub server_timing: Option<ServerTimingStats>,
     /// The figures of the run's steady state (ramp-up and drain left out), reported beside
     /// the whole run's, or why it has none ([`crate::steady_state`]).
     pub steady_state: Result<SteadyState, NoSteadyState>,
@@ -598,6 +618,7 @@ pub fn calculate(
     }
     let reasoning = tokens::reasoning(ordered, count_tokens.map(|_| reasoning_tokens), percentiles);
     let failed = ordered.len() - completed;
+    let server_timing = server_timing::stats(ordered, percentiles);
     let per_turn = turns::per_turn(ordered, &output_lens, percentiles);
     let reported_cache = turns::reported_cache(ordered);
     let input_tokens = config.input_tokens;
@@ -651,6 +672,7 @@ pub fn calculate(
         probe: None,
         reasoning,
         itl_split_requests,
+        server_timing,
         per_request,
         steady_state,
         saturation,

@@ -30,6 +30,7 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     vllm_block(&mut out, metrics, run);
     failures_line(&mut out, metrics);
     client_block(&mut out, metrics);
+    server_timing_block(&mut out, metrics);
     shards_block(&mut out, metrics);
     steady_state_block(&mut out, metrics);
     super::server_metrics::server_block(&mut out, metrics);
@@ -40,6 +41,29 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
     }
     turns_block(&mut out, metrics);
     out
+}
+
+/// The server's own timing of the requests (vLLM's per-request metrics), when responses
+/// carried it: its TTFT (from scheduling) and queue time, and what they leave of the
+/// client's TTFT (network, HTTP and the server's front end).
+fn server_timing_block(out: &mut String, m: &Metrics) {
+    let Some(t) = &m.server_timing else {
+        return;
+    };
+    header(out, " Server Timing (per request) ", '=');
+    line(out, "Requests with server timing:", t.requests);
+    for (name, summary) in [
+        ("server TTFT", &t.ttft),
+        ("server queue", &t.queue),
+        ("client overhead", &t.client_overhead),
+    ] {
+        line_f(out, &format!("Mean {name} (ms):"), summary.mean);
+        line_f(out, &format!("Median {name} (ms):"), summary.median);
+        for &(p, value) in &summary.percentiles {
+            line_f(out, &format!("P{} {name} (ms):", percentile_word(p)), value);
+        }
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
 }
 
 /// A merged run's shards, one line each: did each keep its schedule, how busy was it, and

@@ -10,6 +10,7 @@ use crate::metrics::{
     ClientCpu, Goodput, Metrics, MetricsConfig, PercentileMetric, PromptTokenCheck, TokenCounter,
     calculate,
 };
+use crate::record::ServerTiming;
 use crate::server_metrics::{ServerCache, ServerReport};
 
 /// The report tests' run, through the chat backend, without extra keys.
@@ -27,8 +28,23 @@ fn run() -> RunInfo {
 /// figure bench can report.
 #[test]
 fn every_section() {
+    // The server's own timing on the successful requests (vLLM's per-request metrics).
+    let records = fixture()
+        .into_iter()
+        .map(|mut r| {
+            if r.succeeded() {
+                r.server_timing = Some(ServerTiming {
+                    queue: Some(r.ttft / 4.0),
+                    ttft: Some(r.ttft / 2.0),
+                    generation: Some(r.latency - r.ttft),
+                    mean_itl: None,
+                });
+            }
+            r
+        })
+        .collect();
     let mut m = calculate(
-        fixture(),
+        records,
         10.0,
         Some(&words),
         &MetricsConfig {

@@ -16,8 +16,9 @@ use super::{RunInfo, rps_change_timestamp, strategy_name};
 use crate::metrics::{EmbeddingStats, Metrics, PerRequest, PercentileMetric, Summary};
 
 /// Per-request lists that vLLM drops unless `--save-detailed` (it keeps `latencies` and
-/// `queue_times` regardless).
-pub const DETAILED_KEYS: [&str; 7] = [
+/// `queue_times` regardless), and bench's own lists of the server's timing, written only
+/// when responses carried it.
+pub const DETAILED_KEYS: [&str; 9] = [
     "input_lens",
     "output_lens",
     "start_times",
@@ -25,6 +26,8 @@ pub const DETAILED_KEYS: [&str; 7] = [
     "itls",
     "generated_texts",
     "errors",
+    "server_ttfts",
+    "server_queue_times",
 ];
 
 /// The metrics vLLM's `save_to_pytorch_benchmark_format` turns into records, in order.
@@ -88,6 +91,8 @@ enum List {
     OutputLens,
     Ttfts,
     Ttfcs,
+    ServerTtfts,
+    ServerQueueTimes,
     Itls,
     Latencies,
     StartTimes,
@@ -115,6 +120,8 @@ impl Serialize for Field<'_> {
             List::OutputLens => s.collect_seq(&p.output_lens),
             List::Ttfts => s.collect_seq(p.ttfts().map(Float)),
             List::Ttfcs => s.collect_seq(p.ttfcs().map(|t| t.map(Float))),
+            List::ServerTtfts => s.collect_seq(p.server_ttfts().map(|t| t.map(Float))),
+            List::ServerQueueTimes => s.collect_seq(p.server_queue_times().map(|t| t.map(Float))),
             List::Itls => s.collect_seq(p.itls().map(Floats)),
             List::Latencies => s.collect_seq(p.latencies().map(Float)),
             List::StartTimes => s.collect_seq(p.start_times().map(Float)),
@@ -418,6 +425,16 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
     }
     if let Some(split) = m.itl_split_requests {
         r.insert("itl_split_by_tokens_requests", json!(split));
+    }
+    if let Some(timing) = &m.server_timing {
+        // The server's own timing (vLLM's `--enable-per-request-metrics`), not vLLM's keys.
+        r.insert("server_timing_requests", json!(timing.requests));
+        summary_keys(&mut r, "server_ttft", &timing.ttft);
+        summary_keys(&mut r, "server_queue", &timing.queue);
+        summary_keys(&mut r, "client_overhead", &timing.client_overhead);
+        // Seconds, as `ttfts`; null for a request whose response did not carry it.
+        r.insert_field("server_ttfts".into(), list(List::ServerTtfts));
+        r.insert_field("server_queue_times".into(), list(List::ServerQueueTimes));
     }
     steady_state_keys(&mut r, m);
 

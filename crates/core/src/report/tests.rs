@@ -969,3 +969,60 @@ fn rtfx_is_written_and_printed_only_for_audio() {
     let at = text.find(line).unwrap_or_else(|| panic!("{text}"));
     assert!(peak < at && at < text.find("Total token throughput").unwrap());
 }
+
+/// The server's per-request timing (vLLM's `--enable-per-request-metrics`) on two of the
+/// three successful requests: extra keys (p99 whatever the run's percentiles), the
+/// per-request lists in seconds with `null` where a request had none (with
+/// `--save-detailed` only), and a console block; none of it without.
+#[test]
+fn the_servers_per_request_timing_is_reported_when_responses_carried_it() {
+    let quiet = metrics_with(MetricsConfig::default());
+    let v = result_json(&quiet, &run(), true);
+    for key in [
+        "server_timing_requests",
+        "mean_server_ttft_ms",
+        "server_ttfts",
+    ] {
+        assert!(v.get(key).is_none(), "{key}");
+    }
+    assert!(!console(&quiet, &run()).contains("Server Timing"));
+
+    let timed = |queue: f64, ttft: f64| crate::record::ServerTiming {
+        queue: Some(queue),
+        ttft: Some(ttft),
+        generation: None,
+        mean_itl: None,
+    };
+    let mut records = fixture();
+    records[0].server_timing = Some(timed(0.025, 0.05));
+    records[3].server_timing = Some(timed(0.1, 0.2));
+    let config = MetricsConfig {
+        percentiles: vec![50.0],
+        ..MetricsConfig::default()
+    };
+    let m = calculate(records, 10.0, Some(&words), &config).unwrap();
+    let v = result_json(&m, &run(), true);
+    let ms = |key: &str| v[key].as_f64().unwrap_or_else(|| panic!("{key}: {v:#}"));
+    assert_eq!(v["server_timing_requests"], json!(2));
+    assert!((ms("mean_server_ttft_ms") - 125.0).abs() < 1e-9);
+    assert!((ms("median_server_ttft_ms") - 125.0).abs() < 1e-9);
+    assert!(ms("p50_server_ttft_ms") > 0.0 && ms("p99_server_ttft_ms") > 0.0);
+    assert!((ms("mean_server_queue_ms") - 62.5).abs() < 1e-9);
+    // TTFT 0.1 s less 0.025 and 0.05; 0.4 s less 0.1 and 0.2.
+    assert!((ms("mean_client_overhead_ms") - 62.5).abs() < 1e-9);
+    assert_eq!(v["server_ttfts"], json!([0.05, null, null, 0.2]));
+    assert_eq!(v["server_queue_times"], json!([0.025, null, null, 0.1]));
+    let summary = result_json(&m, &run(), false);
+    assert!(summary.get("server_ttfts").is_none() && summary.get("server_queue_times").is_none());
+    assert_eq!(summary["mean_server_ttft_ms"], v["mean_server_ttft_ms"]);
+    let text = console(&m, &run());
+    let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
+    assert!(
+        text.contains(&line("Requests with server timing:", "2")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&line("Mean client overhead (ms):", "62.50")),
+        "{text}"
+    );
+}

@@ -283,6 +283,8 @@ impl Target for EngineTarget<'_> {
                 turn: None,
                 cached_prompt_tokens: None,
                 pooled_results: None,
+                // In process: no server reports a timing of its own.
+                server_timing: None,
             });
         }
         let cpu_total = (cpu::process() - cpu_before).as_secs_f64();

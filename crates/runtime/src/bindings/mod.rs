@@ -2,14 +2,16 @@
 //!
 //! `current` is generated from `wit/current` (the newest `since_vX.Y.Z` folder) and its
 //! types are the host's own: everything outside this module speaks them. Each older
-//! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`) that generates bindings
-//! from its frozen folder and converts its types to and from the current ones, so a plugin
-//! built for that version runs unchanged; a version whose interfaces the current one keeps
-//! as they were (`v0_4_0`) needs no adapter, only its place in [`SUPPORTED_VERSIONS`].
+//! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`, `v0_4_1`) that
+//! generates bindings from its frozen folder and converts its types to and from the current
+//! ones, so a plugin built for that version runs unchanged; a version whose interfaces its
+//! successor keeps as they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs no adapter, only
+//! its place in [`SUPPORTED_VERSIONS`].
 
 pub mod v0_2_0;
 pub mod v0_3_0;
 pub mod v0_4_0;
+pub mod v0_4_1;
 
 /// The contract version of `current` (the `package` line of `wit/current/plugin.wit`, read
 /// by `build.rs`: the one place it is written).
@@ -18,6 +20,7 @@ pub const CURRENT_VERSION: &str = env!("BENCH_PLUGIN_API_VERSION");
 /// The versions this host loads, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &[
     CURRENT_VERSION,
+    v0_4_1::VERSION,
     v0_4_0::VERSION,
     v0_3_0::VERSION,
     v0_2_0::VERSION,
@@ -123,6 +126,7 @@ mod tests {
             ("since_v0.2.0/plugin.wit", v0_2_0::FROZEN_SHA256),
             ("since_v0.3.0/plugin.wit", v0_3_0::FROZEN_SHA256),
             ("since_v0.4.0/plugin.wit", v0_4_0::FROZEN_SHA256),
+            ("since_v0.4.1/plugin.wit", v0_4_1::FROZEN_SHA256),
         ];
         for (file, want) in frozen {
             let bytes = std::fs::read(wit(file)).unwrap();

@@ -1,10 +1,10 @@
 //! Contract `bench:plugin@0.3.0` (frozen in `wit/since_v0.3.0`): its bindings, the host
 //! imports it links against, and the conversions between its types and the current ones.
 //!
-//! 0.4.0 only added to 0.3.0, so every 0.3.0 value has a current twin of the same shape and
-//! the conversions copy field by field. What 0.3.0 cannot say gets the neutral value: its
-//! datasets are not shardable (the host opens one source), and a host asked for a shard
-//! never passes one down (it asks only shardable sources).
+//! 0.4.0 and 0.5.0 only added to 0.3.0, so every 0.3.0 value has a current twin of the
+//! same shape and the conversions copy field by field. What 0.3.0 cannot say gets the
+//! neutral value: its datasets are not shardable (the host opens one source), and a host
+//! asked for a shard never passes one down (it asks only shardable sources).
 
 use super::current::backend::exports::bench::plugin::backend as cur_backend;
 use super::current::dataset::bench::plugin::{

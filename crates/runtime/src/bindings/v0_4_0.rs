@@ -1,9 +1,9 @@
 //! Contract `bench:plugin@0.4.0` (frozen in `wit/since_v0.4.0`).
 //!
 //! 0.4.1 only added the WASI imports a plugin may use (`runtime-imports`) to the worlds;
-//! every `bench:plugin` interface is the same. A 0.4.0 plugin therefore runs on the current
-//! bindings, with no adapter: wasmtime resolves its `@0.4.0` imports and exports against
-//! the host's `@0.4.1` ones as semver-compatible versions.
+//! every `bench:plugin` interface is the same. A 0.4.0 plugin therefore runs on the 0.4.1
+//! adapter ([`super::v0_4_1`]), with no adapter of its own: wasmtime resolves its `@0.4.0`
+//! imports and exports against the `@0.4.1` ones as semver-compatible versions.
 
 /// The version this module stands for.
 pub const VERSION: &str = "0.4.0";

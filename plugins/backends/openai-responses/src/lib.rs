@@ -15,6 +15,8 @@
 //! - `response.completed` and `response.incomplete` end the response: their
 //!   `response.usage` (`input_tokens`, `output_tokens`) is the usage, which the host takes
 //!   as the prompt and output lengths, as vLLM does, since the frame carries no chunk;
+//!   their `response.metrics` (vLLM 0.32's `--enable-per-request-metrics`, the response
+//!   object's own member) is the server's timing of the request;
 //! - `error` and `response.failed` events, or any other event with a non-null `error`
 //!   (vLLM reads the error of neither a delta nor a terminal event), fail the request with
 //!   the server's message;
@@ -22,14 +24,16 @@
 //!   usage is missing (vLLM's rule). One without any delta fails in the host (no output).
 //!
 //! Without streaming (`--no-stream`) the answer is one response object: its `output`
-//! items' `output_text` and `reasoning_text` parts are the text, `usage` the counts.
+//! items' `output_text` and `reasoning_text` parts are the text, `usage` the counts,
+//! `metrics` the server's timing.
 
 use bench_sdk::json::{self, Cursor, Str};
 use bench_sdk::native::{ServerError, server_error};
-use bench_sdk::openai::{OpenAiClient, common_options};
+use bench_sdk::openai::{OpenAiClient, common_options, server_timing};
 use bench_sdk::{
     Backend, BackendDescription, Chunk, ClientConfig, ContentPart, Decoder, Event, EventKind,
-    Frame, Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead, Usage,
+    Frame, Framing, HttpRequest, PluginError, PluginInfo, Prompt, RequestSpec, ResponseHead,
+    ServerTiming, Usage,
 };
 use serde_json::{Value, json};
 
@@ -244,6 +248,8 @@ struct StreamEvent {
     kind: Option<Type>,
     delta: Option<Str>,
     usage: Option<Usage>,
+    /// `response.metrics`: the server's timing.
+    timing: Option<ServerTiming>,
     status: Option<Str>,
     /// A non-null top-level `error`.
     error: Option<ServerError>,
@@ -264,6 +270,7 @@ struct Whole {
     output: Vec<Str>,
     reasoning: Vec<Str>,
     usage: Option<Usage>,
+    timing: Option<ServerTiming>,
     status: Option<Str>,
     error: Option<ServerError>,
 }
@@ -350,12 +357,7 @@ impl ResponsesDecoder {
             }
             Some(Type::Terminal) => {
                 self.terminal = true;
-                if let Some(usage) = event.usage {
-                    out.push(Event {
-                        frame,
-                        kind: EventKind::Usage(usage),
-                    });
-                }
+                push_counts(event.usage, event.timing, frame, out);
                 if let Some(status) = event.status {
                     out.push(Event {
                         frame,
@@ -407,12 +409,7 @@ impl ResponsesDecoder {
         }
         self.delta |= parts > 0;
         self.terminal = true;
-        if let Some(usage) = whole.usage {
-            out.push(Event {
-                frame,
-                kind: EventKind::Usage(usage),
-            });
-        }
+        push_counts(whole.usage, whole.timing, frame, out);
         if let Some(status) = whole.status {
             out.push(Event {
                 frame,
@@ -446,6 +443,23 @@ impl ResponsesDecoder {
             )),
         });
     }
+}
+
+/// The events of a response object's usage and server timing, where it has them.
+fn push_counts(
+    usage: Option<Usage>,
+    timing: Option<ServerTiming>,
+    frame: u32,
+    out: &mut Vec<Event>,
+) {
+    let usage = usage.map(EventKind::Usage);
+    let timing = timing.map(EventKind::ServerTiming);
+    out.extend(
+        usage
+            .into_iter()
+            .chain(timing)
+            .map(|kind| Event { frame, kind }),
+    );
 }
 
 /// How much of a bad frame an error message quotes.
@@ -517,6 +531,8 @@ fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
             v.object(|key, v| {
                 if key.is("usage") {
                     event.usage = usage(v)?;
+                } else if key.is("metrics") {
+                    event.timing = server_timing(v)?;
                 } else if key.is("status") {
                     event.status = v.string()?;
                 } else if key.is("error") {
@@ -530,10 +546,11 @@ fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
     not_an_object(&mut cur, object)?;
     cur.finish()?;
     event.end = bytes.len();
-    // Usage and status belong to the terminal events only (`response.created` carries a
-    // response object too, with `usage: null` and status `in_progress`).
+    // Usage, timing and status belong to the terminal events only (`response.created`
+    // carries a response object too, with `usage: null` and status `in_progress`).
     if event.kind != Some(Type::Terminal) {
         event.usage = None;
+        event.timing = None;
         event.status = None;
     }
     Ok(event)
@@ -585,6 +602,8 @@ fn scan_whole(bytes: &[u8]) -> json::Result<Whole> {
             })?;
         } else if key.is("usage") {
             whole.usage = usage(v)?;
+        } else if key.is("metrics") {
+            whole.timing = server_timing(v)?;
         } else if key.is("status") {
             whole.status = v.string()?;
         } else if key.is("error") {

@@ -194,6 +194,46 @@ fn a_reasoning_stream_split_anywhere_gives_its_deltas_and_the_terminal_usage() {
     );
 }
 
+/// vLLM 0.32 with `--enable-per-request-metrics` puts the server's timing in the response
+/// object (`ResponsesResponse.metrics`, its missing values as nulls): read from the
+/// terminal event of a stream, however split, and from a whole response; a response
+/// object of another event (`response.created`) is not the request's end and says
+/// nothing of it.
+#[test]
+fn the_servers_per_request_metrics_ride_with_the_terminal_usage() {
+    let backend = client(true, false, None);
+    let stream = concat!(
+        "event: response.created\n",
+        "data: {\"response\":{\"id\":\"resp_4\",\"object\":\"response\",\"output\":[],\"status\":\"in_progress\",\"usage\":null,\"metrics\":{\"queue_time_ms\":9.0}},\"sequence_number\":0,\"type\":\"response.created\"}\n\n",
+        "event: response.output_text.delta\n",
+        "data: {\"content_index\":0,\"delta\":\" Paris\",\"item_id\":\"msg_4\",\"logprobs\":[],\"output_index\":0,\"sequence_number\":1,\"type\":\"response.output_text.delta\"}\n\n",
+        "event: response.output_text.delta\n",
+        "data: {\"content_index\":0,\"delta\":\".\",\"item_id\":\"msg_4\",\"logprobs\":[],\"output_index\":0,\"sequence_number\":2,\"type\":\"response.output_text.delta\"}\n\n",
+        "event: response.completed\n",
+        "data: {\"response\":{\"id\":\"resp_4\",\"object\":\"response\",\"output\":[],\"status\":\"completed\",\"usage\":{\"input_tokens\":6,\"output_tokens\":2,\"total_tokens\":8},\"metrics\":{\"time_to_first_token_ms\":41.5,\"generation_time_ms\":8.25,\"queue_time_ms\":0.75,\"mean_itl_ms\":8.25,\"tokens_per_second\":40.0,\"speculative_decoding\":null}},\"sequence_number\":3,\"type\":\"response.completed\"}\n\n",
+    );
+    assert_eq!(
+        decode_sse_split_everywhere(|| decoder(&backend), stream),
+        [
+            r#"1: chunk content=" Paris" reasoning=none"#,
+            r#"2: chunk content="." reasoning=none"#,
+            "3: usage prompt=6 completion=2",
+            "3: server-timing queue=0.75 ttft=41.5 generation=8.25 itl=8.25",
+            "3: finish completed",
+        ]
+    );
+    let whole = r#"{"id":"resp_5","object":"response","output":[{"id":"msg_5","content":[{"annotations":[],"text":"Hi","type":"output_text"}],"role":"assistant","status":"completed","type":"message"}],"status":"completed","usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4},"metrics":{"time_to_first_token_ms":12.0,"generation_time_ms":0.0,"queue_time_ms":null,"mean_itl_ms":null,"tokens_per_second":83.3}}"#;
+    assert_eq!(
+        decode_whole(decoder(&client(false, false, None)), whole),
+        [
+            r#"0: chunk content="Hi" reasoning=none"#,
+            "0: usage prompt=3 completion=1",
+            "0: server-timing queue=none ttft=12 generation=0 itl=none",
+            "0: finish completed",
+        ]
+    );
+}
+
 #[test]
 fn response_incomplete_is_a_terminal_event_too() {
     let backend = client(true, false, None);
