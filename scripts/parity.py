@@ -379,15 +379,21 @@ def overhead_rows(v, b, v2, pv, pb, pv2):
     return rows
 
 
+# Exact keys that a real server decides, not the client: greedy texts depend on which
+# requests the server batched together.
+SERVER_DEPENDENT = ["generated_texts"]
+
+
 def verdict(paths, exact_only):
     """Exit 1 when a case has a key that differs without a stated cause; with exact_only, only
-    the exact keys (counts, token totals, per-request lists, the request set) gate, and timing
-    differences are printed but pass (a smoke run on a shared machine)."""
+    the exact keys the client decides (counts, token totals, per-request lengths, the request
+    set and send order) gate, and timing differences and texts are printed but pass (a smoke
+    run on a shared machine)."""
     bad = []
     for p in paths:
         r = json.load(open(p))
         bad += [f"{r['title']}: {row['key']}" for row in r["rows"] if row["verdict"] == "DIFFER"
-                and (not exact_only or row.get("kind") == "exact")]
+                and (not exact_only or (row.get("kind") == "exact" and row["key"] not in SERVER_DEPENDENT))]
     if bad:
         print("parity: FAIL, differences without a stated cause:\n  " + "\n  ".join(bad), file=sys.stderr)
         return 1

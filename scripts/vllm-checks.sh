@@ -8,6 +8,7 @@
 #   BENCH_BIN=target/release/bench bash scripts/vllm-checks.sh   # skip bench's build
 #   CHECKS=smoke bash scripts/vllm-checks.sh           # the short set (a and b)
 #   bash scripts/vllm-checks.sh --write-readme         # also write the report into README.md
+#   bash scripts/vllm-checks.sh --readme-from DIR/report.txt   # write an earlier run's report there
 #
 # Each check prints PASS or FAIL with its figures; the script exits non-zero when any check
 # failed. Results are kept in VLLM_CHECKS_OUT (default target/vllm-checks/<date>).
@@ -41,8 +42,30 @@ repo=$PWD
 
 port=${PORT:-18213}
 url=http://127.0.0.1:$port
+die() { echo "vllm-checks.sh: $*" >&2; exit 1; }
+
+# The report between the README's markers, as a run measured it: never edited by hand.
+readme_block() { # report.txt command
+  python3 - "$1" README.md "$2" <<'PY'
+import sys
+report, readme, command = sys.argv[1:4]
+lines = [l for l in open(report).read().splitlines() if not l.startswith("   (vLLM")]
+start, end = "<!-- vllm-checks:start -->", "<!-- vllm-checks:end -->"
+text = open(readme).read()
+if start not in text or end not in text:
+    sys.exit(f"no {start} block in {readme}")
+body = (f"{start}\n<!-- written by `{command}`; do not edit -->\n\n```\n" + "\n".join(lines).rstrip()
+        + f"\n```\n\n{end}")
+open(readme, "w").write(text[:text.index(start)] + body + text[text.index(end) + len(end):])
+PY
+}
 write_readme=0
 [ "${1:-}" = --write-readme ] && write_readme=1
+if [ "${1:-}" = --readme-from ]; then
+  [ -f "${2:-}" ] || die "--readme-from: no report at '${2:-}'"
+  readme_block "$2" "bash scripts/vllm-checks.sh (report $(basename "$(dirname "$2")"))"
+  exit 0
+fi
 checks=${CHECKS:-a b c d e f g h}
 [ "$checks" = smoke ] && checks="a b"
 out=${VLLM_CHECKS_OUT:-target/vllm-checks/$(date +%Y%m%d-%H%M%S)}
@@ -50,7 +73,6 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-die() { echo "vllm-checks.sh: $*" >&2; exit 1; }
 want() { [[ " $checks " == *" $1 "* ]]; }
 
 bash scripts/vllm-server.sh --setup-only || die "scripts/vllm-server.sh --setup-only failed (above)"
@@ -107,7 +129,7 @@ run_bench() {
   local label=$1
   shift
   local rc=0
-  "$bench" serve --base-url "$url" --model smollm2 --tokenizer "$VLLM_TOKENIZER" \
+  "$bench" serve --base-url "$url" --model smollm2 --tokenizer "${tok:-$VLLM_TOKENIZER}" \
     --ignore-eos --disable-tqdm --save-result --save-detailed --result-dir "$out" \
     --result-filename "$label.json" "$@" >"$out/$label.log" 2>&1 &
   client_pid=$!
@@ -216,7 +238,7 @@ fi
 
 if want h; then
   rc=0
-  run_bench h-bench --backend openai --tokenizer tests/data/tokenizers/gpt2 --dataset-name random \
+  tok=tests/data/tokenizers/gpt2 run_bench h-bench --backend openai --dataset-name random \
     --random-input-len 64 --random-output-len 8 --num-prompts 8 --max-concurrency 4 --seed 0 || rc=$?
   vrc=0
   "${vllm[@]}" bench serve --backend openai --base-url "$url" --model smollm2 \
@@ -231,7 +253,6 @@ try:
 except (OSError, ValueError) as e:
     print(f"FAIL h: a client wrote no result ({e})"); sys.exit()
 same = b["input_lens"] == v["input_lens"] and b["total_input_tokens"] == v["total_input_tokens"]
-aligned = "re-align" in open(sys.argv[3]).read().lower() or "tokeniz" in open(sys.argv[3]).read().lower()
 print(f"   input_lens bench {b['input_lens']}, vLLM {v['input_lens']}; total input {b['total_input_tokens']} / {v['total_input_tokens']}")
 print(("PASS" if same else "FAIL") + " h: the same request set as vLLM's client")
 PY
@@ -382,18 +403,6 @@ fi
 echo
 if [ $failures -eq 0 ]; then echo "vllm-checks.sh: every check passed"; else echo "vllm-checks.sh: $failures check(s) failed"; fi
 if [ "$write_readme" = 1 ]; then
-  # The report between the README's markers, as measured: never edited by hand.
-  python3 - "$out/report.txt" README.md "CHECKS=\"$checks\" bash scripts/vllm-checks.sh --write-readme" <<'PY'
-import re, sys
-report, readme, command = sys.argv[1:4]
-lines = [l for l in open(report).read().splitlines() if not l.startswith("   (vLLM")]
-start, end = "<!-- vllm-checks:start -->", "<!-- vllm-checks:end -->"
-text = open(readme).read()
-if start not in text or end not in text:
-    sys.exit(f"no {start} block in {readme}")
-body = (f"{start}\n<!-- written by `{command}`; do not edit -->\n\n```\n" + "\n".join(lines).rstrip()
-        + f"\n```\n\n{end}")
-open(readme, "w").write(text[:text.index(start)] + body + text[text.index(end) + len(end):])
-PY
+  readme_block "$out/report.txt" "CHECKS=\"$checks\" bash scripts/vllm-checks.sh --write-readme"
 fi
 [ $failures -eq 0 ]
