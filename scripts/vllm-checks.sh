@@ -8,7 +8,7 @@
 #   BENCH_BIN=target/release/bench bash scripts/vllm-checks.sh   # skip bench's build
 #   CHECKS=smoke bash scripts/vllm-checks.sh           # the short set (a and b)
 #   bash scripts/vllm-checks.sh --write-readme         # also write the report into README.md
-#   bash scripts/vllm-checks.sh --readme-from DIR/report.txt   # write an earlier run's report there
+#   bash scripts/vllm-checks.sh --readme-from DIR/report.txt...   # earlier runs' reports there
 #
 # Each check prints PASS or FAIL with its figures; the script exits non-zero when any check
 # failed. Results are kept in VLLM_CHECKS_OUT (default target/vllm-checks/<date>).
@@ -45,11 +45,13 @@ url=http://127.0.0.1:$port
 die() { echo "vllm-checks.sh: $*" >&2; exit 1; }
 
 # The report between the README's markers, as a run measured it: never edited by hand.
-readme_block() { # report.txt command
-  python3 - "$1" README.md "$2" <<'PY'
+readme_block() { # command report.txt...
+  python3 - README.md "$@" <<'PY'
 import sys
-report, readme, command = sys.argv[1:4]
-lines = [l for l in open(report).read().splitlines() if not l.startswith("   (vLLM")]
+readme, command, reports = sys.argv[1], sys.argv[2], sys.argv[3:]
+lines = []
+for report in reports:
+    lines += [l for l in open(report).read().splitlines() if not l.startswith("   (vLLM")] + [""]
 start, end = "<!-- vllm-checks:start -->", "<!-- vllm-checks:end -->"
 text = open(readme).read()
 if start not in text or end not in text:
@@ -62,8 +64,10 @@ PY
 write_readme=0
 [ "${1:-}" = --write-readme ] && write_readme=1
 if [ "${1:-}" = --readme-from ]; then
-  [ -f "${2:-}" ] || die "--readme-from: no report at '${2:-}'"
-  readme_block "$2" "bash scripts/vllm-checks.sh (report $(basename "$(dirname "$2")"))"
+  shift
+  [ $# -gt 0 ] || die "--readme-from: name one or more report.txt files"
+  for r in "$@"; do [ -f "$r" ] || die "--readme-from: no report at '$r'"; done
+  readme_block "bash scripts/vllm-checks.sh, reports of $(for r in "$@"; do basename "$(dirname "$r")"; done | paste -sd, -)" "$@"
   exit 0
 fi
 checks=${CHECKS:-a b c d e f g h}
@@ -165,7 +169,7 @@ delta() { # metric: after - before over the last two scrapes named $before $afte
 
 # Everything below is also kept in $out/report.txt, which --write-readme puts in the README.
 exec > >(tee "$out/report.txt")
-echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruct), $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $(nproc) cores; results in $out"
+echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruct), $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo "unknown (not a git checkout)"), $(nproc) cores; results in $out"
 cache=$(dirname "$VLLM_PY")/../..
 if [ -f "$cache/setup-times.txt" ]; then
   echo "setup of the cache (scripts/vllm-server.sh, first run): $(awk '{t += $2; printf "%s%s %d s", (NR > 1 ? ", " : ""), $1, $2} END {printf ", %d s in all", t}' "$cache/setup-times.txt"), finished $(tail -1 "$cache/setup-times.txt" | cut -d' ' -f3); $(du -sh "$cache" | cut -f1) on disk"
@@ -403,6 +407,6 @@ fi
 echo
 if [ $failures -eq 0 ]; then echo "vllm-checks.sh: every check passed"; else echo "vllm-checks.sh: $failures check(s) failed"; fi
 if [ "$write_readme" = 1 ]; then
-  readme_block "$out/report.txt" "CHECKS=\"$checks\" bash scripts/vllm-checks.sh --write-readme"
+  readme_block "CHECKS=\"$checks\" bash scripts/vllm-checks.sh --write-readme" "$out/report.txt"
 fi
 [ $failures -eq 0 ]
