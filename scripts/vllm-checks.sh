@@ -51,7 +51,7 @@ import sys
 readme, command, reports = sys.argv[1], sys.argv[2], sys.argv[3:]
 lines = []
 for report in reports:
-    lines += [l for l in open(report).read().splitlines() if not l.startswith("   (vLLM")] + [""]
+    lines += open(report).read().splitlines() + [""]
 start, end = "<!-- vllm-checks:start -->", "<!-- vllm-checks:end -->"
 text = open(readme).read()
 if start not in text or end not in text:
