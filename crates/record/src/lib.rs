@@ -376,4 +376,25 @@ mod tests {
         let back: RequestRecord = serde_json::from_value(older).unwrap();
         assert_eq!(back.server_timing, None);
     }
+
+    /// Times read back bit for bit, including those serde_json's default float parser
+    /// gets one unit wrong in the last place (a server's 20.689463 ms as seconds).
+    #[test]
+    fn times_read_back_bit_for_bit() {
+        for nanos in (0..100_000_000u64).step_by(997).chain([20_689_463]) {
+            let seconds = nanos as f64 / 1e6 / 1e3;
+            let record = RequestRecord {
+                latency: seconds,
+                server_timing: Some(ServerTiming {
+                    ttft: Some(seconds),
+                    ..ServerTiming::default()
+                }),
+                ..RequestRecord::default()
+            };
+            let json = serde_json::to_string(&record).unwrap();
+            let back: RequestRecord = serde_json::from_str(&json).unwrap();
+            assert_eq!(back.latency.to_bits(), seconds.to_bits(), "{json}");
+            assert_eq!(back.server_timing, record.server_timing, "{json}");
+        }
+    }
 }
