@@ -34,12 +34,15 @@ fn built() -> &'static Path {
             .arg(repo.join("tests/fixtures/plugins/Cargo.toml"))
             .arg("--target-dir")
             .arg(&target_dir);
-        // The outer build's settings are for the host, not for these wasm builds.
+        // The outer build's settings are for the host, not for these wasm builds (.ci/run
+        // builds the host with clippy's driver as its compiler and warnings denied).
         for var in [
             "RUSTFLAGS",
             "CARGO_ENCODED_RUSTFLAGS",
             "CARGO_BUILD_TARGET",
             "CARGO_TARGET_DIR",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "CLIPPY_ARGS",
         ] {
             cargo.env_remove(var);
         }

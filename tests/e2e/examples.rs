@@ -34,8 +34,12 @@ fn build_rust(dir: &str, lib: &str) -> PathBuf {
             "wasm32-wasip2",
             "--target-dir",
         ])
-        .arg(&target)
-        .env_remove("CARGO_TARGET_DIR");
+        .arg(&target);
+    // The outer build's settings are for the host, not for this wasm build (.ci/run builds
+    // the host with clippy's driver as its compiler and warnings denied).
+    for var in ["CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS"] {
+        build.env_remove(var);
+    }
     run_build(build, &example);
     let wasm = target.join(format!("wasm32-wasip2/release/{lib}.wasm"));
     assert!(wasm.exists(), "{} missing", wasm.display());

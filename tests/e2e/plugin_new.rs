@@ -54,6 +54,11 @@ fn run_in(project: &Path, program: &str, args: &[&str]) -> Output {
             command.env_remove(key);
         }
     }
+    // Nor the settings of bench's own build (.ci/run builds it with clippy's driver as
+    // its compiler and warnings denied): an author's cargo has none of them.
+    for key in ["RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS"] {
+        command.env_remove(key);
+    }
     let output = command
         .current_dir(project)
         .args(args)
