@@ -346,14 +346,18 @@ def server_mean_ms(prom, key):
 
 
 def overhead_rows(v, b, v2, pv, pb, pv2):
-    """Each client's overhead on a real vLLM: its mean TTFT (E2EL) minus the server's own mean
-    TTFT (end-to-end latency) over the same requests, read from the deltas of vLLM's
-    /metrics histograms (`vllm:time_to_first_token_seconds`, `vllm:e2e_request_latency_seconds`:
-    from the request's arrival in vLLM to its first token, or its end). What is left is the
-    network, HTTP, the server's front end and the client itself: bench's must not be larger
-    than vLLM's client's, within twice the difference between vLLM's two runs (min 2 ms)."""
+    """Each client's overhead on a real vLLM: its mean TTFT (TPOT, E2EL) minus the server's own
+    mean TTFT (time per output token, end-to-end latency) over the same requests, read from the
+    deltas of vLLM's /metrics histograms (`vllm:time_to_first_token_seconds`,
+    `vllm:request_time_per_output_token_seconds`, `vllm:e2e_request_latency_seconds`: from the
+    request's arrival in vLLM to its first token, or its end). What is left is the network,
+    HTTP, the server's front end and the client itself: bench's must not be larger than vLLM's
+    client's, within twice the difference between vLLM's two runs (min 2 ms). The server's
+    own means in the note say how much of a timing key's difference between the clients'
+    runs was the server's (on a CPU its speed varies from run to run with the batches it
+    forms)."""
     rows = []
-    for stat, key in (("ttft", "mean_ttft_ms"), ("e2e", "mean_e2el_ms")):
+    for stat, key in (("ttft", "mean_ttft_ms"), ("tpot", "mean_tpot_ms"), ("e2e", "mean_e2el_ms")):
         sv, sb = server_mean_ms(pv, stat), server_mean_ms(pb, stat)
         if sv is None or sb is None or key not in v or key not in b:
             continue
@@ -411,7 +415,9 @@ def readme(args):
         matrix(args.summaries)
     body = (f"<!-- {args.marker}:start -->\n<!-- written by `{args.command} --write-readme`; do not edit -->\n\n"
             f"{header}\n\nCommand: `{args.command}`. Verdict: "
-            f"{'PASS' if args.verdict == '0' else 'FAIL'} ({len(args.summaries)} cases).\n\n{out.getvalue().strip()}\n\n"
+            f"{'PASS' if args.verdict == '0' else 'FAIL'} ({len(args.summaries)} cases)."
+            + "".join(f"\n{note}" for note in args.note)
+            + f"\n\n{out.getvalue().strip()}\n\n"
             f"<!-- {args.marker}:end -->")
     text = open(args.readme).read()
     start, end = f"<!-- {args.marker}:start -->", f"<!-- {args.marker}:end -->"
@@ -452,6 +458,8 @@ def main():
     rd.add_argument("--marker", required=True)
     rd.add_argument("--command", required=True)
     rd.add_argument("--verdict", required=True)
+    rd.add_argument("--note", action="append", default=[],
+                    help="a line under the verdict (a case with no comparison, and why)")
     rd.add_argument("summaries", nargs="*")
     args = ap.parse_args()
 

@@ -45,22 +45,7 @@ url=http://127.0.0.1:$port
 die() { echo "vllm-checks.sh: $*" >&2; exit 1; }
 
 # The report between the README's markers, as a run measured it: never edited by hand.
-readme_block() { # command report.txt...
-  python3 - README.md "$@" <<'PY'
-import sys
-readme, command, reports = sys.argv[1], sys.argv[2], sys.argv[3:]
-lines = []
-for report in reports:
-    lines += open(report).read().splitlines() + [""]
-start, end = "<!-- vllm-checks:start -->", "<!-- vllm-checks:end -->"
-text = open(readme).read()
-if start not in text or end not in text:
-    sys.exit(f"no {start} block in {readme}")
-body = (f"{start}\n<!-- written by `{command}`; do not edit -->\n\n```\n" + "\n".join(lines).rstrip()
-        + f"\n```\n\n{end}")
-open(readme, "w").write(text[:text.index(start)] + body + text[text.index(end) + len(end):])
-PY
-}
+readme_block() { python3 scripts/readme_block.py vllm-checks "$@"; } # command report.txt...
 write_readme=0
 [ "${1:-}" = --write-readme ] && write_readme=1
 if [ "${1:-}" = --readme-from ]; then

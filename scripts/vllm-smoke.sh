@@ -5,6 +5,7 @@
 #   bash scripts/vllm-smoke.sh                     # set up (cached), build bench, check
 #   BENCH_BIN=target/debug/bench bash scripts/vllm-smoke.sh   # skip bench's build
 #   BENCH_VLLM_CACHE=/tmp/cold bash scripts/vllm-smoke.sh     # measure a cold setup
+#   bash scripts/vllm-smoke.sh --write-readme      # also its times into README.md
 #
 # What it does, timed step by step:
 #   setup   scripts/vllm-server.sh --setup-only (vLLM's environment and the model, cached in
@@ -18,8 +19,8 @@
 #           through openai and openai-chat, beside vLLM's own client; the exact keys (counts,
 #           token totals, input_lens, output_lens, the request set) gate, timings are printed
 #           (they gate in the full `bash scripts/vs-vllm.sh parity --servers vllm`)
-# The times go to the last lines and to $VLLM_SMOKE_OUT/times.txt (default
-# target/vllm-smoke/<date>). Exit status: 0 when every check passed, 2 when PyPI could not be
+# The times and the verdict go to the last lines and to $VLLM_SMOKE_OUT/report.txt (default
+# target/vllm-smoke/<date>), which --write-readme puts in README.md. Exit status: 0 when every check passed, 2 when PyPI could not be
 # reached for a setup that needed it (nothing was checked), 1 otherwise.
 #
 # Why this is not a stage of .ci/run: CI must stay under 60 minutes on a 2-core machine and
@@ -28,10 +29,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+write_readme=0
+[ "${1:-}" = --write-readme ] && write_readme=1
 out=${VLLM_SMOKE_OUT:-target/vllm-smoke/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-times=$out/times.txt
+times=$out/report.txt
 : >"$times"
 t_all=$SECONDS
 step() { # name: the time since the last mark
@@ -66,15 +69,22 @@ step build
 
 failed=0
 CHECKS=smoke VLLM_CHECKS_OUT=$out/checks bash scripts/vllm-checks.sh || failed=1
+grep -E '^(PASS|FAIL)' "$out/checks/report.txt" >>"$times" || true
 step checks
-PARITY_GATE=exact PARITY_OUT=$out/parity bash scripts/vs-vllm.sh parity --servers vllm \
-  --datasets random --modes cap --extras "" --num-prompts 16 || failed=1
+if ! PARITY_GATE=exact PARITY_OUT=$out/parity bash scripts/vs-vllm.sh parity --servers vllm \
+  --datasets random --modes cap --extras "" --num-prompts 16 2>&1 | tee "$out/parity.log"; then
+  failed=1
+fi
+grep -E '^parity: ' "$out/parity.log" >>"$times" || echo "parity: no verdict (see $out/parity.log)" >>"$times"
 step parity
 
 echo "total $((SECONDS - t_all)) s ($state cache)" | tee -a "$times"
 if [ $failed = 0 ]; then
-  echo "vllm-smoke.sh: every check passed (reports: $out/checks/report.txt, $out/parity/parity.md)"
+  echo "vllm-smoke.sh: every check passed (reports: $out/checks/report.txt, $out/parity/parity.md)" | tee -a "$times"
 else
-  echo "vllm-smoke.sh: FAILED (reports: $out/checks/report.txt, $out/parity/parity.md)"
+  echo "vllm-smoke.sh: FAILED (reports: $out/checks/report.txt, $out/parity/parity.md)" | tee -a "$times"
+fi
+if [ "$write_readme" = 1 ]; then
+  python3 scripts/readme_block.py vllm-smoke "bash scripts/vllm-smoke.sh --write-readme" "$times"
 fi
 exit $failed

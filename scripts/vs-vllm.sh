@@ -51,10 +51,11 @@
 #          rate (--modes "cap poisson"), --temperature 0; vLLM runs twice as on llama; then
 #          (--extras "responses embeddings") openai-responses on the same server and
 #          openai-embeddings on a `--runner pooling` server. Each run's deltas of vLLM's
-#          /metrics give two more rows: each client's overhead (its mean TTFT and E2EL minus
-#          the server's own, from vllm:time_to_first_token_seconds and
-#          vllm:e2e_request_latency_seconds), bench's no larger than vLLM's client's within
-#          twice vLLM's run-to-run difference, and the prefix-cache hits;
+#          /metrics give more rows: each client's overhead (its mean TTFT, TPOT and E2EL
+#          minus the server's own, from vllm:time_to_first_token_seconds,
+#          vllm:request_time_per_output_token_seconds and vllm:e2e_request_latency_seconds),
+#          bench's no larger than vLLM's client's within twice vLLM's run-to-run difference,
+#          and the prefix-cache hits;
 #   --base-url URL: your running server instead (not restarted between runs, so its state,
 #          e.g. a prefix cache, carries over; vLLM runs first, then bench, then vLLM again).
 # Options: --servers "mock llama", --datasets "random sharegpt", --backends "openai
@@ -68,6 +69,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=throughput
+# The command as given (less --write-readme), for the README's table: the figures say how
+# they were made.
+invocation="bash scripts/vs-vllm.sh$(for a in "$@"; do [ "$a" = --write-readme ] || printf ' %q' "$a"; done)"
 if [ "${1:-}" = parity ]; then mode=parity; shift; elif [ "${1:-}" = throughput ]; then shift; fi
 p_servers="mock llama" p_datasets="" p_backends="openai openai-chat" p_modes=""
 p_base_url="" p_model="" p_prompts="" p_tokenizer="" p_readme=0 p_extras=""
@@ -241,8 +245,8 @@ start_vllm() { # vllm serve flags...
 }
 
 # Counters of vLLM's /metrics whose deltas over one client run the comparison uses: the
-# server's own TTFT (request arrival to first token) and end-to-end latency, and the prefix
-# cache's hits.
+# server's own TTFT (request arrival to first token), end-to-end latency and time per output
+# token (each request's mean), and the prefix cache's hits.
 prom_snapshot() { curl -sf "http://127.0.0.1:$port/metrics" >"$1" || : >"$1"; }
 prom_delta() { # before after out.json
   python3 - "$@" <<'PY'
@@ -258,6 +262,8 @@ a, b = read(sys.argv[1]), read(sys.argv[2])
 d = {k: b[k] - a.get(k, 0.0) for k in b}
 keys = {"ttft_sum": "vllm:time_to_first_token_seconds_sum", "ttft_count": "vllm:time_to_first_token_seconds_count",
         "e2e_sum": "vllm:e2e_request_latency_seconds_sum", "e2e_count": "vllm:e2e_request_latency_seconds_count",
+        "tpot_sum": "vllm:request_time_per_output_token_seconds_sum",
+        "tpot_count": "vllm:request_time_per_output_token_seconds_count",
         "queue_sum": "vllm:request_queue_time_seconds_sum",
         "prefix_cache_hits": "vllm:prefix_cache_hits_total", "prefix_cache_queries": "vllm:prefix_cache_queries_total",
         "preemptions": "vllm:num_preemptions_total"}
@@ -368,6 +374,11 @@ pcase() { # server dataset backend mode
     python3 scripts/parity.py compare --vllm "$out/$cname.vllm.json" --bench "$out/$cname.bench.json" \
       "${args[@]}" --title "$cname ($n prompts)" --summary "$out/$cname.summary.json" | tee -a "$out/parity.md"
     summaries+=("$out/$cname.summary.json")
+  elif [ -f "$out/$cname.bench.json" ] && grep -q "argument --dataset-name: invalid choice: '$dataset'" "$out/$cname.vllm.log"; then
+    # A dataset vLLM's client no longer has (vLLM 0.32 dropped sonnet): nothing to compare
+    # with, which is a stated cause, not a failure; bench's own run is kept.
+    echo "### $cname: no comparison: vLLM $vllm_version's \`bench serve\` has no dataset '$dataset' ($(grep -o "choose from .*)" "$out/$cname.vllm.log" | head -1)); bench's run: $out/$cname.bench.json" | tee -a "$out/parity.md"
+    absent+=("$cname")
   else
     echo "### $cname: no comparison, a client wrote no result (see $out/$cname.*.log)" | tee -a "$out/parity.md"
     missing+=("$cname")
@@ -390,7 +401,7 @@ parity() {
     p_model=$(curl -sf "$p_base_url/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])') \
       || die "could not read the model name from $p_base_url/v1/models; pass --model"
   fi
-  summaries=() missing=()
+  summaries=() missing=() absent=()
   local when commit
   when=$(date -u '+%Y-%m-%d %H:%M UTC')
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -436,10 +447,12 @@ parity() {
   [ "${PARITY_GATE:-all}" = exact ] && gate=(--exact-only)
   python3 scripts/parity.py verdict "${gate[@]}" "${summaries[@]}" || verdict=1
   [ ${#missing[@]} -eq 0 ] || { echo "vs-vllm.sh: no comparison for ${missing[*]}" >&2; verdict=1; }
+  local notes=()
+  [ ${#absent[@]} -eq 0 ] || notes=(--note "No comparison for ${absent[*]}: vLLM $vllm_version's client has no such dataset.")
   if [ "$p_readme" = 1 ]; then
     python3 scripts/parity.py readme --table "$out/parity.md" --readme README.md \
-      --marker "parity-$(echo "$p_servers" | tr ' ' '-')" --command "bash scripts/vs-vllm.sh parity --servers \"$p_servers\"" \
-      --verdict "$verdict" "${summaries[@]}"
+      --marker "parity-$(echo "$p_servers" | tr ' ' '-')" --command "$invocation" \
+      --verdict "$verdict" "${notes[@]}" "${summaries[@]}"
   fi
   return $verdict
 }
