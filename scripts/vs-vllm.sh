@@ -74,7 +74,7 @@ mode=throughput
 invocation="bash scripts/vs-vllm.sh$(for a in "$@"; do [ "$a" = --write-readme ] || printf ' %q' "$a"; done)"
 if [ "${1:-}" = parity ]; then mode=parity; shift; elif [ "${1:-}" = throughput ]; then shift; fi
 p_servers="mock llama" p_datasets="" p_backends="openai openai-chat" p_modes=""
-p_base_url="" p_model="" p_prompts="" p_tokenizer="" p_readme=0 p_extras=""
+p_base_url="" p_model="" p_prompts="" p_tokenizer="" p_readme=0 p_extras="responses embeddings"
 while [ $# -gt 0 ]; do
   case $1 in
     --servers) p_servers=$2; shift 2 ;;
@@ -429,7 +429,7 @@ parity() {
     if [ "$server" = vllm ]; then
       # The other APIs vLLM serves: the Responses API on the same server, then embeddings
       # on a pooling server of the same model.
-      local extras=${p_extras-responses embeddings}
+      local extras=$p_extras
       if [[ " $extras " == *" responses "* ]]; then pcase vllm random openai-responses cap; fi
       if [[ " $extras " == *" embeddings "* ]]; then
         start_vllm --runner pooling
