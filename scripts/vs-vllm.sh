@@ -238,9 +238,12 @@ start_vllm() { # vllm serve flags...
   done
   vllm_flags="$*"
   echo "vLLM ready in $((SECONDS - t0)) s; warming it up..." >&2
-  "$bench" serve --backend openai --base-url "http://127.0.0.1:$port" --model smollm2 \
+  # A pooling server answers embeddings only: warm it up with them.
+  local warm=(--backend openai --ignore-eos)
+  [[ " $* " == *" --runner pooling "* ]] && warm=(--backend openai-embeddings --endpoint /v1/embeddings)
+  "$bench" serve "${warm[@]}" --base-url "http://127.0.0.1:$port" --model smollm2 \
     --tokenizer "$VLLM_TOKENIZER" --dataset-name random --random-input-len 64 --random-output-len 32 \
-    --num-prompts 16 --max-concurrency 4 --ignore-eos --seed 99 --disable-tqdm >"$out/warm-up.log" 2>&1 \
+    --num-prompts 16 --max-concurrency 4 --seed 99 --disable-tqdm >"$out/warm-up.log" 2>&1 \
     || { tail -20 "$out/warm-up.log" >&2; die "the warm-up run against vLLM failed"; }
 }
 
