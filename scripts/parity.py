@@ -46,10 +46,10 @@ import sys
 EXACT_META = ["endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
               "request_rate", "burstiness", "max_concurrency"]
 EXACT_COUNTS = ["completed", "failed", "total_input_tokens", "total_output_tokens",
-                "max_concurrent_requests", "rtfx", "request_goodput"]
+                "max_concurrent_requests", "rtfx", "request_goodput", "total_input_sequences"]
 EXACT_LISTS = ["input_lens", "output_lens", "generated_texts"]
 RATES = ["duration", "request_throughput", "output_throughput", "total_token_throughput",
-         "max_output_tokens_per_s"]
+         "max_output_tokens_per_s", "input_sequence_throughput"]
 TIME_LISTS = ["ttfts", "latencies", "queue_times", "start_times"]
 NOT_COMPARED = ["date"]
 
