@@ -32,7 +32,11 @@ counted as many disagreements:
 - `server varies` (with --vllm-again only): `generated_texts` that differ from the first
   vLLM run in no more requests than twice the number in which the two vLLM runs differ
   from each other (the same client, the same requests: the server itself gave different
-  texts; llama.cpp at temperature 0 is not deterministic across batch compositions).
+  texts; llama.cpp at temperature 0 is not deterministic across batch compositions);
+  likewise a timing key outside its tolerance that is within twice the server's own change
+  between the runs (with --prom-vllm and --prom-bench: the server's mean TTFT, TPOT or E2EL
+  from its /metrics, whichever the key follows, relative to vLLM's run; on a CPU vLLM's
+  speed moves from run to run with the batches it forms). The note gives that change.
 Keys only one side has are listed after the table.
 """
 
@@ -109,7 +113,11 @@ def failed_set(r):
     return None if not isinstance(errs, list) else {i for i, e in enumerate(errs) if e}
 
 
-def compare(v, b, v2, server):
+def compare(v, b, v2, server, shifts=None):
+    """The rows of every shared key. shifts (server_shifts, on a real vLLM): a timing key
+    outside its tolerance, but within twice the server's own change between the runs, gets
+    the verdict `server varies` with that change in its note."""
+    shifts = shifts or {}
     rows = []
     shared = [k for k in v if k in b]
     fv, fb = failed_set(v), failed_set(b)
@@ -132,6 +140,14 @@ def compare(v, b, v2, server):
 
     failures_note = lambda: (f"vLLM failed {sorted(fv) or 'none'}, bench failed {sorted(fb) or 'none'}; "
                              f"over the {len(common)} requests both completed: ")
+
+    def by_server(row, key, within):
+        """`server varies` for a timing row that differs, when within(rel) holds with rel the
+        server's own relative change between the runs for the statistic the key follows."""
+        shift = shifts.get(server_stat(key))
+        if row.verdict == "DIFFER" and shift is not None and within(shift[0]):
+            row.verdict = "server varies"
+            row.note += f"; within twice the server's own change ({shift[1]})"
 
     def tol_scalar(key, a, ms):
         """Tolerance for a scalar timing value a (ms if ms else relative-only)."""
@@ -191,7 +207,9 @@ def compare(v, b, v2, server):
             if server and key in server[1]:
                 note += (f"; server's own: vLLM run {server[0][key]:.4g}, " if server[0] and key in server[0]
                          else "; server's own: ") + f"bench run {server[1][key]:.4g}"
-            rows.append(Row(key, "tol", a, c, "agree" if abs(d) <= tol else "DIFFER", note))
+            row = Row(key, "tol", a, c, "agree" if abs(d) <= tol else "DIFFER", note)
+            by_server(row, key, lambda rel: abs(d) <= max(tol, 2 * rel * abs(a)))
+            rows.append(row)
         elif key in TIME_LISTS:
             a2 = None if v2 is None else v2.get(key)
             row = time_list(key, a, c, a2)
@@ -201,9 +219,11 @@ def compare(v, b, v2, server):
                 row.note = failures_note() + sub.note
                 if sub.verdict == "agree":
                     row.verdict = "failures"
+            by_server(row, key, lambda rel: time_list(key, a, c, a2, rel).verdict == "agree")
             rows.append(row)
         elif key == "itls":
             row = itl_lists(a, c, None if v2 is None else v2.get(key))
+            by_server(row, key, lambda rel: itl_lists(a, c, None if v2 is None else v2.get(key), rel).verdict == "agree")
             if row.verdict == "DIFFER" and common is not None and len(a) == len(c) == n:
                 sub = itl_lists([a[i] for i in common], [c[i] for i in common],
                                 None if v2 is None or not v2.get(key) else v2[key])
@@ -279,8 +299,9 @@ def list_exact(key, a, c):
                f"{ndiff} of {max(len(a), len(c))} differ; first at [{i}]: vLLM {fmt(x)}, bench {fmt(y)}")
 
 
-def time_list(key, a, c, a2):
-    """Per-request times in seconds; start_times are compared as offsets from the first."""
+def time_list(key, a, c, a2, rel=0.0):
+    """Per-request times in seconds; start_times are compared as offsets from the first. rel: each
+    time's tolerance is at least 2 * rel of it (the server's own relative change)."""
     if not a or not c:
         return Row(key, "tol", a, c, "agree" if a == c else "DIFFER")
     if key == "start_times":
@@ -293,7 +314,7 @@ def time_list(key, a, c, a2):
         spread = pct([abs(x - y) for x, y in zip(a, a2)], 0.9)
     bad, first = 0, None
     for i, (x, y) in enumerate(zip(a, c)):
-        tol = max(BASE_ABS_MS / 1000, BASE_REL * abs(x))
+        tol = max(BASE_ABS_MS / 1000, BASE_REL * abs(x), 2 * rel * abs(x))
         if spread is not None:
             tol = max(tol, 2 * spread)
         if abs(y - x) > tol:
@@ -312,7 +333,7 @@ def time_list(key, a, c, a2):
     return Row(key, "tol", a, c, "agree" if bad == 0 else "DIFFER", note)
 
 
-def itl_lists(a, c, a2):
+def itl_lists(a, c, a2, rel=0.0):
     lens_a = [len(x) for x in a]
     lens_c = [len(x) for x in c]
     notes = []
@@ -329,7 +350,7 @@ def itl_lists(a, c, a2):
     fc = [x for r in c for x in r]
     if fa and fc:
         ma, mc = sum(fa) / len(fa) * 1000, sum(fc) / len(fc) * 1000
-        tol = max(BASE_ABS_MS, BASE_REL * ma)
+        tol = max(BASE_ABS_MS, BASE_REL * ma, 2 * rel * ma)
         if a2:
             f2 = [x for r in a2 for x in r]
             if f2:
@@ -337,6 +358,37 @@ def itl_lists(a, c, a2):
         notes.append(f"mean gap vLLM {ma:.4g} ms, bench {mc:.4g} ms (tol {tol:.3g})")
         ok &= abs(mc - ma) <= tol
     return Row("itls", "tol", a, c, "agree" if ok else "DIFFER", "; ".join(notes))
+
+
+def server_stat(key):
+    """Which of the server's own means (from its /metrics) a timing key follows: its TTFT, its
+    time per output token, or its end-to-end latency (durations, rates and per-request start
+    and end times follow how long the requests took)."""
+    if "ttft" in key:
+        return "ttft"
+    if "tpot" in key or "itl" in key:
+        return "tpot"
+    return "e2e"
+
+
+def server_shifts(pv, pb, pv2):
+    """How far the server's own mean TTFT, TPOT and E2EL moved between vLLM's run and bench's run
+    (and between vLLM's two runs), relative to vLLM's run: {stat: (shift, text)}. On a CPU the
+    server's speed changes from run to run with the batches it forms; a client timing that
+    differs by no more than twice the server's own change is the server's doing."""
+    out = {}
+    for stat in ("ttft", "tpot", "e2e"):
+        sv, sb = server_mean_ms(pv, stat), server_mean_ms(pb, stat)
+        if not sv or sb is None:
+            continue
+        shift = abs(sb - sv) / sv
+        text = f"the server's own mean {stat} {sv:.4g} ms in vLLM's run, {sb:.4g} ms in bench's"
+        sv2 = server_mean_ms(pv2, stat) if pv2 else None
+        if sv2 is not None:
+            text += f", {sv2:.4g} ms in vLLM's second"
+            shift = max(shift, abs(sv2 - sv) / sv)
+        out[stat] = (shift, f"{text}: {100 * shift:.3g}% apart")
+    return out
 
 
 def server_mean_ms(prom, key):
@@ -477,8 +529,9 @@ def main():
     if args.server_timing:
         server = (json.load(open(args.server_timing_vllm)) if args.server_timing_vllm else None,
                   json.load(open(args.server_timing)))
-    rows = compare(v, b, v2, server)
     prom = [json.load(open(p)) if p else None for p in (args.prom_vllm, args.prom_bench, args.prom_vllm_again)]
+    shifts = server_shifts(*prom) if prom[0] and prom[1] else None
+    rows = compare(v, b, v2, server, shifts)
     if prom[0] and prom[1]:
         rows.extend(overhead_rows(v, b, v2, *prom))
     if args.title:

@@ -232,31 +232,9 @@ PY
 setup
 [ "${1:-}" = --setup-only ] && { echo "llama-server: $server_bin"; echo "model: $model"; echo "tokenizer: $tokenizer"; exit 0; }
 
-if [ -n "${BENCH_BIN:-}" ]; then
-  bench=$BENCH_BIN
-else
-  cargo build --release -p bench
-  bench=$repo/target/release/bench
-fi
-[ -x "$bench" ] || die "bench binary $bench not found"
-
+source scripts/lib/processes.sh
+bench_binary
 tmp=$(mktemp -d)
-server_pid="" client_pid=""
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
-cleanup() {
-  if [ -n "$client_pid" ]; then kill "$client_pid" 2>/dev/null || true; wait "$client_pid" 2>/dev/null || true; fi
-  stop_server
-  if [ -n "${KEEP_TMP:-}" ]; then echo "files kept in $tmp" >&2; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 url=http://127.0.0.1:$port
 server_log=""

@@ -68,29 +68,8 @@ bash scripts/vllm-server.sh --setup-only || die "scripts/vllm-server.sh --setup-
 eval "$(bash scripts/vllm-server.sh --print-env)"
 vllm=("$VLLM_PY" -m vllm.entrypoints.cli.main)
 
-if [ -n "${BENCH_BIN:-}" ]; then
-  bench=$BENCH_BIN
-else
-  cargo build --release -p bench
-  bench=$repo/target/release/bench
-fi
-[ -x "$bench" ] || die "bench binary $bench not found"
-
-server_pid="" client_pid=""
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
-cleanup() {
-  if [ -n "$client_pid" ]; then kill "$client_pid" 2>/dev/null || true; wait "$client_pid" 2>/dev/null || true; fi
-  stop_server
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+source scripts/lib/processes.sh
+bench_binary
 
 start_server() { # label [vllm serve flags...]
   local label=$1

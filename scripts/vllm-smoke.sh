@@ -20,8 +20,10 @@
 #           token totals, input_lens, output_lens, the request set) gate, timings are printed
 #           (they gate in the full `bash scripts/vs-vllm.sh parity --servers vllm`)
 # The times and the verdict go to the last lines and to $VLLM_SMOKE_OUT/report.txt (default
-# target/vllm-smoke/<date>), which --write-readme puts in README.md. Exit status: 0 when every check passed, 2 when PyPI could not be
-# reached for a setup that needed it (nothing was checked), 1 otherwise.
+# target/vllm-smoke/<date>), copied beside it as latest-cold.txt or latest-cached.txt;
+# --write-readme puts the latest of both in README.md. Exit status: 0 when every check
+# passed, 2 when PyPI could not be reached for a setup that needed it (nothing was
+# checked), 1 otherwise.
 #
 # Why this is not a stage of .ci/run: CI must stay under 60 minutes on a 2-core machine and
 # this adds, cold, the setup (about 11 minutes and 8.7 GB) and two vLLM starts; the measured
@@ -84,7 +86,14 @@ if [ $failed = 0 ]; then
 else
   echo "vllm-smoke.sh: FAILED (reports: $out/checks/report.txt, $out/parity/parity.md)" | tee -a "$times"
 fi
+# The newest report of each kind (cold, cached) is kept beside the runs, so that the README
+# shows both: a cold run (BENCH_VLLM_CACHE=/tmp/cold ...) and then a cached one.
+cp "$times" "$(dirname "$out")/latest-$state.txt"
 if [ "$write_readme" = 1 ]; then
-  python3 scripts/readme_block.py vllm-smoke "bash scripts/vllm-smoke.sh --write-readme" "$times"
+  reports=()
+  for s in cold cached; do
+    [ -f "$(dirname "$out")/latest-$s.txt" ] && reports+=("$(dirname "$out")/latest-$s.txt")
+  done
+  python3 scripts/readme_block.py vllm-smoke "bash scripts/vllm-smoke.sh --write-readme" "${reports[@]}"
 fi
 exit $failed

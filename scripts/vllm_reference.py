@@ -158,6 +158,26 @@ def _jsonable(value):
     return repr(value)
 
 
+def write_requests(path: Path, meta: dict, requests, optional=()) -> None:
+    """The reference file: a `meta` line, then one line per request with its prompt, lengths and
+    id, plus each of the `optional` attributes a request has (not None)."""
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"meta": meta}, ensure_ascii=False) + "\n")
+        for r in requests:
+            line = {
+                "prompt": _jsonable(r.prompt),
+                "prompt_len": r.prompt_len,
+                "expected_output_len": r.expected_output_len,
+                "request_id": r.request_id,
+            }
+            for key in optional:
+                value = getattr(r, key, None)
+                if value is not None:
+                    line[key] = _jsonable(value)
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    print(f"{path}: {len(requests)} requests", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -207,22 +227,8 @@ def main() -> None:
         "vllm": "0.32.0",
     }
     meta.update(_pairs(args.meta))
-    optional = ("timestamp", "multi_modal_data", "chat_messages", "request_overrides")
-    with args.out.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"meta": meta}, ensure_ascii=False) + "\n")
-        for r in requests:
-            line = {
-                "prompt": _jsonable(r.prompt),
-                "prompt_len": r.prompt_len,
-                "expected_output_len": r.expected_output_len,
-                "request_id": r.request_id,
-            }
-            for key in optional:
-                value = getattr(r, key, None)
-                if value is not None:
-                    line[key] = _jsonable(value)
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-    print(f"{args.out}: {len(requests)} requests", file=sys.stderr)
+    write_requests(args.out, meta, requests,
+                   ("timestamp", "multi_modal_data", "chat_messages", "request_overrides"))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ stand-ins for vLLM's serving imports, same seeding, same JSONL output). Example:
 import argparse
 import ast
 import importlib
-import json
 import random
 import sys
 from pathlib import Path
@@ -72,19 +71,7 @@ def main() -> None:
         "bucket_config": args.bucket_config,
         "vllm": "0.32.0",
     }
-    with args.out.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"meta": meta}, ensure_ascii=False) + "\n")
-        for r in requests:
-            line = {
-                "prompt": ref._jsonable(r.prompt),
-                "prompt_len": r.prompt_len,
-                "expected_output_len": r.expected_output_len,
-                "request_id": r.request_id,
-            }
-            if r.multi_modal_data is not None:
-                line["multi_modal_data"] = ref._jsonable(r.multi_modal_data)
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-    print(f"{args.out}: {len(requests)} requests", file=sys.stderr)
+    ref.write_requests(args.out, meta, requests, ("multi_modal_data",))
 
 
 if __name__ == "__main__":

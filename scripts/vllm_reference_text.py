@@ -25,7 +25,6 @@ Example (tests/data/datasets/vllm-requests/sonnet-qwen3-seed0.jsonl):
 import argparse
 import importlib
 import importlib.util
-import json
 import random
 import sys
 from pathlib import Path
@@ -95,17 +94,7 @@ def main() -> None:
         "vllm": "0.32.0" if not args.module_file else f"{args.module_file.name} (newest vLLM)",
     }
     meta.update(ref._pairs(args.meta))
-    with args.out.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"meta": meta}, ensure_ascii=False) + "\n")
-        for r in requests:
-            line = {
-                "prompt": ref._jsonable(r.prompt),
-                "prompt_len": r.prompt_len,
-                "expected_output_len": r.expected_output_len,
-                "request_id": r.request_id,
-            }
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-    print(f"{args.out}: {len(requests)} requests", file=sys.stderr)
+    ref.write_requests(args.out, meta, requests)
 
 
 if __name__ == "__main__":

@@ -49,17 +49,20 @@
 #          datasets random, sharegpt, sonnet, prefix_repetition, burstgpt, spec_bench and
 #          custom (tests/data/datasets), 4 to 16 prompts each, at a cap and at a Poisson
 #          rate (--modes "cap poisson"), --temperature 0; vLLM runs twice as on llama; then
-#          (--extras "responses embeddings") openai-responses on the same server and
-#          openai-embeddings on a `--runner pooling` server. Each run's deltas of vLLM's
-#          /metrics give more rows: each client's overhead (its mean TTFT, TPOT and E2EL
-#          minus the server's own, from vllm:time_to_first_token_seconds,
-#          vllm:request_time_per_output_token_seconds and vllm:e2e_request_latency_seconds),
-#          bench's no larger than vLLM's client's within twice vLLM's run-to-run difference,
-#          and the prefix-cache hits;
+#          (--extras "responses embeddings rerank") openai-responses on the same server,
+#          then openai-embeddings (random) and vllm-rerank (random-rerank: a query and 3
+#          documents per request, --no-reranker) on a `--runner pooling` server. Each
+#          run's deltas of vLLM's /metrics give more rows: each client's overhead (its
+#          mean TTFT, TPOT and E2EL minus the server's own, from
+#          vllm:time_to_first_token_seconds, vllm:request_time_per_output_token_seconds and
+#          vllm:e2e_request_latency_seconds), bench's no larger than vLLM's client's within
+#          twice vLLM's run-to-run difference, and the prefix-cache hits; a timing key that
+#          differs by no more than twice the server's own change between the runs (those
+#          means, relative) is marked `server varies`, a stated cause;
 #   --base-url URL: your running server instead (not restarted between runs, so its state,
 #          e.g. a prefix cache, carries over; vLLM runs first, then bench, then vLLM again).
 # Options: --servers "mock llama", --datasets "random sharegpt", --backends "openai
-# openai-chat", --modes "cap poisson", --extras "responses embeddings", --num-prompts N,
+# openai-chat", --modes "cap poisson", --extras "responses embeddings rerank", --num-prompts N,
 # --model M, --tokenizer T, --write-readme (the matrix into README.md between the
 # parity-<servers> markers, with date, commit and versions). Results and the printed tables
 # are kept in PARITY_OUT (default target/parity-results/<date>). Exit status: 1 when a case
@@ -74,7 +77,7 @@ mode=throughput
 invocation="bash scripts/vs-vllm.sh$(for a in "$@"; do [ "$a" = --write-readme ] || printf ' %q' "$a"; done)"
 if [ "${1:-}" = parity ]; then mode=parity; shift; elif [ "${1:-}" = throughput ]; then shift; fi
 p_servers="mock llama" p_datasets="" p_backends="openai openai-chat" p_modes=""
-p_base_url="" p_model="" p_prompts="" p_tokenizer="" p_readme=0 p_extras="responses embeddings"
+p_base_url="" p_model="" p_prompts="" p_tokenizer="" p_readme=0 p_extras="responses embeddings rerank"
 while [ $# -gt 0 ]; do
   case $1 in
     --servers) p_servers=$2; shift 2 ;;
@@ -129,13 +132,8 @@ else
   vllm=("$venv/bin/vllm")
 fi
 
-if [ -n "${BENCH_BIN:-}" ]; then
-  bench=$BENCH_BIN
-else
-  cargo build --release -p bench
-  bench=target/release/bench
-fi
-[ -x "$bench" ] || die "bench binary $bench not found"
+source scripts/lib/processes.sh
+bench_binary
 
 pin_server="" pin_client="" pinning="unpinned"
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
@@ -143,24 +141,6 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
 fi
 
 tmp=$(mktemp -d)
-server_pid="" client_pid=""
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
-# Clients run in the background and are waited for, so that Ctrl-C or a TERM reaches the
-# traps at once rather than after a run of a minute.
-cleanup() {
-  if [ -n "$client_pid" ]; then kill "$client_pid" 2>/dev/null || true; wait "$client_pid" 2>/dev/null || true; fi
-  stop_server
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 start_server() { # ttft_ms itl_ms
   curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 \
@@ -290,6 +270,11 @@ dataset_flags() { # dataset -> sets extra=() and dn, its default prompt count
                    --spec-bench-output-len 32); dn=8 ;;
     custom) extra=(--dataset-name custom --dataset-path tests/data/datasets/custom/prompts.jsonl
                    --custom-output-len 32); dn=12 ;;
+    # 4 texts per request: SmolLM2 on a pooling server is a bi-encoder (vLLM scores by the
+    # cosine of embeddings), not a native reranker, hence --no-reranker: one query shared by
+    # every request, then 3 documents.
+    random-rerank) extra=(--dataset-name random-rerank --random-input-len 64 --random-batch-size 4
+                   --no-reranker); dn=8 ;;
     *) die "unknown dataset $1" ;;
   esac
 }
@@ -311,6 +296,7 @@ prun() {
     openai-chat) endpoint=/v1/chat/completions ;;
     openai-responses) endpoint=/v1/responses ;;
     openai-embeddings) endpoint=/v1/embeddings ;;
+    vllm-rerank) endpoint=/v1/rerank ;;
   esac
   local extra=() dn
   dataset_flags "$dataset"
@@ -324,7 +310,7 @@ prun() {
   esac
   local load=(--max-concurrency 4 --request-rate inf)
   [ "$lmode" = poisson ] && load=(--request-rate 2 --burstiness 1)
-  [ "$backend" = openai-embeddings ] || extra+=(--ignore-eos)
+  case $backend in openai-embeddings|vllm-rerank) ;; *) extra+=(--ignore-eos) ;; esac
   local rc=0
   $pin "${cmd[@]}" --backend "$backend" --base-url "$url" --endpoint "$endpoint" --model "$model" \
     --tokenizer "$tok" "${extra[@]}" --num-prompts "$n" "${load[@]}" \
@@ -358,6 +344,9 @@ pcase() { # server dataset backend mode
   [ "$server.$dataset" = llama.sharegpt ] && n=16
   [ "$server.$dataset" = llama.random ] && n=40
   n=${p_prompts:-$n}
+  # random-rerank's --num-prompts counts texts (vLLM's RandomDatasetForReranking), 4 to a
+  # request: N * 4 sends about as many requests as the other cases.
+  [ "$dataset" = random-rerank ] && n=$((n * 4))
   local cname=$server.$dataset.$backend.$lmode
   echo "running $cname ($n prompts)..." >&2
   prun "$cname.vllm" vllm "$server" "$dataset" "$backend" "$n" "$lmode"
@@ -434,9 +423,12 @@ parity() {
       # on a pooling server of the same model.
       local extras=$p_extras
       if [[ " $extras " == *" responses "* ]]; then pcase vllm random openai-responses cap; fi
-      if [[ " $extras " == *" embeddings "* ]]; then
+      if [[ " $extras " == *" embeddings "* ]] || [[ " $extras " == *" rerank "* ]]; then
         start_vllm --runner pooling
-        pcase vllm random openai-embeddings cap
+        if [[ " $extras " == *" embeddings "* ]]; then pcase vllm random openai-embeddings cap; fi
+        # vLLM 0.32 serves its scoring API (/v1/rerank) for an embedding model too
+        # (vllm/entrypoints/pooling/utils.py enable_scoring_api: pooling task "embed").
+        if [[ " $extras " == *" rerank "* ]]; then pcase vllm random-rerank vllm-rerank cap; fi
       fi
       stop_server
     fi
