@@ -45,6 +45,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import sys
 
 EXACT_META = ["endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
@@ -459,18 +460,33 @@ def verdict(paths, exact_only):
 
 def readme(args):
     """Replaces the lines between `<!-- MARKER:start -->` and `<!-- MARKER:end -->` in the README
-    with what this run measured: its header (versions, commit, date, machine), the command,
-    the verdict and the matrix of every case. The table is never edited by hand."""
-    header = open(args.table).read().split("\n\n")[0].strip()
+    with what one or more runs measured (vs-vllm.sh's PARITY_OUT directories): each run's
+    header (versions, commit, date, machine: the first paragraph of its parity.md), its
+    command (command.txt) and notes (notes.txt: cases with no comparison, and why), then the
+    verdict and the matrix over every case (cases.txt and the summaries; a case that several
+    runs made is taken from the last of them). The table is never edited by hand."""
+    summaries, heads = {}, []
+    for run_dir in args.runs:
+        header = open(os.path.join(run_dir, "parity.md")).read().split("\n\n")[0].strip()
+        read = lambda name: (open(os.path.join(run_dir, name)).read().strip()
+                             if os.path.exists(os.path.join(run_dir, name)) else "")
+        head = f"{header}\nCommand: `{read('command.txt') or '(not recorded)'}`."
+        if read("notes.txt"):
+            head += "\n" + read("notes.txt")
+        heads.append(head)
+        for case, _ in run_cases(run_dir):
+            summaries.pop(case, None)
+            summaries[case] = os.path.join(run_dir, f"{case}.summary.json")
+    paths = list(summaries.values())
+    failed = verdict(paths, exact_only=False) != 0 or args.verdict not in (None, "0")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        matrix(args.summaries)
-    body = (f"<!-- {args.marker}:start -->\n<!-- written by `{args.command} --write-readme`; do not edit -->\n\n"
-            f"{header}\n\nCommand: `{args.command}`. Verdict: "
-            f"{'PASS' if args.verdict == '0' else 'FAIL'} ({len(args.summaries)} cases)."
-            + "".join(f"\n{note}" for note in args.note)
-            + f"\n\n{out.getvalue().strip()}\n\n"
-            f"<!-- {args.marker}:end -->")
+        matrix(paths)
+    command = args.command or "python3 scripts/parity.py " + " ".join(sys.argv[1:])
+    body = (f"<!-- {args.marker}:start -->\n<!-- written by `{command}`; do not edit -->\n\n"
+            + "\n\n".join(heads)
+            + f"\n\nVerdict: {'FAIL' if failed else 'PASS'} ({len(paths)} cases)."
+            + f"\n\n{out.getvalue().strip()}\n\n<!-- {args.marker}:end -->")
     text = open(args.readme).read()
     start, end = f"<!-- {args.marker}:start -->", f"<!-- {args.marker}:end -->"
     if start not in text or end not in text:
@@ -504,15 +520,18 @@ def main():
     vd = sub.add_parser("verdict", help="exit 1 when any case has a key that differs without a stated cause")
     vd.add_argument("--exact-only", action="store_true")
     vd.add_argument("summaries", nargs="*")
-    rd = sub.add_parser("readme", help="write the cases' matrix into README.md between markers")
-    rd.add_argument("--table", required=True, help="the run's parity.md (its first line names versions and date)")
+    rd = sub.add_parser("readme", help="write the matrix of one or more runs into README.md between markers")
     rd.add_argument("--readme", required=True)
     rd.add_argument("--marker", required=True)
-    rd.add_argument("--command", required=True)
-    rd.add_argument("--verdict", required=True)
-    rd.add_argument("--note", action="append", default=[],
-                    help="a line under the verdict (a case with no comparison, and why)")
-    rd.add_argument("summaries", nargs="*")
+    rd.add_argument("--command", help="what made the runs, for the block's comment (default: this command)")
+    rd.add_argument("--verdict", help="the run's own verdict (vs-vllm.sh's: a case with no comparison fails it)")
+    rd.add_argument("runs", nargs="+", help="run directories (PARITY_OUT)")
+    cs = sub.add_parser("case", help="compare one case of a run directory from its files")
+    cs.add_argument("--dir", required=True)
+    cs.add_argument("--case", required=True)
+    cs.add_argument("--title", required=True)
+    rc = sub.add_parser("recompare", help="compare every case of stored runs again with these rules")
+    rc.add_argument("dirs", nargs="+")
     args = ap.parse_args()
 
     if args.cmd == "matrix":
@@ -521,21 +540,44 @@ def main():
         return verdict(args.summaries, args.exact_only)
     if args.cmd == "readme":
         return readme(args)
+    if args.cmd == "case":
+        return case_cmd(args)
+    if args.cmd == "recompare":
+        return recompare(args)
 
-    v = json.load(open(args.vllm))
-    b = json.load(open(args.bench))
-    v2 = json.load(open(args.vllm_again)) if args.vllm_again else None
-    server = None
-    if args.server_timing:
-        server = (json.load(open(args.server_timing_vllm)) if args.server_timing_vllm else None,
-                  json.load(open(args.server_timing)))
-    prom = [json.load(open(p)) if p else None for p in (args.prom_vllm, args.prom_bench, args.prom_vllm_again)]
+    prom = [args.prom_vllm, args.prom_bench, args.prom_vllm_again]
+    server = (args.server_timing_vllm, args.server_timing) if args.server_timing else None
+    compare_files(args.vllm, args.bench, args.vllm_again, server, prom, args.title, args.summary)
+
+
+def case_files(run_dir, case):
+    """The files vs-vllm.sh leaves for one case (CASE.vllm.json, CASE.bench.json,
+    CASE.vllm-again.json, CASE.{vllm,bench,vllm-again}.prom.json, CASE.{bench,vllm}.server.json),
+    as compare_files' arguments; None when a client wrote no result."""
+    f = lambda suffix: (lambda p: p if os.path.exists(p) else None)(os.path.join(run_dir, f"{case}.{suffix}"))
+    if not f("vllm.json") or not f("bench.json"):
+        return None
+    server = (f("vllm.server.json"), f("bench.server.json")) if f("bench.server.json") else None
+    return dict(vllm=f("vllm.json"), bench=f("bench.json"), vllm_again=f("vllm-again.json"), server=server,
+                prom=[f("vllm.prom.json"), f("bench.prom.json"), f("vllm-again.prom.json")])
+
+
+def compare_files(vllm, bench, vllm_again, server, prom, title, summary):
+    """Prints the comparison of one case and writes its summary (for `matrix`, `verdict` and
+    `readme`). server: (mock timing after vLLM's run or None, after bench's run) or None;
+    prom: deltas of vLLM's /metrics over vLLM's run, bench's and vLLM's second (each or None)."""
+    v = json.load(open(vllm))
+    b = json.load(open(bench))
+    v2 = json.load(open(vllm_again)) if vllm_again else None
+    if server:
+        server = (json.load(open(server[0])) if server[0] else None, json.load(open(server[1])))
+    prom = [json.load(open(p)) if p else None for p in prom]
     shifts = server_shifts(*prom) if prom[0] and prom[1] else None
     rows = compare(v, b, v2, server, shifts)
     if prom[0] and prom[1]:
         rows.extend(overhead_rows(v, b, v2, *prom))
-    if args.title:
-        print(f"### {args.title}\n")
+    if title:
+        print(f"### {title}\n")
     if v2 is None:
         print("Tolerance: latency statistics max(2 ms, 5%), per-request times max(2 ms, 5%) each, "
               "rates and durations 5%.\n")
@@ -560,10 +602,42 @@ def main():
     print(f"Only in vLLM's result: {', '.join(only_v) or 'none'}")
     print("Only in bench's result: " + (", ".join(f"{k}={show(b[k])}" for k in only_b) or "none"))
     print()
-    if args.summary:
-        json.dump({"title": args.title, "rows": [
+    if summary:
+        json.dump({"title": title, "rows": [
             {"key": r.key, "kind": r.kind, "verdict": r.verdict, "vllm": show(r.v), "bench": show(r.b), "note": r.note}
-            for r in rows], "only_vllm": only_v, "only_bench": only_b}, open(args.summary, "w"))
+            for r in rows], "only_vllm": only_v, "only_bench": only_b}, open(summary, "w"))
+
+
+def case_cmd(args):
+    """One case of a vs-vllm.sh run directory, from its files; the case is added to the
+    directory's cases.txt (the order of its report)."""
+    files = case_files(args.dir, args.case)
+    if files is None:
+        sys.exit(f"parity.py: {args.dir} has no result of both clients for {args.case}")
+    compare_files(**files, title=args.title, summary=os.path.join(args.dir, f"{args.case}.summary.json"))
+    with open(os.path.join(args.dir, "cases.txt"), "a") as out:
+        out.write(f"{args.case}\t{args.title}\n")
+
+
+def run_cases(run_dir):
+    """[(case, title)] of a run directory, in the order they ran."""
+    path = os.path.join(run_dir, "cases.txt")
+    if not os.path.exists(path):
+        return []
+    return [tuple(line.rstrip("\n").split("\t", 1)) for line in open(path) if line.strip()]
+
+
+def recompare(args):
+    """Compares every case of stored runs again with this script's rules (the results are
+    kept; only the verdicts change), into each DIR/parity-recompared.md and its summaries."""
+    for run_dir in args.dirs:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            for case, title in run_cases(run_dir):
+                compare_files(**case_files(run_dir, case), title=title,
+                              summary=os.path.join(run_dir, f"{case}.summary.json"))
+        open(os.path.join(run_dir, "parity-recompared.md"), "w").write(out.getvalue())
+        print(f"parity.py: {len(run_cases(run_dir))} cases of {run_dir} compared again", file=sys.stderr)
 
 
 def matrix(paths):
@@ -583,7 +657,9 @@ def matrix(paths):
             cells.append("" if row is None else mark.get(row["verdict"], row["verdict"]))
         print(f"| {k} | " + " | ".join(cells) + " |")
     print("\n`=` agree, **x** differ, `f` differs only by the requests one client failed, `v` "
-          "generated texts the server itself varies on, `-` not compared. Differences:\n")
+          "the server itself varied (generated texts, as between vLLM's two runs; a timing, by no "
+          "more than twice the server's own change between the runs), `-` not compared. "
+          "Differences:\n")
     for r in runs:
         for row in r["rows"]:
             if row["verdict"] in ("DIFFER", "failures", "server varies"):

@@ -337,7 +337,7 @@ prun() {
 # One case: vLLM's client, bench, and (on a real server) vLLM's client again, whose
 # difference from its first run is the server's run-to-run noise; then the comparison.
 pcase() { # server dataset backend mode
-  local server=$1 dataset=$2 backend=$3 lmode=$4 extra=() dn n args=()
+  local server=$1 dataset=$2 backend=$3 lmode=$4 extra=() dn n
   dataset_flags "$dataset"
   n=$dn
   [ "$server" = mock ] && n=100
@@ -353,26 +353,20 @@ pcase() { # server dataset backend mode
   prun "$cname.bench" bench "$server" "$dataset" "$backend" "$n" "$lmode"
   if [ "$server" != mock ]; then
     prun "$cname.vllm-again" vllm "$server" "$dataset" "$backend" "$n" "$lmode"
-    [ -f "$out/$cname.vllm-again.json" ] && args+=(--vllm-again "$out/$cname.vllm-again.json")
   fi
-  if [ -f "$out/$cname.bench.server.json" ]; then
-    args+=(--server-timing "$out/$cname.bench.server.json")
-    [ -f "$out/$cname.vllm.server.json" ] && args+=(--server-timing-vllm "$out/$cname.vllm.server.json")
-  fi
-  for c in vllm bench vllm-again; do
-    [ -f "$out/$cname.$c.prom.json" ] && args+=(--prom-"$c" "$out/$cname.$c.prom.json")
-  done
   if [ -f "$out/$cname.vllm.json" ] && [ -f "$out/$cname.bench.json" ]; then
-    python3 scripts/parity.py compare --vllm "$out/$cname.vllm.json" --bench "$out/$cname.bench.json" \
-      "${args[@]}" --title "$cname ($n prompts)" --summary "$out/$cname.summary.json" | tee -a "$out/parity.md"
+    # The case's files by name (vLLM's second run, the mock's timing, vLLM's /metrics deltas);
+    # `parity.py recompare DIR` compares them again the same way.
+    python3 scripts/parity.py case --dir "$out" --case "$cname" --title "$cname ($n prompts)" | tee -a "$out/parity.md"
     summaries+=("$out/$cname.summary.json")
   elif [ -f "$out/$cname.bench.json" ] && grep -q "argument --dataset-name: invalid choice: '$dataset'" "$out/$cname.vllm.log"; then
     # A dataset vLLM's client no longer has (vLLM 0.32 dropped sonnet): nothing to compare
     # with, which is a stated cause, not a failure; bench's own run is kept.
     echo "### $cname: no comparison: vLLM $vllm_version's \`bench serve\` has no dataset '$dataset' ($(grep -o "choose from .*)" "$out/$cname.vllm.log" | head -1)); bench's run: $out/$cname.bench.json" | tee -a "$out/parity.md"
-    absent+=("$cname")
+    echo "No comparison for $cname: vLLM $vllm_version's client has no dataset $dataset; bench's run completed $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["completed"])' "$out/$cname.bench.json") requests." >>"$out/notes.txt"
   else
     echo "### $cname: no comparison, a client wrote no result (see $out/$cname.*.log)" | tee -a "$out/parity.md"
+    echo "No comparison for $cname: a client wrote no result." >>"$out/notes.txt"
     missing+=("$cname")
   fi
 }
@@ -381,6 +375,8 @@ parity() {
   sharegpt=tests/data/datasets/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json
   out=${PARITY_OUT:-target/parity-results/$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$out"
+  rm -f "$out/cases.txt" "$out/notes.txt"
+  echo "$invocation" >"$out/command.txt"
   if [[ " $p_servers " == *" llama "* ]]; then
     local paths
     paths=$(bash scripts/real-server.sh --setup-only) || die "scripts/real-server.sh --setup-only failed"
@@ -393,7 +389,7 @@ parity() {
     p_model=$(curl -sf "$p_base_url/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])') \
       || die "could not read the model name from $p_base_url/v1/models; pass --model"
   fi
-  summaries=() missing=() absent=()
+  summaries=() missing=()
   local when commit
   when=$(date -u '+%Y-%m-%d %H:%M UTC')
   commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -442,12 +438,9 @@ parity() {
   [ "${PARITY_GATE:-all}" = exact ] && gate=(--exact-only)
   python3 scripts/parity.py verdict "${gate[@]}" "${summaries[@]}" || verdict=1
   [ ${#missing[@]} -eq 0 ] || { echo "vs-vllm.sh: no comparison for ${missing[*]}" >&2; verdict=1; }
-  local notes=()
-  [ ${#absent[@]} -eq 0 ] || notes=(--note "No comparison for ${absent[*]}: vLLM $vllm_version's client has no such dataset.")
   if [ "$p_readme" = 1 ]; then
-    python3 scripts/parity.py readme --table "$out/parity.md" --readme README.md \
-      --marker "parity-$(echo "$p_servers" | tr ' ' '-')" --command "$invocation" \
-      --verdict "$verdict" "${notes[@]}" "${summaries[@]}"
+    python3 scripts/parity.py readme --readme README.md --marker "parity-$(echo "$p_servers" | tr ' ' '-')" \
+      --command "$invocation --write-readme" --verdict "$verdict" "$out"
   fi
   return $verdict
 }
