@@ -134,10 +134,7 @@ delta() { # metric: after - before over the last two scrapes named $before $afte
 # Everything below is also kept in $out/report.txt, which --write-readme puts in the README.
 exec > >(tee "$out/report.txt")
 echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruct), $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo "unknown (not a git checkout)"), $(nproc) cores; results in $out"
-cache=$(dirname "$VLLM_PY")/../..
-if [ -f "$cache/setup-times.txt" ]; then
-  echo "setup of the cache (scripts/vllm-server.sh, first run): $(awk '{t += $2; printf "%s%s %d s", (NR > 1 ? ", " : ""), $1, $2} END {printf ", %d s in all", t}' "$cache/setup-times.txt"), finished $(tail -1 "$cache/setup-times.txt" | cut -d' ' -f3); $(du -sh "$cache" | cut -f1) on disk"
-fi
+bash scripts/vllm-server.sh --setup-report
 
 # a, b and h: one server with the per-request metrics and the prompt token details.
 if want a || want b || want h; then

@@ -4,6 +4,7 @@
 #   bash scripts/vllm-server.sh --setup-only             # install and convert what is missing, then stop
 #   bash scripts/vllm-server.sh [--port P] [-- FLAGS]    # set up, then run `vllm serve` in the foreground
 #   bash scripts/vllm-server.sh --print-env              # VLLM_PY, VLLM_MODEL, VLLM_TOKENIZER for other scripts
+#   bash scripts/vllm-server.sh --setup-report           # what the cache's setup cost the first time
 #
 # FLAGS are passed to `vllm serve` after this script's own (e.g. -- --enable-per-request-metrics
 # or -- --runner pooling). The server listens on 127.0.0.1:P (default 8013) and is ready when
@@ -42,6 +43,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --setup-only) mode=setup; shift ;;
     --print-env) mode=env; shift ;;
+    --setup-report) mode=report; shift ;;
     --port) port=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
@@ -159,6 +161,11 @@ case $mode in
     echo "VLLM_CACHE_ROOT=$cache/vllm-cache"
     exit 0 ;;
   setup) setup; note "ready: $venv, $model"; exit 0 ;;
+  report)
+    # Each step's time when it ran (setup-times.txt: step, seconds, when it finished).
+    [ -f "$cache/setup-times.txt" ] || { echo "setup of the cache: no record in $cache"; exit 0; }
+    echo "setup of the cache (scripts/vllm-server.sh, first run): $(awk '{t += $2; printf "%s%s %d s", (NR > 1 ? ", " : ""), $1, $2} END {printf ", %d s in all", t}' "$cache/setup-times.txt"), finished $(tail -1 "$cache/setup-times.txt" | cut -d' ' -f3); $(du -sh "$cache" | cut -f1) on disk"
+    exit 0 ;;
 esac
 
 setup

@@ -61,6 +61,8 @@ elif [ "$status" != 0 ]; then
   exit 1
 fi
 step setup
+# What a cold cache costs on top of the steps below: the setup's own first run.
+bash scripts/vllm-server.sh --setup-report | tee -a "$times"
 
 if [ -z "${BENCH_BIN:-}" ]; then
   cargo build -p bench
