@@ -29,8 +29,9 @@
 #   e  bench sweep serve --serve-cmd "vllm serve ..." over two --max-num-seqs with the
 #      prefix cache reset between runs: in every run the measured prefix-cache hit rate
 #      equals the theoretical one, and no server is left
-#   f  bench startup, cold (fresh VLLM_CACHE_ROOT and compile caches) and warm, with and
-#      without --enforce-eager: the times, and what warm saves
+#   f  bench startup, cold (fresh VLLM_CACHE_ROOT and compile caches) and warm (after one
+#      unmeasured start that fills those caches), with and without --enforce-eager: the
+#      times, and what warm saves
 #   g  --profile with --profiler-config (vLLM 0.32 replaced VLLM_TORCH_PROFILER_DIR with it):
 #      the run leaves a torch trace in the directory
 #   h  the /tokenize re-alignment: the GPT-2 tokenizer against the SmolLM2 server; bench's
@@ -325,11 +326,13 @@ PY
 fi
 
 if want f; then
-  echo "f. bench startup on vLLM, cold (fresh caches) and warm:"
+  echo "f. bench startup on vLLM, cold (fresh caches) and warm (after a warm-up start):"
   for eager in "--enforce-eager" ""; do
     cmd=${serve_cmd% --enforce-eager}
     rc=0
-    "$bench" startup --serve-cmd "$cmd $eager" --num-iters-cold 1 --num-iters-warmup 0 \
+    # One warm-up start fills the caches the warm start reads (without it, the warm start
+    # would find them as empty as the cold one did).
+    "$bench" startup --serve-cmd "$cmd $eager" --num-iters-cold 1 --num-iters-warmup 1 \
       --num-iters-warm 1 --output-json "$out/f${eager:+-eager}.json" >"$out/f${eager:+-eager}.log" 2>&1 || rc=$?
     [ $rc -eq 0 ] || tail -20 "$out/f${eager:+-eager}.log" >&2
     verdict < <(python3 - "$out/f${eager:+-eager}.json" "${eager:-without --enforce-eager}" "$rc" <<'PY'
