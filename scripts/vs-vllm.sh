@@ -74,7 +74,7 @@ cd "$(dirname "$0")/.."
 mode=throughput
 # The command as given (less --write-readme), for the README's table: the figures say how
 # they were made.
-invocation="bash scripts/vs-vllm.sh$(for a in "$@"; do [ "$a" = --write-readme ] || printf ' %q' "$a"; done)"
+invocation="${BENCH_BIN:+BENCH_BIN=$BENCH_BIN }bash scripts/vs-vllm.sh$(for a in "$@"; do [ "$a" = --write-readme ] || printf ' %q' "$a"; done)"
 if [ "${1:-}" = parity ]; then mode=parity; shift; elif [ "${1:-}" = throughput ]; then shift; fi
 p_servers="mock llama" p_datasets="" p_backends="openai openai-chat" p_modes=""
 p_base_url="" p_model="" p_prompts="" p_tokenizer="" p_readme=0 p_extras="responses embeddings rerank"
