@@ -91,7 +91,6 @@
 #      first (the server's own figure, from Prometheus, is printed beside it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 
 cache=${BENCH_REAL_SERVER_CACHE:-$HOME/.cache/bench-real-server}
 llama_version=11434.0.0

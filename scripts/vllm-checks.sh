@@ -39,7 +39,6 @@
 #      the same
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 
 port=${PORT:-18213}
 url=http://127.0.0.1:$port
