@@ -26,8 +26,9 @@
 # checked), 1 otherwise.
 #
 # Why this is not a stage of .ci/run: CI must stay under 60 minutes on a 2-core machine and
-# this adds, cold, the setup (about 11 minutes and 8.7 GB) and two vLLM starts; the measured
-# figures are in README "Against a real server (vLLM)", written by this script's report.
+# already takes nearly all of them; this adds, cold, the setup (minutes and GB of downloads)
+# and two vLLM starts. The measured figures are in README "Against a real server (vLLM)",
+# written from this script's report and vllm-server.sh --setup-report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
