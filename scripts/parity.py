@@ -635,8 +635,10 @@ def recompare(args):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             for case, title in run_cases(run_dir):
-                compare_files(**case_files(run_dir, case), title=title,
-                              summary=os.path.join(run_dir, f"{case}.summary.json"))
+                files = case_files(run_dir, case)
+                if files is None:
+                    sys.exit(f"parity.py: {run_dir}/cases.txt lists {case}, but a client's result is missing")
+                compare_files(**files, title=title, summary=os.path.join(run_dir, f"{case}.summary.json"))
         open(os.path.join(run_dir, "parity-recompared.md"), "w").write(out.getvalue())
         print(f"parity.py: {len(run_cases(run_dir))} cases of {run_dir} compared again", file=sys.stderr)
 
