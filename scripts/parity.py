@@ -23,7 +23,7 @@ Every key the two files share is printed with both values and a verdict:
   ranked, over the requests both completed); vLLM sends in dataset order;
 - not compared: `date` (when the run happened); `errors` texts are shown, but only which
   requests failed is compared (vLLM stores a Python traceback, bench a `kind: message`).
-Two verdicts besides agree/DIFFER say why an exact key differs, so that one cause is not
+Verdicts besides agree/DIFFER say why a key differs, so that one cause is not
 counted as many disagreements:
 - `failures`: the two clients failed different requests (the `errors` row is then DIFFER,
   with the first error of each); a count or per-request list that is equal over the
@@ -36,7 +36,10 @@ counted as many disagreements:
   likewise a timing key outside its tolerance that is within twice the server's own change
   between the runs (with --prom-vllm and --prom-bench: the server's mean TTFT, TPOT or E2EL
   from its /metrics, whichever the key follows, relative to vLLM's run; on a CPU vLLM's
-  speed moves from run to run with the batches it forms). The note gives that change.
+  speed moves from run to run with the batches it forms). The note gives that change;
+- `dataset draws`: `start_times` at a request rate that differ for a dataset whose vLLM
+  class draws from numpy's global generator (NUMPY_GLOBAL_DATASETS), which moves vLLM's
+  arrival gaps; bench's gaps are vLLM's for every other dataset.
 Keys only one side has are listed after the table.
 """
 
@@ -57,6 +60,8 @@ RATES = ["duration", "request_throughput", "output_throughput", "total_token_thr
          "max_output_tokens_per_s", "input_sequence_throughput"]
 TIME_LISTS = ["ttfts", "latencies", "queue_times", "start_times"]
 NOT_COMPARED = ["date"]
+# Verdicts of a difference with a stated cause (see the module's doc).
+EXPLAINED = ("failures", "server varies", "dataset draws")
 
 BASE_ABS_MS = 2.0
 BASE_REL = 0.05
@@ -114,10 +119,20 @@ def failed_set(r):
     return None if not isinstance(errs, list) else {i for i, e in enumerate(errs) if e}
 
 
-def compare(v, b, v2, server, shifts=None):
+# Datasets whose vLLM class draws from numpy's global generator after `vllm bench serve`
+# seeded it, with the lines that do: vLLM's arrival gaps (`np.random.gamma`, serve.py:479)
+# then continue the dataset's stream, while bench's are those of a fresh
+# `np.random.seed(seed)` whatever the dataset (crates/core/src/schedule.rs).
+NUMPY_GLOBAL_DATASETS = {
+    "prefix_repetition": "vllm/benchmarks/datasets/datasets.py:4195 np.random.seed, :4221 np.random.randint",
+}
+
+
+def compare(v, b, v2, server, shifts=None, dataset=None):
     """The rows of every shared key. shifts (server_shifts, on a real vLLM): a timing key
     outside its tolerance, but within twice the server's own change between the runs, gets
-    the verdict `server varies` with that change in its note."""
+    the verdict `server varies` with that change in its note. dataset: the case's dataset
+    (vs-vllm.sh's case name), for NUMPY_GLOBAL_DATASETS."""
     shifts = shifts or {}
     rows = []
     shared = [k for k in v if k in b]
@@ -221,6 +236,12 @@ def compare(v, b, v2, server, shifts=None):
                 if sub.verdict == "agree":
                     row.verdict = "failures"
             by_server(row, key, lambda rel: time_list(key, a, c, a2, rel).verdict == "agree")
+            if (row.verdict == "DIFFER" and key == "start_times" and dataset in NUMPY_GLOBAL_DATASETS
+                    and math.isfinite(v.get("request_rate", math.inf))):
+                row.verdict = "dataset draws"
+                row.note += (f"; vLLM's {dataset} draws from numpy's global generator after seeding it "
+                             f"({NUMPY_GLOBAL_DATASETS[dataset]}), so its arrival gaps continue that "
+                             "stream; bench's are a fresh np.random.seed(seed)'s")
             rows.append(row)
         elif key == "itls":
             row = itl_lists(a, c, None if v2 is None else v2.get(key))
@@ -515,6 +536,7 @@ def main():
     c.add_argument("--prom-bench", help="the same over the bench run")
     c.add_argument("--prom-vllm-again", help="the same over the second vLLM run")
     c.add_argument("--title", default="")
+    c.add_argument("--dataset", help="the workload's dataset (NUMPY_GLOBAL_DATASETS)")
     c.add_argument("--summary", help="write the verdicts as JSON here (for `matrix`)")
     m = sub.add_parser("matrix")
     m.add_argument("summaries", nargs="+")
@@ -548,7 +570,7 @@ def main():
 
     prom = [args.prom_vllm, args.prom_bench, args.prom_vllm_again]
     server = (args.server_timing_vllm, args.server_timing) if args.server_timing else None
-    compare_files(args.vllm, args.bench, args.vllm_again, server, prom, args.title, args.summary)
+    compare_files(args.vllm, args.bench, args.vllm_again, server, prom, args.title, args.summary, args.dataset)
 
 
 def case_files(run_dir, case):
@@ -559,11 +581,14 @@ def case_files(run_dir, case):
     if not f("vllm.json") or not f("bench.json"):
         return None
     server = (f("vllm.server.json"), f("bench.server.json")) if f("bench.server.json") else None
+    # vs-vllm.sh names a case SERVER.DATASET.BACKEND.MODE.
+    parts = case.split(".")
     return dict(vllm=f("vllm.json"), bench=f("bench.json"), vllm_again=f("vllm-again.json"), server=server,
-                prom=[f("vllm.prom.json"), f("bench.prom.json"), f("vllm-again.prom.json")])
+                prom=[f("vllm.prom.json"), f("bench.prom.json"), f("vllm-again.prom.json")],
+                dataset=parts[1] if len(parts) == 4 else None)
 
 
-def compare_files(vllm, bench, vllm_again, server, prom, title, summary):
+def compare_files(vllm, bench, vllm_again, server, prom, title, summary, dataset=None):
     """Prints the comparison of one case and writes its summary (for `matrix`, `verdict` and
     `readme`). server: (mock timing after vLLM's run or None, after bench's run) or None;
     prom: deltas of vLLM's /metrics over vLLM's run, bench's and vLLM's second (each or None)."""
@@ -574,7 +599,7 @@ def compare_files(vllm, bench, vllm_again, server, prom, title, summary):
         server = (json.load(open(server[0])) if server[0] else None, json.load(open(server[1])))
     prom = [json.load(open(p)) if p else None for p in prom]
     shifts = server_shifts(*prom) if prom[0] and prom[1] else None
-    rows = compare(v, b, v2, server, shifts)
+    rows = compare(v, b, v2, server, shifts, dataset)
     if prom[0] and prom[1]:
         rows.extend(overhead_rows(v, b, v2, *prom))
     if title:
@@ -594,7 +619,7 @@ def compare_files(vllm, bench, vllm_again, server, prom, title, summary):
     only_b = [k for k in b if k not in v]
     agree = sum(1 for r in rows if r.verdict == "agree")
     differ = [r.key for r in rows if r.verdict == "DIFFER"]
-    explained = [f"{r.key}: {r.verdict}" for r in rows if r.verdict in ("failures", "server varies")]
+    explained = [f"{r.key}: {r.verdict}" for r in rows if r.verdict in EXPLAINED]
     nc = sum(1 for r in rows if r.verdict == "n/a")
     print(f"\nShared keys: {len(rows)}; agree {agree}, differ {len(differ)}"
           + (f" ({', '.join(differ)})" if differ else "")
@@ -652,7 +677,8 @@ def matrix(paths):
                 keys.append(row["key"])
     print("| key | " + " | ".join(r["title"] for r in runs) + " |")
     print("|-----|" + "|".join(":-:" for _ in runs) + "|")
-    mark = {"agree": "=", "DIFFER": "**x**", "n/a": "-", "failures": "f", "server varies": "v"}
+    mark = {"agree": "=", "DIFFER": "**x**", "n/a": "-", "failures": "f", "server varies": "v",
+            "dataset draws": "d"}
     for k in keys:
         cells = []
         for r in runs:
@@ -661,11 +687,12 @@ def matrix(paths):
         print(f"| {k} | " + " | ".join(cells) + " |")
     print("\n`=` agree, **x** differ, `f` differs only by the requests one client failed, `v` "
           "the server itself varied (generated texts, as between vLLM's two runs; a timing, by no "
-          "more than twice the server's own change between the runs), `-` not compared. "
+          "more than twice the server's own change between the runs), `d` vLLM's dataset drew from "
+          "numpy's global generator before the arrival gaps (start_times only), `-` not compared. "
           "Differences:\n")
     for r in runs:
         for row in r["rows"]:
-            if row["verdict"] in ("DIFFER", "failures", "server varies"):
+            if row["verdict"] in ("DIFFER",) + EXPLAINED:
                 print(f"- {r['title']}: `{row['key']}` ({row['verdict']}): vLLM {row['vllm']}, bench {row['bench']}"
                       + (f"; {row['note']}" if row["note"] else ""))
 

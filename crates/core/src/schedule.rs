@@ -17,13 +17,17 @@
 //!   end rate with progress `i / max(n - 1, 1)`, linearly or geometrically, its gap is
 //!   drawn at that rate, and nothing is rescaled.
 //!
-//! The draws come from a seeded `StdRng`, not numpy, so offsets are reproducible for a
-//! given seed but are not vLLM's numbers draw for draw; their distribution is the same.
+//! The draws are vLLM's own, draw for draw: vLLM seeds numpy's legacy global generator
+//! with `--seed` (`np.random.seed`, serve.py:2013) and draws each gap with
+//! `np.random.gamma` (serve.py:479); bench does the same through the SDK's port of
+//! numpy's `RandomState`, so the same flags give the same offsets as `vllm bench serve`
+//! (checked against vLLM's `get_request` in `tests/data/schedule`). The one exception is
+//! a dataset that itself draws from numpy's global generator after seeding it
+//! (`prefix_repetition`, datasets.py:4195/4221): vLLM's gaps then continue that
+//! dataset's stream, while bench's arrivals do not depend on which dataset runs.
 
-use anyhow::{Context, Result, ensure};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-use rand_distr::{Distribution, Gamma};
+use anyhow::{Result, ensure};
+use bench_sdk::rng::RandomState;
 
 /// What shapes the arrival times of one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,8 +111,8 @@ pub fn build(cfg: &ScheduleConfig) -> Result<Schedule> {
         Some(ramp) => (0..n).map(|i| ramp.rate_at(i, n)).collect(),
         None => vec![cfg.request_rate; n],
     };
-    let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let mut offsets = draw_gaps(&rates, cfg.burstiness, &mut rng)?;
+    let mut rng = numpy_global(cfg.seed);
+    let mut offsets = draw_gaps(&rates, cfg.burstiness, &mut rng);
     let mut elapsed = 0.0;
     for offset in &mut offsets {
         elapsed += *offset;
@@ -215,35 +219,30 @@ fn validate(cfg: &ScheduleConfig) -> Result<()> {
     Ok(())
 }
 
-/// Draws the gap before each request at the rate in force for it.
-fn draw_gaps(rates: &[f64], burstiness: f64, rng: &mut StdRng) -> Result<Vec<f64>> {
-    let mut gamma: Option<(f64, Gamma<f64>)> = None;
+/// numpy's global generator after `np.random.seed(seed)`. numpy takes seeds below 2^32 as
+/// they are (vLLM's `--seed` must be one); a wider seed, which vLLM rejects, is seeded
+/// as numpy seeds the array `[low 32 bits, high 32 bits]`, so it still gives its own
+/// arrivals.
+fn numpy_global(seed: u64) -> RandomState {
+    match u32::try_from(seed) {
+        Ok(seed) => RandomState::new(seed),
+        Err(_) => RandomState::from_key(&[seed as u32, (seed >> 32) as u32]),
+    }
+}
+
+/// Draws the gap before each request at the rate in force for it, as vLLM's
+/// `get_request` does: `np.random.gamma(shape=burstiness, scale=1 / (rate * burstiness))`.
+fn draw_gaps(rates: &[f64], burstiness: f64, rng: &mut RandomState) -> Vec<f64> {
     rates
         .iter()
         .map(|&rate| {
             if rate == f64::INFINITY {
-                return Ok(0.0);
+                0.0
+            } else if burstiness == f64::INFINITY {
+                1.0 / rate
+            } else {
+                rng.gamma(burstiness, 1.0 / (rate * burstiness))
             }
-            if burstiness == f64::INFINITY {
-                return Ok(1.0 / rate);
-            }
-            // A ramp changes the rate at every request; a constant rate builds the
-            // distribution once.
-            let dist = match gamma {
-                Some((for_rate, dist)) if for_rate == rate => dist,
-                _ => {
-                    let scale = 1.0 / (rate * burstiness);
-                    let dist = Gamma::new(burstiness, scale).with_context(|| {
-                        format!(
-                            "cannot draw arrival gaps with --burstiness {burstiness} at \
-                             {rate} requests/s (gamma shape {burstiness}, scale {scale})"
-                        )
-                    })?;
-                    gamma = Some((rate, dist));
-                    dist
-                }
-            };
-            Ok(dist.sample(rng))
         })
         .collect()
 }
@@ -371,8 +370,8 @@ mod tests {
         let rate = 12.5;
         for burstiness in [0.5, 1.0, 4.0] {
             let rates = vec![rate; 20_000];
-            let mut rng = StdRng::seed_from_u64(2024);
-            let draws = draw_gaps(&rates, burstiness, &mut rng).unwrap();
+            let mut rng = numpy_global(2024);
+            let draws = draw_gaps(&rates, burstiness, &mut rng);
             let (mean, cv) = mean_and_cv(&draws);
             assert_close(
                 mean,
@@ -404,8 +403,8 @@ mod tests {
             assert!(schedule.rps_change_events.is_empty());
 
             // Rescaling is a pure change of scale of the same draws, so the spread stays.
-            let mut rng = StdRng::seed_from_u64(99);
-            let draws = cumulative(&draw_gaps(&schedule.rates, burstiness, &mut rng).unwrap());
+            let mut rng = numpy_global(99);
+            let draws = cumulative(&draw_gaps(&schedule.rates, burstiness, &mut rng));
             let factor = last / draws.last().unwrap();
             assert_ne!(factor, 1.0, "the raw sum is never exactly n / rate");
             for (offset, raw) in schedule.offsets.iter().zip(&draws) {
@@ -439,8 +438,8 @@ mod tests {
         assert_close(schedule.rates[5], 7.0, 1e-12, "middle rate");
         assert_close(schedule.rates[10], 12.0, 1e-12, "last rate");
         // Each gap is drawn at the rate in force and nothing is rescaled.
-        let mut rng = StdRng::seed_from_u64(7);
-        let raw = cumulative(&draw_gaps(&schedule.rates, 1.0, &mut rng).unwrap());
+        let mut rng = numpy_global(7);
+        let raw = cumulative(&draw_gaps(&schedule.rates, 1.0, &mut rng));
         assert_eq!(schedule.offsets, raw);
     }
 
@@ -521,6 +520,53 @@ mod tests {
                 (7, Some(2), o[2]),
             ]
         );
+    }
+
+    /// The offsets and rates of vLLM 0.32's own `get_request`, written by
+    /// `scripts/vllm_reference_schedule.py`: equal to the last bit, as bench makes the same
+    /// draws and the same arithmetic in the same order.
+    #[test]
+    fn offsets_and_rates_are_vllms_draw_for_draw() {
+        let fixture: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../tests/data/schedule/vllm-arrivals.json"
+        ))
+        .unwrap();
+        let cases = fixture["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 6);
+        let floats = |v: &serde_json::Value| -> Vec<f64> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        };
+        for case in cases {
+            let ramp_up = case.get("ramp_up").map(|r| RampUp {
+                strategy: serde_json::from_value(r["strategy"].clone()).unwrap(),
+                start_rps: r["start_rps"].as_f64().unwrap(),
+                end_rps: r["end_rps"].as_f64().unwrap(),
+            });
+            let cfg = ScheduleConfig {
+                num_requests: case["num_requests"].as_u64().unwrap() as usize,
+                request_rate: case["request_rate"].as_f64().unwrap_or(f64::INFINITY),
+                burstiness: case["burstiness"].as_f64().unwrap(),
+                ramp_up,
+                seed: case["seed"].as_u64().unwrap(),
+            };
+            let schedule = build(&cfg).unwrap();
+            assert_eq!(schedule.offsets, floats(&case["offsets"]), "{cfg:?}");
+            assert_eq!(schedule.rates, floats(&case["rates"]), "{cfg:?}");
+        }
+    }
+
+    #[test]
+    fn a_seed_wider_than_numpy_takes_gets_its_own_arrivals() {
+        // numpy rejects np.random.seed(2**32); bench seeds the words [0, 1] instead, which
+        // is neither seed 0 nor seed 1.
+        let wide = build(&constant(50, 10.0, 1.0, 1 << 32)).unwrap();
+        for narrow in [0, 1] {
+            assert_ne!(wide, build(&constant(50, 10.0, 1.0, narrow)).unwrap());
+        }
     }
 
     #[test]

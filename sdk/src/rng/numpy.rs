@@ -324,10 +324,13 @@ fn lemire64(mut next: impl FnMut() -> u64, range: u64) -> u64 {
 }
 
 /// numpy's legacy `RandomState` (MT19937), as used through the global
-/// `np.random.seed(seed)` and `np.random.randint(...)`.
+/// `np.random.seed(seed)`, `np.random.randint(...)` and `np.random.gamma(...)`.
 #[derive(Clone)]
 pub struct RandomState {
     mt: Mt19937,
+    /// The second normal of the last polar-method pair, which numpy keeps for the next
+    /// normal draw (`has_gauss` / `gauss` in its legacy state).
+    gauss: Option<f64>,
 }
 
 impl RandomState {
@@ -335,7 +338,113 @@ impl RandomState {
     pub fn new(seed: u32) -> Self {
         RandomState {
             mt: Mt19937::from_u32(seed),
+            gauss: None,
         }
+    }
+
+    /// `np.random.seed(key)` with a non-empty array of 32-bit words (`init_by_array`):
+    /// how a seed wider than 32 bits reaches numpy's legacy generator, e.g. as
+    /// `np.random.seed([low_word, high_word])`.
+    ///
+    /// # Panics
+    /// When `key` is empty, where numpy raises `ValueError: Seed must be non-empty`.
+    pub fn from_key(key: &[u32]) -> Self {
+        RandomState {
+            mt: Mt19937::from_key(key),
+            gauss: None,
+        }
+    }
+
+    /// `np.random.random_sample()`: a double in [0, 1) from two words (53 bits).
+    pub fn random_sample(&mut self) -> f64 {
+        let a = self.mt.next_u32() >> 5;
+        let b = self.mt.next_u32() >> 6;
+        (f64::from(a) * 67_108_864.0 + f64::from(b)) / 9_007_199_254_740_992.0
+    }
+
+    /// `np.random.standard_exponential()`: `-ln(1 - U)`.
+    pub fn standard_exponential(&mut self) -> f64 {
+        -(1.0 - self.random_sample()).ln()
+    }
+
+    /// `np.random.standard_normal()`: Marsaglia's polar method, keeping the pair's second
+    /// value for the next call, as numpy's legacy `legacy_gauss` does.
+    pub fn standard_normal(&mut self) -> f64 {
+        if let Some(kept) = self.gauss.take() {
+            return kept;
+        }
+        let (x1, x2, r2) = loop {
+            let x1 = 2.0 * self.random_sample() - 1.0;
+            let x2 = 2.0 * self.random_sample() - 1.0;
+            let r2 = x1 * x1 + x2 * x2;
+            if r2 < 1.0 && r2 != 0.0 {
+                break (x1, x2, r2);
+            }
+        };
+        let f = (-2.0 * r2.ln() / r2).sqrt();
+        self.gauss = Some(f * x1);
+        f * x2
+    }
+
+    /// `np.random.standard_gamma(shape)`, numpy's legacy algorithm step for step: the
+    /// exponential for shape 1, a rejection from the exponential below 1, and Marsaglia
+    /// and Tsang's method (on the polar-method normals) above 1.
+    ///
+    /// # Panics
+    /// When `shape` is negative or NaN, where numpy raises `ValueError: shape < 0`.
+    pub fn standard_gamma(&mut self, shape: f64) -> f64 {
+        assert!(shape >= 0.0, "standard_gamma needs shape >= 0, got {shape}");
+        if shape == 1.0 {
+            return self.standard_exponential();
+        }
+        if shape == 0.0 {
+            return 0.0;
+        }
+        if shape < 1.0 {
+            loop {
+                let u = self.random_sample();
+                let v = self.standard_exponential();
+                if u <= 1.0 - shape {
+                    let x = u.powf(1.0 / shape);
+                    if x <= v {
+                        return x;
+                    }
+                } else {
+                    let y = -((1.0 - u) / shape).ln();
+                    let x = (1.0 - shape + shape * y).powf(1.0 / shape);
+                    if x <= v + y {
+                        return x;
+                    }
+                }
+            }
+        }
+        let b = shape - 1.0 / 3.0;
+        let c = 1.0 / (9.0 * b).sqrt();
+        loop {
+            let (x, v) = loop {
+                let x = self.standard_normal();
+                let v = 1.0 + c * x;
+                if v > 0.0 {
+                    break (x, v);
+                }
+            };
+            let v = v * v * v;
+            let u = self.random_sample();
+            if u < 1.0 - 0.0331 * (x * x) * (x * x) {
+                return b * v;
+            }
+            if u.ln() < 0.5 * x * x + b * (1.0 - v + v.ln()) {
+                return b * v;
+            }
+        }
+    }
+
+    /// `np.random.gamma(shape, scale)`: `scale * standard_gamma(shape)`.
+    ///
+    /// # Panics
+    /// When `shape` is negative or NaN (see [`Self::standard_gamma`]).
+    pub fn gamma(&mut self, shape: f64, scale: f64) -> f64 {
+        scale * self.standard_gamma(shape)
     }
 
     /// `np.random.randint(low, high, size=n)` (int64, `high` exclusive): rejection
@@ -521,6 +630,65 @@ mod tests {
     #[should_panic(expected = "low >= high")]
     fn empty_range_panics_like_numpy_raises() {
         Generator::new(0).integers(3, 3, 1);
+    }
+
+    #[test]
+    fn legacy_continuous_draws_match_numpy() {
+        // numpy 2.3.5 on CPython 3.12 (glibc's libm, as Rust's f64::ln/powf use here):
+        //   np.random.seed(0); [np.random.random_sample() for _ in range(2)],
+        //   np.random.standard_exponential(), [np.random.standard_normal() for _ in range(3)]
+        let mut r = RandomState::new(0);
+        assert_eq!(
+            [r.random_sample(), r.random_sample()],
+            [0.5488135039273248, 0.7151893663724195]
+        );
+        assert_eq!(r.standard_exponential(), 0.9232231458040688);
+        // The third normal is the kept half of the second pair.
+        assert_eq!(
+            [r.standard_normal(), r.standard_normal(), r.standard_normal()],
+            [-2.268328201180374, 1.3335453816218967, -0.8427240538292873]
+        );
+        // np.random.seed(42); [np.random.gamma(shape, 0.5) for _ in range(4)]: each of
+        // numpy's three branches (shape 1, below 1, above 1).
+        let expected: [(f64, [f64; 4]); 3] = [
+            (
+                1.0,
+                [
+                    0.23463404498842955,
+                    1.5050607154587605,
+                    0.6583728467727247,
+                    0.4564712768879766,
+                ],
+            ),
+            (
+                0.5,
+                [
+                    0.07014015031309821,
+                    0.32950901642109254,
+                    0.012170908082753144,
+                    0.0016868530012529043,
+                ],
+            ),
+            (
+                2.5,
+                [
+                    1.4915676827124065,
+                    0.9847264787410063,
+                    0.9199775683727892,
+                    0.9199884041181887,
+                ],
+            ),
+        ];
+        for (shape, draws) in expected {
+            let mut r = RandomState::new(42);
+            let got: Vec<f64> = (0..4).map(|_| r.gamma(shape, 0.5)).collect();
+            assert_eq!(got, draws, "shape {shape}");
+        }
+        // np.random.seed(np.array([5, 1], dtype=np.uint32)); np.random.randint(0, 1000,
+        //   size=3); np.random.gamma(1.0, 1.0)
+        let mut r = RandomState::from_key(&[5, 1]);
+        assert_eq!(r.randint(0, 1000, 3), [211, 683, 821]);
+        assert_eq!(r.gamma(1.0, 1.0), 2.2066011799449408);
     }
 
     #[test]
