@@ -645,7 +645,11 @@ mod tests {
         assert_eq!(r.standard_exponential(), 0.9232231458040688);
         // The third normal is the kept half of the second pair.
         assert_eq!(
-            [r.standard_normal(), r.standard_normal(), r.standard_normal()],
+            [
+                r.standard_normal(),
+                r.standard_normal(),
+                r.standard_normal()
+            ],
             [-2.268328201180374, 1.3335453816218967, -0.8427240538292873]
         );
         // np.random.seed(42); [np.random.gamma(shape, 0.5) for _ in range(4)]: each of
