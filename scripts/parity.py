@@ -33,10 +33,15 @@ counted as many disagreements:
   vLLM run in no more requests than twice the number in which the two vLLM runs differ
   from each other (the same client, the same requests: the server itself gave different
   texts; llama.cpp at temperature 0 is not deterministic across batch compositions);
-  likewise a timing key outside its tolerance that is within twice the server's own change
-  between the runs (with --prom-vllm and --prom-bench: the server's mean TTFT, TPOT or E2EL
-  from its /metrics, whichever the key follows, relative to vLLM's run; on a CPU vLLM's
-  speed moves from run to run with the batches it forms). The note gives that change;
+  likewise a timing key outside its tolerance that the server's own /metrics account for
+  (with --prom-vllm and --prom-bench; on a CPU vLLM's speed moves from run to run with the
+  batches it forms). When the runs kept the server's histogram buckets, a latency statistic
+  (mean, median, pNN, std of TTFT, ITL, TPOT, E2EL) qualifies when each client's value minus
+  the server's own same statistic over the same run agree (both clients measured what their
+  server did; the server did something different), within the tolerance or the buckets' 2%;
+  any other timing key (and every key of runs without the buckets) when it is within twice
+  the server's own relative change between the runs of the statistic it follows (its mean
+  TTFT, TPOT or E2EL without the buckets). The note gives those values;
 - `dataset draws`: `start_times` at a request rate that differ for a dataset whose vLLM
   class draws from numpy's global generator (NUMPY_GLOBAL_DATASETS), which moves vLLM's
   arrival gaps; bench's gaps are vLLM's for every other dataset.
@@ -160,10 +165,27 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
     def by_server(row, key, within):
         """`server varies` for a timing row that differs, when within(rel) holds with rel the
         server's own relative change between the runs for the statistic the key follows."""
-        shift = shifts.get(server_stat(key))
+        shift = shifts.get(server_stat(key, shifts.get("have_hist", False)))
         if row.verdict == "DIFFER" and shift is not None and within(shift[0]):
             row.verdict = "server varies"
             row.note += f"; within twice the server's own change ({shift[1]})"
+
+    def by_client_offset(row, key, a, c, tol):
+        """`server varies` for a latency statistic that differs, when each client's value minus
+        the server's own same statistic over the same run agrees: both clients measured what
+        their server did, and the server did something different. Within the tolerance, or
+        the buckets' resolution (2%, for each of the two servers' values) for a quantile or
+        spread, or twice vLLM's own run-to-run change of that offset."""
+        quantity, stat = server_stat(key, True)
+        _, text, sv, sb, sv2 = shifts[(quantity, stat)]
+        ov, ob = a - sv, c - sb
+        bound = max(tol, 0.02 * (sv + sb) if stat != "mean" else 0.0)
+        if v2 is not None and sv2 is not None and isinstance(v2.get(key), (int, float)):
+            bound = max(bound, 2 * abs((v2[key] - sv2) - ov))
+        if row.verdict == "DIFFER" and abs(ob - ov) <= bound:
+            row.verdict = "server varies"
+            row.note += (f"; each client minus the server's own value agree: vLLM {ov:+.4g} ms, bench "
+                         f"{ob:+.4g} ms (within {bound:.3g}; {text})")
 
     def tol_scalar(key, a, ms):
         """Tolerance for a scalar timing value a (ms if ms else relative-only)."""
@@ -224,7 +246,10 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
                 note += (f"; server's own: vLLM run {server[0][key]:.4g}, " if server[0] and key in server[0]
                          else "; server's own: ") + f"bench run {server[1][key]:.4g}"
             row = Row(key, "tol", a, c, "agree" if abs(d) <= tol else "DIFFER", note)
-            by_server(row, key, lambda rel: abs(d) <= max(tol, 2 * rel * abs(a)))
+            if shifts.get("have_hist") and key.endswith("_ms") and server_stat(key, True) in shifts:
+                by_client_offset(row, key, a, c, tol)
+            else:
+                by_server(row, key, lambda rel: abs(d) <= max(tol, 2 * rel * abs(a)))
             rows.append(row)
         elif key in TIME_LISTS:
             a2 = None if v2 is None else v2.get(key)
@@ -382,35 +407,90 @@ def itl_lists(a, c, a2, rel=0.0):
     return Row("itls", "tol", a, c, "agree" if ok else "DIFFER", "; ".join(notes))
 
 
-def server_stat(key):
-    """Which of the server's own means (from its /metrics) a timing key follows: its TTFT, its
-    time per output token, or its end-to-end latency (durations, rates and per-request start
-    and end times follow how long the requests took)."""
+def server_stat(key, have_hist=False):
+    """Which of the server's own statistics (from its /metrics) a timing key follows, as
+    (quantity, statistic): the quantity its TTFT, inter-token latency, time per output token
+    or end-to-end latency (durations, rates and per-request start and end times follow how
+    long the requests took); the statistic `mean`, `std` or a quantile (`q0.5` for a median,
+    `q0.99` for a p99). Without the server's histograms (runs before they were kept, or
+    have_hist False) every key follows the mean, and ITLs follow the time per output token."""
     if "ttft" in key:
-        return "ttft"
-    if "tpot" in key or "itl" in key or key == "max_output_tokens_per_s":
+        quantity = "ttft"
+    elif "itl" in key:
+        quantity = "itl" if have_hist else "tpot"
+    elif "tpot" in key or key == "max_output_tokens_per_s":
         # The most tokens in any one second: how fast the server emitted them.
-        return "tpot"
-    return "e2e"
+        quantity = "tpot"
+    else:
+        quantity = "e2e"
+    stat = "mean"
+    if have_hist:
+        head = key.split("_", 1)[0]
+        if head == "median":
+            stat = "q0.5"
+        elif head == "std":
+            stat = "std"
+        elif head.startswith("p") and head[1:].replace(".", "", 1).isdigit():
+            stat = f"q{float(head[1:]) / 100:g}"
+    return quantity, stat
+
+
+def server_value_ms(prom, quantity, stat):
+    """The server's own statistic of one quantity over one client run, in ms: the mean from
+    its histogram's sum and count; a percentile (as numpy computes it, between order
+    statistics, as both clients do) or the standard deviation from its buckets, each
+    observation placed evenly within its bucket, so known to the bucket's width (2% with
+    vs-vllm.sh's buckets)."""
+    if stat == "mean":
+        return server_mean_ms(prom, quantity)
+    xs = bucket_observations(prom, quantity)
+    if not xs:
+        return None
+    if stat.startswith("q"):
+        return 1000 * pct(xs, float(stat[1:]))
+    mean = server_mean_ms(prom, quantity)
+    if mean is None:
+        return None
+    return math.sqrt(sum((1000 * x - mean) ** 2 for x in xs) / len(xs))
+
+
+def bucket_observations(prom, quantity):
+    """The observations of a histogram's cumulative buckets [[upper bound, count], ...] in
+    order, each bucket's spread evenly across it (the +Inf bucket's at its lower bound)."""
+    xs, lower, below = [], 0.0, 0
+    for le, cum in (prom.get("hist") or {}).get(quantity, []):
+        upper, n = float(le), round(cum - below)
+        for k in range(n):
+            xs.append(lower if math.isinf(upper) else lower + (upper - lower) * (k + 0.5) / n)
+        if not math.isinf(upper):
+            lower = upper
+        below = cum
+    return xs
 
 
 def server_shifts(pv, pb, pv2):
-    """How far the server's own mean TTFT, TPOT and E2EL moved between vLLM's run and bench's run
-    (and between vLLM's two runs), relative to vLLM's run: {stat: (shift, text)}. On a CPU the
-    server's speed changes from run to run with the batches it forms; a client timing that
-    differs by no more than twice the server's own change is the server's doing."""
+    """How far the server's own statistics moved between vLLM's run and bench's run (and
+    between vLLM's two runs), relative to vLLM's run: {(quantity, statistic): (shift, text)}
+    for every pair server_stat gives. On a CPU the server's speed changes from run to run with
+    the batches it forms; a client timing that differs by no more than twice the server's own
+    change in the same statistic is the server's doing."""
+    have_hist = bool(pv.get("hist") and pb.get("hist"))
     out = {}
-    for stat in ("ttft", "tpot", "e2e"):
-        sv, sb = server_mean_ms(pv, stat), server_mean_ms(pb, stat)
-        if not sv or sb is None:
-            continue
-        shift = abs(sb - sv) / sv
-        text = f"the server's own mean {stat} {sv:.4g} ms in vLLM's run, {sb:.4g} ms in bench's"
-        sv2 = server_mean_ms(pv2, stat) if pv2 else None
-        if sv2 is not None:
-            text += f", {sv2:.4g} ms in vLLM's second"
-            shift = max(shift, abs(sv2 - sv) / sv)
-        out[stat] = (shift, f"{text}: {100 * shift:.3g}% apart")
+    names = {"mean": "mean", "std": "std", "q0.5": "median"}
+    for quantity in ("ttft", "itl", "tpot", "e2e"):
+        for stat in ("mean", "std", "q0.5", "q0.9", "q0.95", "q0.99", "q0.999") if have_hist else ("mean",):
+            sv, sb = server_value_ms(pv, quantity, stat), server_value_ms(pb, quantity, stat)
+            if not sv or sb is None:
+                continue
+            shift = abs(sb - sv) / sv
+            name = names.get(stat) or f"p{100 * float(stat[1:]):g}"
+            text = f"the server's own {name} {quantity} {sv:.4g} ms in vLLM's run, {sb:.4g} ms in bench's"
+            sv2 = server_value_ms(pv2, quantity, stat) if pv2 else None
+            if sv2 is not None:
+                text += f", {sv2:.4g} ms in vLLM's second"
+                shift = max(shift, abs(sv2 - sv) / sv)
+            out[(quantity, stat)] = (shift, f"{text}: {100 * shift:.3g}% apart", sv, sb, sv2)
+    out["have_hist"] = have_hist
     return out
 
 

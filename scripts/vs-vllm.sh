@@ -44,8 +44,10 @@
 #          tolerance is widened to twice the difference between its two runs (the server's
 #          own run-to-run variation);
 #   vllm:  vLLM 0.32.0 itself on this CPU with SmolLM2 (scripts/vllm-server.sh; its client
-#          comes from the same environment), started once with --enable-per-request-metrics
-#          and VLLM_SERVER_DEV_MODE=1, warmed up, its prefix cache reset before every run;
+#          comes from the same environment), started once with --enable-per-request-metrics,
+#          latency histogram buckets 2% apart (--custom-histogram-buckets: the server's own
+#          median, p99 and spread of each run) and VLLM_SERVER_DEV_MODE=1, warmed up, its
+#          prefix cache reset before every run;
 #          datasets random, sharegpt, sonnet, prefix_repetition, burstgpt, spec_bench and
 #          custom (tests/data/datasets), 4 to 16 prompts each, at a cap and at a Poisson
 #          rate (--modes "cap poisson"), --temperature 0; vLLM runs twice as on llama; then
@@ -57,8 +59,9 @@
 #          vllm:time_to_first_token_seconds, vllm:request_time_per_output_token_seconds and
 #          vllm:e2e_request_latency_seconds), bench's no larger than vLLM's client's within
 #          twice vLLM's run-to-run difference, and the prefix-cache hits; a timing key that
-#          differs by no more than twice the server's own change between the runs (those
-#          means, relative) is marked `server varies`, a stated cause;
+#          differs by no more than twice the server's own change between the runs in the
+#          statistic it follows (its mean, median, p99 or spread, relative) is marked
+#          `server varies`, a stated cause;
 #   --base-url URL: your running server instead (not restarted between runs, so its state,
 #          e.g. a prefix cache, carries over; vLLM runs first, then bench, then vLLM again).
 # Options: --servers "mock llama", --datasets "random sharegpt", --backends "openai
@@ -202,6 +205,10 @@ start_llama() {
 # prefix cache is reset (VLLM_SERVER_DEV_MODE=1) before every client run, so that no run
 # finds the previous run's prompts cached. vllm_flags holds the flags of the server that runs.
 vllm_flags="-"
+# Histogram buckets 2% apart from 1 ms to 10 min for the server's latency histograms (vLLM's
+# defaults are up to 2.5x apart), so that its own quantiles of a run are read to within 2%.
+fine_buckets=$(python3 -c 'import json; b = [float(f"{0.001 * 1.02 ** i:.6g}") for i in range(673)]
+print(json.dumps({f: b for f in ("time_to_first_token", "inter_token_latency", "request_latency")}))')
 start_vllm() { # vllm serve flags...
   [ "$vllm_flags" = "$*" ] && [ -n "$server_pid" ] && return
   stop_server
@@ -229,28 +236,42 @@ start_vllm() { # vllm serve flags...
 
 # Counters of vLLM's /metrics whose deltas over one client run the comparison uses: the
 # server's own TTFT (request arrival to first token), end-to-end latency and time per output
-# token (each request's mean), and the prefix cache's hits.
+# token (each request's mean), and the prefix cache's hits; and the bucket counts of its
+# TTFT, inter-token latency, time per output token and end-to-end latency histograms
+# (`hist`: [[upper bound, cumulative count], ...]), from which parity.py reads the
+# server's own median, p99 and spread of the same requests.
 prom_snapshot() { curl -sf "http://127.0.0.1:$port/metrics" >"$1" || : >"$1"; }
 prom_delta() { # before after out.json
   python3 - "$@" <<'PY'
 import json, re, sys
 def read(path):
+    """Each series summed over its labels, but a histogram bucket's `le`."""
     out = {}
     for line in open(path):
         m = re.match(r'^(vllm:[a-zA-Z0-9_:]+)(\{[^}]*\})? ([0-9.e+-]+)$', line.strip())
         if m:
-            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+            le = re.search(r'le="([^"]+)"', m.group(2) or "")
+            key = m.group(1) + (f"|{le.group(1)}" if le else "")
+            out[key] = out.get(key, 0.0) + float(m.group(3))
     return out
 a, b = read(sys.argv[1]), read(sys.argv[2])
 d = {k: b[k] - a.get(k, 0.0) for k in b}
+hists = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_token_latency_seconds",
+         "tpot": "vllm:request_time_per_output_token_seconds", "e2e": "vllm:e2e_request_latency_seconds"}
+def buckets(name):
+    rows = [(k.split("|", 1)[1], v) for k, v in d.items() if k.startswith(f"{name}_bucket|")]
+    return sorted(rows, key=lambda r: float(r[0]))
 keys = {"ttft_sum": "vllm:time_to_first_token_seconds_sum", "ttft_count": "vllm:time_to_first_token_seconds_count",
         "e2e_sum": "vllm:e2e_request_latency_seconds_sum", "e2e_count": "vllm:e2e_request_latency_seconds_count",
         "tpot_sum": "vllm:request_time_per_output_token_seconds_sum",
         "tpot_count": "vllm:request_time_per_output_token_seconds_count",
+        "itl_sum": "vllm:inter_token_latency_seconds_sum", "itl_count": "vllm:inter_token_latency_seconds_count",
         "queue_sum": "vllm:request_queue_time_seconds_sum",
         "prefix_cache_hits": "vllm:prefix_cache_hits_total", "prefix_cache_queries": "vllm:prefix_cache_queries_total",
         "preemptions": "vllm:num_preemptions_total"}
-json.dump({k: d.get(v) for k, v in keys.items()}, open(sys.argv[3], "w"))
+out = {k: d.get(v) for k, v in keys.items()}
+out["hist"] = {stat: buckets(name) for stat, name in hists.items() if buckets(name)}
+json.dump(out, open(sys.argv[3], "w"))
 PY
 }
 
@@ -403,7 +424,7 @@ parity() {
     if [ "$server" = vllm ]; then
       [ -n "$datasets" ] || datasets="random sharegpt sonnet prefix_repetition burstgpt spec_bench custom"
       [ -n "$modes" ] || modes="cap poisson"
-      start_vllm --enable-per-request-metrics
+      start_vllm --enable-per-request-metrics --custom-histogram-buckets "$fine_buckets"
     fi
     [ -n "$datasets" ] || datasets="random sharegpt"
     [ -n "$modes" ] || modes=cap

@@ -334,6 +334,14 @@ fn sweep_startup_runs_every_serve_combination_and_writes_one_result_each() {
     assert!(!out.exists(), "a dry run wrote {out:?}");
 
     let run = sweep(&[]).assert_success();
+    // Without a warm-up, the first warm start is not warm: said once per combination.
+    assert_eq!(
+        run.stderr
+            .matches("note: --num-iters-warmup 0: the first warm start finds")
+            .count(),
+        2,
+        "{run}"
+    );
     let exp = out.join("exp");
     let mut cold = Vec::new();
     for (delay, name) in [(0.05, "0.05"), (0.5, "0.5")] {

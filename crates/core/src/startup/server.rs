@@ -71,6 +71,13 @@ pub fn run(
     on_step: &mut dyn FnMut(Step<'_>),
 ) -> Result<StartupResult> {
     config.iterations.check()?;
+    if config.iterations.warmup == 0 && config.iterations.warm > 0 {
+        on_step(Step::Note(
+            "--num-iters-warmup 0: the first warm start finds the warm starts' shared caches \
+             empty (each cold start's own are removed after it), so it pays what a cold start \
+             pays; give --num-iters-warmup 1 or more to measure warm starts only",
+        ));
+    }
     std::fs::create_dir_all(&config.work_dir)
         .with_context(|| format!("creating {}", config.work_dir.display()))?;
     let warm_caches = config.work_dir.join("warm-cache");
