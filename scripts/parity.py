@@ -54,6 +54,7 @@ import io
 import json
 import math
 import os
+import statistics
 import sys
 
 EXACT_META = ["endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
@@ -187,6 +188,34 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
             row.note += (f"; each client minus the server's own value agree: vLLM {ov:+.4g} ms, bench "
                          f"{ob:+.4g} ms (within {bound:.3g}; {text})")
 
+    def by_order_statistics(row, key, a, c, a2):
+        """`server varies` for a per-request list (TTFTs, latencies) that differs, when each
+        client's k-th smallest value minus the server's own k-th smallest observation of the
+        same run agree for every k: both clients measured what their server did, and the server
+        served the requests in another order or batches (which request waited is the server's
+        choice; on a CPU a few microseconds between simultaneous arrivals change it). Within
+        max(2 ms, the buckets' 2% of each server value) per rank, or twice vLLM's own
+        run-to-run change of that offset."""
+        xv, xb, xv2 = shifts["observations"][ORDER_QUANTITY[key]]
+        if not (len(a) == len(xv) and len(c) == len(xb)):
+            return
+        sa, sc = sorted(a), sorted(c)
+        sa2 = sorted(a2) if a2 and xv2 and len(a2) == len(xv2) else None
+        worst = (0.0, 0, 0.0, 0.0)
+        for k in range(len(sa)):
+            ov, ob = sa[k] - xv[k], sc[k] - xb[k]
+            bound = max(BASE_ABS_MS / 1000, 0.02 * (xv[k] + xb[k]))
+            if sa2 is not None:
+                bound = max(bound, 2 * abs((sa2[k] - xv2[k]) - ov))
+            if abs(ob - ov) > bound:
+                return
+            worst = max(worst, (abs(ob - ov), k, ov, ob))
+        row.verdict = "server varies"
+        gap, k, ov, ob = worst
+        row.note += (f"; sorted, each client minus the server's own observations agree at every rank "
+                     f"(the largest gap {1000 * gap:.3g} ms, at rank {k}: vLLM {1000 * ov:+.4g} ms, "
+                     f"bench {1000 * ob:+.4g} ms): the server served the requests in another order or other batches")
+
     def tol_scalar(key, a, ms):
         """Tolerance for a scalar timing value a (ms if ms else relative-only)."""
         base = max(BASE_ABS_MS, BASE_REL * abs(a)) if ms else BASE_REL * abs(a)
@@ -260,7 +289,10 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
                 row.note = failures_note() + sub.note
                 if sub.verdict == "agree":
                     row.verdict = "failures"
-            by_server(row, key, lambda rel: time_list(key, a, c, a2, rel).verdict == "agree")
+            if key in ORDER_QUANTITY and shifts.get("have_hist"):
+                by_order_statistics(row, key, a, c, a2)
+            else:
+                by_server(row, key, lambda rel: time_list(key, a, c, a2, rel).verdict == "agree")
             if (row.verdict == "DIFFER" and key == "start_times" and dataset in NUMPY_GLOBAL_DATASETS
                     and math.isfinite(v.get("request_rate", math.inf))):
                 row.verdict = "dataset draws"
@@ -270,7 +302,14 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
             rows.append(row)
         elif key == "itls":
             row = itl_lists(a, c, None if v2 is None else v2.get(key))
-            by_server(row, key, lambda rel: itl_lists(a, c, None if v2 is None else v2.get(key), rel).verdict == "agree")
+            if shifts.get("have_hist") and ("itl", "mean") in shifts:
+                # The mean gap is vLLM's mean_itl_ms: each client's minus the server's own.
+                gaps = lambda lists: [1000 * g for x in lists for g in x]
+                ma, mc = statistics.fmean(gaps(a) or [0]), statistics.fmean(gaps(c) or [0])
+                if row.verdict == "DIFFER":
+                    by_client_offset(row, "mean_itl_ms", ma, mc, max(BASE_ABS_MS, BASE_REL * ma))
+            else:
+                by_server(row, key, lambda rel: itl_lists(a, c, None if v2 is None else v2.get(key), rel).verdict == "agree")
             if row.verdict == "DIFFER" and common is not None and len(a) == len(c) == n:
                 sub = itl_lists([a[i] for i in common], [c[i] for i in common],
                                 None if v2 is None or not v2.get(key) else v2[key])
@@ -407,6 +446,10 @@ def itl_lists(a, c, a2, rel=0.0):
     return Row("itls", "tol", a, c, "agree" if ok else "DIFFER", "; ".join(notes))
 
 
+# The server histogram whose observations a per-request list follows (by_order_statistics).
+ORDER_QUANTITY = {"ttfts": "ttft", "latencies": "e2e"}
+
+
 def server_stat(key, have_hist=False):
     """Which of the server's own statistics (from its /metrics) a timing key follows, as
     (quantity, statistic): the quantity its TTFT, inter-token latency, time per output token
@@ -491,6 +534,9 @@ def server_shifts(pv, pb, pv2):
                 shift = max(shift, abs(sv2 - sv) / sv)
             out[(quantity, stat)] = (shift, f"{text}: {100 * shift:.3g}% apart", sv, sb, sv2)
     out["have_hist"] = have_hist
+    out["observations"] = {quantity: (bucket_observations(pv, quantity), bucket_observations(pb, quantity),
+                                      bucket_observations(pv2, quantity) if pv2 else None)
+                           for quantity in set(ORDER_QUANTITY.values())}
     return out
 
 

@@ -214,7 +214,7 @@ start_vllm() { # vllm serve flags...
   stop_server
   curl -s -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null \
     && die "something already answers on port $port; set PORT to a free one"
-  echo "starting vLLM ($*) on port $port..." >&2
+  echo "starting vLLM (${*//"$fine_buckets"/FINE_BUCKETS}) on port $port..." >&2
   VLLM_SERVER_DEV_MODE=1 bash scripts/vllm-server.sh --port "$port" -- "$@" >"$out/vllm-server.$(date +%s).log" 2>&1 &
   server_pid=$!
   local t0=$SECONDS

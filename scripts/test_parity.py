@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Tests of parity.py's rules, on made-up results: the comparison that judges bench against
+vLLM's client must itself fail when a client mismeasures. Standard library only:
+
+    python3 scripts/test_parity.py
+"""
+
+import math
+import os
+import random
+import statistics
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity  # noqa: E402
+
+# vs-vllm.sh's buckets: 2% apart from 1 ms.
+BOUNDS = [float(f"{0.001 * 1.02 ** i:.6g}") for i in range(673)] + [math.inf]
+
+
+def prom(ttfts, e2es=None):
+    """/metrics deltas of one run whose requests had these server-side TTFTs (and E2ELs), s."""
+    out = {"hist": {}}
+    for quantity, xs in (("ttft", ttfts), ("e2e", e2es)):
+        if xs is None:
+            continue
+        out[f"{quantity}_sum"], out[f"{quantity}_count"] = sum(xs), len(xs)
+        out["hist"][quantity] = [("+Inf" if math.isinf(b) else repr(b), sum(1 for x in xs if x <= b))
+                                 for b in BOUNDS]
+    return out
+
+
+def result(ttfts, **extra):
+    """A client's result with these per-request TTFTs (s): the list and its statistics, as
+    vLLM computes them (numpy's percentile, population std)."""
+    ms = [1000 * x for x in ttfts]
+    return {"ttfts": ttfts, "mean_ttft_ms": statistics.fmean(ms), "median_ttft_ms": statistics.median(ms),
+            "std_ttft_ms": statistics.pstdev(ms), "p99_ttft_ms": parity.pct(ms, 0.99), **extra}
+
+
+def verdicts(v, b, pv, pb, **kw):
+    shifts = parity.server_shifts(pv, pb, None)
+    return {r.key: r.verdict for r in parity.compare(v, b, None, None, shifts, **kw)}
+
+
+class ServerStatistics(unittest.TestCase):
+    def test_bucket_statistics_are_within_the_buckets_width(self):
+        rng = random.Random(1)
+        xs = sorted(rng.lognormvariate(-1, 0.8) for _ in range(1000))
+        p = prom(xs)
+        self.assertAlmostEqual(parity.server_value_ms(p, "ttft", "mean"), 1000 * statistics.fmean(xs), places=6)
+        for stat, exact in (("q0.5", statistics.median(xs)), ("q0.99", parity.pct(xs, 0.99)),
+                            ("std", statistics.pstdev(xs))):
+            got = parity.server_value_ms(p, "ttft", stat)
+            self.assertLess(abs(got - 1000 * exact), 0.02 * 1000 * exact, stat)
+
+    def test_keys_follow_the_statistic_of_their_quantity(self):
+        self.assertEqual(parity.server_stat("median_ttft_ms", True), ("ttft", "q0.5"))
+        self.assertEqual(parity.server_stat("p99_itl_ms", True), ("itl", "q0.99"))
+        self.assertEqual(parity.server_stat("p99.9_e2el_ms", True), ("e2e", "q0.999"))
+        self.assertEqual(parity.server_stat("std_tpot_ms", True), ("tpot", "std"))
+        self.assertEqual(parity.server_stat("p99_itl_ms", False), ("tpot", "mean"))
+        self.assertEqual(parity.server_stat("duration", True), ("e2e", "mean"))
+
+
+class ServerVaries(unittest.TestCase):
+    # The server was 40% slower in bench's run; both clients add 10 ms to each TTFT.
+    SV = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 10.0]
+    SB = [1.4 * x for x in SV]
+
+    def test_a_slower_server_is_the_servers_doing(self):
+        got = verdicts(result([x + 0.01 for x in self.SV]), result([x + 0.01 for x in self.SB]),
+                       prom(self.SV), prom(self.SB))
+        for key in ("mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "ttfts"):
+            self.assertEqual(got[key], "server varies", key)
+
+    def test_a_client_that_adds_time_differs(self):
+        # bench adds 400 ms more than vLLM's client to every request: no rule may excuse it.
+        got = verdicts(result([x + 0.01 for x in self.SV]), result([x + 0.41 for x in self.SB]),
+                       prom(self.SV), prom(self.SB))
+        for key in ("mean_ttft_ms", "median_ttft_ms", "ttfts"):
+            self.assertEqual(got[key], "DIFFER", key)
+
+    def test_another_order_of_service_is_the_servers_doing(self):
+        # The same server times, served in another order: per request they differ, sorted
+        # they agree with the server's own observations.
+        order = [3, 0, 7, 1, 6, 2, 5, 4]
+        bench = [self.SV[i] + 0.01 for i in order]
+        got = verdicts(result([x + 0.01 for x in self.SV]), result(bench), prom(self.SV), prom(self.SV))
+        self.assertEqual(got["ttfts"], "server varies")
+        self.assertEqual(got["median_ttft_ms"], "agree")
+
+
+class DatasetDraws(unittest.TestCase):
+    def test_only_a_dataset_that_draws_from_numpys_global_generator_moves_the_arrivals(self):
+        v = {"request_rate": 2.0, "start_times": [0.0, 0.2, 1.6]}
+        b = {"request_rate": 2.0, "start_times": [0.0, 0.6, 0.7]}
+        rows = lambda d: {r.key: r.verdict for r in parity.compare(v, b, None, None, None, d)}
+        self.assertEqual(rows("prefix_repetition")["start_times"], "dataset draws")
+        self.assertEqual(rows("random")["start_times"], "DIFFER")
+
+
+if __name__ == "__main__":
+    unittest.main()
