@@ -39,9 +39,12 @@ counted as many disagreements:
   (mean, median, pNN, std of TTFT, ITL, TPOT, E2EL) qualifies when each client's value minus
   the server's own same statistic over the same run agree (both clients measured what their
   server did; the server did something different), within the tolerance or the buckets' 2%;
-  any other timing key (and every key of runs without the buckets) when it is within twice
-  the server's own relative change between the runs of the statistic it follows (its mean
-  TTFT, TPOT or E2EL without the buckets). The note gives those values;
+  per-request TTFTs and latencies when, sorted, each client's minus the server's own
+  observations agree rank by rank; max_output_tokens_per_s when each client's value is
+  vLLM's formula over its own per-request times and those rows pass; any other timing key
+  (and every key of runs without the buckets) when it is within twice the server's own
+  relative change between the runs of the statistic it follows (its mean TTFT, TPOT or
+  E2EL without the buckets). The note gives those values;
 - `dataset draws`: `start_times` at a request rate that differ for a dataset whose vLLM
   class draws from numpy's global generator (NUMPY_GLOBAL_DATASETS), which moves vLLM's
   arrival gaps; bench's gaps are vLLM's for every other dataset.
@@ -277,7 +280,8 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
             row = Row(key, "tol", a, c, "agree" if abs(d) <= tol else "DIFFER", note)
             if shifts.get("have_hist") and key.endswith("_ms") and server_stat(key, True) in shifts:
                 by_client_offset(row, key, a, c, tol)
-            else:
+            elif not (shifts.get("have_hist") and key in DERIVED):
+                # (With the server's histograms a derived key is judged by by_derivation.)
                 by_server(row, key, lambda rel: abs(d) <= max(tol, 2 * rel * abs(a)))
             rows.append(row)
         elif key in TIME_LISTS:
@@ -318,6 +322,7 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
             rows.append(row)
         else:
             rows.append(Row(key, "exact", a, c, "agree" if a == c else "DIFFER", "(unclassified key: exact)"))
+    by_derivation(rows, v, b)
     order = send_order(v, b, common)
     if order is not None:
         rows.append(order)
@@ -448,6 +453,56 @@ def itl_lists(a, c, a2, rel=0.0):
 
 # The server histogram whose observations a per-request list follows (by_order_statistics).
 ORDER_QUANTITY = {"ttfts": "ttft", "latencies": "e2e"}
+
+
+def max_output_tokens_per_s(r):
+    """vLLM's max_output_tokens_per_s (serve.py calculate_metrics) from a result's own
+    per-request times: each token at start + ttft + the running sum of its ITLs, counted in
+    1-second buckets from the first start; None without the per-request lists."""
+    lists = [r.get(k) for k in ("start_times", "ttfts", "itls", "latencies")]
+    if not all(isinstance(x, list) for x in lists) or not lists[0]:
+        return None
+    errors = r.get("errors") or [""] * len(lists[0])
+    done = [i for i in range(len(lists[0])) if not errors[i]]
+    if not done:
+        return None
+    starts, ttfts, itls, lats = lists
+    first = min(starts[i] for i in done)
+    buckets = [0] * (int(math.ceil(max(starts[i] + lats[i] for i in done) - first)) + 1)
+    for i in done:
+        t = starts[i] + ttfts[i]
+        for gap in [0.0] + list(itls[i]):
+            t += gap
+            k = int(t - first)
+            if 0 <= k < len(buckets):
+                buckets[k] += 1
+    return float(max(buckets))
+
+
+# Keys derived from the per-request times alone, with the per-request rows they come from.
+DERIVED = {"max_output_tokens_per_s": ("ttfts", "itls", "latencies", "start_times")}
+
+
+def by_derivation(rows, v, b):
+    """`server varies` for a key computed from the per-request times alone (the most tokens
+    in any 1-second window) that differs, when each client's value is what vLLM's formula
+    gives from that client's own per-request times, and those times agree or are the
+    server's doing (their own rows): a different schedule of the same server gives another
+    peak, not a mismeasurement."""
+    verdicts = {r.key: r.verdict for r in rows}
+    for row in rows:
+        sources = DERIVED.get(row.key)
+        if row.verdict != "DIFFER" or sources is None:
+            continue
+        if any(verdicts.get(k) not in ("agree", "server varies") for k in sources if k != "start_times"):
+            continue
+        if verdicts.get("start_times") not in ("agree", "dataset draws", None):
+            continue
+        mv, mb = max_output_tokens_per_s(v), max_output_tokens_per_s(b)
+        if mv == row.v and mb == row.b:
+            row.verdict = "server varies"
+            row.note += (f"; each client's value is vLLM's formula over its own per-request times "
+                         f"(vLLM {mv:g}, bench {mb:g}), whose rows agree or are the server's doing")
 
 
 def server_stat(key, have_hist=False):

@@ -92,6 +92,29 @@ class ServerVaries(unittest.TestCase):
         self.assertEqual(got["median_ttft_ms"], "agree")
 
 
+class Derived(unittest.TestCase):
+    def test_the_peak_tokens_per_second_follows_each_clients_own_times(self):
+        # Two requests of 3 tokens: together in vLLM's run (6 tokens in second 0), one after
+        # the other in bench's (3 and 3).
+        v = {"start_times": [0.0, 0.0], "ttfts": [0.1, 0.1], "itls": [[0.1, 0.1], [0.1, 0.1]],
+             "latencies": [0.3, 0.3], "errors": ["", ""]}
+        b = {"start_times": [0.0, 0.0], "ttfts": [0.1, 1.1], "itls": [[0.1, 0.1], [0.1, 0.1]],
+             "latencies": [0.3, 1.3], "errors": ["", ""]}
+        self.assertEqual(parity.max_output_tokens_per_s(v), 6.0)
+        self.assertEqual(parity.max_output_tokens_per_s(b), 3.0)
+        row = lambda key, verdict: parity.Row(key, "tol", None, None, verdict)
+        for reported, expected in ((3.0, "server varies"), (4.0, "DIFFER")):
+            rows = [row("ttfts", "server varies"), row("itls", "agree"), row("latencies", "server varies"),
+                    row("start_times", "agree"), parity.Row("max_output_tokens_per_s", "tol", 6.0, reported, "DIFFER")]
+            parity.by_derivation(rows, {**v, "max_output_tokens_per_s": 6.0}, {**b, "max_output_tokens_per_s": reported})
+            self.assertEqual(rows[-1].verdict, expected, reported)
+        # Not when the per-request times themselves differ without a cause.
+        rows = [row("ttfts", "DIFFER"), row("itls", "agree"), row("latencies", "agree"),
+                parity.Row("max_output_tokens_per_s", "tol", 6.0, 3.0, "DIFFER")]
+        parity.by_derivation(rows, v, b)
+        self.assertEqual(rows[-1].verdict, "DIFFER")
+
+
 class DatasetDraws(unittest.TestCase):
     def test_only_a_dataset_that_draws_from_numpys_global_generator_moves_the_arrivals(self):
         v = {"request_rate": 2.0, "start_times": [0.0, 0.2, 1.6]}
