@@ -41,7 +41,9 @@ counted as many disagreements:
   server did; the server did something different), within the tolerance or the buckets' 2%;
   per-request TTFTs and latencies when, sorted, each client's minus the server's own
   observations agree rank by rank; max_output_tokens_per_s when each client's value is
-  vLLM's formula over its own per-request times and those rows pass; any other timing key
+  vLLM's formula over its own per-request times and those rows pass; start_times and
+  queue_times at a concurrency cap when in both runs every send followed the completion
+  whose slot it took and the latencies pass (by_cap_slots); any other timing key
   (and every key of runs without the buckets) when it is within twice the server's own
   relative change between the runs of the statistic it follows (its mean TTFT, TPOT or
   E2EL without the buckets). The note gives those values;
@@ -323,6 +325,7 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
         else:
             rows.append(Row(key, "exact", a, c, "agree" if a == c else "DIFFER", "(unclassified key: exact)"))
     by_derivation(rows, v, b)
+    by_cap_slots(rows, v, b)
     order = send_order(v, b, common)
     if order is not None:
         rows.append(order)
@@ -503,6 +506,50 @@ def by_derivation(rows, v, b):
             row.verdict = "server varies"
             row.note += (f"; each client's value is vLLM's formula over its own per-request times "
                          f"(vLLM {mv:g}, bench {mb:g}), whose rows agree or are the server's doing")
+
+
+# How long after a completion a client may take to send the request that takes its slot,
+# on a 2-core machine that the server keeps busy.
+SLOT_SLACK_S = 0.05
+
+
+def cap_slot_gaps(r):
+    """For a run at a concurrency cap with every request due at once (rate inf), with no
+    failures: how far each send is from the moment its slot freed (the start of the run for
+    the first `cap` sends, else the (k - cap + 1)-th completion for the k-th send), the
+    largest in seconds; None for another kind of run. A send before its slot freed is a
+    negative gap."""
+    cap, rate = r.get("max_concurrency"), str(r.get("request_rate"))
+    # Every request is due at the start, so its wait for a slot (`queue_times`) is its send
+    # time from the start where a result has no start_times (pooling runs).
+    starts, lats = r.get("start_times") or r.get("queue_times"), r.get("latencies")
+    if not isinstance(cap, int) or rate not in ("inf", "Infinity") or not starts or not lats:
+        return None
+    if any(r.get("errors") or []) or len(starts) != len(lats):
+        return None
+    sends = sorted(starts)
+    ends = sorted(s + l for s, l in zip(starts, lats))
+    gaps = [t - (sends[0] if k < cap else ends[k - cap]) for k, t in enumerate(sends)]
+    return max(gaps, key=abs)
+
+
+def by_cap_slots(rows, v, b):
+    """`server varies` for `start_times` or `queue_times` (the wait for a slot) that differ
+    at a concurrency cap, when in both runs every send followed the completion whose slot it
+    took (within SLOT_SLACK_S, never before it) and the latencies agree or are the server's
+    doing: when a slot frees is the server's finishing order, not the client's."""
+    verdicts = {r.key: r.verdict for r in rows}
+    if verdicts.get("latencies") not in ("agree", "server varies"):
+        return
+    gv, gb = cap_slot_gaps(v), cap_slot_gaps(b)
+    if gv is None or gb is None or not all(-1e-3 <= g <= SLOT_SLACK_S for g in (gv, gb)):
+        return
+    for row in rows:
+        if row.key in ("start_times", "queue_times") and row.verdict == "DIFFER":
+            row.verdict = "server varies"
+            row.note += (f"; at the cap every send followed the completion whose slot it took (the "
+                         f"largest gap: vLLM {1000 * gv:.3g} ms, bench {1000 * gb:.3g} ms), and the "
+                         "latencies row passes: the server's finishing order")
 
 
 def server_stat(key, have_hist=False):

@@ -115,6 +115,21 @@ class Derived(unittest.TestCase):
         self.assertEqual(rows[-1].verdict, "DIFFER")
 
 
+class CapSlots(unittest.TestCase):
+    def test_sends_at_a_cap_follow_the_servers_finishing_order(self):
+        # Cap 2, four requests due at once: each later send takes the slot of a completion.
+        run = lambda starts, lats: {"max_concurrency": 2, "request_rate": "inf", "start_times": starts,
+                                    "latencies": lats, "errors": [""] * 4}
+        v = run([0.0, 0.0, 5.0, 6.0], [5.0, 6.0, 1.0, 1.0])
+        row = lambda key, verdict: parity.Row(key, "tol", None, None, verdict)
+        for starts, expected in (([0.0, 0.0, 4.0, 6.0], "server varies"),  # another finishing order
+                                 ([0.0, 0.0, 4.0, 7.0], "DIFFER"),          # a slot left idle for 1 s
+                                 ([0.0, 0.0, 3.5, 6.0], "DIFFER")):         # a send over the cap
+            rows = [row("latencies", "server varies"), row("start_times", "DIFFER")]
+            parity.by_cap_slots(rows, v, run(starts, [7.0, 4.0, 2.0, 1.0]))
+            self.assertEqual(rows[-1].verdict, expected, starts)
+
+
 class DatasetDraws(unittest.TestCase):
     def test_only_a_dataset_that_draws_from_numpys_global_generator_moves_the_arrivals(self):
         v = {"request_rate": 2.0, "start_times": [0.0, 0.2, 1.6]}
