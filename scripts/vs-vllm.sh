@@ -441,7 +441,7 @@ parity() {
       local extras=$p_extras
       if [[ " $extras " == *" responses "* ]]; then pcase vllm random openai-responses cap; fi
       if [[ " $extras " == *" embeddings "* ]] || [[ " $extras " == *" rerank "* ]]; then
-        start_vllm --runner pooling
+        start_vllm --runner pooling --custom-histogram-buckets "$fine_buckets"
         if [[ " $extras " == *" embeddings "* ]]; then pcase vllm random openai-embeddings cap; fi
         # vLLM 0.32 serves its scoring API (/v1/rerank) for an embedding model too
         # (vllm/entrypoints/pooling/utils.py enable_scoring_api: pooling task "embed").
