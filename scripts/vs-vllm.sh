@@ -424,7 +424,10 @@ parity() {
     if [ "$server" = vllm ]; then
       [ -n "$datasets" ] || datasets="random sharegpt sonnet prefix_repetition burstgpt spec_bench custom"
       [ -n "$modes" ] || modes="cap poisson"
-      start_vllm --enable-per-request-metrics --custom-histogram-buckets "$fine_buckets"
+      # (Not for a run of the pooling extras alone: --backends "" --extras "embeddings".)
+      if [ -n "$p_backends" ] || [[ " $p_extras " == *" responses "* ]]; then
+        start_vllm --enable-per-request-metrics --custom-histogram-buckets "$fine_buckets"
+      fi
     fi
     [ -n "$datasets" ] || datasets="random sharegpt"
     [ -n "$modes" ] || modes=cap
