@@ -40,8 +40,9 @@ counted as many disagreements:
   the server's own same statistic over the same run agree (both clients measured what their
   server did; the server did something different), within the tolerance or the buckets' 2%;
   per-request TTFTs and latencies when, sorted, each client's minus the server's own
-  observations agree rank by rank; max_output_tokens_per_s when each client's value is
-  vLLM's formula over its own per-request times and those rows pass; start_times and
+  observations agree rank by rank; max_output_tokens_per_s and max_concurrent_requests
+  (counted in 1-second buckets, so timing decides them) when each client's value is vLLM's
+  formula over its own per-request times and those rows pass; start_times and
   queue_times at a concurrency cap when in both runs every send followed the completion
   whose slot it took and the latencies pass (by_cap_slots); any other timing key
   (and every key of runs without the buckets) when it is within twice the server's own
@@ -324,8 +325,8 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
             rows.append(row)
         else:
             rows.append(Row(key, "exact", a, c, "agree" if a == c else "DIFFER", "(unclassified key: exact)"))
-    by_derivation(rows, v, b)
     by_cap_slots(rows, v, b)
+    by_derivation(rows, v, b)
     order = send_order(v, b, common)
     if order is not None:
         rows.append(order)
@@ -458,10 +459,12 @@ def itl_lists(a, c, a2, rel=0.0):
 ORDER_QUANTITY = {"ttfts": "ttft", "latencies": "e2e"}
 
 
-def max_output_tokens_per_s(r):
-    """vLLM's max_output_tokens_per_s (serve.py calculate_metrics) from a result's own
-    per-request times: each token at start + ttft + the running sum of its ITLs, counted in
-    1-second buckets from the first start; None without the per-request lists."""
+def per_second_peaks(r):
+    """vLLM's max_output_tokens_per_s and max_concurrent_requests (serve.py calculate_metrics)
+    from a result's own per-request times: in 1-second buckets from the first start, the most
+    tokens (each at start + ttft + the running sum of its ITLs) and the most requests active
+    in a bucket (each counted in every bucket from its start's to its end's); None without the
+    per-request lists."""
     lists = [r.get(k) for k in ("start_times", "ttfts", "itls", "latencies")]
     if not all(isinstance(x, list) for x in lists) or not lists[0]:
         return None
@@ -471,24 +474,29 @@ def max_output_tokens_per_s(r):
         return None
     starts, ttfts, itls, lats = lists
     first = min(starts[i] for i in done)
-    buckets = [0] * (int(math.ceil(max(starts[i] + lats[i] for i in done) - first)) + 1)
+    n = int(math.ceil(max(starts[i] + lats[i] for i in done) - first)) + 1
+    tokens, active = [0] * n, [0] * n
     for i in done:
         t = starts[i] + ttfts[i]
         for gap in [0.0] + list(itls[i]):
             t += gap
             k = int(t - first)
-            if 0 <= k < len(buckets):
-                buckets[k] += 1
-    return float(max(buckets))
+            if 0 <= k < n:
+                tokens[k] += 1
+        for k in range(int(starts[i] - first), int(starts[i] + lats[i] - first) + 1):
+            active[k] += 1
+    return {"max_output_tokens_per_s": float(max(tokens)), "max_concurrent_requests": max(active)}
 
 
 # Keys derived from the per-request times alone, with the per-request rows they come from.
-DERIVED = {"max_output_tokens_per_s": ("ttfts", "itls", "latencies", "start_times")}
+DERIVED = {"max_output_tokens_per_s": ("ttfts", "itls", "latencies", "start_times"),
+           "max_concurrent_requests": ("latencies", "start_times")}
 
 
 def by_derivation(rows, v, b):
-    """`server varies` for a key computed from the per-request times alone (the most tokens
-    in any 1-second window) that differs, when each client's value is what vLLM's formula
+    """`server varies` for a key computed from the per-request times alone (the most tokens,
+    or requests active, in any 1-second window: which second a send or a token falls in is
+    the server's timing) that differs, when each client's value is what vLLM's formula
     gives from that client's own per-request times, and those times agree or are the
     server's doing (their own rows): a different schedule of the same server gives another
     peak, not a mismeasurement."""
@@ -497,12 +505,11 @@ def by_derivation(rows, v, b):
         sources = DERIVED.get(row.key)
         if row.verdict != "DIFFER" or sources is None:
             continue
-        if any(verdicts.get(k) not in ("agree", "server varies") for k in sources if k != "start_times"):
+        if any(verdicts.get(k) not in (None, "agree", "server varies", "dataset draws") for k in sources):
             continue
-        if verdicts.get("start_times") not in ("agree", "dataset draws", None):
-            continue
-        mv, mb = max_output_tokens_per_s(v), max_output_tokens_per_s(b)
-        if mv == row.v and mb == row.b:
+        pv, pb = per_second_peaks(v), per_second_peaks(b)
+        mv, mb = (pv or {}).get(row.key), (pb or {}).get(row.key)
+        if mv is not None and mv == row.v and mb == row.b:
             row.verdict = "server varies"
             row.note += (f"; each client's value is vLLM's formula over its own per-request times "
                          f"(vLLM {mv:g}, bench {mb:g}), whose rows agree or are the server's doing")

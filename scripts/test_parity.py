@@ -100,8 +100,8 @@ class Derived(unittest.TestCase):
              "latencies": [0.3, 0.3], "errors": ["", ""]}
         b = {"start_times": [0.0, 0.0], "ttfts": [0.1, 1.1], "itls": [[0.1, 0.1], [0.1, 0.1]],
              "latencies": [0.3, 1.3], "errors": ["", ""]}
-        self.assertEqual(parity.max_output_tokens_per_s(v), 6.0)
-        self.assertEqual(parity.max_output_tokens_per_s(b), 3.0)
+        self.assertEqual(parity.per_second_peaks(v), {"max_output_tokens_per_s": 6.0, "max_concurrent_requests": 2})
+        self.assertEqual(parity.per_second_peaks(b), {"max_output_tokens_per_s": 3.0, "max_concurrent_requests": 2})
         row = lambda key, verdict: parity.Row(key, "tol", None, None, verdict)
         for reported, expected in ((3.0, "server varies"), (4.0, "DIFFER")):
             rows = [row("ttfts", "server varies"), row("itls", "agree"), row("latencies", "server varies"),
