@@ -298,10 +298,11 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
                     row.verdict = "failures"
             if key in ORDER_QUANTITY and shifts.get("have_hist"):
                 by_order_statistics(row, key, a, c, a2)
-            else:
+            elif not shifts.get("have_hist"):
+                # (With the server's histograms, send and queue times are judged by by_cap_slots.)
                 by_server(row, key, lambda rel: time_list(key, a, c, a2, rel).verdict == "agree")
             if (row.verdict == "DIFFER" and key == "start_times" and dataset in NUMPY_GLOBAL_DATASETS
-                    and math.isfinite(v.get("request_rate", math.inf))):
+                    and math.isfinite(float(v.get("request_rate", "inf")))):
                 row.verdict = "dataset draws"
                 row.note += (f"; vLLM's {dataset} draws from numpy's global generator after seeding it "
                              f"({NUMPY_GLOBAL_DATASETS[dataset]}), so its arrival gaps continue that "

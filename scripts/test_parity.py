@@ -137,6 +137,9 @@ class DatasetDraws(unittest.TestCase):
         rows = lambda d: {r.key: r.verdict for r in parity.compare(v, b, None, None, None, d)}
         self.assertEqual(rows("prefix_repetition")["start_times"], "dataset draws")
         self.assertEqual(rows("random")["start_times"], "DIFFER")
+        # At a cap every request is due at once (results say request_rate "inf"): no draws.
+        v["request_rate"] = b["request_rate"] = "inf"
+        self.assertEqual(rows("prefix_repetition")["start_times"], "DIFFER")
 
 
 if __name__ == "__main__":
