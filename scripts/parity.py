@@ -184,6 +184,9 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
         the buckets' resolution (2%, for each of the two servers' values) for a quantile or
         spread, or twice vLLM's own run-to-run change of that offset."""
         quantity, stat = server_stat(key, True)
+        prom_v, prom_b = shifts["prom"]
+        if not (per_request(prom_v, v, quantity) and per_request(prom_b, b, quantity)):
+            return
         _, text, sv, sb, sv2 = shifts[(quantity, stat)]
         ov, ob = a - sv, c - sb
         bound = max(tol, 0.02 * (sv + sb) if stat != "mean" else 0.0)
@@ -644,10 +647,21 @@ def server_shifts(pv, pb, pv2):
                 shift = max(shift, abs(sv2 - sv) / sv)
             out[(quantity, stat)] = (shift, f"{text}: {100 * shift:.3g}% apart", sv, sb, sv2)
     out["have_hist"] = have_hist
+    out["prom"] = (pv, pb)
     out["observations"] = {quantity: (bucket_observations(pv, quantity), bucket_observations(pb, quantity),
                                       bucket_observations(pv2, quantity) if pv2 else None)
                            for quantity in set(ORDER_QUANTITY.values())}
     return out
+
+
+def per_request(prom, r, quantity):
+    """Whether the server's histogram of a per-request quantity (TTFT, TPOT, E2EL) counted
+    as many requests as the client completed: not so for rerank, whose documents vLLM
+    scores as requests of their own. Per-token quantities (ITL) always compare."""
+    if quantity == "itl":
+        return True
+    count = prom.get(f"{quantity}_count")
+    return count is not None and round(count) == r.get("completed")
 
 
 def server_mean_ms(prom, key):
@@ -671,6 +685,12 @@ def overhead_rows(v, b, v2, pv, pb, pv2):
     for stat, key in (("ttft", "mean_ttft_ms"), ("tpot", "mean_tpot_ms"), ("e2e", "mean_e2el_ms")):
         sv, sb = server_mean_ms(pv, stat), server_mean_ms(pb, stat)
         if sv is None or sb is None or key not in v or key not in b:
+            continue
+        if not per_request(pv, v, stat) or not per_request(pb, b, stat):
+            rows.append(Row(f"(client overhead, {stat} ms)", "bound", None, None, "n/a",
+                            f"not compared: the server counted {pv.get(f'{stat}_count', 0):.0f} requests "
+                            f"for the client's {v.get('completed')} (vLLM scores each document of a rerank "
+                            "request as a request of its own), so its mean is not per client request"))
             continue
         ov, ob = v[key] - sv, b[key] - sb
         tol, note = BASE_ABS_MS, ""
