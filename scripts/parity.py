@@ -60,6 +60,7 @@ import io
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -763,7 +764,7 @@ def readme(args):
     command = args.command or "python3 scripts/parity.py " + " ".join(sys.argv[1:])
     body = (f"<!-- {args.marker}:start -->\n<!-- written by `{command}`; do not edit -->\n\n"
             + "\n\n".join(heads)
-            + f"\n\nVerdict: {'FAIL' if failed else 'PASS'} ({len(paths)} cases)."
+            + f"\n\nVerdict: {'FAIL' if failed else 'PASS'} ({len(paths)} cases). {figures(paths)}"
             + f"\n\n{out.getvalue().strip()}\n\n<!-- {args.marker}:end -->")
     text = open(args.readme).read()
     start, end = f"<!-- {args.marker}:start -->", f"<!-- {args.marker}:end -->"
@@ -772,6 +773,33 @@ def readme(args):
     text = text[:text.index(start)] + body + text[text.index(end) + len(end):]
     open(args.readme, "w").write(text)
     print(f"parity.py: wrote {args.marker} into {args.readme}", file=sys.stderr)
+
+
+def figures(paths):
+    """The block's summary figures, from the summaries themselves: rows by verdict, each
+    client's TTFT overhead over the cases that have it, the median gap between the clients'
+    offsets from the server's own statistics, and the largest move of the server's own."""
+    rows = [row for p in paths for row in json.load(open(p))["rows"]]
+    counts = {}
+    for row in rows:
+        counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
+    out = "Rows: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])) + "."
+    ttft = [(float(r["vllm"]), float(r["bench"])) for r in rows
+            if r["key"] == "(client overhead, ttft ms)" and r["verdict"] != "n/a"]
+    if ttft:
+        out += (f" TTFT client overhead in {len(ttft)} cases: bench {min(b for _, b in ttft):.3g} to "
+                f"{max(b for _, b in ttft):.3g} ms, vLLM's client {min(v for v, _ in ttft):.3g} to "
+                f"{max(v for v, _ in ttft):.3g} ms; bench lower in {sum(b < v for v, b in ttft)}.")
+    offset = re.compile(r"each client minus the server's own value agree: vLLM ([+-][0-9.e+-]+) ms, "
+                        r"bench ([+-][0-9.e+-]+) ms")
+    gaps = [abs(float(m.group(2)) - float(m.group(1))) for r in rows if (m := offset.search(r["note"]))]
+    moves = [float(m.group(1)) for r in rows if "the server's own" in r["note"]
+             and (m := re.search(r"([0-9.]+)% apart", r["note"]))]
+    if gaps:
+        out += (f" Latency statistics excused by the server: {len(gaps)}, the clients' offsets from the "
+                f"server's own value {pct(gaps, 0.5):.3g} ms apart at the median, {max(gaps):.3g} ms at most;"
+                f" the server's own statistics moved by up to {max(moves):.3g}% between runs.")
+    return out
 
 
 def show(v):
