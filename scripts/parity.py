@@ -47,7 +47,13 @@ counted as many disagreements:
   whose slot it took and the latencies pass (by_cap_slots); any other timing key
   (and every key of runs without the buckets) when it is within twice the server's own
   relative change between the runs of the statistic it follows (its mean TTFT, TPOT or
-  E2EL without the buckets). The note gives those values;
+  E2EL without the buckets). Where the server's histogram counted more requests than the
+  client completed (rerank: vLLM embeds the query and each document as requests of their
+  own), its statistics excuse nothing; the latencies qualify when every latency of each
+  client is within GROUP_SLACK_S after one of the server's own end-to-end latencies of
+  that run (by_document_groups), and a latency statistic whose per-request list qualifies
+  when each client's value is vLLM's formula over its own list (by_statistic_of_list).
+  The note gives those values;
 - `dataset draws`: `start_times` at a request rate that differ for a dataset whose vLLM
   class draws from numpy's global generator (NUMPY_GLOBAL_DATASETS), which moves vLLM's
   arrival gaps; bench's gaps are vLLM's for every other dataset.
@@ -300,7 +306,10 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
                 row.note = failures_note() + sub.note
                 if sub.verdict == "agree":
                     row.verdict = "failures"
-            if key in ORDER_QUANTITY and shifts.get("have_hist"):
+            if key == "latencies" and shifts.get("have_hist") and row.verdict == "DIFFER" \
+                    and grouped(shifts["prom"][0], v) and grouped(shifts["prom"][1], b):
+                by_document_groups(row, a, c, *shifts["prom"])
+            elif key in ORDER_QUANTITY and shifts.get("have_hist"):
                 by_order_statistics(row, key, a, c, a2)
             elif not shifts.get("have_hist"):
                 # (With the server's histograms, send and queue times are judged by by_cap_slots.)
@@ -332,6 +341,7 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
             rows.append(Row(key, "exact", a, c, "agree" if a == c else "DIFFER", "(unclassified key: exact)"))
     by_cap_slots(rows, v, b)
     by_derivation(rows, v, b)
+    by_statistic_of_list(rows, v, b)
     order = send_order(v, b, common)
     if order is not None:
         rows.append(order)
@@ -525,12 +535,12 @@ def by_derivation(rows, v, b):
 SLOT_SLACK_S = 0.05
 
 
-def cap_slot_gaps(r):
+def cap_slot_gaps(r, each=False):
     """For a run at a concurrency cap with every request due at once (rate inf), with no
     failures: how far each send is from the moment its slot freed (the start of the run for
     the first `cap` sends, else the (k - cap + 1)-th completion for the k-th send), the
-    largest in seconds; None for another kind of run. A send before its slot freed is a
-    negative gap."""
+    largest in seconds (each: all of them, in send order); None for another kind of run. A
+    send before its slot freed is a negative gap."""
     cap, rate = r.get("max_concurrency"), str(r.get("request_rate"))
     # Every request is due at the start, so its wait for a slot (`queue_times`) is its send
     # time from the start where a result has no start_times (pooling runs).
@@ -542,7 +552,7 @@ def cap_slot_gaps(r):
     sends = sorted(starts)
     ends = sorted(s + l for s, l in zip(starts, lats))
     gaps = [t - (sends[0] if k < cap else ends[k - cap]) for k, t in enumerate(sends)]
-    return max(gaps, key=abs)
+    return gaps if each else max(gaps, key=abs)
 
 
 def by_cap_slots(rows, v, b):
@@ -655,6 +665,96 @@ def server_shifts(pv, pb, pv2):
     return out
 
 
+# The most a client's latency may exceed the server's own end-to-end latency of its last
+# document: the client's and the server front end's time outside the engine (tokenising the
+# texts, pooling their embeddings into scores, HTTP), on a 2-core machine the server keeps busy.
+GROUP_SLACK_S = 0.05
+
+
+def grouped(prom, r):
+    """Whether the server counted more end-to-end latencies than the client completed
+    requests: each request was several engine requests (vLLM scores each document of a
+    rerank request, and embeds its query, as requests of their own)."""
+    count = (prom or {}).get("e2e_count")
+    return bool(prom and prom.get("hist")) and count is not None and round(count) > (r.get("completed") or 0)
+
+
+def group_misfits(prom, lats):
+    """The latencies (s) of a client's requests made of several engine requests that no
+    engine request's end-to-end latency can account for: a request ends with its last
+    engine request, so its latency L is that one's plus the time outside the engine, and
+    some non-empty bucket [lower, upper] of the server's histogram must meet
+    [L - GROUP_SLACK_S, L]. Exact at the buckets' resolution: no observation is placed."""
+    spans, lower, below = [], 0.0, 0
+    for le, cum in (prom.get("hist") or {}).get("e2e", []):
+        upper = float(le)
+        if round(cum - below) > 0:
+            spans.append((lower, upper))
+        if not math.isinf(upper):
+            lower = upper
+        below = cum
+    return [x for x in lats if not any(lo <= x and hi >= x - GROUP_SLACK_S for lo, hi in spans)]
+
+
+def by_document_groups(row, a, c, prom_v, prom_b):
+    """`server varies` for the latencies of requests that the server ran as several engine
+    requests each (rerank: a query and its documents), which no per-request statistic of the
+    server describes, when every latency of each client is accounted for by an engine
+    request's end-to-end latency in that client's run (group_misfits): both clients measured
+    what their server did; which documents the server batched together, and so when each
+    request finished, is the server's choice."""
+    mv, mb = group_misfits(prom_v, a), group_misfits(prom_b, c)
+    if row.verdict == "DIFFER" and not mv and not mb:
+        row.verdict = "server varies"
+        row.note += (f"; every latency of each client is one of the server's own end-to-end latencies "
+                     f"(its histogram counted {prom_v['e2e_count']:.0f} and {prom_b['e2e_count']:.0f} "
+                     f"engine requests for the clients' {len(a)} and {len(c)}) plus at most "
+                     f"{1000 * GROUP_SLACK_S:.0f} ms: the server batched the documents differently")
+
+
+# The per-request list each latency statistic of a result is computed from.
+STATISTIC_SOURCE = {"ttft": "ttfts", "e2el": "latencies"}
+
+
+def vllm_statistic(values_s, head):
+    """vLLM's statistic (serve.py calculate_metrics) of a per-request list in seconds, in ms:
+    numpy's mean, median, population std or percentile; None for another head."""
+    ms = [1000 * x for x in values_s]
+    if not ms:
+        return None
+    if head == "mean":
+        return statistics.fmean(ms)
+    if head == "median":
+        return statistics.median(ms)
+    if head == "std":
+        return statistics.pstdev(ms)
+    if head.startswith("p") and head[1:].replace(".", "", 1).isdigit():
+        return pct(ms, float(head[1:]) / 100)
+    return None
+
+
+def by_statistic_of_list(rows, v, b):
+    """`server varies` for a latency statistic (mean, median, std, pNN of TTFT or E2EL) that
+    differs, when each client's value is vLLM's formula over its own per-request list and
+    that list's row agrees or is the server's doing: a statistic of the same requests,
+    computed as vLLM does, from times the server accounts for."""
+    verdicts = {r.key: r.verdict for r in rows}
+    for row in rows:
+        parts = row.key.split("_")
+        if row.verdict != "DIFFER" or len(parts) != 3 or parts[2] != "ms" or parts[1] not in STATISTIC_SOURCE:
+            continue
+        source = STATISTIC_SOURCE[parts[1]]
+        if verdicts.get(source) not in ("agree", "server varies"):
+            continue
+        done = lambda r: [x for x, e in zip(r[source], r.get("errors") or [""] * len(r[source])) if not e]
+        fv, fb = vllm_statistic(done(v), parts[0]), vllm_statistic(done(b), parts[0])
+        close = lambda x, y: x is not None and isinstance(y, (int, float)) and abs(x - y) <= 1e-6 * max(1.0, abs(y))
+        if close(fv, row.v) and close(fb, row.b):
+            row.verdict = "server varies"
+            row.note += (f"; each client's value is vLLM's formula over its own {source} ({fv:.6g}, "
+                         f"{fb:.6g} ms), whose row is the server's doing")
+
+
 def per_request(prom, r, quantity):
     """Whether the server's histogram of a per-request quantity (TTFT, TPOT, E2EL) counted
     as many requests as the client completed: not so for rerank, whose documents vLLM
@@ -682,7 +782,7 @@ def overhead_rows(v, b, v2, pv, pb, pv2):
     own means in the note say how much of a timing key's difference between the clients'
     runs was the server's (on a CPU its speed varies from run to run with the batches it
     forms)."""
-    rows = []
+    rows, grouped_run = [], False
     for stat, key in (("ttft", "mean_ttft_ms"), ("tpot", "mean_tpot_ms"), ("e2e", "mean_e2el_ms")):
         sv, sb = server_mean_ms(pv, stat), server_mean_ms(pb, stat)
         if sv is None or sb is None or key not in v or key not in b:
@@ -692,6 +792,7 @@ def overhead_rows(v, b, v2, pv, pb, pv2):
                             f"not compared: the server counted {pv.get(f'{stat}_count', 0):.0f} requests "
                             f"for the client's {v.get('completed')} (vLLM scores each document of a rerank "
                             "request as a request of its own), so its mean is not per client request"))
+            grouped_run = True
             continue
         ov, ob = v[key] - sv, b[key] - sb
         tol, note = BASE_ABS_MS, ""
@@ -703,6 +804,8 @@ def overhead_rows(v, b, v2, pv, pb, pv2):
         rows.append(Row(f"(client overhead, {stat} ms)", "bound", ov, ob, verdict,
                         f"client mean {key} minus the server's own mean ({sv:.4g} ms in vLLM's run, "
                         f"{sb:.4g} ms in bench's); bench must not exceed vLLM by more than {tol:.3g} ms{note}"))
+    if grouped_run:
+        rows.extend(slot_overhead_rows(v, b, v2))
     hv, hb = pv.get("prefix_cache_hits"), pb.get("prefix_cache_hits")
     if hv is not None and hb is not None:
         # Which prompts find their prefix cached depends on which were scheduled together,
@@ -713,6 +816,25 @@ def overhead_rows(v, b, v2, pv, pb, pv2):
                         "delta of vllm:prefix_cache_hits_total over each run (the cache reset before each)"
                         + (f"; vLLM's two runs: {hv:.0f}, {hv2:.0f}" if hv2 is not None else "")))
     return rows
+
+
+def slot_overhead_rows(v, b, v2):
+    """Each client's own overhead where the server's statistics are not per client request
+    (rerank), at a concurrency cap: the median time from a completion to the send that takes
+    its slot, which involves no server at all. bench's must not exceed vLLM's client's by more
+    than 1 ms or twice vLLM's run-to-run change."""
+    median_ms = lambda r: (lambda g: None if not g or len(g) <= r["max_concurrency"] else
+                           1000 * statistics.median(g[r["max_concurrency"]:]))(cap_slot_gaps(r, each=True))
+    gv, gb = median_ms(v), median_ms(b)
+    if gv is None or gb is None:
+        return []
+    gv2 = median_ms(v2) if v2 else None
+    tol = max(1.0, 2 * abs(gv2 - gv)) if gv2 is not None else 1.0
+    return [Row("(client overhead, slot ms)", "bound", gv, gb, "agree" if gb <= gv + tol else "DIFFER",
+                f"median time from a completion to the send that takes its slot, over the "
+                f"{len(cap_slot_gaps(b, each=True)) - b['max_concurrency']} sends after the first "
+                f"{b['max_concurrency']}; bench must not exceed vLLM by more than {tol:.3g} ms"
+                + (f"; vLLM's second run {gv2:.3g} ms" if gv2 is not None else ""))]
 
 
 # Exact keys that a real server decides, not the client: greedy texts depend on which

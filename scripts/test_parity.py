@@ -102,6 +102,38 @@ class ServerVaries(unittest.TestCase):
         self.assertEqual(got["median_ttft_ms"], "agree")
 
 
+class DocumentGroups(unittest.TestCase):
+    """Rerank: each client request is a query and 3 documents, 4 engine requests to vLLM; a
+    request ends with its last one. The server batched them differently in bench's run."""
+    SV = [[1.0, 1.2, 1.3, 1.5], [2.0, 2.1, 2.6, 3.0], [4.0, 4.1, 4.2, 4.4]]
+    SB = [[1.0, 1.1, 1.2, 1.3], [5.0, 5.1, 5.2, 5.3], [6.0, 6.2, 6.3, 6.5]]
+
+    def client(self, groups, extra_s):
+        lats = [max(g) + extra_s for g in groups]
+        r = {"latencies": lats, "completed": len(lats), "errors": [""] * len(lats)}
+        r.update({k: v for k, v in result(lats).items() if k.endswith("_ms")})
+        return {k.replace("ttft", "e2el"): v for k, v in r.items()}, prom([x for g in groups for x in g],
+                                                                      [x for g in groups for x in g])
+
+    def test_latencies_the_server_accounts_for_are_the_servers_doing(self):
+        (v, pv), (b, pb) = self.client(self.SV, 0.01), self.client(self.SB, 0.003)
+        got = verdicts(v, b, pv, pb)
+        for key in ("latencies", "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms"):
+            self.assertEqual(got[key], "server varies", key)
+
+    def test_a_client_that_adds_time_differs(self):
+        # bench adds 300 ms to each request: beyond the buckets and the time outside the engine.
+        (v, pv), (b, pb) = self.client(self.SV, 0.01), self.client(self.SB, 0.3)
+        got = verdicts(v, b, pv, pb)
+        for key in ("latencies", "mean_e2el_ms", "median_e2el_ms"):
+            self.assertEqual(got[key], "DIFFER", key)
+
+    def test_a_statistic_not_computed_as_vllm_does_differs(self):
+        (v, pv), (b, pb) = self.client(self.SV, 0.01), self.client(self.SB, 0.003)
+        b["std_e2el_ms"] = statistics.stdev(1000 * x for x in b["latencies"])  # sample, not population
+        self.assertEqual(verdicts(v, b, pv, pb)["std_e2el_ms"], "DIFFER")
+
+
 class Derived(unittest.TestCase):
     def test_the_peak_tokens_per_second_follows_each_clients_own_times(self):
         # Two requests of 3 tokens: together in vLLM's run (6 tokens in second 0), one after
@@ -138,6 +170,16 @@ class CapSlots(unittest.TestCase):
             rows = [row("latencies", "server varies"), row("start_times", "DIFFER")]
             parity.by_cap_slots(rows, v, run(starts, [7.0, 4.0, 2.0, 1.0]))
             self.assertEqual(rows[-1].verdict, expected, starts)
+
+
+    def test_a_client_slow_to_refill_a_slot_differs(self):
+        # Cap 1: vLLM's client sends 0.5 ms after each completion; bench 0.2 ms, or 3 ms.
+        run = lambda gap: {"max_concurrency": 1, "request_rate": "inf", "errors": [""] * 4,
+                           "queue_times": [0.0, 1.0 + gap, 2.0 + 2 * gap, 3.0 + 3 * gap], "latencies": [1.0] * 4}
+        for gap, expected in ((0.0002, "agree"), (0.003, "DIFFER")):
+            (row,) = parity.slot_overhead_rows(run(0.0005), run(gap), None)
+            self.assertAlmostEqual(row.b, 1000 * gap, places=6)
+            self.assertEqual(row.verdict, expected, gap)
 
 
 class DatasetDraws(unittest.TestCase):
