@@ -10,7 +10,7 @@ pub mod cli;
 
 pub use bench_core::{
     benchmark, client, engine, gpu_telemetry, metrics, observer, offline, prefix_reuse, probe,
-    pyjson, record, report, runtime, schedule, server_metrics, server_tokenizer, shard, target,
+    pyjson, record, report, runtime, schedule, server_metrics, server_tokenizer, shard, targets,
     tokenizer, workload,
 };
 /// The mock server (crate `bench-mock`).

@@ -266,6 +266,88 @@ fn latency_on_the_native_engine_reads_a_gguf_model_and_its_vocabulary() {
     assert!(out.stdout.contains("Avg latency: "), "{out}");
 }
 
+/// `--max-concurrency` caps the native engine's requests in flight in all three commands:
+/// 6 requests due at once and 8 batch slots, so without the cap the engine runs all 6 in
+/// one batch (its own count, `engine_peak_running_sequences`), and with a cap of 2 it never
+/// holds more than 2, which the records' exact peak (`peak_concurrent_requests`, from each
+/// request's send to its last token) shows too.
+#[test]
+fn max_concurrency_caps_the_native_engines_requests_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let peaks = |command: &str, cap: Option<&str>| {
+        let out_json = dir
+            .path()
+            .join(format!("{command}-{}.json", cap.unwrap_or("none")));
+        let mut b = Bench::new().args([
+            command,
+            "--model",
+            &fake_gpt2(),
+            "--disable-tqdm",
+            "--max-num-seqs",
+            "8",
+        ]);
+        b = match command {
+            "serve" => b
+                .args(["--backend", "native"])
+                .random(8, 4)
+                .prompts(6)
+                .save_result(),
+            "latency" => b
+                .args(["--input-len", "8", "--output-len", "4", "--batch-size", "6"])
+                .args([
+                    "--num-iters-warmup",
+                    "0",
+                    "--num-iters",
+                    "2",
+                    "--output-json",
+                ])
+                .arg(&out_json),
+            _ => b
+                .args([
+                    "--input-len",
+                    "8",
+                    "--output-len",
+                    "4",
+                    "--num-prompts",
+                    "6",
+                ])
+                .arg("--output-json")
+                .arg(&out_json),
+        };
+        if let Some(cap) = cap {
+            b = b.args(["--max-concurrency", cap]);
+        }
+        let out = b.run().assert_success();
+        let r = if command == "serve" {
+            out.json()
+        } else {
+            read_json(&out_json)
+        };
+        if command == "serve" {
+            assert_eq!(r["completed"], 6, "{r:#}");
+        } else if command == "throughput" {
+            assert_eq!(r["total_output_tokens"], 6 * 4, "{r:#}");
+        }
+        let peak = |key: &str| {
+            r[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{key}: {r:#}\n{out}"))
+        };
+        (
+            peak("peak_concurrent_requests"),
+            peak("engine_peak_running_sequences"),
+        )
+    };
+    for command in ["serve", "throughput", "latency"] {
+        assert_eq!(peaks(command, None), (6, 6), "{command} without a cap");
+        assert_eq!(
+            peaks(command, Some("2")),
+            (2, 2),
+            "{command} --max-concurrency 2"
+        );
+    }
+}
+
 #[test]
 fn the_errors_a_newcomer_meets_first_name_what_to_do() {
     let missing = bench(&["throughput", "--model", "no/such-model", "--input-len", "8"]);

@@ -26,8 +26,8 @@ use crate::report::{self, RunInfo, SaveOptions};
 use crate::runtime::RequestSpec;
 use crate::schedule::{self, RampUp, ScheduleConfig};
 use crate::shard::{ShardConfig, ShardDoc, ShardPlan, ShardRun, StartAt};
-use crate::target::http::{self, HttpConfig, HttpTarget};
-use crate::target::{RunOptions, Target, WarmUp};
+use crate::targets::http::{self, HttpConfig, HttpTarget};
+use crate::targets::{RunOptions, Target, WarmUp};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{self, HostHeaders, WorkloadConfig};
 
@@ -307,7 +307,7 @@ fn serve_native(
              process shares; shard a run against a server"
         );
     }
-    let target = crate::target::engine::EngineTarget::prepare(
+    let target = crate::targets::engine::EngineTarget::prepare(
         &mut opened.engine,
         &specs,
         &opened.tokenizer,
@@ -611,7 +611,7 @@ pub(crate) struct Drive<'a> {
 
 /// What [`execute`] measured, with what the reports need to say about it.
 pub(crate) struct Executed {
-    pub output: crate::target::RunOutput,
+    pub output: crate::targets::RunOutput,
     /// The workload's size (requests prepared, sent or not).
     pub requests: usize,
     /// The target's name (`backend` in results).
@@ -664,6 +664,7 @@ fn measure<T: Target>(
     }
     computed.client.cpu = Some(output.cpu);
     computed.client.http_client = output.transport;
+    computed.client.engine_peak_sequences = output.engine_peak_sequences;
     computed.per_request.clock_origin_s = output.clock_origin_s;
     computed.server_metrics = output.server_metrics;
     computed.gpu = gpu;

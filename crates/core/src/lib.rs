@@ -1,7 +1,7 @@
 //! `bench-core`: the library core of `bench`. A benchmark is [`benchmark::serve`]: a
 //! resolved, typed configuration in, the run's [`benchmark::Outcome`] out, everything it
 //! shows on the way through an [`observer::Observer`]; it prints nothing and reads no
-//! environment. The targets it drives ([`target::Target`]) are an HTTP server and the
+//! environment. The targets it drives ([`targets::Target`]) are an HTTP server and the
 //! native engine; [`offline`] holds `bench throughput` and `bench latency`.
 
 pub mod audio_duration;
@@ -28,7 +28,7 @@ pub mod shard;
 pub mod startup;
 pub mod steady_state;
 pub mod sweep;
-pub mod target;
+pub mod targets;
 pub mod workload;
 
 // The crates below the core, under the names the code uses.

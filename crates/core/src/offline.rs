@@ -33,9 +33,9 @@ use crate::gpu_telemetry::{self, GpuReport, GpuSampler};
 use crate::observer::{Event, Observer};
 use crate::record::RequestRecord;
 use crate::runtime::RequestSpec;
-use crate::target::engine::{EngineTarget, NativeRun};
-use crate::target::http::{self, HttpConfig, HttpTarget};
-use crate::target::{RunOptions, Target, WarmUp};
+use crate::targets::engine::{EngineTarget, NativeRun};
+use crate::targets::http::{self, HttpConfig, HttpTarget};
+use crate::targets::{RunOptions, RunOutput, Target, WarmUp};
 use crate::tokenizer::Tokenizer;
 use crate::workload::{self, TokenizerError, Workload, WorkloadConfig};
 
@@ -133,8 +133,51 @@ pub struct ThroughputResult {
     pub failed_requests: usize,
     pub total_prompt_tokens: u64,
     pub total_output_tokens: u64,
+    pub concurrency: Concurrency,
     pub engine: Option<EngineSummary>,
     pub gpu: Option<GpuReport>,
+}
+
+/// How many requests were in flight at once, as `serve` reports it: bench's keys, so that
+/// a `--max-concurrency` cap can be seen to hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Concurrency {
+    /// The most successful requests in flight at one instant, from send to last token
+    /// (`peak_concurrent_requests`; over every iteration for latency).
+    pub peak_requests: usize,
+    /// The most sequences the native engine ran in one batch, by its own count
+    /// (`engine_peak_running_sequences`); `None` for a server.
+    pub engine_peak_sequences: Option<usize>,
+}
+
+impl Concurrency {
+    /// The concurrency of one run's output.
+    fn of(output: &RunOutput) -> Concurrency {
+        let successful: Vec<&RequestRecord> =
+            output.records.iter().filter(|r| r.succeeded()).collect();
+        Concurrency {
+            peak_requests: crate::metrics::timeline::peaks(&successful).peak_concurrent_requests,
+            engine_peak_sequences: output.engine_peak_sequences,
+        }
+    }
+
+    /// The larger of two runs' (latency's iterations).
+    fn max(self, other: Concurrency) -> Concurrency {
+        Concurrency {
+            peak_requests: self.peak_requests.max(other.peak_requests),
+            engine_peak_sequences: match (self.engine_peak_sequences, other.engine_peak_sequences) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    fn extend(&self, doc: &mut Map<String, Value>) {
+        doc.insert("peak_concurrent_requests".into(), json!(self.peak_requests));
+        if let Some(peak) = self.engine_peak_sequences {
+            doc.insert("engine_peak_running_sequences".into(), json!(peak));
+        }
+    }
 }
 
 impl ThroughputResult {
@@ -181,6 +224,7 @@ impl ThroughputResult {
         doc.insert("failed_requests".into(), json!(self.failed_requests));
         doc.insert("backend".into(), json!(self.backend));
         doc.insert("model".into(), json!(self.model));
+        self.concurrency.extend(&mut doc);
         extend_engine_and_gpu(
             &mut doc,
             self.engine.as_ref(),
@@ -222,6 +266,8 @@ pub struct LatencyResult {
     /// Prompt and output tokens of one iteration.
     pub prompt_tokens_per_iter: u64,
     pub output_tokens_per_iter: u64,
+    /// Over the measured iterations.
+    pub concurrency: Concurrency,
     pub engine: Option<EngineSummary>,
     pub gpu: Option<GpuReport>,
 }
@@ -273,6 +319,7 @@ impl LatencyResult {
         );
         doc.insert("backend".into(), json!(self.backend));
         doc.insert("model".into(), json!(self.model));
+        self.concurrency.extend(&mut doc);
         let output_tokens = self.output_tokens_per_iter * self.latencies.len() as u64;
         extend_engine_and_gpu(
             &mut doc,
@@ -727,6 +774,7 @@ pub fn throughput(
         failed_requests: failed,
         total_prompt_tokens,
         total_output_tokens,
+        concurrency: Concurrency::of(&executed.output),
         engine,
         gpu,
     };
@@ -777,6 +825,7 @@ pub fn latency(
     };
     let total = config.num_iters_warmup + config.num_iters;
     let mut latencies = Vec::with_capacity(config.num_iters as usize);
+    let mut concurrency = Concurrency::default();
     let mut tokens_per_iter = (0, 0);
     let mut backend = String::new();
     for iteration in 0..total {
@@ -847,6 +896,7 @@ pub fn latency(
                     batch_size,
                     prompt_tokens_per_iter: tokens_per_iter.0,
                     output_tokens_per_iter: tokens_per_iter.1,
+                    concurrency,
                     engine: engine_summary,
                     gpu,
                 },
@@ -878,6 +928,7 @@ pub fn latency(
         });
         if !warm_up {
             latencies.push(output.duration);
+            concurrency = concurrency.max(Concurrency::of(&output));
         }
     }
     let gpu = observer.finish();
@@ -890,6 +941,7 @@ pub fn latency(
         batch_size,
         prompt_tokens_per_iter: tokens_per_iter.0,
         output_tokens_per_iter: tokens_per_iter.1,
+        concurrency,
         engine: engine_summary,
         gpu,
     };
@@ -964,6 +1016,7 @@ mod tests {
             batch_size: 8,
             prompt_tokens_per_iter: 0,
             output_tokens_per_iter: 80,
+            concurrency: Concurrency::default(),
             engine: None,
             gpu: None,
         };
@@ -990,6 +1043,7 @@ mod tests {
             failed_requests: 0,
             total_prompt_tokens: 300,
             total_output_tokens: 100,
+            concurrency: Concurrency::default(),
             engine: None,
             gpu: None,
         };

@@ -1,8 +1,12 @@
 //! [`Engine`]: loading, and the continuous-batching loop that runs requests to completion.
 //!
 //! The loop is vLLM's scheduling in miniature. Each step it
-//! 1. admits waiting requests, in order, whose arrival time has passed, while fewer than
-//!    `max_num_seqs` run;
+//! 0. releases arrived requests, in order, while fewer than [`GenOptions::max_in_flight`]
+//!    are released and unfinished: the client's concurrency cap (`--max-concurrency`),
+//!    which holds a request back before it reaches the engine, as a client holds back a
+//!    request to a server;
+//! 1. admits released requests, in order, while fewer than `max_num_seqs` run (a released
+//!    request waiting for a slot is in the engine's queue, as in a server's);
 //! 2. gives every running sequence its share of `max_num_batched_tokens`: decoding ones one
 //!    token each first (so arrivals never stall running requests' inter-token times), then
 //!    prompts in admission order, a prompt longer than what is left being prefilled in
@@ -22,7 +26,9 @@ use crate::kv::KvCache;
 use crate::loader;
 use crate::model::{Model, Segment};
 use crate::sampling::Sampler;
-use crate::{Device, EngineConfig, Events, FinishReason, GenRequest, ModelInfo};
+use crate::{
+    Device, EngineConfig, Events, FinishReason, GenOptions, GenRequest, GenStats, ModelInfo,
+};
 
 /// A loaded model, ready to generate.
 pub struct Engine {
@@ -221,6 +227,23 @@ impl Engine {
         requests: &[GenRequest],
         events: &mut dyn Events,
     ) -> Result<(), EngineError> {
+        self.generate_with(requests, &GenOptions::default(), events)
+            .map(|_| ())
+    }
+
+    /// [`Engine::generate`] with a client's options (a cap on requests in flight), returning
+    /// the engine's own count of how many sequences it ran, and held, at once.
+    pub fn generate_with(
+        &mut self,
+        requests: &[GenRequest],
+        options: &GenOptions,
+        events: &mut dyn Events,
+    ) -> Result<GenStats, EngineError> {
+        if options.max_in_flight == Some(0) {
+            return Err(EngineError::Config(
+                "max_in_flight must be at least 1".into(),
+            ));
+        }
         let max_len = self.info.max_model_len;
         for (index, r) in requests.iter().enumerate() {
             self.check_tokens(index, &r.prompt)?;
@@ -242,6 +265,11 @@ impl Engine {
 
         let eos = self.info.eos_token_ids.clone();
         let mut running: Vec<Running> = Vec::new();
+        let mut stats = GenStats::default();
+        // Requests [0, released) are released, [0, next) admitted; `finished` of them ended.
+        let mut released = 0usize;
+        let mut finished = 0usize;
+        let cap = options.max_in_flight.unwrap_or(usize::MAX);
         let mut next = 0usize;
         // Per-step buffers, reused.
         let mut tokens: Vec<u32> = Vec::new();
@@ -257,15 +285,20 @@ impl Engine {
                 for index in next..requests.len() {
                     events.finished(index, FinishReason::Aborted, at);
                 }
-                return Ok(());
+                return Ok(stats);
             }
 
-            // 1. Admission.
+            // 0. Release (the client's cap), then 1. admission.
             let now = Instant::now();
-            while running.len() < self.max_num_seqs
-                && next < requests.len()
-                && requests[next].not_before.is_none_or(|t| t <= now)
+            while released < requests.len()
+                && released - finished < cap
+                && requests[released].not_before.is_none_or(|t| t <= now)
             {
+                events.released(released, now);
+                released += 1;
+            }
+            stats.peak_in_flight = stats.peak_in_flight.max(released - finished);
+            while running.len() < self.max_num_seqs && next < released {
                 let r = &requests[next];
                 let total = r.prompt.len() + r.max_tokens as usize;
                 let mut seq_tokens = Vec::with_capacity(total);
@@ -283,11 +316,13 @@ impl Engine {
                 events.admitted(next, now);
                 next += 1;
             }
+            stats.peak_running = stats.peak_running.max(running.len());
             if running.is_empty() {
                 if next >= requests.len() {
-                    return Ok(());
+                    return Ok(stats);
                 }
-                // Idle until the next arrival, polling `stop` now and then.
+                // Idle until the next arrival, polling `stop` now and then. (Nothing runs,
+                // so nothing is in flight: the cap holds no request back.)
                 if let Some(t) = requests[next].not_before {
                     let wait = t.saturating_duration_since(Instant::now());
                     std::thread::sleep(wait.min(Duration::from_millis(10)));
@@ -370,6 +405,7 @@ impl Engine {
             for &(pos, _) in ended.iter().rev() {
                 running.remove(pos);
             }
+            finished += ended.len();
         }
     }
 }

@@ -199,6 +199,25 @@ pub struct GenRequest {
     pub not_before: Option<Instant>,
 }
 
+/// How a client drives one [`Engine::generate_with`] call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GenOptions {
+    /// The most requests released and unfinished at once (the client's `--max-concurrency`):
+    /// an arrived request beyond it waits, unreleased, for one to finish. `None`: no cap;
+    /// at least 1.
+    pub max_in_flight: Option<usize>,
+}
+
+/// The engine's own count of one [`Engine::generate_with`] call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GenStats {
+    /// The most sequences in one step's batch (at most `max_num_seqs`).
+    pub peak_running: usize,
+    /// The most requests released and unfinished at once, running or waiting for a slot
+    /// (at most [`GenOptions::max_in_flight`]).
+    pub peak_in_flight: usize,
+}
+
 /// How the next token is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sampling {
@@ -237,6 +256,12 @@ pub enum FinishReason {
 
 /// What [`Engine::generate`] reports, as it happens, on the calling thread.
 pub trait Events {
+    /// Request `index` (into the slice given to `generate`) was released by the client's cap
+    /// ([`GenOptions::max_in_flight`]; without one, when it arrived): the time a client
+    /// would have sent it.
+    fn released(&mut self, index: usize, at: Instant) {
+        let _ = (index, at);
+    }
     /// Request `index` (into the slice given to `generate`) was admitted: its prefill starts.
     fn admitted(&mut self, index: usize, at: Instant) {
         let _ = (index, at);

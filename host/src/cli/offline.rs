@@ -19,7 +19,7 @@ use crate::offline::NativeConfig;
 use crate::offline::{
     self, LatencyConfig, OfflineConfig, OfflineOutcome, OfflineTarget, ThroughputConfig,
 };
-use crate::target::engine::NativeRun;
+use crate::targets::engine::NativeRun;
 
 /// The `--backend` value that runs the native engine instead of a backend plugin.
 pub const NATIVE_BACKEND: &str = "native";

@@ -28,7 +28,7 @@ use crate::observer::{Event, Observer};
 use crate::record::RequestRecord;
 use crate::report::SaveOptions;
 use crate::runtime::{PluginRef, RuntimeConfig};
-use crate::target::http::HttpConfig;
+use crate::targets::http::HttpConfig;
 use crate::tokenizer::hub_cache_roots_from_env;
 use crate::workload::WorkloadConfig;
 

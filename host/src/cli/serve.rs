@@ -19,7 +19,7 @@ use crate::report::SaveOptions;
 use crate::runtime::PluginRef;
 use crate::schedule::{RampUp, RampUpStrategy};
 use crate::shard::{Shard, ShardConfig, StartAt};
-use crate::target::http::HttpConfig;
+use crate::targets::http::HttpConfig;
 use crate::tokenizer::hub_cache_roots_from_env;
 use crate::workload::{LoraAssignment, LoraModules, TokenizerError, WorkloadConfig};
 

@@ -333,6 +333,9 @@ pub struct ClientStats {
     pub cpu: Option<ClientCpu>,
     /// Which HTTP client sent the requests (`h1` or `reqwest`); set by the caller.
     pub http_client: Option<&'static str>,
+    /// The most sequences the native engine ran in one batch, by its own count; set by the
+    /// caller, for the native engine only.
+    pub engine_peak_sequences: Option<usize>,
     /// Requests sent a second time on a fresh connection because the kept-alive
     /// connection they were first sent on had been closed by the server.
     pub connection_retries: usize,
@@ -708,6 +711,7 @@ fn client_stats(
         token_counts,
         cpu: None,
         http_client: None,
+        engine_peak_sequences: None,
         connection_retries: ordered.iter().filter(|r| r.retried).count(),
         prompt_tokens: prompt_token_check(ordered),
     }

@@ -320,6 +320,9 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
     if let Some(client) = c.http_client {
         r.insert("http_client", json!(client));
     }
+    if let Some(peak) = c.engine_peak_sequences {
+        r.insert("engine_peak_running_sequences", json!(peak));
+    }
     if let Some(cpu) = c.cpu {
         r.insert("client_cpu_seconds", float(cpu.total_s));
         r.insert("decode_cpu_seconds", float(cpu.decode_s));

@@ -77,6 +77,7 @@ mod tests {
             failed_requests: 0,
             total_prompt_tokens: 100,
             total_output_tokens: 300,
+            concurrency: Default::default(),
             engine: None,
             gpu: None,
         };
@@ -97,6 +98,7 @@ mod tests {
             batch_size: 8,
             prompt_tokens_per_iter: 256,
             output_tokens_per_iter: 1024,
+            concurrency: Default::default(),
             engine: None,
             gpu: None,
         };

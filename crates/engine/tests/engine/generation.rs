@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use bench_engine::{Engine, EngineConfig, EngineError, Events, FinishReason, GenRequest, Sampling};
+use bench_engine::{
+    Engine, EngineConfig, EngineError, Events, FinishReason, GenOptions, GenRequest, GenStats,
+    Sampling,
+};
 
 use crate::common::*;
 
@@ -205,6 +208,59 @@ fn not_before_delays_admission() {
     let admitted_1 = rec.admitted.iter().find(|a| a.0 == 1).unwrap().1;
     assert!(admitted_1 >= later);
     assert_eq!(rec.of(1).len(), 3);
+}
+
+/// The client's cap (`--max-concurrency`): with 6 requests due at once, 8 slots and a cap of
+/// 2, the engine holds at most 2 (its own count), releases each later request only when
+/// an earlier one has finished, and every request still generates all its tokens.
+#[test]
+fn a_cap_on_requests_in_flight_holds_arrivals_back() {
+    let mut e = engine(fake_gpt2(), 8, 8192);
+    let requests: Vec<GenRequest> = (0..6).map(|i| greedy(prompt(3, i, 50257), 4)).collect();
+    let mut rec = Recorder::default();
+    let options = GenOptions {
+        max_in_flight: Some(2),
+    };
+    let stats = e.generate_with(&requests, &options, &mut rec).unwrap();
+    assert_eq!(
+        stats,
+        GenStats {
+            peak_running: 2,
+            peak_in_flight: 2
+        }
+    );
+    let released: Vec<usize> = rec.released.iter().map(|r| r.0).collect();
+    assert_eq!(released, [0, 1, 2, 3, 4, 5]);
+    for (k, &(index, at)) in rec.released.iter().enumerate().skip(2) {
+        // The k-th release follows the (k - 1)-th finish: two in flight, never three.
+        let mut finishes: Vec<Instant> = rec.finished.iter().map(|f| f.2).collect();
+        finishes.sort();
+        assert!(
+            at >= finishes[k - 2],
+            "request {index} released before a slot freed"
+        );
+        let admitted = rec.admitted.iter().find(|a| a.0 == index).unwrap().1;
+        assert!(
+            admitted >= at,
+            "request {index} admitted before its release"
+        );
+    }
+    for i in 0..6 {
+        assert_eq!(rec.of(i).len(), 4, "request {i}");
+    }
+    // Without the cap all 6 run in one batch; a zero cap is refused.
+    let stats = e
+        .generate_with(&requests, &GenOptions::default(), &mut Recorder::default())
+        .unwrap();
+    assert_eq!(stats.peak_running, 6);
+    assert_eq!(stats.peak_in_flight, 6);
+    let zero = GenOptions {
+        max_in_flight: Some(0),
+    };
+    assert!(matches!(
+        e.generate_with(&requests, &zero, &mut Recorder::default()),
+        Err(EngineError::Config(_))
+    ));
 }
 
 /// Stops after `after` tokens.

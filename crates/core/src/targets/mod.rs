@@ -129,4 +129,8 @@ pub struct RunOutput {
     /// What the probe loop beside the run measured (`--probe-request-rate`); `None`
     /// when none ran. Not part of the records.
     pub probe: Option<crate::probe::ProbeResults>,
+    /// The most sequences the native engine ran in one batch, by its own count (at most
+    /// `--max-num-seqs` and `--max-concurrency`); `None` for a server, whose batches the
+    /// client cannot see.
+    pub engine_peak_sequences: Option<usize>,
 }

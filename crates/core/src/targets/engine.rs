@@ -3,12 +3,14 @@
 //!
 //! Everything a server target does before the clock happens here too: the prompts are
 //! tokenized with the model's tokenizer when the target is built, never during the run.
-//! The run hands the whole workload to the engine, which admits request `i` once its
-//! offset has passed and a batch slot is free (continuous batching), and the engine's
-//! thread (this one) records the time of every token as it is sampled: the host's clock
-//! at the moment the token exists, the equivalent of a server's bytes arriving. So TTFT
-//! (arrival to the first token, queueing included), ITL, TPOT and E2EL mean what they
-//! mean for a server, and the records go through the same metrics and reports.
+//! The run hands the whole workload to the engine, which releases request `i` once its
+//! offset has passed and fewer than `--max-concurrency` requests are in flight (the
+//! client's cap: the release is the send), admits it once a batch slot is free (continuous
+//! batching), and the engine's thread (this one) records the time of every token as it is
+//! sampled: the host's clock at the moment the token exists, the equivalent of a server's
+//! bytes arriving. So TTFT (release to the first token, the engine's queueing included),
+//! ITL, TPOT and E2EL mean what they mean for a server, the wait for the cap is the
+//! records' `concurrency_wait`, and the records go through the same metrics and reports.
 
 use std::time::Instant;
 
@@ -17,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use super::{RunOptions, RunOutput, Target, WarmUp};
 use crate::client::cpu;
 use crate::client::stop::StopSignal;
-use crate::engine::{Engine, Events, FinishReason, GenRequest, Sampling};
+use crate::engine::{Engine, Events, FinishReason, GenOptions, GenRequest, Sampling};
 use crate::metrics::ClientCpu;
 use crate::observer::{Event, Observer};
 use crate::record::{FailureKind, RequestRecord};
@@ -208,16 +210,22 @@ impl Target for EngineTarget<'_> {
         let mut collector = Collector {
             t0,
             offsets,
+            released: vec![None; requests.len()],
             tokens: vec![Vec::new(); requests.len()],
             times: vec![Vec::new(); requests.len()],
             finished: vec![None; requests.len()],
             stop: &options.stop,
             progress: &options.progress,
         };
-        self.engine
-            .generate(&requests, &mut collector)
+        let gen_options = GenOptions {
+            max_in_flight: options.max_concurrency,
+        };
+        let stats = self
+            .engine
+            .generate_with(&requests, &gen_options, &mut collector)
             .context("the native engine")?;
         let Collector {
+            released,
             tokens,
             times,
             finished,
@@ -229,6 +237,11 @@ impl Target for EngineTarget<'_> {
         let mut cancelled = 0;
         for (i, r) in self.requests.iter().enumerate() {
             let arrival = offsets[i];
+            // The send: when the cap released it (its arrival without a cap; never released
+            // when the run was stopped first).
+            let start = released[i].map_or(arrival, |at| {
+                at.duration_since(t0).as_secs_f64().max(arrival)
+            });
             let text = if self.run.detokenize {
                 self.engine
                     .tokenizer()
@@ -238,7 +251,7 @@ impl Target for EngineTarget<'_> {
             } else {
                 String::new()
             };
-            let secs = |at: Instant| at.duration_since(t0).as_secs_f64() - arrival;
+            let secs = |at: Instant| at.duration_since(t0).as_secs_f64() - start;
             let ttft = times[i].first().map(|&t| secs(t)).unwrap_or(0.0);
             let itl = times[i]
                 .windows(2)
@@ -275,10 +288,10 @@ impl Target for EngineTarget<'_> {
                 itl,
                 chunk_tokens: vec![1; generated as usize],
                 latency: times[i].last().map(|&t| secs(t)).unwrap_or(0.0),
-                start_time: arrival,
+                start_time: start,
                 dispatch_time: arrival,
                 intended_start_time: arrival,
-                concurrency_wait: 0.0,
+                concurrency_wait: start - arrival,
                 retried: false,
                 turn: None,
                 cached_prompt_tokens: None,
@@ -304,6 +317,7 @@ impl Target for EngineTarget<'_> {
             prompts: Vec::new(),
             audio_seconds: Vec::new(),
             probe: None,
+            engine_peak_sequences: Some(stats.peak_running),
         })
     }
 }
@@ -313,6 +327,7 @@ impl Target for EngineTarget<'_> {
 struct Collector<'a> {
     t0: Instant,
     offsets: &'a [f64],
+    released: Vec<Option<Instant>>,
     tokens: Vec<Vec<u32>>,
     times: Vec<Vec<Instant>>,
     finished: Vec<Option<(FinishReason, Instant)>>,
@@ -321,6 +336,10 @@ struct Collector<'a> {
 }
 
 impl Events for Collector<'_> {
+    fn released(&mut self, index: usize, at: Instant) {
+        self.released[index] = Some(at);
+    }
+
     fn token(&mut self, index: usize, token: u32, at: Instant) {
         self.tokens[index].push(token);
         self.times[index].push(at);

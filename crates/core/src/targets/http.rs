@@ -324,6 +324,7 @@ impl Target for HttpTarget {
             prompts: self.prompts,
             audio_seconds: self.audio_seconds,
             probe,
+            engine_peak_sequences: None,
         };
         if let Some(driver) = driver {
             let turns = tokio::task::spawn_blocking(move || driver.join())
