@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::timing::ATTEMPTS;
 use crate::common::*;
 
 const PROMPTS: usize = 6;
@@ -249,26 +248,12 @@ fn every_pooling_backend_reports_vllms_embedding_metrics_against_the_mock() {
         ..Default::default()
     });
     for case in &CASES {
-        let mut last = None;
-        for attempt in 1..=ATTEMPTS {
-            match check(&m, case) {
-                None => {
-                    last = None;
-                    break;
-                }
-                Some(why) => {
-                    eprintln!("{}: attempt {attempt}/{ATTEMPTS}: {why}", case.backend);
-                    last = Some(why);
-                }
-            }
-        }
-        if let Some(why) = last {
-            timing::skipped(format_args!(
-                "{}: E2EL stayed 10 ms or more above the server's in {ATTEMPTS} attempts \
-                 (a busy machine): {why}",
-                case.backend
-            ));
-        }
+        // Exact checks panic on every attempt; an E2EL 10 ms or more above the server's
+        // record is tried again under the measured load rule, and fails on a quiet machine.
+        within_bounds(
+            &format!("{}'s E2EL against the mock's record", case.backend),
+            || check(&m, case).map_or(Ok(()), Err),
+        );
     }
 }
 

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::timing::ATTEMPTS;
 use crate::common::*;
 
 const PROMPTS: usize = 8;
@@ -132,18 +131,12 @@ fn every_server_backend_measures_what_the_mock_did() {
         ("llama.cpp", true),
         ("deepspeed-mii", false),
     ] {
-        let mut attempt = 1;
-        while let Some(late) = check(&m, backend, streamed, &texts) {
-            eprintln!("{backend}: attempt {attempt}/{ATTEMPTS}: timing bounds missed: {late}");
-            attempt += 1;
-            if attempt > ATTEMPTS {
-                timing::skipped(format_args!(
-                    "{backend}: in {ATTEMPTS} attempts bench's timing was 10 ms or more off \
-                     the mock server's record (a busy machine): {late}"
-                ));
-                break;
-            }
-        }
+        // Exact checks panic on every attempt; a timing 10 ms or more off the mock's record
+        // is tried again under the measured load rule, and fails on a quiet machine.
+        within_bounds(
+            &format!("{backend}'s timing against the mock's record"),
+            || check(&m, backend, streamed, &texts).map_or(Ok(()), Err),
+        );
     }
 }
 

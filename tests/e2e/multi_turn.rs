@@ -213,6 +213,9 @@ fn think_time_delays_each_next_turn() {
             }
         }
         let mut later = 0;
+        // Turns sent long after their think time: a busy machine, reported once every turn
+        // has been checked against the think time.
+        let mut late = Vec::new();
         for turns in by_session.values() {
             for pair in turns.windows(2) {
                 later += 1;
@@ -224,12 +227,16 @@ fn think_time_delays_each_next_turn() {
                     "a turn sent {wait:.4} s after the answer"
                 );
                 if wait > 0.6 {
-                    return Err(format!("a turn sent {wait:.3} s after the answer"));
+                    late.push(format!("a turn sent {wait:.3} s after the answer"));
                 }
             }
         }
         assert!(later > 0, "no conversation went on");
-        Ok(())
+        if late.is_empty() {
+            Ok(())
+        } else {
+            Err(late.join("; "))
+        }
     });
 }
 

@@ -83,10 +83,17 @@ fn probes_run_beside_the_workload_and_are_reported_apart_from_it() {
                 probes.iter().copied().fold(0.0, f64::max) * 1000.0,
             ),
         ];
+        // Below the server's record is a mismeasurement; far above it, a busy machine
+        // (reported once every other check has run).
+        let mut late = Vec::new();
         for (key, server) in server {
             let client = r[key].as_f64().unwrap();
-            if !(client >= server - 0.5 && client <= server + 3.0 + 0.1 * server) {
-                return Err(format!(
+            assert!(
+                client >= server - 0.5,
+                "{key}: bench {client:.3} ms, below the server's {server:.3} ms"
+            );
+            if client > server + 3.0 + 0.1 * server {
+                late.push(format!(
                     "{key}: bench {client:.3} ms, server {server:.3} ms"
                 ));
             }
@@ -116,7 +123,11 @@ fn probes_run_beside_the_workload_and_are_reported_apart_from_it() {
         ] {
             assert!(block.contains(label), "{label}: {out}");
         }
-        Ok(())
+        if late.is_empty() {
+            Ok(())
+        } else {
+            Err(late.join("; "))
+        }
     });
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::timing::ATTEMPTS;
 use crate::common::*;
 
 const PROMPTS: usize = 6;
@@ -115,16 +114,13 @@ fn reasoning_runs_report_the_first_content_token_as_the_server_sent_it() {
         },
         ..Default::default()
     });
-    for n in 1..=ATTEMPTS {
-        match reasoning_run(&m, &format!("think{n}-")) {
-            None => return,
-            Some(late) => eprintln!("attempt {n}/{ATTEMPTS}: timing bounds missed: {late}"),
-        }
-    }
-    timing::skipped(format_args!(
-        "in {ATTEMPTS} attempts bench's TTFC was 10 ms or more off the mock server's record \
-         (a busy machine)"
-    ));
+    // Exact checks panic on every attempt; a TTFC 10 ms or more off the server's record is
+    // tried again under the measured load rule, and fails on a quiet machine.
+    let mut n = 0;
+    within_bounds("TTFC against the mock's record", || {
+        n += 1;
+        reasoning_run(&m, &format!("think{n}-")).map_or(Ok(()), Err)
+    });
 }
 
 #[test]
