@@ -8,7 +8,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read as _};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
@@ -16,8 +16,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
+use wait_timeout::ChildExt as _;
 
 use super::{gate, gpt2, result_json};
+
+/// The longest one `bench` run of a test may take (the longest, a sweep or 10,000 streams,
+/// take well under a minute on 2 cores).
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The terminal width every `bench` run sees.
 pub const COLUMNS: &str = "100";
@@ -160,15 +165,40 @@ impl Bench {
         command
     }
 
-    /// Runs `bench` to its end (never panics on a non-zero exit).
+    /// Runs `bench` to its end (never panics on a non-zero exit), within [`RUN_TIMEOUT`]:
+    /// a run still going then is killed and the test fails naming it, so that a hung run
+    /// cannot hang the suite.
     pub fn run(self) -> Run {
         gate::enter();
         let started = Instant::now();
-        let out = self.command().output().expect("running bench");
+        let mut child = self
+            .command()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("running bench");
+        let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = pipe.read_to_end(&mut bytes);
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+        };
+        let stdout = read_all(Box::new(child.stdout.take().unwrap()));
+        let stderr = read_all(Box::new(child.stderr.take().unwrap()));
+        let Some(status) = child.wait_timeout(RUN_TIMEOUT).expect("waiting for bench") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "bench still running after {RUN_TIMEOUT:?}, killed: {}\nstderr:\n{}",
+                self.shown(),
+                stderr.join().unwrap()
+            );
+        };
         Run {
-            status: out.status,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            status,
+            stdout: stdout.join().unwrap(),
+            stderr: stderr.join().unwrap(),
             took: started.elapsed(),
             command: self.shown(),
             results: self.results,
@@ -319,21 +349,14 @@ impl Running {
 
     /// Waits for the process to end (panics after `timeout`, killing it).
     pub fn wait(mut self, timeout: Duration) -> Run {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "bench still running after {timeout:?}: {}\nstderr:\n{}",
-                    self.command,
-                    self.stderr.join().unwrap()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let Some(status) = self.child.wait_timeout(timeout).unwrap() else {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!(
+                "bench still running after {timeout:?}: {}\nstderr:\n{}",
+                self.command,
+                self.stderr.join().unwrap()
+            );
         };
         Run {
             status,

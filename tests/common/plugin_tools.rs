@@ -28,11 +28,11 @@ pub fn tool(test: &str, tool: &str) -> Option<PathBuf> {
         return Some(path);
     }
     if std::env::var("BENCH_SKIP_PLUGIN_TOOLS").as_deref() == Ok("1") {
-        eprintln!(
-            "{test}: skipped: {} is not installed and BENCH_SKIP_PLUGIN_TOOLS=1 (PyPI or npm \
-             could not be reached)",
+        super::timing::skipped(format_args!(
+            "{test}: {} is not installed and BENCH_SKIP_PLUGIN_TOOLS=1 (PyPI or npm could not \
+             be reached)",
             path.display()
-        );
+        ));
         return None;
     }
     panic!(

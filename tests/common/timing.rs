@@ -128,9 +128,10 @@ pub fn within_bounds(what: &str, mut attempt: impl FnMut() -> Result<(), String>
     ));
 }
 
-/// Reports a check skipped because the machine was busy, as `SKIPPED: <test>: <why>`.
-/// Written to stderr directly: the harness captures `eprintln!` and shows it only for a
-/// failed test, and a skip must be in every log.
+/// Reports a skipped check (the machine was busy, or a registry could not be reached), as
+/// `SKIPPED: <test>: <why>`. Written to stderr directly: the harness captures `eprintln!`
+/// and shows it only for a failed test, and a skip must be in every log (`.ci/run` lists
+/// these lines at its end).
 pub fn skipped(why: std::fmt::Arguments) {
     use std::io::Write as _;
     let thread = std::thread::current();

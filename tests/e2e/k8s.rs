@@ -34,11 +34,11 @@ fn validator(test: &str) -> Option<PathBuf> {
         return Some(path);
     }
     if std::env::var("BENCH_SKIP_K8S_TOOLS").as_deref() == Ok("1") {
-        eprintln!(
-            "{test}: skipped: {} is not installed and BENCH_SKIP_K8S_TOOLS=1 (PyPI could not \
-             be reached)",
+        crate::common::timing::skipped(format_args!(
+            "{test}: {} is not installed and BENCH_SKIP_K8S_TOOLS=1 (PyPI could not be \
+             reached)",
             path.display()
-        );
+        ));
         return None;
     }
     panic!(

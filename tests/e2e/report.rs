@@ -27,7 +27,10 @@ const BLUE: [u8; 3] = [0x1f, 0x77, 0xb4];
 /// Chromium, or `None` (with a note) when the browser tests are to be skipped.
 fn chromium() -> Option<&'static str> {
     if std::env::var_os("BENCH_SKIP_BROWSER_TESTS").is_some_and(|v| v == "1") {
-        eprintln!("skipped: BENCH_SKIP_BROWSER_TESTS=1 (this test opens the report in Chromium)");
+        crate::common::timing::skipped(format_args!(
+            "BENCH_SKIP_BROWSER_TESTS=1: Chromium could not be installed (this test opens the \
+             report in it)"
+        ));
         return None;
     }
     assert!(
