@@ -348,6 +348,164 @@ fn max_concurrency_caps_the_native_engines_requests_in_flight() {
     }
 }
 
+/// `bench serve`'s flags on the native engine: `--ignore-eos` is honoured (serve stops at
+/// EOS unless asked, as vLLM's server does; the offline commands always ignore it, as
+/// vLLM's), every flag only a server reads is a warning naming it, sharding is refused, and
+/// the engine's own flags given with a server's backend are a warning too.
+#[test]
+fn serve_flags_on_the_native_engine_are_honoured_or_said_to_be_ignored() {
+    // fake-gpt2 greedily produces token 47143 after most prompts: make that its EOS.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("eos-model");
+    std::fs::create_dir(&model).unwrap();
+    for e in std::fs::read_dir(fake_gpt2()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "generation_config.json" {
+            std::fs::copy(e.path(), model.join(e.file_name())).unwrap();
+        }
+    }
+    let config = std::fs::read_to_string(model.join("config.json")).unwrap();
+    let config = config.replace("\"eos_token_id\": 50256", "\"eos_token_id\": 47143");
+    std::fs::write(model.join("config.json"), config).unwrap();
+    let model = model.to_str().unwrap();
+    let serve = |extra: &[&str]| {
+        Bench::new()
+            .args([
+                "serve",
+                "--backend",
+                "native",
+                "--model",
+                model,
+                "--disable-tqdm",
+            ])
+            .args(["--temperature", "0"])
+            .random(8, 6)
+            .prompts(4)
+            .args(extra)
+            .save_result()
+            .run()
+    };
+    let stops = serve(&[]).assert_success().json();
+    let tokens = stops["total_output_tokens"].as_u64().unwrap();
+    assert!(tokens < 4 * 6, "serve stops at EOS: {stops:#}");
+    let full = serve(&["--ignore-eos"]).assert_success().json();
+    assert_eq!(full["total_output_tokens"], 4 * 6, "{full:#}");
+    let out_json = dir.path().join("throughput.json");
+    Bench::new()
+        .args([
+            "throughput",
+            "--model",
+            model,
+            "--disable-tqdm",
+            "--temperature",
+            "0",
+        ])
+        .args([
+            "--input-len",
+            "8",
+            "--output-len",
+            "6",
+            "--num-prompts",
+            "4",
+        ])
+        .arg("--output-json")
+        .arg(&out_json)
+        .run()
+        .assert_success();
+    assert_eq!(read_json(&out_json)["total_output_tokens"], 4 * 6);
+
+    let flags: &[&[&str]] = &[
+        &["--host", "10.0.0.1"],
+        &["--port", "9000"],
+        &["--base-url", "http://127.0.0.1:9"],
+        &["--endpoint", "/v1/chat/completions"],
+        &["--header", "x-a=b"],
+        &["--backend-option", "stream=false"],
+        &["--profile"],
+        &["--lora-modules", "a"],
+        &["--lora-assignment", "round-robin"],
+        &["--probe-request-rate", "1"],
+        &["--request-timeout", "9"],
+        &["--ready-check-timeout-sec", "3"],
+        &["--http-client", "reqwest"],
+        &["--insecure"],
+        &["--preconnect", "2"],
+        &["--server-metrics-interval", "1"],
+        &["--skip-tokenizer-init"],
+        &["--shutdown-grace-sec", "1"],
+        &["--prefix-cache-block-size", "32"],
+    ];
+    let all: Vec<&str> = flags.iter().flat_map(|f| f.iter().copied()).collect();
+    let out = serve(&all).assert_success();
+    for flag in flags {
+        assert!(
+            out.stderr
+                .contains(&format!("WARNING: {} is ignored", flag[0])),
+            "{}: {out}",
+            flag[0]
+        );
+    }
+    assert_eq!(
+        out.stderr.matches(" is ignored").count(),
+        flags.len(),
+        "{out}"
+    );
+    // (It cannot go with --server-metrics-interval.)
+    let no_metrics = serve(&["--no-server-metrics"]).assert_success();
+    assert!(
+        no_metrics
+            .stderr
+            .contains("WARNING: --no-server-metrics is ignored"),
+        "{no_metrics}"
+    );
+    let shard = serve(&["--shard", "0/2"]);
+    assert!(!shard.success(), "{shard}");
+    assert!(
+        shard
+            .stderr
+            .contains("--backend native runs the model in this one process"),
+        "{shard}"
+    );
+    // The engine's flags with a server's backend: the refused connection fails the run
+    // after the flags were read.
+    let engine_flags = bench(&[
+        "serve",
+        "--backend",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--tokenizer",
+        &gpt2(),
+        "--num-prompts",
+        "1",
+        "--max-num-seqs",
+        "4",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+    ]);
+    assert!(
+        engine_flags
+            .stderr
+            .contains("WARNING: --max-num-seqs is ignored"),
+        "{engine_flags}"
+    );
+    assert!(
+        engine_flags
+            .stderr
+            .contains("WARNING: --threads is ignored"),
+        "{engine_flags}"
+    );
+    // --device cpu is the default: nothing was changed, nothing to warn of.
+    assert!(
+        !engine_flags.stderr.contains("--device is ignored"),
+        "{engine_flags}"
+    );
+}
+
 #[test]
 fn the_errors_a_newcomer_meets_first_name_what_to_do() {
     let missing = bench(&["throughput", "--model", "no/such-model", "--input-len", "8"]);
@@ -392,6 +550,7 @@ fn serve_on_the_native_engine_reports_every_serving_metric() {
             "50",
             "--max-concurrency",
             "2",
+            "--ignore-eos",
         ])
         .random(8, 5)
         .prompts(6)

@@ -137,19 +137,24 @@ pub struct LatencyArgs {
 /// 1.0 and top-p 1.0, unless given). Flags that only mean something to a server are
 /// warned about; sampling flags the engine does not implement are refused.
 pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<NativeConfig> {
-    for (given, flag) in [
-        (args.base_url.is_some(), "--base-url"),
-        (args.endpoint.is_some(), "--endpoint"),
-        (args.profile, "--profile"),
-        (args.lora_modules.is_some(), "--lora-modules"),
-        (args.probe_request_rate > 0.0, "--probe-request-rate"),
-        (!args.header.is_empty(), "--header"),
-    ] {
-        if given {
+    let given = super::serve::given_flags(args);
+    for (key, flag) in SERVER_ONLY {
+        if given.contains(*key) {
             warnings.push(format!(
                 "{flag} is ignored: --backend native runs the model in this process"
             ));
         }
+    }
+    for (key, flag, why) in NOT_ON_THE_ENGINE {
+        if given.contains(*key) {
+            warnings.push(format!("{flag} is ignored with --backend native: {why}"));
+        }
+    }
+    if args.shard.is_some() || args.start_at.is_some() || args.shard_output.is_some() {
+        bail!(
+            "--shard, --start-at and --shard-output split a run against a server over \
+             processes; --backend native runs the model in this one process"
+        );
     }
     let engine = &args.engine;
     let device: Device = engine
@@ -193,12 +198,65 @@ pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<Nat
                 Some(k) if k > 0 => k as usize,
                 Some(k) => bail!("--top-k must be -1 (off) or positive, got {k}"),
             },
-            ignore_eos: true,
+            // `bench serve`'s flag; the offline commands always ignore EOS, as vLLM's.
+            ignore_eos: args.ignore_eos,
             detokenize: true,
             seed: args.dataset.seed,
         },
     })
 }
+
+/// The native engine's flags (by their name in the serialised arguments, then as typed):
+/// given with a server's backend, each is a warning.
+pub const ENGINE_FLAGS: &[(&str, &str)] = &[
+    ("device", "--device"),
+    ("max_num_seqs", "--max-num-seqs"),
+    ("max_num_batched_tokens", "--max-num-batched-tokens"),
+    ("max_model_len", "--max-model-len"),
+    ("threads", "--threads"),
+    ("no_requantize", "--no-requantize"),
+];
+
+/// `bench serve`'s flags that only a server's requests read (by their name in the
+/// serialised arguments, then as typed): given with `--backend native`, each is a warning.
+const SERVER_ONLY: &[(&str, &str)] = &[
+    ("base_url", "--base-url"),
+    ("host", "--host"),
+    ("port", "--port"),
+    ("endpoint", "--endpoint"),
+    ("header", "--header"),
+    ("backend_options", "--backend-option"),
+    ("profile", "--profile"),
+    ("lora_modules", "--lora-modules"),
+    ("lora_assignment", "--lora-assignment"),
+    ("probe_request_rate", "--probe-request-rate"),
+    ("request_timeout", "--request-timeout"),
+    ("ready_check_timeout_sec", "--ready-check-timeout-sec"),
+    ("http_client", "--http-client"),
+    ("insecure", "--insecure"),
+    ("preconnect", "--preconnect"),
+    ("server_metrics_interval", "--server-metrics-interval"),
+    ("no_server_metrics", "--no-server-metrics"),
+];
+
+/// Flags a server run honours that the native engine does not, with why.
+const NOT_ON_THE_ENGINE: &[(&str, &str, &str)] = &[
+    (
+        "skip_tokenizer_init",
+        "--skip-tokenizer-init",
+        "the engine needs the model's tokenizer to run",
+    ),
+    (
+        "shutdown_grace_sec",
+        "--shutdown-grace-sec",
+        "a stopped run ends the engine's requests at its next step",
+    ),
+    (
+        "prefix_cache_block_size",
+        "--prefix-cache-block-size",
+        "the engine has no prefix cache, and no theoretical hit rate is computed",
+    ),
+];
 
 /// vLLM's latency prompt and output lengths when not given.
 const LATENCY_INPUT_LEN: u32 = 32;
@@ -235,6 +293,7 @@ fn resolve(
     let target = match config.native {
         Some(mut native) => {
             native.run.detokenize = !args.disable_detokenize;
+            native.run.ignore_eos = true;
             OfflineTarget::Native(native)
         }
         None => {

@@ -23,6 +23,30 @@ use crate::targets::http::HttpConfig;
 use crate::tokenizer::hub_cache_roots_from_env;
 use crate::workload::{LoraAssignment, LoraModules, TokenizerError, WorkloadConfig};
 
+/// The flags given a value other than their default, by their name in the serialised
+/// arguments (`max_concurrency`): every flag is a field, so this is what the command line
+/// changed, whatever the flag's type.
+pub fn given_flags(args: &ServeArgs) -> std::collections::BTreeSet<String> {
+    #[derive(clap::Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+    let defaults = <Defaults as clap::Parser>::try_parse_from(["bench"])
+        .expect("bench serve parses with no flags")
+        .args;
+    let as_map = |a: &ServeArgs| match serde_json::to_value(a) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (given, defaults) = (as_map(args), as_map(&defaults));
+    given
+        .into_iter()
+        .filter(|(k, v)| defaults.get(k) != Some(v))
+        .map(|(k, _)| k)
+        .collect()
+}
+
 /// The flags of `bench serve`, vLLM's by name and meaning. Numeric flags accept a leading
 /// minus sign so that a negative value is refused by the flag's own parser, naming it.
 #[derive(Args, Debug, Clone, serde::Serialize)]
@@ -473,7 +497,17 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
     let native = match args.backend == super::offline::NATIVE_BACKEND {
         true => Some(super::offline::native_config(args, &mut warnings)?),
-        false => None,
+        false => {
+            let given = given_flags(args);
+            for (key, flag) in super::offline::ENGINE_FLAGS {
+                if given.contains(*key) {
+                    warnings.push(format!(
+                        "{flag} is ignored: it configures the native engine (--backend native)"
+                    ));
+                }
+            }
+            None
+        }
     };
     let backend = match &native {
         // No plugin: the HTTP settings are not used.
