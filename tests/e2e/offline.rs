@@ -504,6 +504,53 @@ fn serve_flags_on_the_native_engine_are_honoured_or_said_to_be_ignored() {
         !engine_flags.stderr.contains("--device is ignored"),
         "{engine_flags}"
     );
+
+    // serve's flags that throughput and latency take but have no place for.
+    let offline = |command: &str, extra: &[&str]| {
+        let mut b = Bench::new()
+            .args([command, "--model", model, "--disable-tqdm"])
+            .args(["--input-len", "8", "--output-len", "4"]);
+        b = match command {
+            "latency" => b.args([
+                "--batch-size",
+                "2",
+                "--num-iters-warmup",
+                "0",
+                "--num-iters",
+                "1",
+            ]),
+            _ => b.args(["--num-prompts", "2"]),
+        };
+        b.args(extra).run().assert_success()
+    };
+    let goodput = [
+        "--goodput",
+        "ttft:100",
+        "--label",
+        "x",
+        "--metric-percentiles",
+        "50",
+    ];
+    for command in ["throughput", "latency"] {
+        let out = offline(command, &goodput);
+        for flag in ["--goodput", "--label", "--metric-percentiles"] {
+            assert!(
+                out.stderr.contains(&format!(
+                    "WARNING: {flag} is ignored: it is bench serve's, and bench {command} does not use it"
+                )),
+                "{command} {flag}: {out}"
+            );
+        }
+    }
+    // Throughput honours a rate (its whole workload need not be released at once); latency
+    // releases its batch at once.
+    let rate = ["--request-rate", "50"];
+    assert!(!offline("throughput", &rate).stderr.contains("is ignored"));
+    assert!(
+        offline("latency", &rate)
+            .stderr
+            .contains("WARNING: --request-rate is ignored")
+    );
 }
 
 #[test]

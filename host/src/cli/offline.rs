@@ -258,6 +258,40 @@ const NOT_ON_THE_ENGINE: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// `bench serve`'s flags that `throughput` and `latency` accept (they share serve's flags)
+/// but whose results and reports have no place for them: each, given, is a warning.
+const SERVE_ONLY: &[(&str, &str)] = &[
+    ("goodput", "--goodput"),
+    ("percentile_metrics", "--percentile-metrics"),
+    ("metric_percentiles", "--metric-percentiles"),
+    ("prefix_cache_block_size", "--prefix-cache-block-size"),
+    ("split_itl_by_tokens", "--split-itl-by-tokens"),
+    ("save_result", "--save-result"),
+    ("save_detailed", "--save-detailed"),
+    ("append_result", "--append-result"),
+    ("result_dir", "--result-dir"),
+    ("result_filename", "--result-filename"),
+    ("metadata", "--metadata"),
+    ("label", "--label"),
+    ("plot_timeline", "--plot-timeline"),
+    ("plot_dataset_stats", "--plot-dataset-stats"),
+    ("probe_request_rate", "--probe-request-rate"),
+];
+
+/// More of them for `latency`, which releases its batch at once, `--num-iters-warmup` times
+/// unmeasured.
+const LATENCY_UNUSED: &[(&str, &str)] = &[
+    ("request_rate", "--request-rate"),
+    ("burstiness", "--burstiness"),
+    ("ramp_up_strategy", "--ramp-up-strategy"),
+    ("ramp_up_start_rps", "--ramp-up-start-rps"),
+    ("ramp_up_end_rps", "--ramp-up-end-rps"),
+    ("num_warmups", "--num-warmups"),
+    ("self_timed", "--self-timed"),
+    ("no_self_timed", "--no-self-timed"),
+    ("time_scale", "--time-scale"),
+];
+
 /// vLLM's latency prompt and output lengths when not given.
 const LATENCY_INPUT_LEN: u32 = 32;
 const LATENCY_OUTPUT_LEN: u32 = 128;
@@ -268,10 +302,23 @@ fn resolve(
     args: &OfflineArgs,
     plugins: &Parsed,
     record: serde_json::Map<String, serde_json::Value>,
+    latency: bool,
 ) -> Result<(OfflineConfig, Vec<String>)> {
     if args.n == 0 {
         bail!("--n must be at least 1");
     }
+    // `bench serve`'s flags that these commands take but do not use: each a warning.
+    let command = if latency { "latency" } else { "throughput" };
+    let given = serve::given_flags(&args.serve);
+    let not_used = SERVE_ONLY
+        .iter()
+        .chain(if latency { LATENCY_UNUSED } else { &[] });
+    let mut unused: Vec<String> = not_used
+        .filter(|(key, _)| given.contains(*key))
+        .map(|(_, flag)| {
+            format!("{flag} is ignored: it is bench serve's, and bench {command} does not use it")
+        })
+        .collect();
     if args.serve.num_runs != 1 {
         bail!(
             "--num-runs is bench serve's: throughput runs its workload once and latency \
@@ -286,6 +333,7 @@ fn resolve(
     }
     let resolved = serve::resolve(&args.serve, plugins)?;
     let mut warnings = resolved.warnings;
+    warnings.append(&mut unused);
     let mut config = resolved.config;
     if args.serve.ignore_eos {
         warnings.push("--ignore-eos: the offline benchmarks always ignore EOS, as vLLM's".into());
@@ -374,7 +422,7 @@ pub fn run_throughput(args: ThroughputArgs, plugins: &Parsed) -> Result<ExitCode
         }
         args.offline.serve.lora_modules = Some(vec![lora.clone()]);
     }
-    let (mut offline, more) = resolve(&args.offline, plugins, record(&args)?)?;
+    let (mut offline, more) = resolve(&args.offline, plugins, record(&args)?, false)?;
     warnings.extend(more);
     // vLLM: without a dataset path the dataset is random, and it needs an input length
     // (--input-len, or here the random dataset's own --random-input-len).
@@ -422,7 +470,7 @@ pub fn run_latency(args: LatencyArgs, plugins: &Parsed) -> Result<ExitCode> {
     dataset.num_prompts = args.batch_size;
     dataset.input_len.get_or_insert(LATENCY_INPUT_LEN);
     dataset.output_len.get_or_insert(LATENCY_OUTPUT_LEN);
-    let (offline, warnings) = resolve(&args.offline, plugins, record(&args)?)?;
+    let (offline, warnings) = resolve(&args.offline, plugins, record(&args)?, true)?;
     for w in &warnings {
         eprintln!("WARNING: {w}");
     }
