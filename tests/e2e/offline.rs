@@ -291,7 +291,7 @@ fn max_concurrency_caps_the_native_engines_requests_in_flight() {
                 .args(["--backend", "native"])
                 .random(8, 4)
                 .prompts(6)
-                .save_result(),
+                .save_detailed(),
             "latency" => b
                 .args(["--input-len", "8", "--output-len", "4", "--batch-size", "6"])
                 .args([
@@ -325,6 +325,19 @@ fn max_concurrency_caps_the_native_engines_requests_in_flight() {
         };
         if command == "serve" {
             assert_eq!(r["completed"], 6, "{r:#}");
+            // All due at once: sent at once without a cap (a request's wait for the
+            // engine's current step is the engine's queue, part of its TTFT, not a send
+            // delay); with a cap of 2, the first two at once and each later one when the
+            // request whose slot it took finished.
+            let starts: Vec<f64> = r["start_times"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_f64().unwrap())
+                .collect();
+            let first = starts.iter().copied().fold(f64::INFINITY, f64::min);
+            let at_once = starts.iter().filter(|&&t| t == first).count();
+            assert_eq!(at_once, cap.map_or(6, |_| 2), "start_times {starts:?}");
         } else if command == "throughput" {
             assert_eq!(r["total_output_tokens"], 6 * 4, "{r:#}");
         }

@@ -270,6 +270,10 @@ impl Engine {
         let mut released = 0usize;
         let mut finished = 0usize;
         let cap = options.max_in_flight.unwrap_or(usize::MAX);
+        // When each finished request ended, in order: the k-th release (k >= cap) took the
+        // slot the (k - cap + 1)-th finish freed, and a client would have sent it then.
+        let mut finishes: Vec<Instant> = Vec::new();
+        let started = Instant::now();
         let mut next = 0usize;
         // Per-step buffers, reused.
         let mut tokens: Vec<u32> = Vec::new();
@@ -294,7 +298,15 @@ impl Engine {
                 && released - finished < cap
                 && requests[released].not_before.is_none_or(|t| t <= now)
             {
-                events.released(released, now);
+                // Sent when it arrived, or when its slot freed if that was later (not at
+                // this step's start: a request arriving mid-step waits in the engine's
+                // queue, as at a server, and that wait is part of its TTFT).
+                let arrival = requests[released].not_before.unwrap_or(started);
+                let held_until = released
+                    .checked_sub(cap)
+                    .map(|k| finishes[k])
+                    .filter(|&freed| freed > arrival);
+                events.released(released, held_until);
                 released += 1;
             }
             stats.peak_in_flight = stats.peak_in_flight.max(released - finished);
@@ -400,6 +412,9 @@ impl Engine {
                 if let Some(reason) = reason {
                     events.finished(r.index, reason, at);
                     ended.push((pos, reason));
+                    if cap != usize::MAX {
+                        finishes.push(at);
+                    }
                 }
             }
             for &(pos, _) in ended.iter().rev() {

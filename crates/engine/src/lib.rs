@@ -256,11 +256,12 @@ pub enum FinishReason {
 
 /// What [`Engine::generate`] reports, as it happens, on the calling thread.
 pub trait Events {
-    /// Request `index` (into the slice given to `generate`) was released by the client's cap
-    /// ([`GenOptions::max_in_flight`]; without one, when it arrived): the time a client
-    /// would have sent it.
-    fn released(&mut self, index: usize, at: Instant) {
-        let _ = (index, at);
+    /// Request `index` (into the slice given to `generate`) was released: a client would
+    /// have sent it when it arrived (`None`), or, when the client's cap
+    /// ([`GenOptions::max_in_flight`]) held it back, at `Some(instant)`, when the request
+    /// whose slot it took finished.
+    fn released(&mut self, index: usize, held_until: Option<Instant>) {
+        let _ = (index, held_until);
     }
     /// Request `index` (into the slice given to `generate`) was admitted: its prefill starts.
     fn admitted(&mut self, index: usize, at: Instant) {

@@ -237,8 +237,8 @@ impl Target for EngineTarget<'_> {
         let mut cancelled = 0;
         for (i, r) in self.requests.iter().enumerate() {
             let arrival = offsets[i];
-            // The send: when the cap released it (its arrival without a cap; never released
-            // when the run was stopped first).
+            // The send: its arrival, or when the cap let it go (the request whose slot it
+            // took finished).
             let start = released[i].map_or(arrival, |at| {
                 at.duration_since(t0).as_secs_f64().max(arrival)
             });
@@ -336,8 +336,8 @@ struct Collector<'a> {
 }
 
 impl Events for Collector<'_> {
-    fn released(&mut self, index: usize, at: Instant) {
-        self.released[index] = Some(at);
+    fn released(&mut self, index: usize, held_until: Option<Instant>) {
+        self.released[index] = held_until;
     }
 
     fn token(&mut self, index: usize, token: u32, at: Instant) {

@@ -32,7 +32,7 @@ pub fn load(model: PathBuf) -> Engine {
 /// Everything `generate` reported, in order.
 #[derive(Default, Debug)]
 pub struct Recorder {
-    pub released: Vec<(usize, Instant)>,
+    pub released: Vec<(usize, Option<Instant>)>,
     pub admitted: Vec<(usize, Instant)>,
     pub tokens: Vec<(usize, u32, Instant)>,
     pub finished: Vec<(usize, FinishReason, Instant)>,
@@ -54,8 +54,8 @@ impl Recorder {
 }
 
 impl Events for Recorder {
-    fn released(&mut self, index: usize, at: Instant) {
-        self.released.push((index, at));
+    fn released(&mut self, index: usize, held_until: Option<Instant>) {
+        self.released.push((index, held_until));
     }
     fn admitted(&mut self, index: usize, at: Instant) {
         self.admitted.push((index, at));

@@ -231,18 +231,20 @@ fn a_cap_on_requests_in_flight_holds_arrivals_back() {
     );
     let released: Vec<usize> = rec.released.iter().map(|r| r.0).collect();
     assert_eq!(released, [0, 1, 2, 3, 4, 5]);
-    for (k, &(index, at)) in rec.released.iter().enumerate().skip(2) {
-        // The k-th release follows the (k - 1)-th finish: two in flight, never three.
-        let mut finishes: Vec<Instant> = rec.finished.iter().map(|f| f.2).collect();
-        finishes.sort();
-        assert!(
-            at >= finishes[k - 2],
-            "request {index} released before a slot freed"
-        );
+    // The first two were sent on arrival; the k-th later one exactly when the (k - 1)-th
+    // request finished, whose slot it took: two in flight, never three.
+    let mut finishes: Vec<Instant> = rec.finished.iter().map(|f| f.2).collect();
+    finishes.sort();
+    for (k, &(index, held_until)) in rec.released.iter().enumerate() {
+        if k < 2 {
+            assert_eq!(held_until, None, "request {index}");
+            continue;
+        }
+        assert_eq!(held_until, Some(finishes[k - 2]), "request {index}");
         let admitted = rec.admitted.iter().find(|a| a.0 == index).unwrap().1;
         assert!(
-            admitted >= at,
-            "request {index} admitted before its release"
+            admitted >= finishes[k - 2],
+            "request {index} admitted before its slot freed"
         );
     }
     for i in 0..6 {
