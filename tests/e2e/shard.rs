@@ -247,6 +247,42 @@ fn workers_on_one_machine_run_the_shards_and_merge_them() {
     });
 }
 
+/// The client processes write their records for the parent, never a result of their own:
+/// appended to one file, the run is one entry however the processes' clocks fall (with a
+/// default file name, a process finishing in another second than the parent wrote a
+/// second file).
+#[test]
+fn workers_save_one_result_for_the_run() {
+    let m = server();
+    let dir = tempfile::tempdir().unwrap();
+    let run = workload(&m.url)
+        .args([
+            "--workers",
+            "2",
+            "--append-result",
+            "--result-filename",
+            "run.json",
+        ])
+        .arg("--result-dir")
+        .arg(dir.path())
+        .run()
+        .assert_success();
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.ends_with(".pytorch.json") && !n.starts_with('.'))
+        .collect();
+    assert_eq!(names, ["run.json"], "{run}");
+    let text = std::fs::read_to_string(dir.path().join("run.json")).unwrap();
+    let entries: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&text)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(entries.len(), 1, "{text}");
+    assert_eq!(entries[0]["completed"], 60);
+    assert_eq!(entries[0]["shards"].as_array().unwrap().len(), 2);
+}
+
 #[test]
 fn shard_results_are_read_from_logs_and_a_bad_set_of_shards_is_refused() {
     let m = server();

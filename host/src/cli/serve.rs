@@ -660,9 +660,11 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         metadata,
         command_line: args_record(args)?,
         save: SaveOptions {
-            save_result: args.save_result,
+            // A client process of `--workers` writes its records (`--shard-output`) for
+            // its parent, which merges and saves the run's one result.
+            save_result: args.save_result && !is_worker(),
             save_detailed: args.save_detailed,
-            append_result: args.append_result,
+            append_result: args.append_result && !is_worker(),
             result_dir: args.result_dir.clone(),
             result_filename: args.result_filename.clone(),
             // The contract: the PyTorch-benchmark records are always written
