@@ -670,3 +670,211 @@ fn profile_wraps_the_measured_work_on_a_server() {
         [("/start_profile", 5 + 2), ("/stop_profile", 5 + 2 + 6)]
     );
 }
+
+/// Each `bench serve` flag the README lists as honoured on `--backend native`, checked by
+/// its effect on the run (the cap and `--ignore-eos` have tests of their own above).
+#[test]
+fn native_serve_honours_each_serve_flag() {
+    let model = fake_gpt2();
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |name: &str, extra: &[&str]| -> (Value, Run) {
+        let run = Bench::new()
+            .args(["serve", "--backend", "native", "--model", &model])
+            .args(["--disable-tqdm", "--random-input-len", "8"])
+            .args([
+                "--random-output-len",
+                "6",
+                "--save-result",
+                "--save-detailed",
+            ])
+            .arg("--result-dir")
+            .arg(dir.path())
+            .args(["--result-filename", name])
+            .args(extra)
+            .run()
+            .assert_success();
+        // The file's last entry (--append-result adds one); none under --num-runs, which
+        // names a file per run.
+        let text = std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+        let last = serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .last()
+            .map_or(Value::Null, Result::unwrap);
+        (last, run)
+    };
+    let floats = |v: &Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+
+    // --seed, --num-prompts, --request-rate, --burstiness and the ramp-up: every request
+    // is sent at vLLM 0.32's own arrival time for the same flags
+    // (tests/data/schedule/vllm-arrivals.json, from vLLM's `get_request`).
+    let reference: Value = serde_json::from_slice(
+        &std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/data/schedule/vllm-arrivals.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut schedules = 0;
+    for case in reference["cases"].as_array().unwrap() {
+        let n = case["num_requests"].as_u64().unwrap();
+        if n > 12 {
+            continue; // seconds of requests; the schedule's unit tests have it
+        }
+        let mut flags = vec![
+            "--seed".to_string(),
+            case["seed"].to_string(),
+            "--num-prompts".into(),
+            n.to_string(),
+            "--burstiness".into(),
+            case["burstiness"].to_string(),
+        ];
+        match case.get("ramp_up") {
+            Some(ramp) => flags.extend([
+                "--ramp-up-strategy".into(),
+                ramp["strategy"].as_str().unwrap().into(),
+                "--ramp-up-start-rps".into(),
+                ramp["start_rps"].to_string(),
+                "--ramp-up-end-rps".into(),
+                ramp["end_rps"].to_string(),
+            ]),
+            None => flags.extend(["--request-rate".into(), case["request_rate"].to_string()]),
+        }
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let (r, run) = serve(&format!("schedule-{schedules}.json"), &flags);
+        schedules += 1;
+        assert_eq!(r["completed"], n, "{run}");
+        assert_eq!(r["num_prompts"], n, "{run}");
+        let sent = floats(&r["start_times"]);
+        let want = floats(&case["offsets"]);
+        assert_eq!(sent.len(), want.len(), "{run}");
+        for (i, (s, w)) in sent.iter().zip(&want).enumerate() {
+            let (s, w) = (s - sent[0], w - want[0]);
+            assert!(
+                (s - w).abs() < 1e-6,
+                "{flags:?}: request {i} sent at {s}, vLLM's {w}"
+            );
+        }
+    }
+    assert_eq!(schedules, 5);
+
+    // --temperature, --top-k, --top-p: greedy, seeded sampling, and sampling that the
+    // filter leaves one token to.
+    let texts = |name: &str, extra: &[&str]| {
+        let mut flags = vec!["--num-prompts", "4", "--seed", "5"];
+        flags.extend(extra);
+        serve(name, &flags).0["generated_texts"].clone()
+    };
+    let greedy = texts("greedy.json", &["--temperature", "0"]);
+    let sampled = texts("t1.json", &["--temperature", "1"]);
+    assert_ne!(
+        greedy, sampled,
+        "sampling at temperature 1 gave greedy's texts"
+    );
+    assert_eq!(texts("t1-again.json", &["--temperature", "1"]), sampled);
+    let top_k = texts("top-k.json", &["--temperature", "1", "--top-k", "1"]);
+    assert_eq!(top_k, greedy, "--top-k 1 keeps only the likeliest token");
+    let top_p = texts("top-p.json", &["--temperature", "1", "--top-p", "0.000001"]);
+    assert_eq!(
+        top_p, greedy,
+        "a tiny --top-p keeps only the likeliest token"
+    );
+
+    // --goodput: an SLO no request meets, and one every request meets.
+    let (none, run) = serve(
+        "goodput-0.json",
+        &["--num-prompts", "4", "--goodput", "ttft:0.000001"],
+    );
+    assert_eq!(none["request_goodput"], 0.0, "{run}");
+    let (all, run) = serve(
+        "goodput-all.json",
+        &["--num-prompts", "4", "--goodput", "e2el:100000"],
+    );
+    assert_eq!(all["request_goodput"], all["request_throughput"], "{run}");
+
+    // --percentile-metrics and --metric-percentiles: those keys, no others.
+    let (p, run) = serve(
+        "percentiles.json",
+        &["--num-prompts", "4", "--percentile-metrics", "ttft,e2el"],
+    );
+    let (p2, _) = serve(
+        "percentiles-2.json",
+        &[
+            "--num-prompts",
+            "4",
+            "--percentile-metrics",
+            "ttft",
+            "--metric-percentiles",
+            "50,90",
+        ],
+    );
+    assert!(
+        p.get("p99_ttft_ms").is_some() && p.get("p99_e2el_ms").is_some(),
+        "{run}"
+    );
+    assert!(
+        p.get("p99_tpot_ms").is_none() && p.get("p99_itl_ms").is_none(),
+        "{run}"
+    );
+    assert!(p2.get("p50_ttft_ms").is_some() && p2.get("p90_ttft_ms").is_some());
+    assert!(p2.get("p99_ttft_ms").is_none() && p2.get("p90_e2el_ms").is_none());
+
+    // --input-tokens dataset: the dataset's counts (the engine reports its prompt usage).
+    let (d, run) = serve(
+        "input-dataset.json",
+        &["--num-prompts", "4", "--input-tokens", "dataset"],
+    );
+    assert_eq!(d["input_tokens_source"], "dataset", "{run}");
+    assert_eq!(
+        d["total_input_tokens"], d["input_tokens_dataset_count"],
+        "{run}"
+    );
+
+    // --num-warmups: the warm-up requests run on the engine before the measured ones.
+    let (_, run) = serve(
+        "warmups.json",
+        &["--num-prompts", "2", "--num-warmups", "2"],
+    );
+    assert!(run.stdout.contains("Warming up with 2 requests"), "{run}");
+    assert!(run.stdout.contains("Warmup run completed"), "{run}");
+
+    // The result flags: --append-result adds an entry, --label and --metadata are kept.
+    let (_, _) = serve("appended.json", &["--num-prompts", "2"]);
+    let (_, run) = serve(
+        "appended.json",
+        &[
+            "--num-prompts",
+            "3",
+            "--append-result",
+            "--label",
+            "mine",
+            "--metadata",
+            "k=v",
+        ],
+    );
+    let text = std::fs::read_to_string(dir.path().join("appended.json")).unwrap();
+    let entries: Vec<Value> = serde_json::Deserializer::from_str(&text)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(entries.len(), 2, "{run}");
+    assert_eq!(entries[1]["completed"], 3);
+    assert_eq!(entries[1]["label"], "mine");
+    assert_eq!(entries[1]["k"], "v");
+
+    // --plot-timeline: the figures beside the result.
+    serve("plotted.json", &["--num-prompts", "2", "--plot-timeline"]);
+    assert!(dir.path().join("plotted.timeline.svg").exists());
+
+    // --num-runs: a result per run and a summary.
+    serve("runs.json", &["--num-prompts", "2", "--num-runs", "2"]);
+    for name in ["runs-run1.json", "runs-run2.json", "runs-summary.json"] {
+        assert!(dir.path().join(name).exists(), "{name}");
+    }
+}
