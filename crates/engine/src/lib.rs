@@ -19,35 +19,22 @@
 //! What it is not: a server, or a copy of vLLM's scheduler. There is no paged KV cache and
 //! no prefix caching; a sequence's cache grows as it needs to and is dropped when it ends.
 //!
-//! Speed, for scale: SmolLM2-135M-Instruct Q4_1 GGUF on a 2-core AVX512 VM, 2 threads,
-//! 4-token prompts, 128 greedy tokens each: ~105-110 tokens/s at batch 1 and ~330-380
-//! tokens/s in all at batch 16, where llama.cpp's llama-server on the same machine did
-//! ~115-140 (1 stream) and ~230-255 (16 streams). The ignored test `smollm2_q4_1_decode_speed`
-//! measures it:
-//!
-//! ```text
-//! BENCH_ENGINE_SMOLLM2=.../SmolLM2-135M-Instruct.Q4_1.gguf \
-//!   cargo test --release -p bench-engine --test engine -- --ignored --nocapture decode_speed
-//! ```
+//! Its speed and its greedy tokens are checked against llama.cpp's `llama-server` on
+//! SmolLM2-135M-Instruct by `scripts/real-server.sh` (check k: decode speed on one GGUF
+//! file, with a floor; check g: greedy agreement), whose figures the README's real-server
+//! block holds; `crates/engine/tests/engine/smollm2.rs` checks the model's answers.
 //!
 //! On the CPU, quantized weights are held in the types candle has fast kernels for (see
 //! `loader::gguf`), and [`ModelInfo::weights`] says what was converted;
-//! [`EngineConfig::requantize`] off keeps them as stored, at ~25 tokens/s against ~100 at
-//! batch 1 for the model above (2 threads, a loaded 2-core machine).
+//! [`EngineConfig::requantize`] off keeps them as stored, which decodes several times
+//! slower.
 //!
-//! Greedy tokens against llama.cpp's: on that model, 32 greedy tokens for 4 raw-text prompts
-//! part from llama-server's (default flags) after 5, 25, 1 and 3 tokens with requantized
-//! weights and after 5, 13, 12 and 29 with the weights as stored; against llama-server with
-//! `-fa off -ctk f32 -ctv f32` (f32 attention, as the engine's), 19, 13, 1, 3 and 29, 24, 32,
-//! 19. Every parting is a near-tie, the two tokens' logits (~15-35) 0.004-0.63 apart in the
-//! engine (llama.cpp's own margins along its path go as low as 0.005), but one: at 29 the
-//! engine chose EOS by 2.7, which llama-server's `ignore_eos` bans and vLLM's, as the
-//! engine's, does not. llama.cpp parts
-//! from itself the same way (`-fa off` against its default: after 32, 13, 9 and 8 tokens),
-//! and so does the engine (the same run without the KV cache: after 5, 13, 5 and 19 with
-//! weights as stored). So exact agreement over 16+ greedy tokens is a matter of float
-//! summation order here, not of the weights. The ignored test
-//! `smollm2_greedy_against_llama_cpp` measures it.
+//! Greedy tokens against llama.cpp's part where the two sum floats in another order: greedy
+//! decoding of that model meets near-ties (top-2 logits a fraction of a unit apart), which
+//! any change of summation order flips, in llama.cpp against itself (`-fa off` against its
+//! default) as in the engine (with and without its KV cache). The example
+//! `greedy_margins` (`cargo run --release -p bench-engine --example greedy_margins`)
+//! prints, for each prompt, where the two part and the logit margins there.
 
 mod engine;
 mod error;

@@ -3,7 +3,7 @@
 mod common;
 mod errors;
 mod generation;
-mod perf;
 mod quantized;
 mod reference;
+mod smollm2;
 mod tokenizer;
