@@ -9,7 +9,8 @@ the block names before its figures no longer describe the code: past that bound 
 fails, naming the block, the commits since, and the command that measures it again.
 
 A block that FIGURES does not know fails too (a new block must say what it measures), as
-does a block that names no commit of this repository's history.
+does a block that names no commit of this repository's history, and so do figures typed by
+hand outside the blocks: a dated measurement, or a table row of figures.
 
     python3 scripts/check_figures.py              # the check (.ci/run runs it)
     python3 scripts/check_figures.py --self-test  # the check against a made-up repository
@@ -48,7 +49,52 @@ FIGURES = {
         "bound": 30,
         "again": "bash scripts/vllm-smoke.sh --write-readme",
     },
+    "parity-mock-llama": {
+        "file": "README.md",
+        "paths": BENCH_CODE + ["scripts/vs-vllm.sh", "scripts/parity.py", "scripts/real-server.sh"],
+        "bound": 30,
+        "again": 'bash scripts/vs-vllm.sh parity --servers "mock llama" --write-readme',
+    },
+    "real-server": {
+        "file": "README.md",
+        "paths": BENCH_CODE + ["scripts/real-server.sh"],
+        "bound": 30,
+        "again": "bash scripts/real-server.sh --write-readme",
+    },
+    "vs-vllm": {
+        "file": "README.md",
+        "paths": BENCH_CODE + ["scripts/vs-vllm.sh"],
+        "bound": 30,
+        "again": "bash scripts/vs-vllm.sh --write-readme",
+    },
 }
+
+# Written only once a GPU machine has run scripts/gpu-check.sh; then dated like the others.
+FIGURES["gpu-check"] = {
+    "file": "README.md",
+    "paths": BENCH_CODE + ["scripts/gpu-check.sh"],
+    "bound": 30,
+    "again": "bash scripts/gpu-check.sh prepare, run on a GPU machine, then readme",
+    "optional": True,
+}
+
+# scripts/perf.sh's blocks: the rows each measures (ROWS=...), all of the bench binary.
+PERF_BLOCKS = {
+    "perf-client": "ceiling-64 ceiling-512 timing-64 timing-256 timing-1024 rate-1000 rate-5000 "
+                   "memory-100k memory-10k-streams",
+    "perf-backends": "ceiling-backends",
+    "perf-workers": "ceiling-512 workers-1 workers-2",
+    "perf-prepare": "prepare-1024 prepare-128 prepare-100k",
+    "perf-data": "data",
+    "perf-decode": "decode",
+}
+for _marker, _rows in PERF_BLOCKS.items():
+    FIGURES[_marker] = {
+        "file": "README.md",
+        "paths": BENCH_CODE + ["scripts/perf.sh"],
+        "bound": 30,
+        "again": f'ROWS="{_rows}" bash scripts/perf.sh --write-readme {_marker}',
+    }
 
 # The documents whose blocks are checked.
 DOCUMENTS = ["README.md", "ARCHITECTURE.md", "docs"]
@@ -88,11 +134,34 @@ def commits_named(root, text):
     return found
 
 
+# Outside the blocks, figures typed by hand: a dated measurement ("Measured 2026-11-24",
+# "2026-11-27 18:27"), or a table row with two or more cells that are figures.
+DATED = re.compile(r"\b[Mm]easured (?:on )?20\d\d-\d\d-\d\d|\b20\d\d-\d\d-\d\d \d\d:\d\d")
+FIGURE_CELL = re.compile(r"^[~<>]?[+-]?[\d,.]*\d[\d,.]*(?: ?(?:x|%|ms|s|MiB|/\d+))?$")
+
+
+def unmarked_figures(name, text):
+    """Hand-typed figures outside the blocks of `text`, as problems naming their lines."""
+    problems = []
+    outside = BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    for number, line in enumerate(outside.splitlines(), 1):
+        if DATED.search(line):
+            problems.append(f"{name}:{number}: a dated measurement outside a script-written block: "
+                            f"{line.strip()[:100]}")
+        elif line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if sum(bool(FIGURE_CELL.match(c)) for c in cells) >= 2:
+                problems.append(f"{name}:{number}: a table of figures outside a script-written block: "
+                                f"{line.strip()[:100]}")
+    return problems
+
+
 def check(root, figures=FIGURES):
     """The problems found, as lines; empty when every block is fresh."""
     problems = []
     seen = set()
     for name, text in documents(root):
+        problems += unmarked_figures(name, text)
         for marker, body in BLOCK.findall(text):
             seen.add(marker)
             spec = figures.get(marker)
@@ -114,7 +183,7 @@ def check(root, figures=FIGURES):
                 print(f"check_figures.py: {marker}: measured at {oldest[:7]}; {since} of at most "
                       f"{spec['bound']} commits to its code since")
     for marker, spec in figures.items():
-        if marker not in seen:
+        if marker not in seen and not spec.get("optional"):
             problems.append(f"{spec['file']}: block {marker} (in FIGURES) is missing")
     return problems
 
@@ -134,7 +203,8 @@ def self_test():
                 f.write(text)
             run("add", "-A")
             run("commit", "-q", "-m", path)
-            return run("rev-parse", "--short=7", "HEAD").stdout.strip()
+            # The full hash: a short one can be all digits, which is not taken for a commit.
+            return run("rev-parse", "HEAD").stdout.strip()
 
         measured = commit("host/a.rs", "1")
         spec = {"x": {"file": "README.md", "paths": ["host"], "bound": 2, "again": "again.sh"}}
@@ -154,6 +224,17 @@ def self_test():
         problems = check(root, spec)
         if not (any("block y is not in" in p for p in problems) and any("names no commit" in p for p in problems)):
             failures.append(f"an unknown or commitless block was not caught: {problems}")
+        again = commit("host/a.rs", "10")
+        fresh = f"<!-- x:start -->\ncommit {again}\n| a | 1.5 | 20 ms |\n<!-- x:end -->\n"
+        for typed, what in (("| run | 60 | 0.651 |\n", "table"), ("Measured 2026-11-24 on a VM: fast.\n", "dated"),
+                            ("at 2026-11-27 18:27, 40 of 40\n", "dated")):
+            commit("README.md", fresh + "text\n" + typed)
+            problems = [p for p in check(root, spec) if "outside a script-written block" in p]
+            if not (len(problems) == 1 and problems[0].startswith("README.md:6:")):
+                failures.append(f"a hand-typed {what} figure outside the blocks was not caught: {problems}")
+        commit("README.md", fresh + "| flag | what |\n| `--x` | 2 ways |\n| 1 | one |\n")
+        if check(root, spec):
+            failures.append(f"a table without figures was judged hand-typed: {check(root, spec)}")
     return failures
 
 

@@ -38,15 +38,6 @@
 #              build it from github.com/vllm-project/vllm-bench with
 #              `cargo build --release -p vllm-bench`); without it those columns say n/a.
 #   prepare-100k: 100,000 prompts of 1,024 tokens on every core, bench only.
-#   engine-cpu: the native engine against llama.cpp's llama-server on this machine's CPU,
-#              SmolLM2-135M-Instruct Q4_1 (GGUF), ENGINE_THREADS (2) threads each, one at a
-#              time: `bench latency` (32-token random prompts, 128 output tokens, EOS
-#              ignored, temperature 1.0) at --batch-size 1 and 16, on `--backend native`
-#              and on the server (`--backend openai`, llama-server with as many slots as
-#              the batch). Output tokens per second = the batch's tokens over the mean
-#              iteration time, prefill included, the same formula for both; "ratio" is the
-#              native engine's over llama.cpp's. The server and model come from
-#              scripts/real-server.sh's cache (built or fetched on first use).
 #   data-NAME: preparing dataset NAME (`bench dataset sample` with the options and data in
 #              dataset_row below), against `vllm-bench --dry-run` with the same options
 #              where vllm-bench has the dataset (it does not apply chat templates, and it
@@ -59,13 +50,53 @@
 #              on 2 cores the server keeps core 1 and every client process shares core 0,
 #              so the rows there show what the shard path costs, not what more cores give.
 #              "client CPU %" is the processes' CPU together, in % of one core.
+#   decode:    the plugin boundary's cost: `cargo bench -p bench --bench decode` (the OpenAI
+#              completions decoder natively, in the `openai` wasm plugin, and the floor of
+#              any wasm decoder; CPU time of the calling thread per chunk), its tables.
 #   plugin-load: loading a plugin component: the first load (compiling it, fresh cache) and
 #              the cached load (the median of 5), as the wall time of `bench plugin inspect`
 #              (process start, load, instantiate, describe), for the Rust example
 #              examples/dataset-lines (0.2 MB) and the Python example examples/dataset-python
 #              (about 18 MB: it carries CPython; needs scripts/plugin-tools.sh, else n/a).
+#
+#   ROWS="..." bash scripts/perf.sh --write-readme MARKER
+#              also writes the tables (those with rows) into README.md between the MARKER
+#              markers (scripts/readme_block.py: date, commit, machine and this command);
+#              scripts/check_figures.py lists the README's perf blocks and their rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = --write-readme ]; then
+  marker=${2:?--write-readme MARKER}
+  report=$(mktemp)
+  bash "$0" | tee "$report"
+  # The tables that have rows: a header whose rows were not asked for is left out.
+  python3 - "$report" <<'PY'
+import sys
+blocks, block = [], []
+for line in open(sys.argv[1]).read().splitlines() + [""]:
+    # A table and the lines around it are paragraphs of their own (Markdown would take a
+    # line after the rows for a row).
+    if block and line.strip() and block[-1].startswith("|") != line.startswith("|"):
+        blocks.append(block)
+        block = []
+    if line.strip():
+        block.append(line)
+    elif block:
+        blocks.append(block)
+        block = []
+kept = [b for b in blocks if not (b[0].startswith("|") and len(b) <= 2)]
+open(sys.argv[1], "w").write("\n\n".join("\n".join(b) for b in kept) + "\n")
+PY
+  command="${ROWS:+ROWS=\"$ROWS\" }"
+  for v in BENCH_BIN PROFILE N_CEILING ROUNDS RATE_SECONDS WORKERS_CLIENT_CORES ENGINE_THREADS ENGINE_ITERS; do
+    [ -n "${!v:-}" ] && command+="$v=${!v} "
+  done
+  python3 scripts/readme_block.py --markdown "$marker" "${command}bash scripts/perf.sh --write-readme $marker" "$report"
+  rm -f "$report"
+  echo "written into README.md ($marker)" >&2
+  exit 0
+fi
 
 profile=${PROFILE:-release}
 if [ -n "${BENCH_BIN:-}" ]; then
@@ -179,6 +210,10 @@ ms = statistics.median(float(t) for t in cached) * 1000
 print(f"| {label:<14} | {os.path.getsize(wasm) / 1e6:>8.1f} | {float(first):>12.2f} | {ms:>14.0f} |")
 PY
 }
+if want decode; then
+  cargo bench -q -p bench --bench decode 2>"$tmp/decode.log" || { cat "$tmp/decode.log" >&2; exit 1; }
+  echo
+fi
 if want plugin-load; then
   echo "| plugin         | size MB | first load s | cached load ms |"
   echo "|----------------|--------:|-------------:|---------------:|"
@@ -337,39 +372,6 @@ for c in 64 256 1024; do
     speed_row "timing-$c" "$c" 50
   }
 done
-
-if want engine-cpu; then
-  setup=$(bash scripts/real-server.sh --setup-only | tail -3)
-  llama_server=$(sed -n 's/^llama-server: //p' <<<"$setup")
-  smol=$(sed -n 's/^model: //p' <<<"$setup")
-  smol_tokenizer=$(sed -n 's/^tokenizer: //p' <<<"$setup")
-  threads=${ENGINE_THREADS:-2}
-  latency_flags=(--input-len 32 --output-len 128 --num-iters-warmup 1 --num-iters "${ENGINE_ITERS:-3}")
-  echo
-  echo "| engine (SmolLM2-135M Q4_1, $threads threads) | batch | mean latency s | output tok/s | ratio |"
-  echo "|---------------------------------------------|------:|---------------:|-------------:|------:|"
-  for batch in 1 16; do
-    "$bench" latency --model "$smol" --threads "$threads" --batch-size "$batch" "${latency_flags[@]}" \
-      --output-json "$tmp/engine-native-$batch.json" >"$tmp/engine-native-$batch.log" 2>&1 \
-      || { cat "$tmp/engine-native-$batch.log"; exit 1; }
-    "$llama_server" -m "$smol" --alias smollm2 --host 127.0.0.1 --port "$port" -t "$threads" \
-      -np "$batch" -c $((batch * 512)) >"$tmp/llama-server-$batch.log" 2>&1 &
-    server=$!
-    for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
-    "$bench" latency --backend openai --base-url "http://127.0.0.1:$port" --model smollm2 \
-      --tokenizer "$smol_tokenizer" --batch-size "$batch" "${latency_flags[@]}" \
-      --output-json "$tmp/engine-llama-$batch.json" >"$tmp/engine-llama-$batch.log" 2>&1 \
-      || { cat "$tmp/engine-llama-$batch.log"; kill $server; exit 1; }
-    kill $server; wait $server 2>/dev/null || true
-    python3 - "$tmp/engine-native-$batch.json" "$tmp/engine-llama-$batch.json" "$batch" <<'PY'
-import json, sys
-native, llama = (json.load(open(p)) for p in sys.argv[1:3])
-ratio = native["output_tokens_per_second"] / llama["output_tokens_per_second"]
-for name, r, extra in (("bench native", native, f"{ratio:.2f}"), ("llama.cpp llama-server", llama, "")):
-    print(f"| {name:<43} | {sys.argv[3]:>5} | {r['avg_latency']:>14.3f} | {r['output_tokens_per_second']:>12.1f} | {extra:>5} |")
-PY
-  done
-fi
 
 echo
 echo "| scenario  | target req/s | reqs | achieved send rate | error % | lag mean ms | lag p99 ms | lag max ms |"

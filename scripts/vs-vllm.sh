@@ -67,7 +67,8 @@
 # Options: --servers "mock llama", --datasets "random sharegpt", --backends "openai
 # openai-chat", --modes "cap poisson", --extras "responses embeddings rerank", --num-prompts N,
 # --model M, --tokenizer T, --write-readme (the matrix into README.md between the
-# parity-<servers> markers, with date, commit and versions). Results and the printed tables
+# parity-<servers> markers, with date, commit and versions; in throughput mode, the tables
+# between the vs-vllm markers). Results and the printed tables
 # are kept in PARITY_OUT (default target/parity-results/<date>). Exit status: 1 when a case
 # differs without a stated cause (PARITY_GATE=exact: only an exact key, a count, a token
 # total or a per-request list, fails it; timings are printed).
@@ -480,7 +481,7 @@ run M1 bench "$n_m1_bench" 64 0 0 128
 run M2 vllm "$n_m2" 256 50 10 64
 run M2 bench "$n_m2" 256 50 10 64
 
-python3 - "$tmp" "$vllm_version" "$pinning" <<'PY'
+python3 - "$tmp" "$vllm_version" "$pinning" <<'PY' | tee "$tmp/report.md"
 import json, sys
 tmp, version, pinning = sys.argv[1:4]
 rows = {}
@@ -518,3 +519,7 @@ for name, key in (("abs. TTFT err ms", "ttft_err"), ("abs. ITL err ms", "itl_err
     v, b = abs(v2[key]), abs(b2[key])
     print(f"| M2 | {name} | {v:.3f} | {b:.3f} | {b / v:.3f}x |" if v else f"| M2 | {name} | {v:.3f} | {b:.3f} | - |")
 PY
+if [ "$p_readme" = 1 ]; then
+  python3 scripts/readme_block.py --markdown vs-vllm "$invocation --write-readme" "$tmp/report.md"
+  echo "written into README.md (vs-vllm)" >&2
+fi
