@@ -60,7 +60,7 @@ assert anchor in text, "README.md has no '### GPU telemetry' section"
 text = text.replace(anchor, anchor + "\n<!-- gpu-check:start -->\n<!-- gpu-check:end -->\n", 1)
 open("README.md", "w").write(text)
 PY
-    python3 scripts/readme_block.py --markdown gpu-check "bash scripts/gpu-check.sh run (on the device tool's GPU machine, bench --features cuda built at $(cat "$pack/commit" 2>/dev/null || echo '?') by gpu-check.sh prepare)" "$report"
+    python3 scripts/readme_block.py gpu-check "bash scripts/gpu-check.sh run (on the device tool's GPU machine, bench --features cuda built at $(cat "$pack/commit" 2>/dev/null || echo '?') by gpu-check.sh prepare)" "$report"
     exit 0
     ;;
   run) ;;
@@ -88,7 +88,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   [ -d "$d" ] && LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 done
 export LD_LIBRARY_PATH
-gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
 say "bench --features cuda built at $(cat "$pack/commit" 2>/dev/null || echo '?'); GPU: ${gpu:-none found}; $(nproc) CPU cores"
 say ""
 "$bench" --version >/dev/null || { say "FAIL: the binary does not start (above: a missing CUDA library?)"; exit 1; }
@@ -125,7 +125,8 @@ fi
 
 # speed: a 1.1B Llama with random bf16 weights, and the roofline.
 model=$tmp/llama-1b
-python3 - "$model" tests/data/models/tiny-llama-hf/tokenizer.json <<'PY' >"$tmp/roofline.txt"
+weights_ok=0
+python3 - "$model" tests/data/models/tiny-llama-hf/tokenizer.json <<'PY' >"$tmp/roofline.txt" && weights_ok=1
 import json, os, shutil, struct, sys, time
 import torch
 out, tokenizer = sys.argv[1:3]
@@ -174,13 +175,15 @@ torch.cuda.synchronize()
 bw = 10 * 2 * x.numel() * 2 / (time.perf_counter() - t)
 print(offset, bw)
 PY
-read -r weight_bytes bandwidth <"$tmp/roofline.txt"
+read -r weight_bytes bandwidth <"$tmp/roofline.txt" || true
 latency() { # device output_len result [flags]
   "$bench" latency --model "$model" --device "$1" --batch-size 1 --input-len 32 --output-len "$2" \
     --num-iters-warmup 1 --num-iters 3 --output-json "$tmp/$3.json" "${@:4}" >"$tmp/$3.log" 2>&1 \
     || { tail -20 "$tmp/$3.log"; return 1; }
 }
-if latency cuda 256 speed-cuda && latency cpu 32 speed-cpu --threads "$(nproc)"; then
+if [ "$weights_ok" != 1 ]; then
+  verdict "FAIL speed: the model's weights or the bandwidth could not be made with PyTorch on the GPU (above)"
+elif latency cuda 256 speed-cuda && latency cpu 32 speed-cpu --threads "$(nproc)"; then
   verdict "$(python3 - "$tmp/speed-cuda.json" "$tmp/speed-cpu.json" "$weight_bytes" "$bandwidth" "${GPU_ROOFLINE_FLOOR:-0.10}" <<'PY'
 import json, sys
 cuda, cpu = (json.load(open(p)) for p in sys.argv[1:3])
