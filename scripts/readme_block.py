@@ -48,7 +48,8 @@ def provenance():
     if commit.isdigit():
         # check_figures.py does not take a plain number for a commit.
         commit = git("rev-parse", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    # The documents the blocks are written into do not count.
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!*.md")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     tree = " with uncommitted changes" if dirty else ""
     return f"Written {now}, commit {commit}{tree}, on {machine()}."

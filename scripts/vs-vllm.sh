@@ -124,7 +124,9 @@ if [ "$mode" = parity ] && [[ " $p_servers " == *" vllm "* ]]; then
 else
   # Install only when the venv lacks this exact version: the download is several GB.
   installed=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null || true)
-  if [ "$installed" != "$vllm_version" ]; then
+  # A local build of the release counts as the release (vllm-server.sh's environment is
+  # vLLM's CPU wheel, 0.32.0+cpu: VLLM_VENV=~/.cache/bench-vllm/venv reuses it).
+  if [ "${installed%%+*}" != "$vllm_version" ]; then
     if [ ! -x "$venv/bin/python" ]; then
       python3 -c 'import venv, ensurepip' 2>/dev/null \
         || die "python3 has no venv/ensurepip module (Debian/Ubuntu: apt-get install python3-venv)"

@@ -845,7 +845,7 @@ fn native_serve_honours_each_serve_flag() {
     assert!(run.stdout.contains("Warmup run completed"), "{run}");
 
     // The result flags: --append-result adds an entry, --label and --metadata are kept.
-    let (_, _) = serve("appended.json", &["--num-prompts", "2"]);
+    serve("appended.json", &["--num-prompts", "2"]);
     let (_, run) = serve(
         "appended.json",
         &[
