@@ -103,6 +103,8 @@ BLOCK = re.compile(r"<!-- ([a-z0-9-]+):start -->(.*?)<!-- \1:end -->", re.S)
 # A commit as the blocks name it: 7 to 40 hex digits, with a letter and a digit (a plain
 # number, such as a timestamp, is not taken for one).
 HASH = re.compile(r"(?<![0-9a-zA-Z])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![0-9a-zA-Z])")
+# One that the word "commit" introduces may be all digits (a short hash can be).
+NAMED_HASH = re.compile(r"\bcommit ([0-9a-f]{7,40})(?![0-9a-zA-Z])")
 
 
 def git(root, *args, check=True):
@@ -125,7 +127,7 @@ def documents(root):
 def commits_named(root, text):
     """The commits of this repository a block names, oldest first."""
     found = []
-    for token in dict.fromkeys(HASH.findall(text)):
+    for token in dict.fromkeys(HASH.findall(text) + NAMED_HASH.findall(text)):
         full = git(root, "rev-parse", "--verify", "--quiet", f"{token}^{{commit}}", check=False)
         if full.returncode == 0:
             found.append(full.stdout.strip())
@@ -224,6 +226,10 @@ def self_test():
         problems = check(root, spec)
         if not (any("block y is not in" in p for p in problems) and any("names no commit" in p for p in problems)):
             failures.append(f"an unknown or commitless block was not caught: {problems}")
+        # A hash of digits alone counts where "commit" names it (here: the full hash, as digits
+        # cannot be forced; the short form is checked by the regular expression below).
+        if NAMED_HASH.findall("commit 1422316, on") != ["1422316"] or HASH.findall("at 1422316"):
+            failures.append("an all-digit hash after 'commit' is not taken, or one without it is")
         again = commit("host/a.rs", "10")
         fresh = f"<!-- x:start -->\ncommit {again}\n| a | 1.5 | 20 ms |\n<!-- x:end -->\n"
         for typed, what in (("| run | 60 | 0.651 |\n", "table"), ("Measured 2026-11-24 on a VM: fast.\n", "dated"),
