@@ -21,8 +21,9 @@ use wait_timeout::ChildExt as _;
 use super::{gate, gpt2, result_json};
 
 /// The longest one `bench` run of a test may take (the longest, a sweep or 10,000 streams,
-/// take well under a minute on 2 cores).
-pub const RUN_TIMEOUT: Duration = Duration::from_secs(600);
+/// take well under a minute on 2 cores): half of the 10 minutes a whole test may take
+/// (`.config/nextest.toml`), so that a hung run fails its test naming the run.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The terminal width every `bench` run sees.
 pub const COLUMNS: &str = "100";

@@ -1,53 +1,44 @@
-//! Tests that measure time run alone in this binary.
+//! Tests that measure time run alone among the end-to-end tests.
 //!
-//! The test harness runs tests on parallel threads. A test that checks bench's timing
-//! against a server's (`serve_timing`) or that loads the machine on purpose (`load`) takes
-//! the gate with [`exclusive`]: it waits until no other test is working and keeps the
+//! The tests run in parallel: on threads of one process under `cargo test`, in processes
+//! of their own under `cargo nextest` (as `.ci/run` runs them). A test that checks bench's
+//! timing against a server's (`serve_timing`) or that loads the machine on purpose (`load`)
+//! takes the gate with [`exclusive`]: it waits until no other test is working and keeps the
 //! others waiting until it is done.
+//!
+//! The gate is an advisory lock on one file of Cargo's test scratch directory
+//! (`flock(2)` through [`File::lock`]): a working test holds it shared, an exclusive test
+//! holds it alone. Locks taken through different opens of the file exclude each other
+//! whether they belong to two threads or two processes, so the same gate serves both
+//! harnesses, and the kernel gives a test's place back when its process dies.
 //!
 //! The other tests need not say anything: every helper that starts work (running `bench`,
 //! starting a mock server, loading plugins) calls [`enter`], which marks the calling test
-//! as working until its thread ends (the harness runs each test on a thread of its own).
-//! A waiting exclusive test gets in at the first moment no test is working; new tests are
-//! not held back for it, so it can wait, at worst, until the others are done.
+//! as working until its thread ends. A waiting exclusive test gets in at the first moment
+//! no test is working; new tests are not held back for it, so it can wait, at worst, until
+//! the others are done.
 
 use std::cell::RefCell;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::fs::File;
+use std::path::PathBuf;
 
-struct State {
-    /// Threads inside the gate as ordinary tests.
-    working: usize,
-    /// Whether a test holds the gate alone.
+/// The lock file, shared by every test binary built from this code.
+fn lock_file() -> File {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-gate.lock");
+    File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("opening the test gate {}: {e}", path.display()))
+}
+
+/// What this thread holds: its own open of the lock file, locked shared (a working test)
+/// or alone (an exclusive one). Closing it, when the thread ends or the [`Exclusive`] guard
+/// is dropped, gives the place back.
+struct Held {
     exclusive: bool,
-}
-
-static STATE: Mutex<State> = Mutex::new(State {
-    working: 0,
-    exclusive: false,
-});
-static CHANGED: Condvar = Condvar::new();
-
-fn state() -> MutexGuard<'static, State> {
-    // A test that panicked while holding the lock left the counts consistent.
-    STATE.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What this thread holds.
-enum Held {
-    /// A place among the working tests, given back when the thread ends.
-    Working(Token),
-    /// The gate alone (the [`Exclusive`] guard gives it back).
-    Exclusive,
-}
-
-/// A working test's place; dropped with the thread's locals when the test ends.
-struct Token;
-
-impl Drop for Token {
-    fn drop(&mut self) {
-        state().working -= 1;
-        CHANGED.notify_all();
-    }
+    _lock: File,
 }
 
 thread_local! {
@@ -62,12 +53,12 @@ pub fn enter() {
         if held.is_some() {
             return;
         }
-        let mut s = state();
-        while s.exclusive {
-            s = CHANGED.wait(s).unwrap_or_else(PoisonError::into_inner);
-        }
-        s.working += 1;
-        *held = Some(Held::Working(Token));
+        let file = lock_file();
+        file.lock_shared().expect("taking the test gate shared");
+        *held = Some(Held {
+            exclusive: false,
+            _lock: file,
+        });
     });
 }
 
@@ -77,17 +68,17 @@ pub fn enter() {
 #[must_use = "the gate is held only while the guard lives"]
 pub fn exclusive() -> Exclusive {
     let taken = HELD.with(|held| {
-        if matches!(*held.borrow(), Some(Held::Exclusive)) {
+        if held.borrow().as_ref().is_some_and(|h| h.exclusive) {
             return false;
         }
         // This test's own place among the working ones would block it forever.
         drop(held.borrow_mut().take());
-        let mut s = state();
-        while s.exclusive || s.working > 0 {
-            s = CHANGED.wait(s).unwrap_or_else(PoisonError::into_inner);
-        }
-        s.exclusive = true;
-        *held.borrow_mut() = Some(Held::Exclusive);
+        let file = lock_file();
+        file.lock().expect("taking the test gate alone");
+        *held.borrow_mut() = Some(Held {
+            exclusive: true,
+            _lock: file,
+        });
         true
     });
     Exclusive { taken }
@@ -100,11 +91,8 @@ pub struct Exclusive {
 
 impl Drop for Exclusive {
     fn drop(&mut self) {
-        if !self.taken {
-            return;
+        if self.taken {
+            HELD.with(|held| held.borrow_mut().take());
         }
-        HELD.with(|held| held.borrow_mut().take());
-        state().exclusive = false;
-        CHANGED.notify_all();
     }
 }

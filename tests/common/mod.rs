@@ -10,6 +10,7 @@ pub mod fixtures;
 pub mod gate;
 pub mod plugin_tools;
 pub mod plugins;
+pub mod skip;
 pub mod timing;
 
 pub use command::{Bench, COLUMNS, Run, Running};

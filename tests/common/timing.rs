@@ -2,7 +2,7 @@
 //!
 //! A test with a wall-clock bound (a bad flag fails within 2 s, a stopped run ends within
 //! its grace period) runs through [`within_bounds`]. When the bound is missed, the run is
-//! repeated alone in this binary ([`super::gate`]) while [`CpuWatch`] measures how much of
+//! repeated alone among the end-to-end tests ([`super::gate`]) while [`CpuWatch`] measures how much of
 //! the machine's CPU other processes took meanwhile. A bound missed on a quiet machine fails
 //! the test: that is bench. A bound missed while other processes kept the machine busy is
 //! tried again, and after [`ATTEMPTS`] such misses the bound is skipped with a message;
@@ -11,6 +11,7 @@
 use std::time::Instant;
 
 use super::gate;
+pub use super::skip::skipped;
 
 /// How often a run is tried before a missed bound is put down to the machine.
 pub const ATTEMPTS: usize = 3;
@@ -105,6 +106,7 @@ fn own_ticks() -> Option<u64> {
 #[track_caller]
 pub fn within_bounds(what: &str, mut attempt: impl FnMut() -> Result<(), String>) {
     let mut alone = None;
+    let mut load = String::new();
     for i in 1..=ATTEMPTS {
         let watch = CpuWatch::start();
         let Err(missed) = attempt() else {
@@ -119,22 +121,14 @@ pub fn within_bounds(what: &str, mut attempt: impl FnMut() -> Result<(), String>
             watch.describe(),
             if alone.is_none() { " alone" } else { "" }
         );
-        // The other tests of this binary are other processes' load only once they wait.
+        load = watch.describe();
+        // The other end-to-end tests are other processes' load only once they wait.
         alone.get_or_insert_with(gate::exclusive);
     }
+    // The last attempt's measured load is part of the line: `.ci/run` fails a skip for load
+    // whose line does not show at least BUSY of the machine taken by others.
     skipped(format_args!(
         "{what}: the time bound was missed in {ATTEMPTS} attempts while other processes \
-         kept the machine busy"
+         kept the machine busy (last attempt: {load})"
     ));
-}
-
-/// Reports a skipped check (the machine was busy, or a registry could not be reached), as
-/// `SKIPPED: <test>: <why>`. Written to stderr directly: the harness captures `eprintln!`
-/// and shows it only for a failed test, and a skip must be in every log (`.ci/run` lists
-/// these lines at its end).
-pub fn skipped(why: std::fmt::Arguments) {
-    use std::io::Write as _;
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or("?");
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {test}: {why}");
 }

@@ -49,6 +49,7 @@ mod shard;
 mod startup;
 mod sweep;
 mod sweep_example;
+mod timing_gate;
 mod token_accounting;
 mod trace_replay;
 mod validation;

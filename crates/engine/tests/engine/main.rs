@@ -5,5 +5,7 @@ mod errors;
 mod generation;
 mod quantized;
 mod reference;
+#[path = "../../../../tests/common/skip.rs"]
+mod skip;
 mod smollm2;
 mod tokenizer;

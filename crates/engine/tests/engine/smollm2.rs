@@ -5,7 +5,8 @@
 //!     eval "$(bash scripts/smollm2.sh | sed 's/^model: /export BENCH_ENGINE_SMOLLM2=/; s/^tokenizer: /export BENCH_ENGINE_SMOLLM2_TOKENIZER=/')"
 //!     cargo test -p bench-engine --test engine smollm2
 //!
-//! Without them the tests say `SKIPPED:` and why (`.ci/run` lists such lines at its end).
+//! Without them the tests say `SKIPPED:` and why (`tests/common/skip.rs`; `.ci/run` lists such
+//! lines at its end).
 //! The engine's greedy agreement with llama.cpp and its speed against llama.cpp's are
 //! checked by `scripts/real-server.sh` (checks g and k), which build llama-server.
 
@@ -16,18 +17,11 @@ use bench_engine::{Engine, EngineConfig, GenRequest, Sampling};
 fn smollm2() -> Option<std::path::PathBuf> {
     let model = std::env::var_os("BENCH_ENGINE_SMOLLM2");
     if model.is_none() {
-        skipped("BENCH_ENGINE_SMOLLM2 is not set (scripts/smollm2.sh fetches the model)");
+        crate::skip::skipped(format_args!(
+            "BENCH_ENGINE_SMOLLM2 is not set (scripts/smollm2.sh fetches the model)"
+        ));
     }
     model.map(Into::into)
-}
-
-/// `SKIPPED: <test>: <why>`, written to stderr directly: the harness shows `eprintln!` only
-/// for a failed test, and a skip must be in every log.
-fn skipped(why: &str) {
-    use std::io::Write as _;
-    let thread = std::thread::current();
-    let test = thread.name().unwrap_or("?");
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {test}: {why}");
 }
 
 /// The real model through the engine says sensible things: greedy answers, through the
@@ -73,7 +67,9 @@ fn smollm2_q4_1_answers_sensibly() {
     }
 
     let Some(dir) = std::env::var_os("BENCH_ENGINE_SMOLLM2_TOKENIZER") else {
-        skipped("BENCH_ENGINE_SMOLLM2_TOKENIZER is not set: the vocabulary was not compared");
+        crate::skip::skipped(format_args!(
+            "BENCH_ENGINE_SMOLLM2_TOKENIZER is not set: the vocabulary was not compared"
+        ));
         return;
     };
     let reference =
