@@ -65,6 +65,9 @@ step setup
 # What a cold cache costs on top of the steps below: the setup's own first run.
 bash scripts/vllm-server.sh --setup-report | tee -a "$times"
 
+# The command as it was given, for the README block (a given binary is part of it).
+command="bash scripts/vllm-smoke.sh --write-readme"
+[ -n "${BENCH_BIN:-}" ] && command="BENCH_BIN=$BENCH_BIN $command"
 if [ -z "${BENCH_BIN:-}" ]; then
   cargo build -p bench
   BENCH_BIN=$PWD/target/debug/bench
@@ -97,6 +100,6 @@ if [ "$write_readme" = 1 ]; then
   for s in cold cached; do
     [ -f "$(dirname "$out")/latest-$s.txt" ] && reports+=("$(dirname "$out")/latest-$s.txt")
   done
-  python3 scripts/readme_block.py vllm-smoke "bash scripts/vllm-smoke.sh --write-readme" "${reports[@]}"
+  python3 scripts/readme_block.py vllm-smoke "$command" "${reports[@]}"
 fi
 exit $failed
