@@ -2,8 +2,8 @@
 //!
 //! A test with a wall-clock bound (a bad flag fails within 2 s, a stopped run ends within
 //! its grace period) runs through [`within_bounds`]. When the bound is missed, the run is
-//! repeated alone among the end-to-end tests ([`super::gate`]) while [`CpuWatch`] measures how much of
-//! the machine's CPU other processes took meanwhile. A bound missed on a quiet machine fails
+//! repeated alone among the end-to-end tests ([`super::gate`]) while [`CpuWatch`] measures
+//! how much of the machine's CPU other processes took meanwhile. A bound missed on a quiet machine fails
 //! the test: that is bench. A bound missed while other processes kept the machine busy is
 //! tried again, and after [`ATTEMPTS`] such misses the bound is skipped with a message;
 //! every other check of the run still holds on every attempt.
@@ -54,10 +54,11 @@ impl CpuWatch {
         Some(others as f64 / all as f64)
     }
 
-    /// A description of the interval for messages.
-    pub fn describe(&self) -> String {
+    /// A description of the interval for messages, with the share [`Self::others`] gave
+    /// (read once, so that a message says the share that decided).
+    pub fn describe(&self, others: Option<f64>) -> String {
         let took = self.started.elapsed();
-        match self.others() {
+        match others {
             Some(share) => format!(
                 "other processes took {:.0}% of the machine's CPU over these {took:.1?}",
                 share * 100.0
@@ -112,16 +113,16 @@ pub fn within_bounds(what: &str, mut attempt: impl FnMut() -> Result<(), String>
         let Err(missed) = attempt() else {
             return;
         };
-        let busy = watch.others().is_some_and(|share| share >= BUSY);
+        let others = watch.others();
+        let busy = others.is_some_and(|share| share >= BUSY);
+        load = watch.describe(others);
         if alone.is_some() && !busy {
-            panic!("{missed}\n({}: not the machine's load)", watch.describe());
+            panic!("{missed}\n({load}: not the machine's load)");
         }
         eprintln!(
-            "attempt {i}/{ATTEMPTS} of {what}: {missed} ({}); trying again{}",
-            watch.describe(),
+            "attempt {i}/{ATTEMPTS} of {what}: {missed} ({load}); trying again{}",
             if alone.is_none() { " alone" } else { "" }
         );
-        load = watch.describe();
         // The other end-to-end tests are other processes' load only once they wait.
         alone.get_or_insert_with(gate::exclusive);
     }
