@@ -32,37 +32,37 @@ BENCH_CODE = ["host", "crates", "sdk", "wit", "plugins"]
 
 FIGURES = {
     "parity-vllm": {
-        "file": "README.md",
+        "file": "docs/real-servers.md",
         "paths": BENCH_CODE + ["scripts/vs-vllm.sh", "scripts/parity.py"],
         "bound": 30,
         "again": "bash scripts/vs-vllm.sh parity --servers vllm --write-readme",
     },
     "vllm-checks": {
-        "file": "README.md",
+        "file": "docs/real-servers.md",
         "paths": BENCH_CODE + ["scripts/vllm-checks.sh", "scripts/vllm-server.sh"],
         "bound": 30,
         "again": "bash scripts/vllm-checks.sh --write-readme",
     },
     "vllm-smoke": {
-        "file": "README.md",
+        "file": "docs/real-servers.md",
         "paths": BENCH_CODE + ["scripts/vllm-smoke.sh", "scripts/vllm-checks.sh", "scripts/vs-vllm.sh"],
         "bound": 30,
         "again": "bash scripts/vllm-smoke.sh --write-readme",
     },
     "parity-mock-llama": {
-        "file": "README.md",
+        "file": "docs/parity.md",
         "paths": BENCH_CODE + ["scripts/vs-vllm.sh", "scripts/parity.py", "scripts/real-server.sh"],
         "bound": 30,
         "again": 'bash scripts/vs-vllm.sh parity --servers "mock llama" --write-readme',
     },
     "real-server": {
-        "file": "README.md",
+        "file": "docs/real-servers.md",
         "paths": BENCH_CODE + ["scripts/real-server.sh"],
         "bound": 30,
         "again": "bash scripts/real-server.sh --write-readme",
     },
     "vs-vllm": {
-        "file": "README.md",
+        "file": "docs/performance.md",
         "paths": BENCH_CODE + ["scripts/vs-vllm.sh"],
         "bound": 30,
         "again": "bash scripts/vs-vllm.sh --write-readme",
@@ -71,7 +71,7 @@ FIGURES = {
 
 # Written only once a GPU machine has run scripts/gpu-check.sh; then dated like the others.
 FIGURES["gpu-check"] = {
-    "file": "README.md",
+    "file": "docs/offline.md",
     "paths": BENCH_CODE + ["scripts/gpu-check.sh"],
     "bound": 30,
     "again": "bash scripts/gpu-check.sh prepare, run on a GPU machine, then readme",
@@ -90,7 +90,7 @@ PERF_BLOCKS = {
 }
 for _marker, _rows in PERF_BLOCKS.items():
     FIGURES[_marker] = {
-        "file": "README.md",
+        "file": "docs/performance.md",
         "paths": BENCH_CODE + ["scripts/perf.sh"],
         "bound": 30,
         "again": f'ROWS="{_rows}" bash scripts/perf.sh --write-readme {_marker}',

@@ -2,11 +2,11 @@
 # The checks that need an NVIDIA GPU, as one prepared script: the native engine's CUDA path
 # (correctness against the CPU engine, speed against the CPU engine and the HBM roofline),
 # NVML telemetry, and --workers on the GPU machine's many CPU cores. It has never run on a
-# GPU: this project has not been lent one since it was written, and the README says so.
+# GPU: this project has not been lent one since it was written, and the guide says so (docs/offline.md).
 #
 #   bash scripts/gpu-check.sh prepare        # here: bench --features cuda (release), packed into .gpu/
 #   bash scripts/gpu-check.sh run            # on the GPU machine, in the repository root, .gpu/ carried
-#   bash scripts/gpu-check.sh readme REPORT  # here: the report into README.md (block gpu-check)
+#   bash scripts/gpu-check.sh readme REPORT  # here: the report into docs/offline.md (block gpu-check)
 #
 # The GPU machine (the `device` tool's nvidia-h200) reaches no registry and has no Rust
 # toolchain, so `prepare` builds here with scripts/check-cuda-build.sh (CUDA 13.4 from PyPI
@@ -15,7 +15,7 @@
 # commit it was built from. Then, with the `device` tool:
 #   run(command="bash scripts/gpu-check.sh run", carry=[".gpu"], timeout_s=540)
 # `run` writes its report to $OUT/gpu-check.md (or .gpu/out/ without $OUT) and exits non-zero
-# when a check failed; `readme` puts that report in the README with the date, the commit and
+# when a check failed; `readme` puts that report in docs/offline.md with the date, the commit and
 # the machine (scripts/readme_block.py), where scripts/check_figures.py dates it.
 #
 # What `run` checks, each printing PASS or FAIL with its figures:
@@ -52,13 +52,13 @@ case ${1:-} in
     ;;
   readme)
     report=${2:?readme REPORT}
-    grep -q '<!-- gpu-check:start -->' README.md || python3 - <<'PY'
+    grep -q '<!-- gpu-check:start -->' docs/offline.md || python3 - <<'PY'
 # The block goes under the native engine's GPU paragraph the first time.
-text = open("README.md").read()
-anchor = "### GPU telemetry\n"
-assert anchor in text, "README.md has no '### GPU telemetry' section"
+text = open("docs/offline.md").read()
+anchor = "## GPU telemetry\n"
+assert anchor in text, "docs/offline.md has no '## GPU telemetry' section"
 text = text.replace(anchor, anchor + "\n<!-- gpu-check:start -->\n<!-- gpu-check:end -->\n", 1)
-open("README.md", "w").write(text)
+open("docs/offline.md", "w").write(text)
 PY
     python3 scripts/readme_block.py gpu-check "bash scripts/gpu-check.sh run (on the device tool's GPU machine, bench --features cuda built at $(cat "$pack/commit" 2>/dev/null || echo '?') by gpu-check.sh prepare)" "$report"
     exit 0

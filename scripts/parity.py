@@ -860,8 +860,8 @@ def verdict(paths, exact_only):
 
 
 def readme(args):
-    """Replaces the lines between `<!-- MARKER:start -->` and `<!-- MARKER:end -->` in the README
-    with what one or more runs measured (vs-vllm.sh's PARITY_OUT directories): each run's
+    """Replaces the lines between `<!-- MARKER:start -->` and `<!-- MARKER:end -->` in a document
+    (the guide's page that holds them) with what one or more runs measured (vs-vllm.sh's PARITY_OUT directories): each run's
     header (versions, commit, date, machine: the first paragraph of its parity.md), its
     command (command.txt) and notes (notes.txt: cases with no comparison, and why), then the
     verdict and the matrix over every case (cases.txt and the summaries; a case that several
@@ -888,8 +888,16 @@ def readme(args):
             + "\n\n".join(heads)
             + f"\n\nVerdict: {'FAIL' if failed else 'PASS'} ({len(paths)} cases). {figures(paths)}"
             + f"\n\n{out.getvalue().strip()}\n\n<!-- {args.marker}:end -->")
-    text = open(args.readme).read()
     start, end = f"<!-- {args.marker}:start -->", f"<!-- {args.marker}:end -->"
+    if args.readme is None:
+        # The one document of README.md and docs/*.md that holds the block.
+        docs = ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir("docs") if n.endswith(".md"))
+        found = [d for d in docs if start in open(d).read()]
+        if len(found) != 1:
+            sys.exit(f"parity.py: {len(found)} of README.md and docs/*.md hold a {start} block; "
+                     "exactly one must (or pass --readme)")
+        args.readme = found[0]
+    text = open(args.readme).read()
     if start not in text or end not in text:
         sys.exit(f"parity.py: {args.readme} has no {start} ... {end} block to write into")
     text = text[:text.index(start)] + body + text[text.index(end) + len(end):]
@@ -949,8 +957,8 @@ def main():
     vd = sub.add_parser("verdict", help="exit 1 when any case has a key that differs without a stated cause")
     vd.add_argument("--exact-only", action="store_true")
     vd.add_argument("summaries", nargs="*")
-    rd = sub.add_parser("readme", help="write the matrix of one or more runs into README.md between markers")
-    rd.add_argument("--readme", required=True)
+    rd = sub.add_parser("readme", help="write the matrix of one or more runs into a document between markers")
+    rd.add_argument("--readme", help="the document (default: the one of README.md and docs/*.md that holds the block)")
     rd.add_argument("--marker", required=True)
     rd.add_argument("--command", help="what made the runs, for the block's comment (default: this command)")
     rd.add_argument("--verdict", help="the run's own verdict (vs-vllm.sh's: a case with no comparison fails it)")

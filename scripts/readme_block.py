@@ -8,7 +8,8 @@ hand; scripts/check_figures.py dates every such block against the code it measur
     python3 scripts/readme_block.py [--markdown] [--file DOC] MARKER "COMMAND" REPORT [REPORT ...]
 
 Reports are put in a code block as printed, or, with --markdown, as they are (tables the
-scripts print in Markdown). DOC defaults to README.md. Used by scripts/perf.sh,
+scripts print in Markdown). DOC defaults to the one document, README.md or a page of docs/,
+that holds the block (so a script need not know which page of the guide shows its figures). Used by scripts/perf.sh,
 scripts/real-server.sh, scripts/vs-vllm.sh, scripts/vllm-checks.sh and scripts/vllm-smoke.sh
 (each with --write-readme).
 """
@@ -55,11 +56,21 @@ def provenance():
     return f"Written {now}, commit {commit}{tree}, on {machine()}."
 
 
+def holder(start, end):
+    """The document that holds the block, among README.md and docs/*.md."""
+    docs = ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir("docs") if n.endswith(".md"))
+    found = [d for d in docs if start in (t := open(d).read()) and end in t]
+    if len(found) != 1:
+        sys.exit(f"readme_block.py: {len(found)} documents ({', '.join(found) or 'none'}) of README.md and "
+                 f"docs/*.md hold a {start} ... {end} block; exactly one must (or pass --file)")
+    return found[0]
+
+
 def main():
     args = sys.argv[1:]
     markdown = "--markdown" in args
     args = [a for a in args if a != "--markdown"]
-    doc = "README.md"
+    doc = None
     if args[:1] == ["--file"]:
         doc, args = args[1], args[2:]
     if len(args) < 3:
@@ -69,6 +80,8 @@ def main():
     for report in reports:
         lines += open(report).read().splitlines() + [""]
     start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    if doc is None:
+        doc = holder(start, end)
     text = open(doc).read()
     if start not in text or end not in text:
         sys.exit(f"readme_block.py: {doc} has no {start} ... {end} block")

@@ -66,7 +66,7 @@
 #          e.g. a prefix cache, carries over; vLLM runs first, then bench, then vLLM again).
 # Options: --servers "mock llama", --datasets "random sharegpt", --backends "openai
 # openai-chat", --modes "cap poisson", --extras "responses embeddings rerank", --num-prompts N,
-# --model M, --tokenizer T, --write-readme (the matrix into README.md between the
+# --model M, --tokenizer T, --write-readme (the matrix into the guide page (docs/) between the
 # parity-<servers> markers, with date, commit and versions; in throughput mode, the tables
 # between the vs-vllm markers). Results and the printed tables
 # are kept in PARITY_OUT (default target/parity-results/<date>). Exit status: 1 when a case
@@ -466,7 +466,7 @@ parity() {
   python3 scripts/parity.py verdict "${gate[@]}" "${summaries[@]}" || verdict=1
   [ ${#missing[@]} -eq 0 ] || { echo "vs-vllm.sh: no comparison for ${missing[*]}" >&2; verdict=1; }
   if [ "$p_readme" = 1 ]; then
-    python3 scripts/parity.py readme --readme README.md --marker "parity-$(echo "$p_servers" | tr ' ' '-')" \
+    python3 scripts/parity.py readme --marker "parity-$(echo "$p_servers" | tr ' ' '-')" \
       --command "$invocation --write-readme" --verdict "$verdict" "$out"
   fi
   return $verdict
