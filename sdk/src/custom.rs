@@ -69,6 +69,68 @@ impl CustomParams {
     }
 }
 
+/// The file of a dataset that, like vLLM's `CustomDataset` subclasses, reads only JSONL and
+/// tells it by the name: `(path, text)`. Errors name the plugin: no `--dataset-path`, a
+/// name without `.jsonl` (vLLM's check), a file that cannot be read.
+pub fn read_jsonl_file(
+    plugin: &str,
+    path: Option<String>,
+) -> Result<(String, String), PluginError> {
+    let path = path.ok_or_else(|| {
+        PluginError::InvalidConfig(format!("{plugin}: needs --dataset-path (a .jsonl file)"))
+    })?;
+    if !path.ends_with(".jsonl") {
+        return Err(PluginError::Unsupported(format!(
+            "{plugin}: only JSONL files (*.jsonl) are supported, got {path}"
+        )));
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| PluginError::InvalidConfig(format!("{plugin}: cannot read {path}: {e}")))?;
+    Ok((path, text))
+}
+
+/// One object of a JSONL file: its 1-based line number and its fields.
+pub type JsonlObject = (usize, Map<String, Value>);
+
+/// The JSON objects of a JSONL file, one per non-blank line, each with its 1-based line
+/// number. A line that is not JSON, or not an object, is an error naming the file, the line
+/// and the column (`data.jsonl:3: expected value at column 5`, serde_json's reason without
+/// its "at line 1" of the one line it saw).
+pub fn jsonl_objects(text: &str, name: &str) -> Result<Vec<JsonlObject>, PluginError> {
+    let mut objects = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let at = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            let full = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let why = full.strip_suffix(&suffix).unwrap_or(&full);
+            line_error(name, at, format!("{why} at column {}", e.column()))
+        })?;
+        let Value::Object(fields) = value else {
+            return Err(line_error(name, at, "expected a JSON object".into()));
+        };
+        objects.push((at, fields));
+    }
+    Ok(objects)
+}
+
+/// What is wrong with line `at` of file `name`, as [`jsonl_objects`] says it.
+pub fn line_error(name: &str, at: usize, why: String) -> PluginError {
+    PluginError::InvalidInput(format!("{name}:{at}: {why}"))
+}
+
+/// A row's `prompt`, which vLLM's custom datasets require as a string.
+pub fn prompt_field(fields: &mut Map<String, Value>) -> Result<String, String> {
+    match fields.remove("prompt") {
+        Some(Value::String(p)) => Ok(p),
+        Some(_) => Err("\"prompt\" must be a string".into()),
+        None => Err("no \"prompt\" field".into()),
+    }
+}
+
 /// The prompts of a JSONL file, and how many rows the file has.
 #[derive(Debug)]
 pub struct JsonlPrompts {

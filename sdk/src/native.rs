@@ -164,21 +164,7 @@ impl NativeClient {
             })?;
             body.extend(extra);
         }
-        let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| {
-            PluginError::Internal(format!(
-                "{}: cannot serialize the request body: {e}",
-                self.plugin
-            ))
-        })?;
-        let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
-        if let Some(id) = &spec.request_id {
-            headers.push(("x-request-id".to_string(), id.clone()));
-        }
-        Ok(HttpRequest {
-            method: "POST".into(),
-            headers,
-            body,
-        })
+        json_post(self.plugin, body, spec)
     }
 }
 
@@ -452,6 +438,28 @@ pub fn decode_sse_split_everywhere<D: Decoder>(
 /// For decoder tests of a non-streaming API: decodes `body` as the one frame it is.
 pub fn decode_whole<D: Decoder>(mut decoder: D, body: &str) -> Vec<String> {
     decode_in_groups(&mut decoder, &[vec![body.to_string()]])
+}
+
+/// A POST of a finished `body` as JSON: `Content-Type: application/json`, and `x-request-id`
+/// when the request has an id (the host adds authorization and `--header` values). The
+/// plugin's name is for the message of a body that cannot be serialized.
+pub fn json_post(
+    plugin: &str,
+    body: Map<String, Value>,
+    spec: &RequestSpec,
+) -> Result<HttpRequest, PluginError> {
+    let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| {
+        PluginError::Internal(format!("{plugin}: cannot serialize the request body: {e}"))
+    })?;
+    let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+    if let Some(id) = &spec.request_id {
+        headers.push(("x-request-id".to_string(), id.clone()));
+    }
+    Ok(HttpRequest {
+        method: "POST".into(),
+        headers,
+        body,
+    })
 }
 
 #[cfg(test)]

@@ -137,21 +137,7 @@ impl PoolingClient {
                 body.extend(extra);
             }
         }
-        let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| {
-            PluginError::Internal(format!(
-                "{}: cannot serialize the request body: {e}",
-                self.plugin
-            ))
-        })?;
-        let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
-        if let Some(id) = &spec.request_id {
-            headers.push(("x-request-id".to_string(), id.clone()));
-        }
-        Ok(HttpRequest {
-            method: "POST".into(),
-            headers,
-            body,
-        })
+        crate::native::json_post(self.plugin, body, spec)
     }
 }
 

@@ -669,25 +669,10 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
                 body: body.to_vec(),
             });
     }
-    let (k, fault) = shared.faults.next();
-    let on_purpose = |fault: Fault| {
-        format!(
-            "mock server: request {k} fails on purpose ({})",
-            fault.flag()
-        )
+    let (k, fault) = match next_request(shared, conn) {
+        Ok(next) => next,
+        Err(failed) => return *failed,
     };
-    match fault {
-        Some(f @ Fault::ServerError) => {
-            return error_response(StatusCode::INTERNAL_SERVER_ERROR, &on_purpose(f));
-        }
-        Some(f @ Fault::Http(status)) => return error_response(status, &on_purpose(f)),
-        Some(Fault::Reset) => {
-            conn.reset();
-            // Never sent: writing its head fails and the connection closes with an RST.
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-        _ => {}
-    }
     let generation: Generation = match request::parse(api, &body) {
         Ok(generation) => generation,
         Err(err) => {
@@ -722,7 +707,7 @@ async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> R
         continuous_usage: generation.continuous_usage,
     };
     let content = match fault {
-        Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(f)),
+        Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(k, f)),
         Some(Fault::Malformed) => Content::Malformed,
         Some(Fault::NoDone) => Content::NoDone,
         _ => Content::Normal,
@@ -848,6 +833,34 @@ async fn requests_report(
 }
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
+/// What a request that fails on purpose says, naming the flag that asked for it.
+fn on_purpose(k: u64, fault: Fault) -> String {
+    format!(
+        "mock server: request {k} fails on purpose ({})",
+        fault.flag()
+    )
+}
+
+/// The next request's number and fault from the plan. A fault that fails the request before
+/// any work (a server error, an HTTP status, a reset connection) comes back as the response
+/// to give instead; the others are the caller's to apply as it answers.
+fn next_request(shared: &Shared, conn: &Conn) -> Result<(u64, Option<Fault>), Box<Response>> {
+    let (k, fault) = shared.faults.next();
+    match fault {
+        Some(f @ Fault::ServerError) => Err(Box::new(error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &on_purpose(k, f),
+        ))),
+        Some(f @ Fault::Http(status)) => Err(Box::new(error_response(status, &on_purpose(k, f)))),
+        Some(Fault::Reset) => {
+            conn.reset();
+            // Never sent: writing its head fails and the connection closes with an RST.
+            Err(Box::new(StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+        }
+        _ => Ok((k, fault)),
+    }
+}
+
 fn error_response(status: StatusCode, message: &str) -> Response {
     let kind = if status.is_client_error() {
         "BadRequestError"

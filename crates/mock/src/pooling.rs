@@ -33,8 +33,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::faults::{Conn, Fault};
-use super::{MAX_BODY_BYTES, Shared, error_response, timing, unix_now};
+use super::faults::Conn;
+use super::{MAX_BODY_BYTES, Shared, error_response, next_request, timing, unix_now};
 
 /// The length of every embedding the mock returns.
 pub const DIMENSION: usize = 16;
@@ -102,24 +102,10 @@ async fn pool(shared: &Shared, api: PoolingApi, conn: &Conn, request: Request) -
             );
         }
     };
-    let (k, fault) = shared.faults.next();
-    let on_purpose = |fault: Fault| {
-        format!(
-            "mock server: request {k} fails on purpose ({})",
-            fault.flag()
-        )
+    let (k, _) = match next_request(shared, conn) {
+        Ok(next) => next,
+        Err(failed) => return *failed,
     };
-    match fault {
-        Some(f @ Fault::ServerError) => {
-            return error_response(StatusCode::INTERNAL_SERVER_ERROR, &on_purpose(f));
-        }
-        Some(f @ Fault::Http(status)) => return error_response(status, &on_purpose(f)),
-        Some(Fault::Reset) => {
-            conn.reset();
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        }
-        _ => {}
-    }
     let answer = match answer(api, &body, k, unix_now(), &shared.model) {
         Ok(answer) => answer,
         Err(message) => {

@@ -4,11 +4,10 @@
 //! [`bench_sdk::custom`] (shared with `spec_bench` and `speed_bench`); this module reads
 //! the file. Generic over the SDK's tokenizer traits so that it runs natively in unit tests.
 
-use bench_sdk::custom::CustomSampler;
+use bench_sdk::custom::{self, CustomSampler};
 pub use bench_sdk::custom::{CustomParams, OUTPUT_LEN_FROM_DATA, PromptRow};
 use bench_sdk::sampling::{ChatTemplate, TokenCounter};
 use bench_sdk::{PluginError, RequestSpec};
-use serde_json::Value;
 
 /// One line of the file.
 pub type Row = PromptRow;
@@ -16,35 +15,17 @@ pub type Row = PromptRow;
 /// Parses a JSONL file: one JSON object with a string `prompt` per non-blank line.
 /// Errors name the file and the 1-based line (`data.jsonl:3: expected value at column 5`).
 pub fn parse(text: &str, name: &str) -> Result<Vec<Row>, PluginError> {
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let at = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |why: String| PluginError::InvalidInput(format!("{name}:{at}: {why}"));
-        let value: Value = serde_json::from_str(line).map_err(|e| {
-            // serde_json says "... at line 1 column N" of this one line; keep the column.
-            let full = e.to_string();
-            let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let why = full.strip_suffix(&suffix).unwrap_or(&full);
-            bad(format!("{why} at column {}", e.column()))
-        })?;
-        let Value::Object(mut fields) = value else {
-            return Err(bad("expected a JSON object".into()));
-        };
-        let prompt = match fields.remove("prompt") {
-            Some(Value::String(p)) => p,
-            Some(_) => return Err(bad("\"prompt\" must be a string".into())),
-            None => return Err(bad("no \"prompt\" field".into())),
-        };
-        rows.push(Row {
-            line: at,
-            prompt,
-            output_tokens: fields.remove("output_tokens"),
-        });
-    }
-    Ok(rows)
+    custom::jsonl_objects(text, name)?
+        .into_iter()
+        .map(|(at, mut fields)| {
+            Ok(Row {
+                line: at,
+                prompt: custom::prompt_field(&mut fields)
+                    .map_err(|why| custom::line_error(name, at, why))?,
+                output_tokens: fields.remove("output_tokens"),
+            })
+        })
+        .collect()
 }
 
 /// The options of `vllm bench serve --dataset-name custom` this dataset honours:

@@ -156,17 +156,7 @@ impl Dataset for CustomAudioDataset {
     fn open(config: DatasetConfig) -> Result<Self, PluginError> {
         let positions = Positions::of(&config)?;
         let params = parse_options(config.options)?;
-        let path = config.path.ok_or_else(|| {
-            PluginError::InvalidConfig(format!("{NAME}: needs --dataset-path (a .jsonl file)"))
-        })?;
-        // vLLM reads only JSONL, and tells it by the name.
-        if !path.ends_with(".jsonl") {
-            return Err(PluginError::Unsupported(format!(
-                "{NAME}: only JSONL files (*.jsonl) are supported, got {path}"
-            )));
-        }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| PluginError::InvalidConfig(format!("{NAME}: cannot read {path}: {e}")))?;
+        let (path, text) = bench_sdk::custom::read_jsonl_file(NAME, config.path)?;
         let rows = sample::parse(&text, &path)?;
         let dir = match path.rfind('/') {
             Some(0) => "/".to_string(),

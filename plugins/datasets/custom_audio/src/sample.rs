@@ -33,27 +33,9 @@ pub struct Row {
 /// string `audio` (the clip's path). Errors name the file and the 1-based line.
 pub fn parse(text: &str, name: &str) -> Result<Vec<Row>, PluginError> {
     let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let at = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |why: String| PluginError::InvalidInput(format!("{name}:{at}: {why}"));
-        let value: Value = serde_json::from_str(line).map_err(|e| {
-            // serde_json says "... at line 1 column N" of this one line; keep the column.
-            let full = e.to_string();
-            let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let why = full.strip_suffix(&suffix).unwrap_or(&full);
-            bad(format!("{why} at column {}", e.column()))
-        })?;
-        let Value::Object(mut fields) = value else {
-            return Err(bad("expected a JSON object".into()));
-        };
-        let prompt = match fields.remove("prompt") {
-            Some(Value::String(p)) => p,
-            Some(_) => return Err(bad("\"prompt\" must be a string".into())),
-            None => return Err(bad("no \"prompt\" field".into())),
-        };
+    for (at, mut fields) in custom::jsonl_objects(text, name)? {
+        let bad = |why: String| custom::line_error(name, at, why);
+        let prompt = custom::prompt_field(&mut fields).map_err(bad)?;
         let audio = match fields.remove("audio") {
             Some(Value::String(p)) if !p.is_empty() => p,
             Some(_) => return Err(bad("\"audio\" must be a clip's path (a string)".into())),

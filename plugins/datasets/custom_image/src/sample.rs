@@ -10,6 +10,7 @@
 //! (vLLM re-encodes it as PNG; bench sends the file's own bytes with their media type,
 //! which needs no decoder and loses nothing).
 
+use bench_sdk::custom;
 use bench_sdk::media::{data_url, image_mime};
 use bench_sdk::sampling::{Picker, SampleFlags, TokenCounter};
 use bench_sdk::{ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
@@ -40,21 +41,8 @@ pub enum Row {
 /// name the file and the 1-based line.
 pub fn parse(text: &str, name: &str) -> Result<Vec<Row>, PluginError> {
     let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let at = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |why: String| PluginError::InvalidInput(format!("{name}:{at}: {why}"));
-        let value: Value = serde_json::from_str(line).map_err(|e| {
-            let full = e.to_string();
-            let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let why = full.strip_suffix(&suffix).unwrap_or(&full);
-            bad(format!("{why} at column {}", e.column()))
-        })?;
-        let Value::Object(fields) = value else {
-            return Err(bad("expected a JSON object".into()));
-        };
+    for (at, fields) in custom::jsonl_objects(text, name)? {
+        let bad = |why: String| custom::line_error(name, at, why);
         if let Some(content) = fields.get("content") {
             let parts = content
                 .as_array()
