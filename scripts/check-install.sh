@@ -5,8 +5,8 @@
 #   2. the Python wheel (pyproject.toml: maturin's `bin` bindings), built with maturin from
 #      PyPI and `pip install`ed into a new virtual environment.
 # Each installed `bench` must report its version, list its embedded plugins, and benchmark a
-# `bench mock-server` (that same binary) from an empty folder, with a tokenizer copied there:
-# 20 requests completed, read back from its result file.
+# `bench mock-server` (that same binary) from an empty folder with an empty home, with a
+# tokenizer copied there: 20 requests completed, read back from its result file.
 #
 #   bash scripts/check-install.sh            # release builds, as a user installs
 #   bash scripts/check-install.sh --dev      # dev builds (what .ci/run does: they reuse the
@@ -41,10 +41,14 @@ try() {
   mkdir -p "$dir"
   cp -r "$repo/tests/data/tokenizers/gpt2" "$dir/tokenizer"
   cd "$dir"
+  # A home of its own: nothing cached by an earlier bench (compiled plugins) is found.
+  local HOME="$dir/home" XDG_CACHE_HOME="$dir/home/.cache"
+  export HOME XDG_CACHE_HOME
+  mkdir -p "$HOME"
   local version plugins completed
-  version=$("$bench" --version) || die "$label: '$bench --version' failed"
+  version=$("$bench" --version 2>"$dir/version.log") || die "$label: '$bench --version' failed (log: $dir/version.log)"
   [[ $version == "bench "* ]] || die "$label: '$bench --version' printed '$version'"
-  plugins=$("$bench" plugin list) || die "$label: 'bench plugin list' failed"
+  plugins=$("$bench" plugin list 2>"$dir/plugins.log") || die "$label: 'bench plugin list' failed (log: $dir/plugins.log)"
   [[ $plugins == *sharegpt* ]] || die "$label: 'bench plugin list' lists no sharegpt plugin"
   "$bench" mock-server --port "$port" --ttft-ms 1 --itl-ms 1 >"$dir/server.log" 2>&1 &
   server_pid=$!
