@@ -56,3 +56,28 @@ fn a_plugin_compiles_once_with_a_progress_line_and_cache_clear_forgets_it() {
     let third = inspect(cache.path(), plugin);
     assert!(third.stderr.contains("compiling plugin"), "{third}");
 }
+
+#[test]
+fn version_loads_no_plugin() {
+    // `bench --version` on a cold cache answers without compiling the default plugins
+    // (serve's `random` and `openai`, whose flags `bench --help` shows).
+    let cache = tempfile::tempdir().unwrap();
+    for args in [&["--version"][..], &["-V"]] {
+        let run = Bench::new()
+            .args(args)
+            .env("BENCH_CACHE_DIR", cache.path())
+            .run()
+            .assert_success();
+        assert!(run.stdout.starts_with("bench "), "{run}");
+        assert!(!run.stderr.contains("compiling plugin"), "{run}");
+    }
+    let dir = cache_cmd(cache.path(), "dir");
+    assert!(dir.stderr.contains("0 compiled plugins"), "{dir}");
+    // The help still shows the default plugins' flags: they are loaded for it.
+    let help = Bench::new()
+        .args(["--help"])
+        .env("BENCH_CACHE_DIR", cache.path())
+        .run()
+        .assert_success();
+    assert!(help.stdout.contains("--random-input-len"), "{help}");
+}

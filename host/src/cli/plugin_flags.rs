@@ -530,6 +530,13 @@ pub fn parse(
     describe: &mut dyn FnMut(Role, &str) -> Result<PluginInfo>,
     builtins: &[(Role, &'static str)],
 ) -> Result<Parsed> {
+    // `--version` needs no plugin: it is answered before any is loaded (on a cold cache,
+    // compiled), as clap answers it, unless an argument before it is an error.
+    if let Err(e) = cmd.clone().try_get_matches_from(argv)
+        && e.kind() == ErrorKind::DisplayVersion
+    {
+        e.exit();
+    }
     let runs = Runs::of(argv.get(1..).unwrap_or_default());
     let choice = PluginChoice::scan(argv.get(1..).unwrap_or_default());
     let mut flags = PluginFlags::default();
