@@ -77,18 +77,9 @@ tools="${BENCH_INSTALL_TOOLS:-$HOME/.cache/bench-install-tools}"
 mkdir -p "$tools"
 venv="$(cd "$tools" && pwd)/venv"
 if [ "$("$venv/bin/maturin" --version 2>/dev/null)" != "maturin $MATURIN" ]; then
-  say "installing maturin $MATURIN into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --retries 1 --timeout 30 "maturin==$MATURIN"; then
-    index="${PIP_INDEX_URL:-$("$venv/bin/pip" config get global.index-url 2>/dev/null || true)}"
-    url="${index:-https://pypi.org/simple}/maturin/"
-    if ! curl -fsS --max-time 20 -o /dev/null "$url"; then
-      say "cannot reach PyPI ($url): maturin was not installed, the wheel was not checked"
-      exit 2
-    fi
-    die "installing maturin from PyPI failed (see above)"
-  fi
+  # Exit 2 when PyPI cannot be reached: the wheel is then not checked (cargo install was).
+  source scripts/lib/pypi.sh
+  pypi_venv "$venv" "maturin==$MATURIN"
 fi
 say "maturin build ($profile) and pip install into a fresh virtual environment"
 "$venv/bin/maturin" build --quiet "${maturin_profile[@]}" --out "$work/wheels" >"$work/maturin.log" 2>&1 \

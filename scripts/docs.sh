@@ -22,20 +22,8 @@ tools="${BENCH_DOCS_TOOLS:-$HOME/.cache/bench-docs-tools}"
 mkdir -p "$tools"
 venv="$(cd "$tools" && pwd)/venv"
 if [ "$("$venv/bin/python" -c 'import mkdocs; print(mkdocs.__version__)' 2>/dev/null)" != "$MKDOCS" ]; then
-  command -v python3 >/dev/null || { say "python3 not found: install Python 3 (with its venv module)"; exit 1; }
-  say "installing mkdocs $MKDOCS into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --retries 1 --timeout 30 "mkdocs==$MKDOCS"; then
-    index="${PIP_INDEX_URL:-$("$venv/bin/pip" config get global.index-url 2>/dev/null || true)}"
-    url="${index:-https://pypi.org/simple}/mkdocs/"
-    if ! curl -fsS --max-time 20 -o /dev/null "$url"; then
-      say "cannot reach PyPI ($url): mkdocs was not installed"
-      exit 2
-    fi
-    say "installing from PyPI failed (see above)"
-    exit 1
-  fi
+  source scripts/lib/pypi.sh
+  pypi_venv "$venv" "mkdocs==$MKDOCS"
 fi
 "$venv/bin/mkdocs" build --strict --quiet
 say "the guide: target/book/index.html"

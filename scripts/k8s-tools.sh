@@ -22,23 +22,7 @@ say() { echo "k8s-tools: $*" >&2; }
 venv="$tools/venv"
 validator="$venv/bin/kubernetes-validate"
 if [ "$("$validator" --version 2>/dev/null)" != "$KUBERNETES_VALIDATE" ]; then
-  if ! command -v python3 >/dev/null; then
-    say "python3 not found: install Python 3 (with its venv module) to validate manifests"
-    exit 1
-  fi
-  say "installing kubernetes-validate $KUBERNETES_VALIDATE into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --retries 1 --timeout 30 \
-    "kubernetes-validate==$KUBERNETES_VALIDATE"; then
-    index="${PIP_INDEX_URL:-$("$venv/bin/pip" config get global.index-url 2>/dev/null || true)}"
-    url="${index:-https://pypi.org/simple}/kubernetes-validate/"
-    if ! curl -fsS --max-time 20 -o /dev/null "$url"; then
-      say "cannot reach PyPI ($url): kubernetes-validate was not installed"
-      exit 2
-    fi
-    say "installing from PyPI failed (see above)"
-    exit 1
-  fi
+  source "$(dirname "$0")/lib/pypi.sh"
+  pypi_venv "$venv" "kubernetes-validate==$KUBERNETES_VALIDATE"
 fi
 echo "kubernetes-validate: $validator"
