@@ -3,8 +3,9 @@
 //! The host owns the network, the clock and all I/O; dataset and backend plugins are
 //! WebAssembly components (see `wit/`) that turn data into requests and bytes into events.
 //!
-//! This crate is the command line ([`cli`]) over the library core (`bench-core`) and the
-//! crates below it, re-exported here under the names the tests and embedders use.
+//! This crate is the command line ([`cli`]) over the library core (`bench-core`: one run),
+//! `bench-study` (beyond one run) and the crates below them, re-exported here under the
+//! names the tests and embedders use.
 
 pub mod cli;
 
@@ -15,3 +16,6 @@ pub use bench_core::{
 };
 /// The mock server (crate `bench-mock`).
 pub use bench_mock as mock;
+pub use bench_study::{
+    compare, html_report, k8s, plot, results, runs, server_process, startup, sweep,
+};

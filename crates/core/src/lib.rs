@@ -7,27 +7,19 @@
 pub mod audio_duration;
 pub mod benchmark;
 pub mod clock_offset;
-pub mod compare;
 pub mod gpu_telemetry;
-pub mod html_report;
-pub mod k8s;
 pub mod metrics;
 pub mod observer;
 pub mod offline;
-pub mod plot;
 pub mod prefix_reuse;
 pub mod probe;
 pub mod pyjson;
 pub mod report;
-pub mod results;
 pub mod schedule;
 pub mod server_metrics;
-pub mod server_process;
 pub mod server_tokenizer;
 pub mod shard;
-pub mod startup;
 pub mod steady_state;
-pub mod sweep;
 pub mod targets;
 pub mod workload;
 

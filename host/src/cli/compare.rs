@@ -1,6 +1,6 @@
 //! `bench compare A.json B.json`: every measured figure of two results (or `--num-runs`
 //! summaries) side by side, with the difference and whether it exceeds the run-to-run
-//! noise (`bench_core::compare`).
+//! noise (`bench_study::compare`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use bench_core::compare::{self, Side};
+use bench_study::compare::{self, Side};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {

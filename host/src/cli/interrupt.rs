@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use bench_core::server_process::signal_group;
+use bench_study::server_process::signal_group;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::client::stop::{Signal, StopSignal};

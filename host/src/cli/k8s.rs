@@ -1,5 +1,5 @@
 //! `bench k8s render`: the manifests of a sharded run as a Kubernetes Indexed Job
-//! (`bench_core::k8s` builds them), and the `kubectl` steps that run it and merge its
+//! (`bench_study::k8s` builds them), and the `kubectl` steps that run it and merge its
 //! shards. docs/kubernetes.md is the guide.
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use bench_core::k8s::{self, DataFile, RenderConfig, Resources, Results};
+use bench_study::k8s::{self, DataFile, RenderConfig, Resources, Results};
 
 #[derive(Args, Debug)]
 pub struct K8sArgs {

@@ -1,5 +1,5 @@
 //! `bench report RESULT...`: one self-contained HTML page of one or more result files or
-//! sweep directories (`bench_core::html_report`).
+//! sweep directories (`bench_study::html_report`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::serve_plots::ItlThresholds;
-use bench_core::html_report::{self, Report};
+use bench_study::html_report::{self, Report};
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {

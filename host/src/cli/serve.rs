@@ -12,7 +12,7 @@ use super::args::{DatasetArgs, ModelArgs, split_key_value};
 use super::console::Console;
 use super::limits;
 use super::plugin_flags::{Parsed, Role, SharedValues};
-use crate::benchmark::{self, LoadConfig, Outcome, ReportConfig, ServeConfig};
+use crate::benchmark::{LoadConfig, Outcome, ReportConfig, ServeConfig};
 use crate::client::{HttpClientKind, Tls};
 use crate::metrics;
 use crate::report::SaveOptions;
@@ -933,7 +933,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     if args.num_runs > 1 {
         console = console.for_series()?;
     }
-    let runs = benchmark::serve_runs(
+    let runs = bench_study::runs::serve_runs(
         &config,
         args.num_runs as usize,
         &mut console,

@@ -1,14 +1,14 @@
 //! `bench serve --plot-timeline` and `--plot-dataset-stats`: vLLM's figures of a run,
 //! written beside its result file (`<result>.timeline.{png,svg}`,
 //! `<result>.dataset_stats.{png,svg}`), as PNG and SVG where vLLM writes plotly HTML and a
-//! matplotlib PNG. The charts are `bench_core::plot`'s. With the timeline, the console also
+//! matplotlib PNG. The charts are `bench_study::plot`'s. With the timeline, the console also
 //! shows output throughput and requests in flight over the run as text charts.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use anyhow::{Result, bail};
-use bench_core::plot::{self, Chart, terminal};
+use bench_study::plot::{self, Chart, terminal};
 use clap::Args;
 
 use crate::benchmark::{Outcome, ServeConfig};

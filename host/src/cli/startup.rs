@@ -1,6 +1,6 @@
 //! `bench startup` and `bench sweep startup`: cold and warm start times of a server command
 //! (`--serve-cmd`) or of the native engine (`--model`), vLLM's `vllm bench startup` and
-//! `vllm bench sweep startup`. The work is `bench_core::startup`; this module turns flags
+//! `vllm bench sweep startup`. The work is `bench_study::startup`; this module turns flags
 //! into its configuration, prints its progress and results as vLLM's do, and stops the
 //! server on Ctrl-C.
 
@@ -9,11 +9,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use bench_core::server_process::{join_command, split_command};
-use bench_core::startup::server::{self, DEFAULT_CACHE_ENV, ServerStartupConfig};
-use bench_core::startup::sweep::{self, SweepStartupConfig, SweepStep};
-use bench_core::startup::{Iterations, MetricStats, Phase, StartupResult, Step, native};
-use bench_core::sweep::params::{self, Params};
+use bench_study::server_process::{join_command, split_command};
+use bench_study::startup::server::{self, DEFAULT_CACHE_ENV, ServerStartupConfig};
+use bench_study::startup::sweep::{self, SweepStartupConfig, SweepStep};
+use bench_study::startup::{Iterations, MetricStats, Phase, StartupResult, Step, native};
+use bench_study::sweep::params::{self, Params};
 use clap::Args;
 
 use super::interrupt::ServerInterrupt;
@@ -269,7 +269,7 @@ pub fn run(args: StartupArgs) -> Result<ExitCode> {
     };
     print_results(&result);
     if let Some(path) = &args.output_json {
-        bench_core::startup::save(path, &result.to_json())
+        bench_study::startup::save(path, &result.to_json())
             .with_context(|| format!("--output-json {}", path.display()))?;
         println!("Results saved to {}", path.display());
     }
@@ -284,7 +284,7 @@ pub fn run_sweep(args: SweepStartupArgs) -> Result<ExitCode> {
             None => Ok(vec![Params::new()]),
         }
     };
-    let experiment_dir = bench_core::sweep::experiment_dir(
+    let experiment_dir = bench_study::sweep::experiment_dir(
         &args.output_dir,
         args.experiment_name.as_deref(),
         args.resume,

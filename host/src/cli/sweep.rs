@@ -1,5 +1,5 @@
 //! `bench sweep`: grids of runs, as vLLM's `bench sweep`. `serve`, `serve_sla` and
-//! `serve_workload` are `bench_core::sweep`; this module turns their flags into its
+//! `serve_workload` are `bench_study::sweep`; this module turns their flags into its
 //! configuration, runs each benchmark in process with `bench serve`'s own parser and
 //! library (`benchmark::serve`), prints the progress as vLLM's scripts do, and stops the
 //! server on Ctrl-C. `startup`, `plot` and `plot_pareto` live in their own modules.
@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use bench_core::server_process::{join_command, split_command};
-use bench_core::sweep::{
+use bench_study::server_process::{join_command, split_command};
+use bench_study::sweep::{
     self, Driver, Event, ServerSettings, SlaVariable, SweepConfig, params, sla,
 };
 use clap::{Args, Subcommand, ValueEnum};

@@ -1,13 +1,13 @@
 //! `bench sweep plot` and `bench sweep plot_pareto`: vLLM's figures of a sweep's results
-//! (every `summary.json` under OUTPUT_DIR), drawn by `bench_core::plot`, with vLLM's flags
+//! (every `summary.json` under OUTPUT_DIR), drawn by `bench_study::plot`, with vLLM's flags
 //! and its `[BEGIN FIGURE]` ... `[END FIGURE]` lines.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use bench_core::plot::sweep::{self, FigFormat, Group, PlotSpec};
-use bench_core::plot::{self, Chart, Scale, pareto, terminal};
+use bench_study::plot::sweep::{self, FigFormat, Group, PlotSpec};
+use bench_study::plot::{self, Chart, Scale, pareto, terminal};
 use clap::{Args, ValueEnum};
 
 #[derive(Args, Debug)]

@@ -2,7 +2,7 @@
 //! distribution (its tail, for integer degrees of freedom, exactly), Welch's test of two
 //! means, the least-squares line with its slope's standard error, and distribution-free
 //! confidence intervals of a quantile. Used by the over-saturation check
-//! (`crate::steady_state::saturation`) and by `bench compare` (`crate::compare`).
+//! (`crate::steady_state::saturation`) and by `bench compare` (crate `bench-study`).
 //!
 //! No statistics crate is pulled in for this: the t distribution with an integer number of
 //! degrees of freedom has a closed form (Abramowitz and Stegun 26.7.3 and 26.7.4), which

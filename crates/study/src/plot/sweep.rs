@@ -17,8 +17,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::{Chart, Scale, Series, SeriesStyle, XyChart, curves, grid};
-use crate::pyjson::float_repr;
 use crate::results::number;
+use bench_core::pyjson::float_repr;
 
 /// One run of a sweep: a result with the sweep's parameters merged in, and the
 /// `summary.json` it came from (named in errors).

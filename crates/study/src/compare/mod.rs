@@ -22,17 +22,15 @@
 //! A difference is "faster" or "slower" where the figure has a direction (throughputs and
 //! rates higher, latencies and the duration lower), "higher" or "lower" elsewhere.
 
-pub mod runs;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use serde_json::{Map, Value, json};
 
-use crate::metrics::significance::{Moments, quantile_interval, t_two_sided, welch};
-use crate::report::json::float;
-use runs::RunsSummary;
+use crate::runs::{self, RunsSummary};
+use bench_core::metrics::significance::{Moments, quantile_interval, t_two_sided, welch};
+use bench_core::report::json::float;
 
 /// The significance level of the noise tests.
 const ALPHA: f64 = 0.05;
@@ -88,14 +86,14 @@ impl Requests {
     /// window, `None` when the run had none. The window depends only on when requests
     /// started and ended, so it is the run's own, whatever the lists' clock origin.
     fn steady(d: &crate::results::Detailed) -> Option<Requests> {
-        let records: Vec<crate::record::RequestRecord> = (0..d.ttfts.len())
-            .map(|i| crate::record::RequestRecord {
+        let records: Vec<bench_core::record::RequestRecord> = (0..d.ttfts.len())
+            .map(|i| bench_core::record::RequestRecord {
                 start_time: d.start_times[i],
                 latency: d.latency(i),
                 ..Default::default()
             })
             .collect();
-        let window = crate::steady_state::window(&records).ok()?;
+        let window = bench_core::steady_state::window(&records).ok()?;
         Some(Requests::of(d, |i| {
             window.holds(d.start_times[i], d.start_times[i] + d.latency(i))
         }))
@@ -521,11 +519,12 @@ mod tests {
         c.rows.iter().find(|r| r.key == key).unwrap()
     }
 
-    /// The report's own detailed result file (its keys and lists as bench writes them).
+    /// The report's own detailed result file (its keys and lists as bench writes them),
+    /// kept beside the core's report tests that write it.
     #[test]
     fn a_detailed_result_reads_its_requests_and_equals_itself() {
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/report/testdata/result-detailed.json");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../core/src/report/testdata/result-detailed.json");
         let side = Side::load(&path).unwrap();
         let requests = side.requests.as_ref().unwrap();
         // Four requests, one failed.

@@ -26,12 +26,12 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
 use super::{EngineTimes, Phase, StartTimes, StartupResult, Step};
-use crate::engine::{Engine, EngineConfig, Events, FinishReason, GenRequest, Sampling};
+use bench_core::engine::{Engine, EngineConfig, Events, FinishReason, GenRequest, Sampling};
 
 /// `bench startup --model`'s configuration.
 #[derive(Debug, Clone)]
 pub struct NativeStartupConfig {
-    /// `model` resolved to a local path (see [`crate::offline::resolve_model`]).
+    /// `model` resolved to a local path (see [`bench_core::offline::resolve_model`]).
     pub engine: EngineConfig,
     /// The model as the user named it, for the result.
     pub model: String,

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::report::json::float;
+use bench_core::benchmark::{Outcome, ServeConfig, serve};
+use bench_core::observer::{Event, Observer};
+use bench_core::report::{self, json::float};
 
 /// The key (with the format's version as its value) that marks a summary file.
 pub const SUMMARY_MARKER: &str = "bench_runs_summary";
@@ -53,7 +55,7 @@ pub struct Spread {
 
 impl Spread {
     fn of(key: String, values: Vec<f64>) -> Spread {
-        let m = crate::metrics::significance::Moments::of(&values);
+        let m = bench_core::metrics::significance::Moments::of(&values);
         Spread {
             key,
             mean: m.mean,
@@ -236,11 +238,84 @@ pub fn summary_path(first_run: &Path) -> PathBuf {
 
 /// Writes the summary to `path` (atomically, as result files are).
 pub fn save(summary: &RunsSummary, path: &Path) -> Result<()> {
-    crate::report::save::write_atomically_with(path, |out| {
-        crate::pyjson::to_writer_indented(out, &summary.to_json(), 4)
+    bench_core::report::save::write_atomically_with(path, |out| {
+        bench_core::pyjson::to_writer_indented(out, &summary.to_json(), 4)
             .context("serialising the runs summary")
     })
     .with_context(|| format!("writing the runs summary to {}", path.display()))
+}
+
+/// What [`serve_runs`] returns: the last run's outcome and the summary of the finished
+/// runs.
+#[derive(Debug)]
+pub struct Runs {
+    /// The last run's outcome: the one that ended the series early, if one did.
+    pub last: Outcome,
+    /// The spread of every measured figure over the finished runs.
+    pub summary: RunsSummary,
+    /// Where the summary was written: beside the runs' result files, when they were
+    /// saved and there was more than one run.
+    pub summary_saved: Option<PathBuf>,
+}
+
+/// `bench serve --num-runs N`: [`serve`] `runs` times in a row, the same configuration
+/// each time, each run's result saved to its own file (`-run1`, `-run2`, ... before
+/// `.json`; one run keeps the plain name and has no summary file). `after_each` sees every
+/// run's configuration (its file names) and outcome as it ends (the CLI writes its
+/// figures). A run that was stopped (a
+/// signal, a part of the run that could not go on) or where every request failed ends the
+/// series and is not summarised; the runs before it are (the summary file is rewritten
+/// after each finished run).
+pub fn serve_runs(
+    config: &ServeConfig,
+    runs: usize,
+    observer: &mut dyn Observer,
+    mut after_each: impl FnMut(&ServeConfig, &Outcome) -> Result<()>,
+) -> Result<Runs> {
+    anyhow::ensure!(runs >= 1, "--num-runs must be at least 1");
+    let mut figures = Vec::new();
+    let mut files = Vec::new();
+    let mut last = None;
+    let mut summary = RunsSummary::new(runs, &[], Vec::new());
+    let mut summary_saved = None;
+    for index in 1..=runs {
+        let mut run_config = config.clone();
+        if runs > 1 {
+            run_config.report.save.run_suffix = Some(run_suffix(index));
+            observer.event(Event::Note(&format!("run {index} of {runs}")));
+        }
+        let outcome = serve(&run_config, observer)?;
+        after_each(&run_config, &outcome)?;
+        let finished =
+            outcome.interrupted.is_none() && outcome.signal.is_none() && !outcome.all_failed();
+        if finished {
+            let doc = report::result_doc(&outcome.metrics, &outcome.run, false);
+            let serde_json::Value::Object(doc) =
+                serde_json::to_value(&doc).context("the run's result as JSON")?
+            else {
+                bail!("a result did not serialise to an object");
+            };
+            figures.push(measured(&doc));
+            files.extend(outcome.saved.clone());
+            summary = RunsSummary::new(runs, &figures, files.clone());
+            // Rewritten after every finished run, so that the runs so far stay summarised
+            // whatever ends the series (a second Ctrl-C quits at once, without saving).
+            if let Some(first) = files.first().filter(|_| runs > 1) {
+                let path = summary_path(first);
+                save(&summary, &path)?;
+                summary_saved = Some(path);
+            }
+        }
+        last = Some(outcome);
+        if !finished {
+            break;
+        }
+    }
+    Ok(Runs {
+        last: last.context("no run was made")?,
+        summary,
+        summary_saved,
+    })
 }
 
 #[cfg(test)]

@@ -586,7 +586,7 @@ fn read_object(path: &Path) -> Result<Row> {
 /// As vLLM's `json.dump(..., indent=4)`.
 fn write_json(path: &Path, value: &Value) -> Result<()> {
     let mut text = Vec::new();
-    crate::pyjson::to_writer_indented(&mut text, value, 4)
+    bench_core::pyjson::to_writer_indented(&mut text, value, 4)
         .with_context(|| format!("encoding {}", path.display()))?;
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }

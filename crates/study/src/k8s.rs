@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use thiserror::Error;
 
-use crate::shard::format_wall_clock;
+use bench_core::shard::format_wall_clock;
 
 /// Where the `--file` files are mounted (from the ConfigMap the render writes).
 pub const FILES_DIR: &str = "/files";

@@ -26,7 +26,7 @@ pub use histogram::{Bins, bin};
 pub use timeline::{TTFT_COLOR, itl_band, itl_band_colors, itl_band_labels};
 pub use xy::{Rgb, Scale, Series, SeriesStyle, XyChart};
 
-use crate::metrics::PerRequest;
+use bench_core::metrics::PerRequest;
 
 /// One request's times, in seconds, as the charts read them: the same whether they come
 /// from a run's records or from a result file's `--save-detailed` lists.

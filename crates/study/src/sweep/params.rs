@@ -92,7 +92,7 @@ pub fn value_text(v: &Value) -> String {
         Value::Null => "None".into(),
         Value::Number(n) if n.is_f64() => n
             .as_f64()
-            .map_or_else(|| n.to_string(), crate::pyjson::float_repr),
+            .map_or_else(|| n.to_string(), bench_core::pyjson::float_repr),
         other => other.to_string(),
     }
 }

@@ -32,7 +32,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 
-use crate::metrics::stats;
+use bench_core::metrics::stats;
 
 /// The percentiles vLLM's startup benchmark reports.
 pub const PERCENTAGES: [u32; 6] = [10, 25, 50, 75, 90, 99];
@@ -253,12 +253,12 @@ pub fn save(path: &Path, doc: &Map<String, Value>) -> Result<()> {
 /// directory.
 fn save_value<T: serde::Serialize + ?Sized>(path: &Path, doc: &T) -> Result<()> {
     let mut text = Vec::new();
-    crate::pyjson::to_writer_indented(&mut text, doc, 4)?;
+    bench_core::pyjson::to_writer_indented(&mut text, doc, 4)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    crate::report::save::write_atomically(path, &[&text])
+    bench_core::report::save::write_atomically(path, &[&text])
         .with_context(|| format!("writing {}", path.display()))
 }
 
