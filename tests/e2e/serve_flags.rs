@@ -273,8 +273,9 @@ fn every_vllm_serve_flag_is_accepted_except_those_still_to_build() {
 #[test]
 fn lora_modules_name_each_requests_model() {
     use bench::observer::{Event, Observer};
+    use bench::prepare::HostHeaders;
     use bench::runtime::{ClientConfig, PluginRef, RuntimeConfig};
-    use bench::workload::{HostHeaders, LoraAssignment, LoraModules, WorkloadConfig};
+    use bench::workload::{LoraAssignment, LoraModules, WorkloadConfig};
 
     struct Quiet;
     impl Observer for Quiet {
@@ -316,7 +317,7 @@ fn lora_modules_name_each_requests_model() {
             })
             .unwrap();
         let prepared =
-            bench::workload::prepare(&mut backend, &workload.specs, &HostHeaders::default())
+            bench::prepare::prepare(&mut backend, &workload.specs, &HostHeaders::default())
                 .unwrap();
         prepared
             .iter()

@@ -19,7 +19,8 @@ use anyhow::{Context, Result, bail};
 use crate::client::stop::{Signal, StopSignal};
 use crate::metrics::{self, Metrics, MetricsConfig};
 use crate::observer::{Event, Observer};
-use crate::probe::{Profiler, ProfilerStep};
+use crate::prepare::HostHeaders;
+use crate::profiler::{Profiler, ProfilerStep};
 use crate::record::{Failure, RequestRecord};
 use crate::report::save::Interruption;
 use crate::report::{self, RunInfo, SaveOptions};
@@ -29,7 +30,7 @@ use crate::shard::{ShardConfig, ShardDoc, ShardPlan, ShardRun, StartAt};
 use crate::targets::http::{self, HttpConfig, HttpTarget};
 use crate::targets::{RunOptions, Target, WarmUp};
 use crate::tokenizer::Tokenizer;
-use crate::workload::{self, HostHeaders, WorkloadConfig};
+use crate::workload::{self, WorkloadConfig};
 
 /// Everything [`serve`] needs, resolved and checked (the CLI builds it from its flags).
 #[derive(Debug, Clone)]
@@ -46,7 +47,7 @@ pub struct ServeConfig {
     pub skip_tokenizer_init: bool,
     /// `--backend native`: the model runs in this process on the native engine, and
     /// `http` is not used.
-    pub native: Option<crate::offline::NativeConfig>,
+    pub native: Option<crate::targets::engine::NativeConfig>,
     pub workload: WorkloadConfig,
     pub http: HttpConfig,
     pub load: LoadConfig,
@@ -203,12 +204,12 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
 /// and concurrency, with the same metrics and reports as a server's.
 fn serve_native(
     config: &ServeConfig,
-    native: &crate::offline::NativeConfig,
+    native: &crate::targets::engine::NativeConfig,
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
     // The engine loads before any thread of the run starts (it sizes candle's thread pool
     // from the environment; see `bench_engine::EngineConfig::threads`).
-    let mut opened = crate::offline::open_native(
+    let mut opened = crate::targets::engine::open_native(
         config.model.as_deref(),
         config.tokenizer.as_deref(),
         &config.workload,
@@ -308,7 +309,7 @@ async fn clock_offset(http: &HttpConfig) -> Result<crate::clock_offset::ClockOff
 
 /// `--profile`: the server's profiler starts (a failure is a warning, never a failed run).
 pub(crate) fn start_profiler(
-    profiler: &crate::probe::Profiler,
+    profiler: &crate::profiler::Profiler,
     rt: &tokio::runtime::Runtime,
     observer: &mut dyn Observer,
 ) {
@@ -324,7 +325,7 @@ pub(crate) fn start_profiler(
 /// `--profile`: the server's profiler stops once the run is done (vLLM stops it once the
 /// results are shown).
 pub(crate) fn stop_profiler(
-    profiler: Option<&crate::probe::Profiler>,
+    profiler: Option<&crate::profiler::Profiler>,
     rt: &tokio::runtime::Runtime,
     observer: &mut dyn Observer,
 ) {
@@ -562,7 +563,7 @@ fn measure<T: Target>(
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
     let load = plan.drive.load;
-    let mut gpu_observer = crate::offline::GpuObserver::new(observer, load.gpu_telemetry);
+    let mut gpu_observer = crate::gpu_observer::GpuObserver::new(observer, load.gpu_telemetry);
     let Executed {
         output,
         requests,

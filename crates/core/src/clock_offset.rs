@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 use reqwest::StatusCode;
 use reqwest::header::DATE;
 
-use crate::workload::HostHeaders;
+use crate::prepare::HostHeaders;
 
 /// A budget that sees one tick of the server's `Date` second on any server that answers
 /// within a tenth of a second: the tick comes at most a second after the polling starts,

@@ -7,12 +7,15 @@
 pub mod audio_duration;
 pub mod benchmark;
 pub mod clock_offset;
+pub(crate) mod gpu_observer;
 pub mod gpu_telemetry;
 pub mod metrics;
 pub mod observer;
 pub mod offline;
 pub mod prefix_reuse;
+pub mod prepare;
 pub mod probe;
+pub mod profiler;
 pub mod pyjson;
 pub mod report;
 pub mod schedule;

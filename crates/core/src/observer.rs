@@ -70,7 +70,7 @@ pub enum Event<'a> {
     },
     /// `--profile`: the server's profiler is being started or stopped, or it answered.
     /// A call that fails is a [`Event::Warning`] instead of the answer.
-    Profiler(crate::probe::ProfilerStep),
+    Profiler(crate::profiler::ProfilerStep),
     /// `--probe-request-rate`: the probe loop starts beside the run, at `rate` probes per
     /// second.
     ProbeStarting {
@@ -105,9 +105,9 @@ pub enum Event<'a> {
         seconds: f64,
     },
     /// `bench throughput`'s result, for vLLM's lines.
-    ThroughputResults(&'a crate::offline::ThroughputResult),
+    ThroughputResults(&'a crate::report::offline::ThroughputResult),
     /// `bench latency`'s result, for vLLM's lines.
-    LatencyResults(&'a crate::offline::LatencyResult),
+    LatencyResults(&'a crate::report::offline::LatencyResult),
     /// The result was written to `path`.
     Saved {
         path: &'a Path,

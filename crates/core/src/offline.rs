@@ -28,16 +28,16 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
 use crate::benchmark::{Drive, Executed, LoadConfig, execute, runtime};
-use crate::engine::{Engine, EngineConfig, ModelInfo};
-use crate::gpu_telemetry::{self, GpuReport, GpuSampler};
+use crate::gpu_observer::GpuObserver;
 use crate::observer::{Event, Observer};
 use crate::record::RequestRecord;
+use crate::report::offline::{Concurrency, EngineSummary, LatencyResult, ThroughputResult};
 use crate::runtime::RequestSpec;
-use crate::targets::engine::{EngineTarget, NativeRun};
+use crate::targets::engine::{EngineTarget, NativeConfig, NativeOpened, open_native};
 use crate::targets::http::{self, HttpConfig, HttpTarget};
-use crate::targets::{RunOptions, RunOutput, Target, WarmUp};
+use crate::targets::{RunOptions, Target, WarmUp};
 use crate::tokenizer::Tokenizer;
-use crate::workload::{self, TokenizerError, Workload, WorkloadConfig};
+use crate::workload::{self, Workload, WorkloadConfig};
 
 /// What the offline benchmarks run on.
 #[derive(Debug, Clone)]
@@ -46,14 +46,6 @@ pub enum OfflineTarget {
     Http(HttpConfig),
     /// The native engine in this process.
     Native(NativeConfig),
-}
-
-/// The native engine and how it samples.
-#[derive(Debug, Clone)]
-pub struct NativeConfig {
-    /// `model` is filled in from [`OfflineConfig::model`] (resolved to a local path).
-    pub engine: EngineConfig,
-    pub run: NativeRun,
 }
 
 /// What both offline benchmarks share.
@@ -99,279 +91,6 @@ pub struct LatencyConfig {
     pub output_json: Option<PathBuf>,
 }
 
-/// What the engine-side of a result says about the native engine.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineSummary {
-    pub device: String,
-    pub weights: String,
-    pub weight_bytes: u64,
-    pub parameters: u64,
-}
-
-impl From<&ModelInfo> for EngineSummary {
-    fn from(info: &ModelInfo) -> Self {
-        EngineSummary {
-            device: info.device.to_string(),
-            weights: info.weights.clone(),
-            weight_bytes: info.weight_bytes,
-            parameters: info.parameters,
-        }
-    }
-}
-
-/// `bench throughput`'s result: vLLM's figures, then bench's.
-#[derive(Debug, Clone)]
-pub struct ThroughputResult {
-    pub backend: String,
-    pub model: String,
-    /// Seconds from the release of the workload to its last token (vLLM: around
-    /// `llm.generate`).
-    pub elapsed_time: f64,
-    /// Prompts in the workload (vLLM's `len(requests)`, whatever `--n`).
-    pub num_requests: usize,
-    /// Requests that failed (a server's errors): their tokens are not counted.
-    pub failed_requests: usize,
-    pub total_prompt_tokens: u64,
-    pub total_output_tokens: u64,
-    pub concurrency: Concurrency,
-    pub engine: Option<EngineSummary>,
-    pub gpu: Option<GpuReport>,
-}
-
-/// How many requests were in flight at once, as `serve` reports it: bench's keys, so that
-/// a `--max-concurrency` cap can be seen to hold.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Concurrency {
-    /// The most successful requests in flight at one instant, from send to last token
-    /// (`peak_concurrent_requests`; over every iteration for latency).
-    pub peak_requests: usize,
-    /// The most sequences the native engine ran in one batch, by its own count
-    /// (`engine_peak_running_sequences`); `None` for a server.
-    pub engine_peak_sequences: Option<usize>,
-}
-
-impl Concurrency {
-    /// The concurrency of one run's output.
-    fn of(output: &RunOutput) -> Concurrency {
-        let successful: Vec<&RequestRecord> =
-            output.records.iter().filter(|r| r.succeeded()).collect();
-        Concurrency {
-            peak_requests: crate::metrics::timeline::peaks(&successful).peak_concurrent_requests,
-            engine_peak_sequences: output.engine_peak_sequences,
-        }
-    }
-
-    /// The larger of two runs' (latency's iterations).
-    fn max(self, other: Concurrency) -> Concurrency {
-        Concurrency {
-            peak_requests: self.peak_requests.max(other.peak_requests),
-            engine_peak_sequences: match (self.engine_peak_sequences, other.engine_peak_sequences) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            },
-        }
-    }
-
-    fn extend(&self, doc: &mut Map<String, Value>) {
-        doc.insert("peak_concurrent_requests".into(), json!(self.peak_requests));
-        if let Some(peak) = self.engine_peak_sequences {
-            doc.insert("engine_peak_running_sequences".into(), json!(peak));
-        }
-    }
-}
-
-impl ThroughputResult {
-    /// vLLM's `total_num_tokens`: prompt plus output tokens.
-    pub fn total_num_tokens(&self) -> u64 {
-        self.total_prompt_tokens + self.total_output_tokens
-    }
-
-    pub fn requests_per_second(&self) -> f64 {
-        self.num_requests as f64 / self.elapsed_time
-    }
-
-    pub fn tokens_per_second(&self) -> f64 {
-        self.total_num_tokens() as f64 / self.elapsed_time
-    }
-
-    pub fn output_tokens_per_second(&self) -> f64 {
-        self.total_output_tokens as f64 / self.elapsed_time
-    }
-
-    /// The result file: vLLM's five keys in its order, then bench's.
-    pub fn to_json(&self) -> Map<String, Value> {
-        let mut doc = Map::new();
-        doc.insert("elapsed_time".into(), json!(self.elapsed_time));
-        doc.insert("num_requests".into(), json!(self.num_requests));
-        doc.insert("total_num_tokens".into(), json!(self.total_num_tokens()));
-        doc.insert(
-            "requests_per_second".into(),
-            json!(self.requests_per_second()),
-        );
-        doc.insert("tokens_per_second".into(), json!(self.tokens_per_second()));
-        doc.insert(
-            "output_tokens_per_second".into(),
-            json!(self.output_tokens_per_second()),
-        );
-        doc.insert(
-            "total_prompt_tokens".into(),
-            json!(self.total_prompt_tokens),
-        );
-        doc.insert(
-            "total_output_tokens".into(),
-            json!(self.total_output_tokens),
-        );
-        doc.insert("failed_requests".into(), json!(self.failed_requests));
-        doc.insert("backend".into(), json!(self.backend));
-        doc.insert("model".into(), json!(self.model));
-        self.concurrency.extend(&mut doc);
-        extend_engine_and_gpu(
-            &mut doc,
-            self.engine.as_ref(),
-            self.gpu.as_ref(),
-            self.total_output_tokens,
-        );
-        doc
-    }
-
-    /// vLLM's `save_to_pytorch_benchmark_format` for throughput.
-    fn pytorch_metrics(&self) -> (Vec<(&'static str, Value)>, Map<String, Value>) {
-        let doc = self.to_json();
-        let extra = ["elapsed_time", "num_requests", "total_num_tokens"]
-            .iter()
-            .map(|&k| (k.to_string(), doc[k].clone()))
-            .collect();
-        (
-            vec![
-                ("requests_per_second", json!([doc["requests_per_second"]])),
-                ("tokens_per_second", json!([doc["tokens_per_second"]])),
-            ],
-            extra,
-        )
-    }
-}
-
-/// The percentiles vLLM's latency benchmark reports.
-pub const LATENCY_PERCENTILES: [u32; 6] = [10, 25, 50, 75, 90, 99];
-
-/// `bench latency`'s result.
-#[derive(Debug, Clone)]
-pub struct LatencyResult {
-    pub backend: String,
-    pub model: String,
-    /// Seconds per measured iteration, in order.
-    pub latencies: Vec<f64>,
-    /// Requests per iteration (`--batch-size` times `--n`).
-    pub batch_size: usize,
-    /// Prompt and output tokens of one iteration.
-    pub prompt_tokens_per_iter: u64,
-    pub output_tokens_per_iter: u64,
-    /// Over the measured iterations.
-    pub concurrency: Concurrency,
-    pub engine: Option<EngineSummary>,
-    pub gpu: Option<GpuReport>,
-}
-
-impl LatencyResult {
-    /// vLLM's `np.mean(latencies)`.
-    pub fn avg_latency(&self) -> f64 {
-        self.latencies.iter().sum::<f64>() / self.latencies.len() as f64
-    }
-
-    /// vLLM's `np.percentile(latencies, [10, 25, 50, 75, 90, 99])` (linear interpolation).
-    pub fn percentiles(&self) -> Vec<(u32, f64)> {
-        let mut sorted = self.latencies.clone();
-        sorted.sort_by(f64::total_cmp);
-        LATENCY_PERCENTILES
-            .iter()
-            .map(|&p| (p, numpy_percentile(&sorted, f64::from(p))))
-            .collect()
-    }
-
-    /// Output tokens per second of the mean iteration: the decode speed of the batch.
-    pub fn output_tokens_per_second(&self) -> f64 {
-        self.output_tokens_per_iter as f64 / self.avg_latency()
-    }
-
-    /// The result file: vLLM's three keys, then bench's.
-    pub fn to_json(&self) -> Map<String, Value> {
-        let mut doc = Map::new();
-        doc.insert("avg_latency".into(), json!(self.avg_latency()));
-        doc.insert("latencies".into(), json!(self.latencies));
-        let percentiles: Map<String, Value> = self
-            .percentiles()
-            .into_iter()
-            .map(|(p, v)| (p.to_string(), json!(v)))
-            .collect();
-        doc.insert("percentiles".into(), Value::Object(percentiles));
-        doc.insert("batch_size".into(), json!(self.batch_size));
-        doc.insert(
-            "prompt_tokens_per_iteration".into(),
-            json!(self.prompt_tokens_per_iter),
-        );
-        doc.insert(
-            "output_tokens_per_iteration".into(),
-            json!(self.output_tokens_per_iter),
-        );
-        doc.insert(
-            "output_tokens_per_second".into(),
-            json!(self.output_tokens_per_second()),
-        );
-        doc.insert("backend".into(), json!(self.backend));
-        doc.insert("model".into(), json!(self.model));
-        self.concurrency.extend(&mut doc);
-        let output_tokens = self.output_tokens_per_iter * self.latencies.len() as u64;
-        extend_engine_and_gpu(
-            &mut doc,
-            self.engine.as_ref(),
-            self.gpu.as_ref(),
-            output_tokens,
-        );
-        doc
-    }
-
-    /// vLLM's `save_to_pytorch_benchmark_format` for latency.
-    fn pytorch_metrics(&self) -> (Vec<(&'static str, Value)>, Map<String, Value>) {
-        let doc = self.to_json();
-        let extra = ["avg_latency", "percentiles"]
-            .iter()
-            .map(|&k| (k.to_string(), doc[k].clone()))
-            .collect();
-        (vec![("latency", doc["latencies"].clone())], extra)
-    }
-}
-
-/// numpy's default (`linear`) percentile of sorted values.
-fn numpy_percentile(sorted: &[f64], p: f64) -> f64 {
-    match sorted.len() {
-        0 => f64::NAN,
-        1 => sorted[0],
-        n => {
-            let rank = p / 100.0 * (n - 1) as f64;
-            let lo = rank.floor() as usize;
-            let hi = (lo + 1).min(n - 1);
-            sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
-        }
-    }
-}
-
-fn extend_engine_and_gpu(
-    doc: &mut Map<String, Value>,
-    engine: Option<&EngineSummary>,
-    gpu: Option<&GpuReport>,
-    output_tokens: u64,
-) {
-    if let Some(e) = engine {
-        doc.insert("engine_device".into(), json!(e.device));
-        doc.insert("engine_weights".into(), json!(e.weights));
-        doc.insert("engine_weight_bytes".into(), json!(e.weight_bytes));
-        doc.insert("engine_parameters".into(), json!(e.parameters));
-    }
-    if let Some(gpu) = gpu {
-        doc.extend(gpu.result_keys(output_tokens));
-    }
-}
-
 /// What a finished offline benchmark returns to its caller.
 #[derive(Debug)]
 pub struct OfflineOutcome<R> {
@@ -380,16 +99,6 @@ pub struct OfflineOutcome<R> {
     pub saved: Option<PathBuf>,
     /// Set when the run was stopped early (Ctrl-C): then nothing is saved.
     pub stopped: Option<crate::client::stop::StopReason>,
-}
-
-/// The native engine loaded, with the workload sampled with its tokenizer.
-pub(crate) struct NativeOpened {
-    pub engine: Box<Engine>,
-    pub tokenizer: Arc<Tokenizer>,
-    pub run: NativeRun,
-    pub workload: Workload,
-    /// The model as the user named it.
-    pub model: String,
 }
 
 /// The model and workload opened for a target, before any request.
@@ -428,68 +137,6 @@ impl Opened {
     }
 }
 
-/// Loads the native engine's model, then its tokenizer (`tokenizer`, else the model
-/// directory's `tokenizer.json`, else the GGUF file's vocabulary) and the workload sampled
-/// with it. `bench serve --backend native` opens its run here too.
-pub(crate) fn open_native(
-    model: Option<&str>,
-    tokenizer: Option<&str>,
-    workload: &WorkloadConfig,
-    native: &NativeConfig,
-    observer: &mut dyn Observer,
-) -> Result<NativeOpened> {
-    let Some(model) = model else {
-        bail!(
-            "the native engine needs --model: a Hugging Face model directory, a .gguf file, or \
-             a hub id whose copy is in the local cache"
-        );
-    };
-    let path = resolve_model(model, &workload.hub_cache)?;
-    let engine_config = EngineConfig {
-        model: path.clone(),
-        tokenizer: None,
-        ..native.engine.clone()
-    };
-    let engine =
-        Engine::load(&engine_config).with_context(|| format!("loading {}", path.display()))?;
-    observer.event(Event::EngineLoaded {
-        info: engine.info(),
-    });
-    let loaded = match tokenizer {
-        Some(id) => {
-            Tokenizer::load_from(id, &workload.hub_cache).map_err(|source| TokenizerError {
-                id: id.to_owned(),
-                source,
-            })?
-        }
-        None if path.join("tokenizer.json").is_file() => {
-            Tokenizer::from_file(&path.join("tokenizer.json")).map_err(|source| TokenizerError {
-                id: path.display().to_string(),
-                source,
-            })?
-        }
-        None => {
-            Tokenizer::from_tokenizer(engine.tokenizer().clone(), &path, engine.tokenizer_config())
-                .with_context(|| format!("the tokenizer of {}", path.display()))?
-        }
-    };
-    let workload = workload::load_with_tokenizer(workload, Some(loaded), observer)?;
-    let tokenizer = workload
-        .tokenizer
-        .clone()
-        .context("the workload lost its tokenizer")?;
-    Ok(NativeOpened {
-        engine: Box::new(engine),
-        tokenizer,
-        run: native.run.clone(),
-        workload,
-        model: model.to_owned(),
-    })
-}
-
-/// Loads the model (native) or finds it (server), then the tokenizer and the workload.
-/// Called before the run's async runtime starts: the native engine sizes candle's thread
-/// pool from the environment when it loads, before any other thread runs.
 fn open(config: &OfflineConfig, observer: &mut dyn Observer) -> Result<Opened> {
     match &config.target {
         OfflineTarget::Native(native) => Ok(Opened::Native(open_native(
@@ -528,47 +175,6 @@ fn open(config: &OfflineConfig, observer: &mut dyn Observer) -> Result<Opened> {
     }
 }
 
-/// The native engine's model: a path on disk, or a hub id (`ORG/NAME`) whose snapshot
-/// is in one of the hub caches. Nothing is downloaded.
-pub fn resolve_model(model: &str, hub_cache: &[PathBuf]) -> Result<PathBuf> {
-    let path = Path::new(model);
-    if path.exists() {
-        return Ok(path.to_path_buf());
-    }
-    let folder = format!("models--{}", model.replace('/', "--"));
-    let is_hub_id = model.split('/').count() == 2 && !model.starts_with('.');
-    if is_hub_id {
-        for root in hub_cache {
-            let snapshots = root.join(&folder).join("snapshots");
-            let Ok(entries) = std::fs::read_dir(&snapshots) else {
-                continue;
-            };
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.join("config.json").is_file())
-                .collect();
-            found.sort();
-            if let Some(snapshot) = found.pop() {
-                return Ok(snapshot);
-            }
-        }
-    }
-    bail!(
-        "--model {model}: not found on disk{}. bench downloads nothing: pass a local Hugging \
-         Face model directory (config.json, *.safetensors, tokenizer.json) or a .gguf file{}",
-        if is_hub_id {
-            format!(", and no copy of {model} in the Hugging Face cache ({folder})")
-        } else {
-            String::new()
-        },
-        if is_hub_id {
-            format!(", or fetch it first (`huggingface-cli download {model}`)")
-        } else {
-            String::new()
-        }
-    )
-}
-
 /// Each prompt `n` times in a row, the copies' ids suffixed `-1`, `-2`, ...; returns the
 /// copy number of each request.
 fn replicate(specs: Vec<RequestSpec>, n: u32) -> (Vec<RequestSpec>, Vec<u32>) {
@@ -589,64 +195,6 @@ fn replicate(specs: Vec<RequestSpec>, n: u32) -> (Vec<RequestSpec>, Vec<u32>) {
         }
     }
     (out, copies)
-}
-
-/// Starts GPU sampling when the measured run starts (not during loading or warm-ups),
-/// passing every event on. `bench serve`'s measurement uses it too.
-pub(crate) struct GpuObserver<'o> {
-    inner: &'o mut dyn Observer,
-    enabled: bool,
-    sampler: Option<GpuSampler>,
-}
-
-impl<'o> GpuObserver<'o> {
-    pub(crate) fn new(inner: &'o mut dyn Observer, enabled: bool) -> Self {
-        GpuObserver {
-            inner,
-            enabled,
-            sampler: None,
-        }
-    }
-
-    fn start(&mut self) {
-        if !self.enabled || self.sampler.is_some() {
-            return;
-        }
-        // Asked for once per run: an absent library is one note, not one per iteration.
-        self.enabled = false;
-        match gpu_telemetry::start(gpu_telemetry::DEFAULT_INTERVAL) {
-            Ok(sampler) => self.sampler = Some(sampler),
-            // No NVIDIA library at all is the normal state of a machine without an
-            // NVIDIA GPU: logged (`BENCH_LOG=info`), not a note on every run.
-            Err(absent) if absent.library_absent => tracing::info!("{absent}"),
-            Err(failed) => self.inner.event(Event::Note(&failed.to_string())),
-        }
-    }
-
-    pub(crate) fn finish(&mut self) -> Option<GpuReport> {
-        self.sampler.take().map(GpuSampler::finish)
-    }
-}
-
-impl Observer for GpuObserver<'_> {
-    fn event(&mut self, event: Event<'_>) {
-        if let Event::RunStarting { .. } = event {
-            self.start();
-        }
-        self.inner.event(event);
-    }
-
-    fn progress_bar(&mut self, requests: u64) -> indicatif::ProgressBar {
-        self.inner.progress_bar(requests)
-    }
-
-    fn arm_stop(&mut self, stop: &Arc<crate::client::stop::StopSignal>) -> Result<()> {
-        self.inner.arm_stop(stop)
-    }
-
-    fn await_start(&mut self) -> Result<std::time::SystemTime> {
-        self.inner.await_start()
-    }
 }
 
 /// Prompt and output tokens of successful records: a prompt's tokens once (its first
@@ -774,7 +322,10 @@ pub fn throughput(
         failed_requests: failed,
         total_prompt_tokens,
         total_output_tokens,
-        concurrency: Concurrency::of(&executed.output),
+        concurrency: Concurrency::of(
+            &executed.output.records,
+            executed.output.engine_peak_sequences,
+        ),
         engine,
         gpu,
     };
@@ -928,7 +479,10 @@ pub fn latency(
         });
         if !warm_up {
             latencies.push(output.duration);
-            concurrency = concurrency.max(Concurrency::of(&output));
+            concurrency = concurrency.max(Concurrency::of(
+                &output.records,
+                output.engine_peak_sequences,
+            ));
         }
     }
     let gpu = observer.finish();
@@ -1004,6 +558,7 @@ fn save(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::targets::engine::resolve_model;
 
     #[test]
     fn percentiles_are_numpys_linear_ones() {

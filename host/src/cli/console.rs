@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::interrupt::{self, ServerInterrupt};
 use crate::client::stop::{Signal, StopSignal};
 use crate::observer::{Event, Observer};
-use crate::probe::ProfilerStep;
+use crate::profiler::ProfilerStep;
 use crate::pyjson::float_repr;
 use crate::record::FailureKind;
 use crate::report;

@@ -15,11 +15,10 @@ use super::console::Console;
 use super::plugin_flags::Parsed;
 use super::serve::{self, ServeArgs};
 use crate::engine::{Device, EngineConfig};
-use crate::offline::NativeConfig;
 use crate::offline::{
     self, LatencyConfig, OfflineConfig, OfflineOutcome, OfflineTarget, ThroughputConfig,
 };
-use crate::targets::engine::NativeRun;
+use crate::targets::engine::{NativeConfig, NativeRun};
 
 /// The `--backend` value that runs the native engine instead of a backend plugin.
 pub const NATIVE_BACKEND: &str = "native";

@@ -242,7 +242,8 @@ pub fn run(args: StartupArgs) -> Result<ExitCode> {
             result?
         }
         (None, Some(model)) => {
-            let path = bench_core::offline::resolve_model(model, &hub_cache_roots_from_env())?;
+            let path =
+                bench_core::targets::engine::resolve_model(model, &hub_cache_roots_from_env())?;
             let engine = &args.engine;
             let device: Device = engine
                 .device

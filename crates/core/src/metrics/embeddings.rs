@@ -16,7 +16,7 @@
 //! TPOT, ITL) are not reported, and vLLM's default `--percentile-metrics` for a pooling
 //! backend is `e2el` ([`percentile_metrics`]).
 
-use super::PercentileMetric;
+use super::config::PercentileMetric;
 use crate::record::RequestRecord;
 
 /// What a pooling run adds to the shared counts ([`super::Metrics`] holds completed,

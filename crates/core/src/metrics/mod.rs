@@ -3,8 +3,11 @@
 //! `vllm bench serve`, plus client-side diagnostics vLLM lacks (schedule lag, achieved
 //! rates, server-versus-tokenizer output token counts).
 
+mod client;
+mod config;
 pub mod embeddings;
 pub mod goodput;
+mod per_request;
 mod rtfx;
 pub mod server_timing;
 pub mod significance;
@@ -13,337 +16,27 @@ pub mod timeline;
 pub mod tokens;
 pub mod turns;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 
+pub use client::{ClientStats, LagSummary, PromptTokenCheck, TokenCountCheck};
+pub use config::{
+    DEFAULT_METRIC_PERCENTILES, DEFAULT_PERCENTILE_METRICS, InputTokenSource, MetricsConfig,
+    PercentileMetric, TokenCounter, parse_percentile_metrics, parse_percentiles,
+};
 pub use embeddings::EmbeddingStats;
 pub use goodput::{Goodput, parse_goodput};
+pub use per_request::PerRequest;
 pub use server_timing::ServerTimingStats;
 pub use stats::Summary;
 pub use tokens::ReasoningStats;
 pub use turns::{ReportedCache, TurnStats};
 
+pub use crate::client::cpu::ClientCpu;
+use per_request::client_queue_time;
+
 use crate::record::{Failure, FailureKind, RequestRecord};
 use crate::steady_state::saturation::{self, Saturation};
 use crate::steady_state::{self as steady, NoSteadyState, SteadyState};
-
-/// Counts the tokens of a generated text (vLLM:
-/// `len(tokenizer(text, add_special_tokens=False).input_ids)`).
-pub type TokenCounter<'a> = &'a dyn Fn(&str) -> Result<usize>;
-
-/// A metric whose mean, median, std and percentiles can be reported
-/// (`--percentile-metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PercentileMetric {
-    Ttft,
-    Tpot,
-    Itl,
-    E2el,
-    /// Time spent waiting for a concurrency slot (reported only with `--max-concurrency`).
-    ClientQueueTime,
-    /// E2EL plus client queue time (only with `--max-concurrency` and a finite rate).
-    E2elIncludingClientQueue,
-}
-
-impl PercentileMetric {
-    /// Every metric, in the order vLLM prints them.
-    pub const ALL: [PercentileMetric; 6] = [
-        PercentileMetric::Ttft,
-        PercentileMetric::Tpot,
-        PercentileMetric::Itl,
-        PercentileMetric::E2el,
-        PercentileMetric::ClientQueueTime,
-        PercentileMetric::E2elIncludingClientQueue,
-    ];
-
-    /// The name used on the command line and in result keys (`mean_{name}_ms`).
-    pub fn name(self) -> &'static str {
-        match self {
-            PercentileMetric::Ttft => "ttft",
-            PercentileMetric::Tpot => "tpot",
-            PercentileMetric::Itl => "itl",
-            PercentileMetric::E2el => "e2el",
-            PercentileMetric::ClientQueueTime => "client_queue_time",
-            PercentileMetric::E2elIncludingClientQueue => "e2el_including_client_queue",
-        }
-    }
-}
-
-/// vLLM's default `--percentile-metrics` for generation backends.
-pub const DEFAULT_PERCENTILE_METRICS: &str = "ttft,tpot,itl";
-/// vLLM's default `--metric-percentiles`.
-pub const DEFAULT_METRIC_PERCENTILES: &str = "99";
-
-/// Parses `--percentile-metrics` (comma-separated; vLLM's default for generation is
-/// [`DEFAULT_PERCENTILE_METRICS`]). Unlike vLLM, which silently ignores unknown names, an
-/// unknown name is an error so a typo cannot drop a metric from the report.
-pub fn parse_percentile_metrics(arg: &str) -> Result<Vec<PercentileMetric>> {
-    let mut selected = Vec::new();
-    for name in arg.split(',').map(str::trim) {
-        let Some(metric) = PercentileMetric::ALL.into_iter().find(|m| m.name() == name) else {
-            let allowed: Vec<&str> = PercentileMetric::ALL.iter().map(|m| m.name()).collect();
-            bail!(
-                "--percentile-metrics: unknown metric {name:?}; allowed: {}",
-                allowed.join(", ")
-            );
-        };
-        if !selected.contains(&metric) {
-            selected.push(metric);
-        }
-    }
-    Ok(selected)
-}
-
-/// Parses `--metric-percentiles` (comma-separated numbers in [0, 100], e.g. `25,50,99.9`).
-pub fn parse_percentiles(arg: &str) -> Result<Vec<f64>> {
-    arg.split(',')
-        .map(|item| {
-            let p: f64 = item
-                .trim()
-                .parse()
-                .with_context(|| format!("--metric-percentiles: {item:?} is not a number"))?;
-            ensure!(
-                (0.0..=100.0).contains(&p),
-                "--metric-percentiles: Percentiles must be in the range [0, 100] (got {item:?})"
-            );
-            Ok(p)
-        })
-        .collect()
-}
-
-/// Which prompt length of a request `total_input_tokens`, `total_token_throughput` and
-/// `input_lens` count (`--input-tokens`).
-// A command line can take it as a flag's value (feature `clap`, which the CLI turns on).
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum InputTokenSource {
-    /// vLLM's rule (0.32, `endpoint_request_func.py`): the server's `usage.prompt_tokens`
-    /// when the response carried one, else the dataset's `prompt_len`; `calculate_metrics`
-    /// then sums `outputs[i].prompt_len` over successful requests.
-    #[default]
-    Usage,
-    /// The dataset's `prompt_len` always, as counted with the run's tokenizer (the same
-    /// figure for every server, whatever its tokenizer or chat template).
-    Dataset,
-}
-
-impl InputTokenSource {
-    /// The prompt length of `record` under this rule.
-    pub fn prompt_len(self, record: &RequestRecord) -> u32 {
-        match self {
-            InputTokenSource::Usage => record.usage_prompt_len.unwrap_or(record.prompt_len),
-            InputTokenSource::Dataset => record.prompt_len,
-        }
-    }
-}
-
-/// What `calculate` needs besides the records. Serialised so that the shards of a run
-/// carry it to `bench merge` ([`crate::shard`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct MetricsConfig {
-    /// `--metric-percentiles`.
-    pub percentiles: Vec<f64>,
-    /// `--percentile-metrics`: which metric sections the reports show.
-    pub percentile_metrics: Vec<PercentileMetric>,
-    /// `--goodput`.
-    pub goodput: Goodput,
-    /// `--input-tokens`.
-    pub input_tokens: InputTokenSource,
-    /// `--prefix-cache-block-size`: the block size of the theoretical prefix-cache hit
-    /// rate ([`crate::prefix_reuse`]); 0 leaves it out.
-    pub prefix_block_size: usize,
-    /// `--split-itl-by-tokens`: where a response said how many tokens each chunk carried,
-    /// ITL has one entry per token, each chunk's gap split evenly among its tokens
-    /// ([`tokens::split_itl`]); off, ITL is vLLM's, one entry per chunk.
-    pub split_itl_by_tokens: bool,
-}
-
-impl Default for MetricsConfig {
-    /// vLLM's defaults: p99 of TTFT, TPOT and ITL, no goodput.
-    fn default() -> MetricsConfig {
-        MetricsConfig {
-            percentiles: vec![99.0],
-            percentile_metrics: vec![
-                PercentileMetric::Ttft,
-                PercentileMetric::Tpot,
-                PercentileMetric::Itl,
-            ],
-            goodput: Goodput::default(),
-            input_tokens: InputTokenSource::default(),
-            prefix_block_size: crate::prefix_reuse::DEFAULT_BLOCK_SIZE,
-            split_itl_by_tokens: false,
-        }
-    }
-}
-
-/// Per-request lists, in workload order, for the result JSON (`--save-detailed` keeps all
-/// of them; without it vLLM still keeps `latencies` and `queue_times`).
-///
-/// The lists are read from the records when the result is written rather than copied:
-/// on a long run the generated texts and ITLs are most of the client's memory, and a
-/// copy would double it. The records themselves live here, moved in by [`calculate`], so
-/// that the metrics of a run can be returned whole, records included.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct PerRequest {
-    /// Every record, in workload (`index`) order.
-    pub records: Vec<RequestRecord>,
-    /// Output tokens as counted for the metrics; 0 for a failed request.
-    pub output_lens: Vec<u64>,
-    /// Which prompt length `input_lens` reports.
-    pub input_tokens: InputTokenSource,
-    /// Added to the records' start times (seconds since the benchmark start) in
-    /// `start_times`: the monotonic clock at the benchmark start, so that the values are
-    /// vLLM's (`time.perf_counter()` when each request was sent); 0 until the caller sets it.
-    pub clock_origin_s: f64,
-}
-
-impl PerRequest {
-    /// The record of the request at `index` in the workload, if it was sent.
-    pub fn by_index(&self, index: usize) -> Option<&RequestRecord> {
-        let position = self
-            .records
-            .binary_search_by_key(&index, |r| r.index)
-            .ok()?;
-        Some(&self.records[position])
-    }
-
-    /// Prompt lengths in tokens, failed requests included (vLLM's `input_lens`), under
-    /// the run's [`InputTokenSource`].
-    pub fn input_lens(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
-        let source = self.input_tokens;
-        self.records
-            .iter()
-            .map(move |r| u64::from(source.prompt_len(r)))
-    }
-
-    pub fn ttfts(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
-        self.records.iter().map(|r| r.ttft)
-    }
-
-    /// Times to the first content token (`None` where no content arrived).
-    pub fn ttfcs(&self) -> impl ExactSizeIterator<Item = Option<f64>> + '_ {
-        self.records.iter().map(|r| r.ttfc)
-    }
-
-    /// The server's TTFTs (from scheduling), in seconds; `None` where the response did
-    /// not carry one.
-    pub fn server_ttfts(&self) -> impl ExactSizeIterator<Item = Option<f64>> + '_ {
-        self.records
-            .iter()
-            .map(|r| r.server_timing.and_then(|t| t.ttft))
-    }
-
-    /// The server's queue times, in seconds; `None` where the response did not carry one.
-    pub fn server_queue_times(&self) -> impl ExactSizeIterator<Item = Option<f64>> + '_ {
-        self.records
-            .iter()
-            .map(|r| r.server_timing.and_then(|t| t.queue))
-    }
-
-    pub fn itls(&self) -> impl ExactSizeIterator<Item = &[f64]> + '_ {
-        self.records.iter().map(|r| r.itl.as_slice())
-    }
-
-    pub fn latencies(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
-        self.records.iter().map(|r| r.latency)
-    }
-
-    /// vLLM's `start_times`: when each request was sent, on the monotonic clock.
-    pub fn start_times(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
-        let origin = self.clock_origin_s;
-        self.records.iter().map(move |r| origin + r.start_time)
-    }
-
-    /// Client queue times, failed requests included.
-    pub fn queue_times(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
-        self.records.iter().map(client_queue_time)
-    }
-
-    pub fn generated_texts(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.records.iter().map(|r| r.generated_text.as_str())
-    }
-
-    /// The error texts (`kind: message`), `""` for a successful request (vLLM's default).
-    pub fn errors(&self) -> impl ExactSizeIterator<Item = String> + '_ {
-        self.records
-            .iter()
-            .map(|r| r.failure().map(ToString::to_string).unwrap_or_default())
-    }
-}
-
-/// Schedule lag in milliseconds over all sent requests: how much later than scheduled the
-/// client actually sent each request, not counting the wait for a `--max-concurrency`
-/// slot (`start_time - intended_start_time - concurrency_wait`).
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct LagSummary {
-    pub mean: f64,
-    pub median: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-/// The server's `usage.completion_tokens` against the tokenizer's count of the generated
-/// text, over successful requests that reported usage anywhere in their response (also
-/// where vLLM's client does not read it, see `RequestRecord::server_output_tokens`). The
-/// tokenizer's count includes the reasoning text, which the server's usage counts too
-/// (vLLM's output length without usage does not: its client drops reasoning text).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct TokenCountCheck {
-    pub requests_with_usage: usize,
-    pub server_tokens: u64,
-    pub tokenizer_tokens: u64,
-    /// Requests whose two counts differ.
-    pub mismatched_requests: usize,
-}
-
-/// The server's `usage.prompt_tokens` against the dataset's `prompt_len`, over successful
-/// requests that reported it: both counts are reported, whichever one the metrics use
-/// ([`InputTokenSource`]), because the server counts with its own tokenizer and chat
-/// template.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct PromptTokenCheck {
-    pub requests_with_usage: usize,
-    pub server_tokens: u64,
-    /// The dataset's `prompt_len` summed over the same requests.
-    pub dataset_tokens: u64,
-    /// Requests whose two counts differ.
-    pub mismatched_requests: usize,
-    /// The difference `server - dataset` when every request had the same one: 0 when the
-    /// counts are equal, a constant number of tokens a chat template or a BOS token adds.
-    /// A tokenizer that is not the server's gives differences that vary with the text.
-    /// `None` when they vary.
-    pub constant_offset: Option<i64>,
-}
-
-/// Client-side diagnostics (not in vLLM).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClientStats {
-    /// Requests sent (successful and failed).
-    pub sent: usize,
-    pub schedule_lag_ms: LagSummary,
-    /// Completed requests per second of benchmark duration.
-    pub achieved_request_rate: f64,
-    /// Requests sent per second of sending (`sent / latest send time`); infinite when
-    /// every request was sent at time 0, 0 when none was sent.
-    pub achieved_send_rate: f64,
-    /// Present when a tokenizer was available.
-    pub token_counts: Option<TokenCountCheck>,
-    /// The client's own CPU use during the run; set by the caller that measured it.
-    pub cpu: Option<ClientCpu>,
-    /// Which HTTP client sent the requests (`h1` or `reqwest`); set by the caller.
-    pub http_client: Option<&'static str>,
-    /// The most sequences the native engine ran in one batch, by its own count; set by the
-    /// caller, for the native engine only.
-    pub engine_peak_sequences: Option<usize>,
-    /// Requests sent a second time on a fresh connection because the kept-alive
-    /// connection they were first sent on had been closed by the server.
-    pub connection_retries: usize,
-    /// Present when at least one successful request reported `usage.prompt_tokens`.
-    pub prompt_tokens: Option<PromptTokenCheck>,
-}
-
-pub use crate::client::cpu::ClientCpu;
 
 /// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result (read
 /// from the records, which it owns), and our client diagnostics. Latency statistics are in
@@ -446,12 +139,6 @@ fn count_by_kind<'a>(failures: impl Iterator<Item = &'a Failure>) -> Vec<(Failur
     }
     counts.sort_by(|(ka, na), (kb, nb)| nb.cmp(na).then_with(|| ka.name().cmp(&kb.name())));
     counts
-}
-
-/// Client queue time of one request: how long it waited for a concurrency slot after the
-/// scheduler released it (vLLM's `client_queue_time`).
-fn client_queue_time(record: &RequestRecord) -> f64 {
-    record.start_time - record.dispatch_time
 }
 
 /// Computes every metric from the records of one run, as vLLM's `calculate_metrics`.

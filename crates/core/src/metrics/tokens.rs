@@ -8,8 +8,8 @@
 //! tokens too. The shared keys keep exactly that; what follows is reported under keys of
 //! its own.
 
+use super::client::{ClientStats, PromptTokenCheck, TokenCountCheck};
 use super::stats::Summary;
-use super::{ClientStats, PromptTokenCheck, TokenCountCheck};
 use crate::record::RequestRecord;
 
 /// Totals that differ by more than this share of the server's total are reported as a

@@ -6,8 +6,9 @@
 use std::fmt::Write as _;
 
 use super::RunInfo;
+use super::lines::{header, line, line_f};
+use super::sections::{percentile_word, reported_sections, steady_state_sections};
 use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric, Summary};
-use crate::pyjson::float_repr;
 
 /// vLLM prints at most this many failed requests' errors.
 const MAX_ERRORS_SHOWN: usize = 10;
@@ -121,7 +122,7 @@ fn steady_state_block(out: &mut String, m: &Metrics) {
             if m.has_tokenizer && m.embedding.is_none() {
                 line_f(out, "Output token throughput (tok/s):", s.output_throughput);
             }
-            for (name, summary) in super::json::steady_state_sections(m, s) {
+            for (name, summary) in steady_state_sections(m, s) {
                 let name = name.to_uppercase();
                 line_f(out, &format!("Mean {name} (ms):"), summary.mean);
                 line_f(out, &format!("Median {name} (ms):"), summary.median);
@@ -219,65 +220,6 @@ fn failures_line(out: &mut String, m: &Metrics) {
         .map(|(kind, n)| format!("{kind}: {n}"))
         .collect();
     let _ = writeln!(out, "Failures by kind: {}", counts.join(", "));
-}
-
-/// `"{:<40} {:<10}".format(label, value)` for integers and strings.
-pub(super) fn line(out: &mut String, label: &str, value: impl std::fmt::Display) {
-    let _ = writeln!(out, "{label:<40} {value:<10}");
-}
-
-/// `"{:<40} {:<10.2f}".format(label, value)`.
-pub(super) fn line_f(out: &mut String, label: &str, value: f64) {
-    let _ = writeln!(out, "{label:<40} {value:<10.2}");
-}
-
-/// `"{s:{c}^{n}}".format(s=title, n=50, c=fill)`; like Python, odd padding goes right.
-pub(super) fn header(out: &mut String, title: &str, fill: char) {
-    let _ = writeln!(out, "{}", centered(title, fill));
-}
-
-fn centered(title: &str, fill: char) -> String {
-    let pad = 50usize.saturating_sub(title.chars().count());
-    let left = pad / 2;
-    let fill_str = |n: usize| fill.to_string().repeat(n);
-    format!("{}{title}{}", fill_str(left), fill_str(pad - left))
-}
-
-/// vLLM's label for a percentile: `P99`, `P99.9` (`str(int(p))` when integral).
-pub(crate) fn percentile_word(p: f64) -> String {
-    if p.fract() == 0.0 {
-        format!("{}", p as i64)
-    } else {
-        float_repr(p)
-    }
-}
-
-/// The metric sections vLLM prints, in its order, with their labels and headers.
-pub(crate) fn reported_sections(
-    metrics: &Metrics,
-    run: &RunInfo,
-) -> Vec<(PercentileMetric, &'static str, &'static str)> {
-    use PercentileMetric::*;
-    let mut sections = Vec::new();
-    // vLLM reports TTFT, TPOT and ITL for generation only.
-    if metrics.has_tokenizer && metrics.embedding.is_none() {
-        sections.push((Ttft, "TTFT", "Time to First Token"));
-        sections.push((Tpot, "TPOT", "Time per Output Token (excl. 1st token)"));
-        sections.push((Itl, "ITL", "Inter-token Latency"));
-    }
-    sections.push((E2el, "E2EL", "End-to-end Latency"));
-    if run.max_concurrency.is_some() {
-        sections.push((ClientQueueTime, "Client Queue Time", "Client-side Queueing"));
-        if run.request_rate.is_finite() {
-            sections.push((
-                E2elIncludingClientQueue,
-                "E2EL incl. Client Queue",
-                "Queue-inclusive End-to-end Latency",
-            ));
-        }
-    }
-    sections.retain(|(metric, _, _)| metrics.config.percentile_metrics.contains(metric));
-    sections
 }
 
 fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
@@ -474,6 +416,7 @@ fn client_block(out: &mut String, m: &Metrics) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::lines::centered;
 
     #[test]
     fn headers_center_like_python_format() {

@@ -3,9 +3,12 @@
 //! `offline` holds the console lines of `bench throughput` and `bench latency`.
 
 pub mod console;
+mod doc;
 pub mod json;
+mod lines;
 pub mod offline;
 pub mod save;
+mod sections;
 mod server_metrics;
 
 use chrono::{DateTime, Local, NaiveDateTime, Timelike};

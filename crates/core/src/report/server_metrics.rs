@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::console::{header, line, line_f};
-use super::json::{ResultDoc, float};
+use super::doc::{ResultDoc, float};
+use super::lines::{header, line, line_f};
 use crate::metrics::Metrics;
 
 /// vLLM's "Speculative Decoding" lines, printed inside its result block after the metric

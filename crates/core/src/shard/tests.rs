@@ -136,7 +136,7 @@ mod merging {
                 sent: records.len(),
                 // The fixture's benchmark lasted 10 s; one shard of it as long.
                 duration_s: if index == 0 { 10.0 } else { 4.0 },
-                schedule_lag_ms: LagSummary::default(),
+                schedule_lag_ms: crate::metrics::LagSummary::default(),
                 cpu: None,
                 http_client: Some("h1".into()),
                 start_at: None,

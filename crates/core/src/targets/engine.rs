@@ -12,6 +12,8 @@
 //! ITL, TPOT and E2EL mean what they mean for a server, the wait for the cap is the
 //! records' `concurrency_wait`, and the records go through the same metrics and reports.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -19,12 +21,13 @@ use anyhow::{Context, Result, bail};
 use super::{RunOptions, RunOutput, Target, WarmUp};
 use crate::client::cpu;
 use crate::client::stop::StopSignal;
-use crate::engine::{Engine, Events, FinishReason, GenOptions, GenRequest, Sampling};
+use crate::engine::{Engine, EngineConfig, Events, FinishReason, GenOptions, GenRequest, Sampling};
 use crate::metrics::ClientCpu;
 use crate::observer::{Event, Observer};
 use crate::record::{FailureKind, RequestRecord};
 use crate::runtime::{Prompt, RequestSpec};
 use crate::tokenizer::Tokenizer;
+use crate::workload::{self, TokenizerError, Workload, WorkloadConfig};
 
 /// The name results give this target (`backend`).
 pub const NAME: &str = "native";
@@ -363,4 +366,125 @@ struct Discard;
 impl Events for Discard {
     fn token(&mut self, _: usize, _: u32, _: Instant) {}
     fn finished(&mut self, _: usize, _: FinishReason, _: Instant) {}
+}
+
+/// The native engine and how it samples.
+#[derive(Debug, Clone)]
+pub struct NativeConfig {
+    /// `model` is filled in from [`OfflineConfig::model`] (resolved to a local path).
+    pub engine: EngineConfig,
+    pub run: NativeRun,
+}
+
+/// The native engine loaded, with the workload sampled with its tokenizer.
+pub(crate) struct NativeOpened {
+    pub engine: Box<Engine>,
+    pub tokenizer: Arc<Tokenizer>,
+    pub run: NativeRun,
+    pub workload: Workload,
+    /// The model as the user named it.
+    pub model: String,
+}
+
+/// Loads the native engine's model, then its tokenizer (`tokenizer`, else the model
+/// directory's `tokenizer.json`, else the GGUF file's vocabulary) and the workload sampled
+/// with it. `bench serve --backend native` opens its run here too.
+pub(crate) fn open_native(
+    model: Option<&str>,
+    tokenizer: Option<&str>,
+    workload: &WorkloadConfig,
+    native: &NativeConfig,
+    observer: &mut dyn Observer,
+) -> Result<NativeOpened> {
+    let Some(model) = model else {
+        bail!(
+            "the native engine needs --model: a Hugging Face model directory, a .gguf file, or \
+             a hub id whose copy is in the local cache"
+        );
+    };
+    let path = resolve_model(model, &workload.hub_cache)?;
+    let engine_config = EngineConfig {
+        model: path.clone(),
+        tokenizer: None,
+        ..native.engine.clone()
+    };
+    let engine =
+        Engine::load(&engine_config).with_context(|| format!("loading {}", path.display()))?;
+    observer.event(Event::EngineLoaded {
+        info: engine.info(),
+    });
+    let loaded = match tokenizer {
+        Some(id) => {
+            Tokenizer::load_from(id, &workload.hub_cache).map_err(|source| TokenizerError {
+                id: id.to_owned(),
+                source,
+            })?
+        }
+        None if path.join("tokenizer.json").is_file() => {
+            Tokenizer::from_file(&path.join("tokenizer.json")).map_err(|source| TokenizerError {
+                id: path.display().to_string(),
+                source,
+            })?
+        }
+        None => {
+            Tokenizer::from_tokenizer(engine.tokenizer().clone(), &path, engine.tokenizer_config())
+                .with_context(|| format!("the tokenizer of {}", path.display()))?
+        }
+    };
+    let workload = workload::load_with_tokenizer(workload, Some(loaded), observer)?;
+    let tokenizer = workload
+        .tokenizer
+        .clone()
+        .context("the workload lost its tokenizer")?;
+    Ok(NativeOpened {
+        engine: Box::new(engine),
+        tokenizer,
+        run: native.run.clone(),
+        workload,
+        model: model.to_owned(),
+    })
+}
+
+/// Loads the model (native) or finds it (server), then the tokenizer and the workload.
+/// Called before the run's async runtime starts: the native engine sizes candle's thread
+/// pool from the environment when it loads, before any other thread runs.
+/// The native engine's model: a path on disk, or a hub id (`ORG/NAME`) whose snapshot
+/// is in one of the hub caches. Nothing is downloaded.
+pub fn resolve_model(model: &str, hub_cache: &[PathBuf]) -> Result<PathBuf> {
+    let path = Path::new(model);
+    if path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    let folder = format!("models--{}", model.replace('/', "--"));
+    let is_hub_id = model.split('/').count() == 2 && !model.starts_with('.');
+    if is_hub_id {
+        for root in hub_cache {
+            let snapshots = root.join(&folder).join("snapshots");
+            let Ok(entries) = std::fs::read_dir(&snapshots) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.join("config.json").is_file())
+                .collect();
+            found.sort();
+            if let Some(snapshot) = found.pop() {
+                return Ok(snapshot);
+            }
+        }
+    }
+    bail!(
+        "--model {model}: not found on disk{}. bench downloads nothing: pass a local Hugging \
+         Face model directory (config.json, *.safetensors, tokenizer.json) or a .gguf file{}",
+        if is_hub_id {
+            format!(", and no copy of {model} in the Hugging Face cache ({folder})")
+        } else {
+            String::new()
+        },
+        if is_hub_id {
+            format!(", or fetch it first (`huggingface-cli download {model}`)")
+        } else {
+            String::new()
+        }
+    )
 }

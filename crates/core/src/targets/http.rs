@@ -1,7 +1,7 @@
 //! The HTTP target: an inference server behind an HTTP API (vLLM, SGLang, TGI,
 //! llama.cpp, any OpenAI-compatible API), reached with the requests of a backend plugin.
 //!
-//! Before the clock, the plugin builds every request body ([`workload::prepare`]) and,
+//! Before the clock, the plugin builds every request body ([`prepare::prepare`]) and,
 //! as vLLM's client does, the prompts of the datasets vLLM re-aligns are cut to the
 //! server's own tokenizer. The run is the load generator ([`load::run`]) with the decode
 //! worker turning responses into records on its own thread; around it, the server's
@@ -21,6 +21,7 @@ use crate::client::stop::StopSignal;
 use crate::client::worker::{self, DecodeWorker, TurnDone};
 use crate::client::{HttpClient, HttpClientKind, PreparedRequest, Tls};
 use crate::observer::{Event, Observer};
+use crate::prepare::{self, HostHeaders};
 use crate::probe::Probe;
 use crate::runtime::{
     BackendDescription, BackendPlugin, ClientConfig, DatasetDescription, Framing, PluginRef,
@@ -28,7 +29,7 @@ use crate::runtime::{
 };
 use crate::server_metrics::{RunScrapes, ScrapeConfig};
 use crate::server_tokenizer;
-use crate::workload::{self, HostHeaders, Workload};
+use crate::workload::{self, Workload};
 
 /// How to reach the server and build its requests.
 #[derive(Debug, Clone)]
@@ -156,7 +157,7 @@ impl HttpTarget {
             api_key: config.api_key.clone(),
             extra: config.headers.clone(),
         };
-        let requests = Arc::new(workload::prepare(&mut backend, &specs, &host_headers)?);
+        let requests = Arc::new(prepare::prepare(&mut backend, &specs, &host_headers)?);
         let audio = audio_duration::measure(&specs);
         if let Some(warning) = audio.warning() {
             observer.event(Event::Warning(&warning));
@@ -412,7 +413,7 @@ impl Conversations {
         {
             spec.lora_name = Some(lora.clone());
         }
-        let request = workload::prepare_one(&mut self.backend, index, &spec, &self.headers)?;
+        let request = prepare::prepare_one(&mut self.backend, index, &spec, &self.headers)?;
         Ok(Some((request, spec.send_at, spec.prompt)))
     }
 }

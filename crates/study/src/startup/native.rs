@@ -31,7 +31,7 @@ use bench_core::engine::{Engine, EngineConfig, Events, FinishReason, GenRequest,
 /// `bench startup --model`'s configuration.
 #[derive(Debug, Clone)]
 pub struct NativeStartupConfig {
-    /// `model` resolved to a local path (see [`bench_core::offline::resolve_model`]).
+    /// `model` resolved to a local path (see [`bench_core::targets::engine::resolve_model`]).
     pub engine: EngineConfig,
     /// The model as the user named it, for the result.
     pub model: String,
