@@ -41,6 +41,7 @@ pub mod options;
 pub mod pooling;
 pub mod rng;
 pub mod sampling;
+mod server_error;
 pub mod synthetic;
 #[cfg(feature = "table")]
 pub mod table;

@@ -12,13 +12,12 @@ use serde_json::{Map, Value};
 use crate::backend::Frame;
 use crate::json::{self, Cursor, Kind, Str};
 use crate::options::{OptionReader, option};
+use crate::server_error::quote;
+pub use crate::server_error::{ServerError, server_error};
 use crate::{
     Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError,
     Prompt, RequestSpec, Usage,
 };
-
-/// How much of a bad frame an error message quotes.
-const QUOTE_BYTES: usize = 120;
 
 /// Whether an API can answer without streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,15 +187,6 @@ pub enum Finish {
     Named(&'static str),
 }
 
-/// An error the server reported inside a successful response.
-#[derive(Debug, Clone, Copy)]
-pub enum ServerError {
-    /// The error's message (the `error` string, or its `message` member).
-    Message(Str),
-    /// The raw JSON of an error without a message.
-    Raw { start: usize, end: usize },
-}
-
 /// Reads one frame of a plugin's API. It may keep state between frames (SGLang's
 /// cumulative text); a frame that is not valid JSON is an `Err`.
 pub trait FrameReader: 'static {
@@ -301,48 +291,6 @@ pub fn boolean(frame: &[u8], v: &mut Cursor<'_>) -> json::Result<Option<bool>> {
 /// Reads a token count: a non-negative integer that fits in a `u32`.
 pub fn count(v: &mut Cursor<'_>) -> json::Result<Option<u32>> {
     Ok(v.u64()?.and_then(|n| u32::try_from(n).ok()))
-}
-
-/// Reads an `error` member: `None` for null, else its message (a string, or an object's
-/// `message`), or the raw JSON of an error without one.
-pub fn server_error(v: &mut Cursor<'_>) -> json::Result<Option<ServerError>> {
-    if v.null()? {
-        return Ok(None);
-    }
-    if let Some(message) = v.string()? {
-        return Ok(Some(ServerError::Message(message)));
-    }
-    v.kind()?;
-    let start = v.pos();
-    let mut message = None;
-    if v.object(|key, v| {
-        if key.is("message") {
-            message = v.string()?;
-        }
-        Ok(())
-    })?
-    .is_none()
-    {
-        v.skip()?;
-    }
-    Ok(Some(message.map_or(
-        ServerError::Raw {
-            start,
-            end: v.pos(),
-        },
-        ServerError::Message,
-    )))
-}
-
-/// The start of `bytes` as a quoted string for an error message.
-pub(crate) fn quote(bytes: &[u8]) -> String {
-    let cut = bytes.len().min(QUOTE_BYTES);
-    let text = String::from_utf8_lossy(&bytes[..cut]);
-    if cut < bytes.len() {
-        format!("{text:?}...")
-    } else {
-        format!("{text:?}")
-    }
 }
 
 /// Frames a recorded SSE body the way the client does (one frame per event's `data`,

@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::Frame;
 use crate::json::{self, Cursor, Key, Str};
-use crate::native::{ServerError, quote, server_error};
 use crate::options::{OptionReader, option};
+use crate::server_error::{ServerError, quote, server_error};
 use crate::{
     Backend, Chunk, ClientConfig, ContentPart, Decoder, ErrorKind, Event, EventKind, Framing,
     HttpRequest, OptionInfo, PluginError, RequestSpec, ResponseHead, ServerTiming, TextSpan, Usage,

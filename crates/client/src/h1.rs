@@ -34,7 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::framing::{Framer, FramingKind};
-use super::{ERROR_BODY_LIMIT, PreparedRequest, RawResponse, ResponseHeaders};
+use crate::exchange::{ERROR_BODY_LIMIT, PreparedRequest, RawResponse, ResponseHeaders};
 use crate::record::{Failure, FailureKind};
 
 /// Read buffer per connection: large enough that one read takes what a fast server has

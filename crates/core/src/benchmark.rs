@@ -408,27 +408,6 @@ fn prompt_keys(
         .collect())
 }
 
-/// The workload's theoretical prefix reuse over the requests that were sent, in the order
-/// they were sent (ties in workload order), from each one's prompt keys (`keys[i]` is
-/// `records[i]`'s). A merge counts the shards' requests the same way.
-pub(crate) fn prefix_reuse(
-    records: &[RequestRecord],
-    keys: &[Option<Vec<u64>>],
-    block_size: usize,
-) -> crate::prefix_reuse::PrefixReuse {
-    let mut sent: Vec<(f64, usize, usize)> = records
-        .iter()
-        .enumerate()
-        .map(|(at, r)| (r.start_time, r.index, at))
-        .collect();
-    sent.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    crate::prefix_reuse::of_keys(
-        sent.iter()
-            .filter_map(|&(_, _, at)| keys.get(at).and_then(Option::as_deref)),
-        block_size,
-    )
-}
-
 /// The part of every benchmark that drives the target: the schedule, the warm-up, the stop
 /// signal, the profiler's start and the measured run. [`measure`] goes on to the metrics
 /// and reports of `bench serve`; the offline benchmarks (`crate::offline`) to their own.
@@ -609,7 +588,7 @@ fn measure<T: Target>(
             tokenizer,
             plan.metrics.prefix_block_size,
         )?;
-        computed.prefix_reuse = Some(prefix_reuse(
+        computed.prefix_reuse = Some(crate::prefix_reuse::of_records(
             &computed.per_request.records,
             &keys,
             plan.metrics.prefix_block_size,

@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use anyhow::Result;
 use sha2::{Digest, Sha256};
 
+use crate::record::RequestRecord;
 use crate::runtime::{ChatMessage, ContentPart, Prompt};
 use crate::tokenizer::Tokenizer;
 
@@ -180,6 +181,27 @@ fn chat_text(messages: &[ChatMessage], tokenizer: &Tokenizer) -> String {
         text.push('\n');
     }
     text
+}
+
+/// The workload's theoretical prefix reuse over the requests that were sent, in the order
+/// they were sent (ties in workload order), from each one's prompt keys (`keys[i]` is
+/// `records[i]`'s). A merge counts the shards' requests the same way.
+pub(crate) fn of_records(
+    records: &[RequestRecord],
+    keys: &[Option<Vec<u64>>],
+    block_size: usize,
+) -> PrefixReuse {
+    let mut sent: Vec<(f64, usize, usize)> = records
+        .iter()
+        .enumerate()
+        .map(|(at, r)| (r.start_time, r.index, at))
+        .collect();
+    sent.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    of_keys(
+        sent.iter()
+            .filter_map(|&(_, _, at)| keys.get(at).and_then(Option::as_deref)),
+        block_size,
+    )
 }
 
 #[cfg(test)]

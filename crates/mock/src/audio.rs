@@ -19,17 +19,12 @@
 //! uploaded file (the mock does not decode audio).
 
 use std::io::Write as _;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::StatusCode;
-use axum::response::Response;
 use serde::Serialize;
 
-use super::faults::Conn;
-use super::response::{Reply, WORDS};
-use super::{MAX_BODY_BYTES, Shared, error_response, generate, timing};
+use super::reply::{Reply, WORDS};
+use super::timing;
 
 /// What an audio request uploaded, as the server received it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,7 +47,7 @@ pub struct Upload {
 pub(super) struct Uploads(Mutex<Vec<Upload>>);
 
 impl Uploads {
-    fn push(&self, upload: Upload) {
+    pub(super) fn push(&self, upload: Upload) {
         let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if list.len() == timing::MAX_KEPT_REQUESTS {
             list.remove(0);
@@ -170,64 +165,6 @@ pub(super) fn parse(body: &[u8]) -> Result<Form, String> {
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// `POST /v1/audio/transcriptions`.
-pub(super) async fn transcriptions(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    audio(&shared, "transcriptions", &conn, request).await
-}
-
-/// `POST /v1/audio/translations`.
-pub(super) async fn translations(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    audio(&shared, "translations", &conn, request).await
-}
-
-/// Records the upload, then answers as every generation request is answered.
-async fn audio(shared: &Shared, endpoint: &str, conn: &Conn, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(body) => body,
-        Err(err) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &format!("cannot read the request body: {err}"),
-            );
-        }
-    };
-    let form = match parse(&body) {
-        Ok(form) => form,
-        Err(err) => {
-            return error_response(StatusCode::BAD_REQUEST, &format!("invalid request: {err}"));
-        }
-    };
-    let Some(file) = &form.file else {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            "invalid request: the form has no `file` part",
-        );
-    };
-    shared.uploads.push(Upload {
-        request_id: parts
-            .headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-        endpoint: endpoint.to_owned(),
-        file_name: file.file_name.clone(),
-        content_type: file.content_type.clone(),
-        file_bytes: file.bytes,
-        fields: form.fields.clone(),
-    });
-    let request = Request::from_parts(parts, Body::from(body));
-    generate(shared, super::response::Api::Audio, conn, request).await
 }
 
 fn word(i: u32) -> &'static str {

@@ -13,7 +13,7 @@
 //!   limit): hyper closes the connection after that response; a client that honours the
 //!   header never reuses it.
 //! - A silent close: a FIN without notice, after the idle timeout or after a streamed
-//!   response. The connection's IO ([`super::faults::ConnIo`]) half-closes the socket
+//!   response. The connection's IO ([`super::conn::ConnIo`]) half-closes the socket
 //!   and then reads what the client still sends, without answering, until the client
 //!   closes its end (as cpp-httplib drains before closing, so the client sees a FIN rather
 //!   than an RST). A request that arrives on a connection the server has given up is
@@ -27,17 +27,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, HttpBody};
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
-use axum::response::Response;
-use bytes::Bytes;
-use hyper::body::{Frame, SizeHint};
 use tokio::io::{AsyncRead as _, AsyncWrite as _, ReadBuf};
 use tokio::net::TcpStream;
-
-use super::faults::Conn;
 
 /// How the mock server ends kept-alive connections (`bench mock-server` flags). All off by
 /// default: a connection stays open as long as the client keeps it.
@@ -139,7 +130,7 @@ const CLOSE_ON_REQUEST: u8 = 2;
 #[derive(Debug, Default)]
 pub(super) struct ConnClosing {
     /// Responses started on the connection.
-    responses: AtomicU32,
+    pub(super) responses: AtomicU32,
     /// What the IO does once the current response is out ([`CLOSE_AT_FLUSH`],
     /// [`CLOSE_ON_REQUEST`]).
     pending: AtomicU8,
@@ -165,7 +156,7 @@ impl ConnClosing {
 
     /// A response ended (its body was dropped by hyper, its last bytes queued): the
     /// connection is idle from now, and closes as `silent` says.
-    fn response_ended(&self, silent: Option<SilentClose>) {
+    pub(super) fn response_ended(&self, silent: Option<SilentClose>) {
         let pending = match silent {
             None => NOTHING,
             Some(SilentClose::AtOnce) => CLOSE_AT_FLUSH,
@@ -173,75 +164,6 @@ impl ConnClosing {
         };
         self.pending.store(pending, Ordering::SeqCst);
         self.set_idle(Some(Instant::now()));
-    }
-}
-
-/// The closing middleware: counts the connection's responses, adds `Connection: close`
-/// where the options ask for it, and wraps the body so that its end marks the
-/// connection idle and, after a streamed response, due for a silent close.
-pub(super) async fn close_connections(
-    State(closing): State<Arc<Closing>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let n = conn.closing().responses.fetch_add(1, Ordering::SeqCst) + 1;
-    let mut response = next.run(request).await;
-    let last = closing.connection_close || closing.keep_alive_requests.is_some_and(|max| n >= max);
-    if last {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    let streamed = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    let silent = if streamed && !last {
-        closing.close_after_stream
-    } else {
-        None
-    };
-    let (parts, body) = response.into_parts();
-    let body = Body::new(Tracked {
-        inner: body,
-        conn,
-        silent,
-    });
-    Response::from_parts(parts, body)
-}
-
-/// A response body that tells its connection when it is done: hyper drops a body once its
-/// end is queued for writing, before the write.
-struct Tracked {
-    inner: Body,
-    conn: Conn,
-    silent: Option<SilentClose>,
-}
-
-impl HttpBody for Tracked {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        self.conn.closing().response_ended(self.silent);
     }
 }
 

@@ -25,7 +25,7 @@
 //! answers; in the order the streams finished, within the bound of
 //! [`timing::MAX_KEPT_REQUESTS`]). What it
 //! does with a request:
-//! - Output: token `i` is `response::WORDS[i % 32]`, each one token for GPT-2, Qwen and
+//! - Output: token `i` is `reply::WORDS[i % 32]`, each one token for GPT-2, Qwen and
 //!   Llama-3 tokenizers, so a tokenizer count of the text equals `usage.completion_tokens`.
 //! - Length: always exactly `max_tokens` (completions) or `max_completion_tokens`, else
 //!   `max_tokens` (chat); `finish_reason` is `"length"`. The mock has no end-of-sequence
@@ -57,15 +57,19 @@
 mod arrival;
 mod audio;
 mod closing;
+mod conn;
 mod faults;
 mod pooling;
 mod prefix_cache;
 pub mod profile;
+mod reply;
 mod request;
 mod reset;
 mod response;
 mod responses;
+mod routes;
 mod running;
+mod server;
 mod server_metrics;
 #[cfg(test)]
 mod tests;
@@ -75,36 +79,26 @@ pub mod timing;
 pub mod tls;
 mod tokenize;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use axum::Router;
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use bytes::Bytes;
+use axum::http::StatusCode;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 pub use audio::Upload;
 pub use closing::{Closing, SilentClose};
+use conn::{Conn, FaultListener};
 pub use faults::Faults;
-use faults::{Conn, Delivery, Fault, FaultListener, FaultPlan, FaultyBody};
-use request::Generation;
-use response::{Api, Content, Reply};
-pub use response::{Reasoning, ReasoningField};
+use faults::{Fault, FaultPlan};
+pub use reply::{Reasoning, ReasoningField};
+use routes::router;
+pub use server::Session;
+use server::{Shared, unix_now};
 pub use server_metrics::{Family as ServerFamily, ServerMetrics};
-use timing::SentMetrics;
-
-/// Largest request body accepted: room for multimodal prompts with inline images.
-const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// Command-line options of `bench mock-server`.
 #[derive(Debug, Clone, clap::Args)]
@@ -277,55 +271,6 @@ impl MockConfig {
     }
 }
 
-/// State shared by all handlers.
-#[derive(Debug)]
-struct Shared {
-    ttft: Duration,
-    itl: Duration,
-    output_len: u32,
-    model: String,
-    /// `model` as a JSON string literal, formatted once.
-    model_json: String,
-    started: u64,
-    /// Numbers generation requests (request k gets id k) and picks their faults.
-    faults: FaultPlan,
-    stall: Duration,
-    /// Ends stalls when the server shuts down (its sender is dropped).
-    shutdown: watch::Receiver<()>,
-    /// The server's real send times.
-    timing: Arc<timing::TimingRecorder>,
-    /// Prompt tokens looked up and served from the (stand-in) prefix cache.
-    prefix_cache: prefix_cache::PrefixCache,
-    /// See [`MockServer::sessions`].
-    sessions: Arc<std::sync::Mutex<Vec<Session>>>,
-    /// The server family's metrics that follow the load, when asked for.
-    load: server_metrics::Load,
-    reasoning: Reasoning,
-    usage_tokens_per_word: u32,
-    /// See [`MockServerArgs::per_request_metrics`].
-    per_request_metrics: bool,
-    /// See [`MockServer::uploads`].
-    uploads: Arc<audio::Uploads>,
-    /// The requests running, for `--ttft-per-running-ms`.
-    running: running::Running,
-    /// The cache resets received (see `reset.rs`).
-    resets: reset::Resets,
-}
-
-/// A request that carried a conversation's session id (`x-session-id`), as received.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
-    /// Its `x-request-id`, when it had one.
-    pub request_id: Option<String>,
-    /// The `x-session-id` header's value.
-    pub session_id: String,
-    /// The request body, as it came (the chat history of a turn).
-    pub body: Vec<u8>,
-}
-
-/// The header a multi-turn request names its conversation in (bench's default).
-const SESSION_HEADER: &str = "x-session-id";
-
 /// A running mock server. Dropping it starts a graceful shutdown (responses in flight are
 /// finished); [`MockServer::shutdown`] also waits for it.
 #[derive(Debug)]
@@ -469,7 +414,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     if config.closing.any() {
         app = app.layer(axum::middleware::from_fn_with_state(
             Arc::new(config.closing),
-            closing::close_connections,
+            conn::close_connections,
         ));
     }
     let app = app.into_make_service_with_connect_info::<Conn>();
@@ -538,337 +483,4 @@ pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
         result = server.shutdown() => result,
         result = tokio::signal::ctrl_c() => result.context("waiting for Ctrl-C"),
     }
-}
-
-fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
-    let router = if tokenize {
-        Router::new()
-            .route("/tokenize", post(tokenize::tokenize))
-            .route("/detokenize", post(tokenize::detokenize))
-    } else {
-        Router::new()
-    };
-    router
-        .route("/v1/completions", post(completions))
-        .route("/v1/chat/completions", post(chat_completions))
-        .route("/generate_stream", post(tgi_generate_stream))
-        .route(
-            "/v2/models/{model}/generate_stream",
-            post(triton_generate_stream),
-        )
-        .route("/generate", post(sglang_generate))
-        .route("/completion", post(llama_cpp_completion))
-        .route("/v1/responses", post(responses::responses))
-        .route("/v1/audio/transcriptions", post(audio::transcriptions))
-        .route("/v1/audio/translations", post(audio::translations))
-        .route("/v1/embeddings", post(pooling::embeddings))
-        .route("/embeddings", post(pooling::infinity_embeddings))
-        .route("/pooling", post(pooling::pooling))
-        .route("/rerank", post(pooling::rerank))
-        .route("/v1/rerank", post(pooling::rerank))
-        .route("/v1/models", get(models))
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
-        .route("/mock/timing", get(timing_report))
-        .route("/mock/requests", get(requests_report))
-        .merge(reset::router())
-        .with_state(shared)
-}
-
-fn unix_now() -> u64 {
-    // A clock before 1970 is a broken machine; `created` 0 is the honest answer there.
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-async fn completions(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    generate(&shared, Api::Completions, &conn, request).await
-}
-
-async fn chat_completions(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    generate(&shared, Api::Chat, &conn, request).await
-}
-
-/// TGI's `/generate_stream`.
-async fn tgi_generate_stream(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    generate(&shared, Api::Tgi, &conn, request).await
-}
-
-/// Triton's `/v2/models/<model>/generate_stream` (TensorRT-LLM's `ensemble`); any model
-/// name is served.
-async fn triton_generate_stream(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    generate(&shared, Api::Triton, &conn, request).await
-}
-
-/// SGLang's native `/generate`.
-async fn sglang_generate(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    generate(&shared, Api::Sglang, &conn, request).await
-}
-
-/// llama.cpp's native `/completion`.
-async fn llama_cpp_completion(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    generate(&shared, Api::LlamaCpp, &conn, request).await
-}
-
-async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Request) -> Response {
-    // When the request reached the socket, not when this handler got to it.
-    let arrival = conn.arrival().map_or_else(Instant::now, Instant::from_std);
-    let request_id = request
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|id| id.len() <= timing::MAX_ID_BYTES)
-        .map(str::to_owned);
-    let session_id = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
-        Ok(body) => body,
-        Err(err) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &format!("cannot read the request body: {err}"),
-            );
-        }
-    };
-    if let Some(session_id) = session_id {
-        shared
-            .sessions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(Session {
-                request_id: request_id.clone(),
-                session_id,
-                body: body.to_vec(),
-            });
-    }
-    let (k, fault) = match next_request(shared, conn) {
-        Ok(next) => next,
-        Err(failed) => return *failed,
-    };
-    let generation: Generation = match request::parse(api, &body) {
-        Ok(generation) => generation,
-        Err(err) => {
-            return error_response(StatusCode::BAD_REQUEST, &format!("invalid request: {err}"));
-        }
-    };
-    let cached_tokens = shared.prefix_cache.lookup(&body, generation.prompt_tokens);
-    let completion_tokens = generation.max_tokens.unwrap_or(shared.output_len);
-    if completion_tokens == 0 {
-        return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
-    }
-    let tail = shared.itl * (completion_tokens - 1);
-    // The wait for the requests already running, which vLLM would count as queueing.
-    let load_wait = shared.running.admit(arrival, shared.ttft, tail);
-    let ttft = shared.ttft + load_wait;
-    let last_token_at = arrival + ttft + tail;
-    shared.load.admit(last_token_at, completion_tokens);
-    let reply = Reply {
-        api,
-        id: k,
-        created: unix_now(),
-        model_json: &shared.model_json,
-        prompt_tokens: generation.prompt_tokens,
-        completion_tokens: if fault == Some(Fault::Empty) {
-            0
-        } else {
-            completion_tokens
-        },
-        cached_tokens: shared.prefix_cache.enabled().then_some(cached_tokens),
-        reasoning: shared.reasoning,
-        usage_per_word: shared.usage_tokens_per_word,
-        continuous_usage: generation.continuous_usage,
-    };
-    let content = match fault {
-        Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(k, f)),
-        Some(Fault::Malformed) => Content::Malformed,
-        Some(Fault::NoDone) => Content::NoDone,
-        _ => Content::Normal,
-    };
-    let first_token_at = arrival + ttft;
-    // vLLM's per-request metrics go with OpenAI's APIs, their queue time the load's wait.
-    let queue = (shared.per_request_metrics && api.is_openai()).then_some(load_wait);
-    if generation.stream {
-        let stream = reply.stream(
-            generation.include_usage,
-            first_token_at,
-            shared.itl,
-            &content,
-            response::Timing {
-                recorder: shared.timing.clone(),
-                arrival,
-                request_id,
-                queue,
-            },
-        );
-        // Delivery faults act after half of the token chunks.
-        let body = match delivery(shared, fault, (reply.completion_tokens / 2) as usize) {
-            Some(delivery) => Body::from_stream(FaultyBody::new(stream, delivery)),
-            None => Body::from_stream(stream),
-        };
-        (
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            body,
-        )
-            .into_response()
-    } else {
-        let last_token = reply.completion_tokens.saturating_sub(1);
-        tokio::time::sleep_until(first_token_at + shared.itl * last_token).await;
-        // A whole answer's tokens leave together: its generation is the schedule's, and
-        // its time to the first token is what the measured time to the body leaves.
-        let metrics = queue.map(|queue| {
-            let since_arrival = Instant::now() - arrival;
-            let generation = shared.itl * last_token;
-            let first = since_arrival.saturating_sub(generation);
-            let metrics = SentMetrics::new(first, queue, generation, reply.completion_tokens);
-            if let Some(id) = request_id {
-                shared.timing.whole(id, since_arrival, metrics);
-            }
-            metrics
-        });
-        let json = reply.json_body_with(&content, metrics.as_ref());
-        // Delivery faults act after the first half of the bytes.
-        let body = match delivery(shared, fault, 1) {
-            Some(delivery) => {
-                let half = json.len() / 2;
-                let halves = [json.slice(..half), json.slice(half..)].map(Ok::<Bytes, Infallible>);
-                Body::from_stream(FaultyBody::new(
-                    futures_util::stream::iter(halves),
-                    delivery,
-                ))
-            }
-            None => Body::from(json),
-        };
-        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-    }
-}
-
-/// How a fault breaks the delivery of a body whose stream has its half-way point after
-/// `half` items; `None` for a fault that does not touch delivery.
-fn delivery(shared: &Shared, fault: Option<Fault>, half: usize) -> Option<Delivery> {
-    match fault? {
-        Fault::Cut => Some(Delivery::Cut { after: half }),
-        Fault::Stall => Some(Delivery::Stall {
-            after: half,
-            stall: shared.stall,
-            shutdown: shared.shutdown.clone(),
-        }),
-        Fault::Dribble => Some(Delivery::Dribble),
-        _ => None,
-    }
-}
-
-async fn models(State(shared): State<Arc<Shared>>) -> Response {
-    axum::Json(serde_json::json!({
-        "object": "list",
-        "data": [{
-            "id": shared.model,
-            "object": "model",
-            "created": shared.started,
-            "owned_by": "bench-mock",
-            "root": shared.model,
-            "parent": null,
-        }],
-    }))
-    .into_response()
-}
-
-/// vLLM's `/health`: 200 with an empty body once the server can take requests.
-/// Prometheus metrics: a server family's that follow the load when asked for (see
-/// [`ServerMetrics`]), else vLLM's prefix-cache counters (see [`prefix_cache`]), which
-/// the vLLM family shows too.
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    let text = match shared.load.family() {
-        None | Some(ServerFamily::Vllm) => shared.prefix_cache.metrics_text(),
-        Some(ServerFamily::None) => return StatusCode::NOT_FOUND.into_response(),
-        Some(_) => String::new(),
-    } + &shared.load.metrics_text(Instant::now());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-async fn health() -> StatusCode {
-    StatusCode::OK
-}
-
-/// The server's own timing so far, for clients in another process (scripts/perf.sh).
-async fn timing_report(State(shared): State<Arc<Shared>>) -> axum::Json<timing::TimingSnapshot> {
-    axum::Json(shared.timing.snapshot())
-}
-
-/// The server's per-request timing, for clients in another process (scripts/perf.sh).
-async fn requests_report(
-    State(shared): State<Arc<Shared>>,
-) -> axum::Json<Vec<timing::RequestTiming>> {
-    axum::Json(shared.timing.requests())
-}
-
-/// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
-/// What a request that fails on purpose says, naming the flag that asked for it.
-fn on_purpose(k: u64, fault: Fault) -> String {
-    format!(
-        "mock server: request {k} fails on purpose ({})",
-        fault.flag()
-    )
-}
-
-/// The next request's number and fault from the plan. A fault that fails the request before
-/// any work (a server error, an HTTP status, a reset connection) comes back as the response
-/// to give instead; the others are the caller's to apply as it answers.
-fn next_request(shared: &Shared, conn: &Conn) -> Result<(u64, Option<Fault>), Box<Response>> {
-    let (k, fault) = shared.faults.next();
-    match fault {
-        Some(f @ Fault::ServerError) => Err(Box::new(error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &on_purpose(k, f),
-        ))),
-        Some(f @ Fault::Http(status)) => Err(Box::new(error_response(status, &on_purpose(k, f)))),
-        Some(Fault::Reset) => {
-            conn.reset();
-            // Never sent: writing its head fails and the connection closes with an RST.
-            Err(Box::new(StatusCode::INTERNAL_SERVER_ERROR.into_response()))
-        }
-        _ => Ok((k, fault)),
-    }
-}
-
-fn error_response(status: StatusCode, message: &str) -> Response {
-    let kind = if status.is_client_error() {
-        "BadRequestError"
-    } else {
-        "InternalServerError"
-    };
-    let body = serde_json::json!({
-        "error": {"message": message, "type": kind, "param": null, "code": status.as_u16()},
-    });
-    (status, axum::Json(body)).into_response()
 }

@@ -33,8 +33,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::faults::Conn;
-use super::{MAX_BODY_BYTES, Shared, error_response, next_request, timing, unix_now};
+use super::conn::Conn;
+use super::server::{MAX_BODY_BYTES, Shared, error_response, next_request, unix_now};
+use super::timing;
 
 /// The length of every embedding the mock returns.
 pub const DIMENSION: usize = 16;

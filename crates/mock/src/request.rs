@@ -11,7 +11,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
-use super::response::Api;
+use super::reply::Api;
 
 /// What a generation request asks for, whichever API it came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,23 +24,8 @@
 //! `response.completed` would carry.
 
 use std::io::Write as _;
-use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::response::Response;
-
-use super::faults::Conn;
-use super::response::{Api, Reply, WORDS};
-use super::{Shared, generate};
-
-/// `POST /v1/responses`.
-pub(super) async fn responses(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(conn): ConnectInfo<Conn>,
-    request: Request,
-) -> Response {
-    generate(&shared, Api::Responses, &conn, request).await
-}
+use super::reply::{Reply, WORDS};
 
 fn word(i: u32) -> &'static str {
     WORDS[i as usize % WORDS.len()]

@@ -6,8 +6,9 @@ use clap::Parser as _;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
-use super::response::WORDS;
+use super::reply::WORDS;
 use super::*;
+use axum::http::header;
 
 async fn start(config: MockConfig) -> MockServer {
     spawn(config).await.expect("start the mock server")

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
-use super::response::WORDS;
+use super::reply::WORDS;
 use super::*;
+use axum::http::header;
 
 async fn start(config: MockConfig) -> MockServer {
     spawn(config).await.expect("start the mock server")

@@ -35,6 +35,8 @@ pub(super) async fn detokenize(Json(request): Json<DetokenizeRequest>) -> Respon
         .collect::<Result<String, u32>>()
     {
         Ok(prompt) => Json(json!({ "prompt": prompt })).into_response(),
-        Err(t) => super::error_response(StatusCode::BAD_REQUEST, &format!("unknown token {t}")),
+        Err(t) => {
+            super::server::error_response(StatusCode::BAD_REQUEST, &format!("unknown token {t}"))
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! The process-wide wasmtime engine, its epoch ticker, and the compiled-component cache.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -12,7 +13,33 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
-use super::{CompileEvent, CompileNotice, wasm_error};
+use crate::error::wasm_error;
+
+/// A callback for [`CompileEvent`]s.
+#[derive(Clone)]
+pub struct CompileNotice(pub Arc<dyn Fn(&CompileEvent<'_>) + Send + Sync>);
+
+impl fmt::Debug for CompileNotice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CompileNotice")
+    }
+}
+
+/// The compilation of a component the cache does not hold.
+#[derive(Debug)]
+pub enum CompileEvent<'a> {
+    Started {
+        plugin: &'a str,
+        /// The component's size in bytes.
+        bytes: usize,
+    },
+    Finished {
+        plugin: &'a str,
+        elapsed: Duration,
+        /// Where the compiled code was cached, when it was.
+        cached_at: Option<&'a Path>,
+    },
+}
 
 /// How often the ticker thread advances the engine's epoch: the granularity of call time
 /// budgets. Coarse enough to cost nothing, fine enough that a budget ends on time.

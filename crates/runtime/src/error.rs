@@ -8,6 +8,12 @@ use std::time::Duration;
 
 use super::PluginError;
 
+/// Turns a `wasmtime::Error` (its own type in wasmtime 48) into an `anyhow::Error`,
+/// keeping its message chain.
+pub(crate) fn wasm_error(e: wasmtime::Error) -> anyhow::Error {
+    anyhow::Error::from_boxed(e.into_boxed_dyn_error())
+}
+
 /// A failed call into a plugin.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.render())]

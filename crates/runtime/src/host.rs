@@ -9,13 +9,30 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::current::dataset::bench::plugin::{log, seed, tokenizer, types};
-use super::{ChatMessage, ContentPart, HostContext};
+use super::{ChatMessage, ContentPart};
+
+/// What the host lends a plugin: the run's tokenizer (if any) and seed.
+#[derive(Clone, Debug, Default)]
+pub struct HostContext {
+    pub tokenizer: Option<Arc<bench_tokenizer::Tokenizer>>,
+    pub seed: u64,
+}
+
+/// Links the host's side of the contract: the `bench:plugin` interfaces. The worlds'
+/// WASI imports are linked apart, by `wasmtime_wasi::p2::add_to_linker_sync` (the
+/// worlds' own `add_to_linker` would link them twice).
+pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    types::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+    tokenizer::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+    seed::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+    log::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)
+}
 
 /// Largest single text a plugin may hand to the tokenizer. Host calls cannot be
 /// interrupted by the time budget, so their work is bounded by their input size.

@@ -41,20 +41,15 @@ pub use bindings::current::dataset::exports::bench::plugin::dataset::{
 pub use bindings::{CURRENT_VERSION as API_VERSION, SUPPORTED_VERSIONS};
 pub use dataset::DatasetPlugin;
 pub use embedded::{BuiltinPlugin, builtin_plugins, builtin_plugins_note};
-pub use engine::{cache_dir_from_env, cache_usage, clear_cache};
+pub use engine::{CompileEvent, CompileNotice, cache_dir_from_env, cache_usage, clear_cache};
+use error::wasm_error;
 pub use error::{CallFailure, Fault, PluginCallError, plugin_error_message};
-pub use host::{PLUGIN_LOG_TARGET, chat_message_json, derive_seed};
+pub use host::{HostContext, PLUGIN_LOG_TARGET, chat_message_json, derive_seed};
 
 use host::StoreState;
 
 /// The WIT package name plugins are built against.
 const PACKAGE: &str = "bench:plugin";
-
-/// Turns a `wasmtime::Error` (its own type in wasmtime 48) into an `anyhow::Error`,
-/// keeping its message chain.
-pub(crate) fn wasm_error(e: wasmtime::Error) -> anyhow::Error {
-    anyhow::Error::from_boxed(e.into_boxed_dyn_error())
-}
 
 /// Which contract a plugin implements, read from the component's exports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,32 +154,6 @@ pub struct RuntimeConfig {
     pub on_compile: Option<CompileNotice>,
 }
 
-/// A callback for [`CompileEvent`]s.
-#[derive(Clone)]
-pub struct CompileNotice(pub Arc<dyn Fn(&CompileEvent<'_>) + Send + Sync>);
-
-impl fmt::Debug for CompileNotice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CompileNotice")
-    }
-}
-
-/// The compilation of a component the cache does not hold.
-#[derive(Debug)]
-pub enum CompileEvent<'a> {
-    Started {
-        plugin: &'a str,
-        /// The component's size in bytes.
-        bytes: usize,
-    },
-    Finished {
-        plugin: &'a str,
-        elapsed: Duration,
-        /// Where the compiled code was cached, when it was.
-        cached_at: Option<&'a Path>,
-    },
-}
-
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
@@ -195,13 +164,6 @@ impl Default for RuntimeConfig {
             on_compile: None,
         }
     }
-}
-
-/// What the host lends a plugin: the run's tokenizer (if any) and seed.
-#[derive(Clone, Debug, Default)]
-pub struct HostContext {
-    pub tokenizer: Option<Arc<bench_tokenizer::Tokenizer>>,
-    pub seed: u64,
 }
 
 /// Loads plugins. Cheap to share (and to clone): holds the engine and the linker.
@@ -273,7 +235,7 @@ impl Runtime {
             .context("linking WASI")?;
         // The host interfaces of every supported version, side by side: a component
         // imports those of the version it was built for.
-        bindings::current::add_to_linker(&mut linker)
+        host::add_to_linker(&mut linker)
             .map_err(wasm_error)
             .context("linking the plugin host interfaces")?;
         bindings::v0_2_0::dataset::DatasetPlugin::add_to_linker::<

@@ -8,8 +8,6 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::plot::RequestTimes;
-
 /// Every result document in the file at `path`: one JSON document, or several one after
 /// another (an appended file). Each must be a JSON object.
 pub fn read(path: &Path) -> Result<Vec<serde_json::Map<String, Value>>> {
@@ -123,6 +121,26 @@ pub fn detailed(result: &Value) -> Result<Option<Detailed>> {
         output_lens,
         errors,
     }))
+}
+
+/// One request's times, in seconds, as the charts read them: the same whether they come
+/// from a run's records or from a result file's `--save-detailed` lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestTimes {
+    /// When the request was sent, seconds after the first request of the run was sent.
+    pub start: f64,
+    /// Time to the first token; `None` for a failed request.
+    pub ttft: Option<f64>,
+    /// The gaps between successive output chunks (vLLM's `itl`).
+    pub itl: Vec<f64>,
+    /// Send to the last output chunk (vLLM's `latency`).
+    pub latency: f64,
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// Prompt tokens (vLLM's `input_lens`).
+    pub input_len: u32,
+    /// Output tokens as the metrics counted them (vLLM's `output_lens`; 0 when failed).
+    pub output_len: u32,
 }
 
 /// The charts' view of a detailed result ([`detailed`]), `None` when it is not detailed.

@@ -2,13 +2,16 @@
 //! progress lines and result block on standard output, warnings and notes on standard
 //! error), draws the progress bar, and arms Ctrl-C/SIGTERM for the measured run.
 
+use std::io::Write as _;
+use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::interrupt::{self, ServerInterrupt};
+use crate::benchmark::Outcome;
 use crate::client::stop::{Signal, StopSignal};
 use crate::observer::{Event, Observer};
 use crate::profiler::ProfilerStep;
@@ -16,6 +19,55 @@ use crate::pyjson::float_repr;
 use crate::record::FailureKind;
 use crate::report;
 use crate::server_tokenizer::Alignment;
+use crate::shard;
+
+/// What a client process prints once it is ready to start.
+pub(super) const READY: &str = "bench-shard-ready";
+
+/// A client process's side of the start (`--start-at gate`): says it is ready, then
+/// waits for the start time.
+fn await_start() -> Result<SystemTime> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{READY}")
+        .and_then(|()| out.flush())
+        .context("--start-at gate: telling the parent process this one is ready")?;
+    drop(out);
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("--start-at gate: reading the start time")?;
+    if line.is_empty() {
+        bail!("--start-at gate: the parent process ended before saying when to start");
+    }
+    shard::parse_wall_clock(line.trim())
+        .map_err(|e| anyhow::anyhow!("--start-at gate: the parent sent {e}"))
+}
+
+/// The process's exit code for a run that finished: a signal's own (128 + its number,
+/// what shells and schedulers read as "stopped by it"), failure for a run stopped early
+/// otherwise or one where every request failed, success else.
+pub(super) fn exit_code(outcome: &Outcome) -> ExitCode {
+    if let Some(signal) = outcome.signal {
+        return ExitCode::from(signal.exit_code());
+    }
+    if let Some(i) = &outcome.interrupted {
+        eprintln!("error: the benchmark was stopped early: {}", i.reason);
+        return ExitCode::FAILURE;
+    }
+    if outcome.all_failed() {
+        eprintln!(
+            "error: every request failed ({} of {}); first error: {}",
+            outcome.metrics.failed,
+            outcome.requests,
+            outcome
+                .first_failure()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        );
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
 
 /// Preparation shows a progress bar once it has taken this long (a quick one shows none).
 const PREPARATION_BAR_AFTER: Duration = Duration::from_secs(1);
@@ -240,7 +292,7 @@ impl Observer for Console {
     /// A client process of `--workers`: says it is ready on standard output and reads the
     /// shared start from standard input ([`super::workers`] holds the other end).
     fn await_start(&mut self) -> Result<std::time::SystemTime> {
-        super::workers::await_start()
+        await_start()
     }
 }
 

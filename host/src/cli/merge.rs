@@ -45,7 +45,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
     };
     let mut console = Console::new(false, std::time::Duration::ZERO);
     let outcome = show_and_save(merged, &save, &mut console)?;
-    Ok(super::serve::exit_code(&outcome))
+    Ok(super::console::exit_code(&outcome))
 }
 
 /// A merged run as a run of one process ends: its results shown, its result saved as

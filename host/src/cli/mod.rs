@@ -5,6 +5,7 @@ pub mod args;
 mod compare;
 mod console;
 pub mod dataset;
+mod engine_args;
 mod interrupt;
 mod k8s;
 pub mod limits;
@@ -101,15 +102,15 @@ pub fn main() -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let result = parse(&argv).and_then(|(cli, parsed)| match cli.command {
-        None => serve::run(cli.serve, &parsed),
-        Some(Command::Serve(args)) => serve::run(args, &parsed),
+        None => run_serve(cli.serve, &parsed),
+        Some(Command::Serve(args)) => run_serve(args, &parsed),
         Some(Command::Throughput(args)) => offline::run_throughput(args, &parsed),
         Some(Command::Latency(args)) => offline::run_latency(args, &parsed),
         Some(Command::MockServer(args)) => run_mock(args),
         Some(Command::Plugin(args)) => plugin::run(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Dataset(cmd)) => dataset::run(cmd, &parsed).map(|()| ExitCode::SUCCESS),
         Some(Command::Selfcheck(args)) => selfcheck::run(args).map(|()| ExitCode::SUCCESS),
-        Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::Sweep(args)) => sweep::run(args, &parse_serve),
         Some(Command::Startup(args)) => startup::run(args),
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Compare(args)) => compare::run(args),
@@ -176,6 +177,15 @@ fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
     Ok((cli, parsed))
 }
 
+/// A `bench serve` command line (a sweep's `--bench-cmd`), parsed as the command line is.
+fn parse_serve(argv: &[String]) -> anyhow::Result<(serve::ServeArgs, plugin_flags::Parsed)> {
+    let (cli, parsed) = parse(argv)?;
+    match cli.command {
+        Some(Command::Serve(args)) => Ok((args, parsed)),
+        _ => anyhow::bail!("--bench-cmd did not parse as `bench serve`"),
+    }
+}
+
 /// The offline commands' flags are serve's, but for the backend's default and
 /// `--num-runs` and the scaling-out flags (refused there: see `offline::resolve`), which
 /// their help leaves out.
@@ -184,11 +194,21 @@ fn offline_flags(cmd: clap::Command) -> clap::Command {
         .into_iter()
         .fold(cmd, |cmd, flag| cmd.mut_arg(flag, |a| a.hide(true)))
         .mut_arg("backend", |a| {
-            a.default_value(offline::NATIVE_BACKEND).help(
+            a.default_value(plugin_flags::NATIVE_BACKEND).help(
                 "`native` (the default: the model runs in this process), or a backend plugin \
              for a server: a first-party name (openai, openai-chat, ...) or a .wasm file",
             )
         })
+}
+
+/// `bench serve`: one run in this process, or (`--workers N`) as N client processes
+/// merged here.
+fn run_serve(args: serve::ServeArgs, parsed: &plugin_flags::Parsed) -> anyhow::Result<ExitCode> {
+    args.model.check_tokenizer_mode()?;
+    if args.workers > 1 && !serve::is_worker() {
+        return workers::run(args, parsed);
+    }
+    serve::run(args, parsed)
 }
 
 fn run_mock(args: crate::mock::MockServerArgs) -> anyhow::Result<ExitCode> {

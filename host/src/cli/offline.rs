@@ -2,7 +2,7 @@
 //! result keys, on the native engine (`--backend native`, the default, as vLLM's runs on
 //! its in-process engine) or on any server through a backend plugin (`--backend openai
 //! --base-url ...`). Every `bench serve` flag that describes the server, the dataset, the
-//! requests or the native engine ([`EngineArgs`], which `serve` has too) works here; the
+//! requests or the native engine ([`EngineArgs`](super::engine_args::EngineArgs), which `serve` has too) works here; the
 //! work is `bench_core::offline`.
 
 use std::path::PathBuf;
@@ -12,53 +12,11 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::console::Console;
-use super::plugin_flags::Parsed;
+use super::plugin_flags::{NATIVE_BACKEND, Parsed};
 use super::serve::{self, ServeArgs};
-use crate::engine::{Device, EngineConfig};
 use crate::offline::{
     self, LatencyConfig, OfflineConfig, OfflineOutcome, OfflineTarget, ThroughputConfig,
 };
-use crate::targets::engine::{NativeConfig, NativeRun};
-
-/// The `--backend` value that runs the native engine instead of a backend plugin.
-pub const NATIVE_BACKEND: &str = "native";
-
-/// The heading of the native engine's flags in `--help`.
-const HEADING: &str = "Native engine (--backend native)";
-
-/// The native engine's flags (vLLM's engine arguments where vLLM has one).
-#[derive(Args, Debug, Clone, serde::Serialize)]
-pub struct EngineArgs {
-    /// Where the native engine runs: cpu, cuda or cuda:N (cuda needs a binary built with
-    /// `--features cuda`).
-    #[arg(long, default_value = "cpu", help_heading = HEADING)]
-    pub device: String,
-
-    /// Most sequences the engine decodes in one batch (vLLM's --max-num-seqs); later
-    /// requests wait for a slot.
-    #[arg(long, default_value_t = 256, help_heading = HEADING)]
-    pub max_num_seqs: usize,
-
-    /// Most prompt tokens the engine prefills in one step (vLLM's
-    /// --max-num-batched-tokens; longer prompts are prefilled in chunks).
-    #[arg(long, default_value_t = 8192, help_heading = HEADING)]
-    pub max_num_batched_tokens: usize,
-
-    /// The longest prompt plus output a request may have; defaults to the model's
-    /// context length. Longer requests are refused before the run, as vLLM does.
-    #[arg(long, help_heading = HEADING)]
-    pub max_model_len: Option<usize>,
-
-    /// CPU threads the engine computes with (default: every core).
-    #[arg(long, help_heading = HEADING)]
-    pub threads: Option<usize>,
-
-    /// Keep Q4_1, Q5_0 and Q5_1 weights as stored on the CPU (candle's scalar kernels:
-    /// slower, and numerically what llama.cpp computes) instead of converting them to Q8_0
-    /// for its SIMD kernels.
-    #[arg(long, help_heading = HEADING)]
-    pub no_requantize: bool,
-}
 
 /// What `throughput` and `latency` share.
 #[derive(Args, Debug, Clone, serde::Serialize)]
@@ -130,132 +88,6 @@ pub struct LatencyArgs {
     #[arg(long, default_value_t = 30, allow_negative_numbers = true)]
     pub num_iters: u32,
 }
-
-/// The native engine's configuration from `serve`'s flags (`--backend native`): the
-/// engine's flags, and the sampling flags it honours (vLLM's offline sampling, temperature
-/// 1.0 and top-p 1.0, unless given). Flags that only mean something to a server are
-/// warned about; sampling flags the engine does not implement are refused.
-pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<NativeConfig> {
-    let given = super::serve::given_flags(args);
-    for (key, flag) in SERVER_ONLY {
-        if given.contains(*key) {
-            warnings.push(format!(
-                "{flag} is ignored: --backend native runs the model in this process"
-            ));
-        }
-    }
-    for (key, flag, why) in NOT_ON_THE_ENGINE {
-        if given.contains(*key) {
-            warnings.push(format!("{flag} is ignored with --backend native: {why}"));
-        }
-    }
-    if args.shard.is_some() || args.start_at.is_some() || args.shard_output.is_some() {
-        bail!(
-            "--shard, --start-at and --shard-output split a run against a server over \
-             processes; --backend native runs the model in this one process"
-        );
-    }
-    let engine = &args.engine;
-    let device: Device = engine
-        .device
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--device {}: {e}", engine.device))?;
-    if engine.max_num_seqs == 0 {
-        bail!("--max-num-seqs must be at least 1");
-    }
-    if engine.max_num_batched_tokens == 0 {
-        bail!("--max-num-batched-tokens must be at least 1");
-    }
-    if engine.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
-    let unsupported = [
-        ("--min-p", args.min_p.is_some()),
-        ("--frequency-penalty", args.frequency_penalty.is_some()),
-        ("--presence-penalty", args.presence_penalty.is_some()),
-        ("--repetition-penalty", args.repetition_penalty.is_some()),
-        ("--extra-body", args.extra_body.is_some()),
-    ];
-    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
-        bail!("{flag}: the native engine samples with --temperature, --top-p and --top-k only");
-    }
-    Ok(NativeConfig {
-        engine: EngineConfig {
-            device,
-            max_num_seqs: engine.max_num_seqs,
-            max_num_batched_tokens: engine.max_num_batched_tokens,
-            max_model_len: engine.max_model_len,
-            threads: engine.threads,
-            requantize: !engine.no_requantize,
-            ..EngineConfig::default()
-        },
-        run: NativeRun {
-            temperature: args.temperature.unwrap_or(1.0) as f32,
-            top_p: args.top_p.unwrap_or(1.0) as f32,
-            top_k: match args.top_k {
-                None | Some(-1) => 0,
-                Some(k) if k > 0 => k as usize,
-                Some(k) => bail!("--top-k must be -1 (off) or positive, got {k}"),
-            },
-            // `bench serve`'s flag; the offline commands always ignore EOS, as vLLM's.
-            ignore_eos: args.ignore_eos,
-            detokenize: true,
-            seed: args.dataset.seed,
-        },
-    })
-}
-
-/// The native engine's flags (by their name in the serialised arguments, then as typed):
-/// given with a server's backend, each is a warning.
-pub const ENGINE_FLAGS: &[(&str, &str)] = &[
-    ("device", "--device"),
-    ("max_num_seqs", "--max-num-seqs"),
-    ("max_num_batched_tokens", "--max-num-batched-tokens"),
-    ("max_model_len", "--max-model-len"),
-    ("threads", "--threads"),
-    ("no_requantize", "--no-requantize"),
-];
-
-/// `bench serve`'s flags that only a server's requests read (by their name in the
-/// serialised arguments, then as typed): given with `--backend native`, each is a warning.
-const SERVER_ONLY: &[(&str, &str)] = &[
-    ("base_url", "--base-url"),
-    ("host", "--host"),
-    ("port", "--port"),
-    ("endpoint", "--endpoint"),
-    ("header", "--header"),
-    ("backend_options", "--backend-option"),
-    ("profile", "--profile"),
-    ("lora_modules", "--lora-modules"),
-    ("lora_assignment", "--lora-assignment"),
-    ("probe_request_rate", "--probe-request-rate"),
-    ("request_timeout", "--request-timeout"),
-    ("ready_check_timeout_sec", "--ready-check-timeout-sec"),
-    ("http_client", "--http-client"),
-    ("insecure", "--insecure"),
-    ("preconnect", "--preconnect"),
-    ("server_metrics_interval", "--server-metrics-interval"),
-    ("no_server_metrics", "--no-server-metrics"),
-];
-
-/// Flags a server run honours that the native engine does not, with why.
-const NOT_ON_THE_ENGINE: &[(&str, &str, &str)] = &[
-    (
-        "skip_tokenizer_init",
-        "--skip-tokenizer-init",
-        "the engine needs the model's tokenizer to run",
-    ),
-    (
-        "shutdown_grace_sec",
-        "--shutdown-grace-sec",
-        "a stopped run ends the engine's requests at its next step",
-    ),
-    (
-        "prefix_cache_block_size",
-        "--prefix-cache-block-size",
-        "the engine has no prefix cache, and no theoretical hit rate is computed",
-    ),
-];
 
 /// `bench serve`'s flags that `throughput` and `latency` accept (they share serve's flags)
 /// but whose results and reports have no place for them: each, given, is a warning.

@@ -27,6 +27,9 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 
 use crate::runtime::{OptionInfo, OptionKind, PluginInfo, SharedFlag};
 
+/// The `--backend` value that runs the native engine instead of a backend plugin.
+pub const NATIVE_BACKEND: &str = "native";
+
 /// Which kind of plugin a flag configures (its options go to `--dataset-option` or
 /// `--backend-option`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -551,7 +554,7 @@ pub fn parse(
             Some(name) => name.clone(),
             None => default_of(&cmd, runs, id)?,
         };
-        if role == Role::Backend && name == super::offline::NATIVE_BACKEND {
+        if role == Role::Backend && name == NATIVE_BACKEND {
             // The native engine is no plugin: its flags are the command's own.
             continue;
         }

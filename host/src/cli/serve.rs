@@ -12,13 +12,15 @@ use super::args::{DatasetArgs, ModelArgs, split_key_value};
 use super::console::Console;
 use super::limits;
 use super::plugin_flags::{Parsed, Role, SharedValues};
-use crate::benchmark::{LoadConfig, Outcome, ReportConfig, ServeConfig};
+use crate::benchmark::{LoadConfig, ReportConfig, ServeConfig};
 use crate::client::{HttpClientKind, Tls};
+use crate::engine::{Device, EngineConfig};
 use crate::metrics;
 use crate::report::SaveOptions;
 use crate::runtime::PluginRef;
 use crate::schedule::{RampUp, RampUpStrategy};
 use crate::shard::{Shard, ShardConfig, StartAt};
+use crate::targets::engine::{NativeConfig, NativeRun};
 use crate::targets::http::HttpConfig;
 use crate::tokenizer::hub_cache_roots_from_env;
 use crate::workload::{LoraAssignment, LoraModules, TokenizerError, WorkloadConfig};
@@ -65,7 +67,7 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     #[serde(flatten)]
-    pub engine: super::offline::EngineArgs,
+    pub engine: super::engine_args::EngineArgs,
 
     #[command(flatten)]
     #[serde(flatten)]
@@ -495,11 +497,11 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     let hub_cache = hub_cache_roots_from_env();
     let dataset_path = args.dataset.resolved_dataset_path(&hub_cache)?;
     let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
-    let native = match args.backend == super::offline::NATIVE_BACKEND {
-        true => Some(super::offline::native_config(args, &mut warnings)?),
+    let native = match args.backend == super::plugin_flags::NATIVE_BACKEND {
+        true => Some(native_config(args, &mut warnings)?),
         false => {
             let given = given_flags(args);
-            for (key, flag) in super::offline::ENGINE_FLAGS {
+            for (key, flag) in super::engine_args::ENGINE_FLAGS {
                 if given.contains(*key) {
                     warnings.push(format!(
                         "{flag} is ignored: it configures the native engine (--backend native)"
@@ -511,7 +513,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
     };
     let backend = match &native {
         // No plugin: the HTTP settings are not used.
-        Some(_) => PluginRef::Builtin(super::offline::NATIVE_BACKEND.into()),
+        Some(_) => PluginRef::Builtin(super::plugin_flags::NATIVE_BACKEND.into()),
         None => plugin_ref(&args.backend, "--backend")?,
     };
     // The plugins' own flags and the general ones, then --dataset-option (which wins).
@@ -912,11 +914,9 @@ fn sampling_body(args: &ServeArgs) -> Result<Option<String>> {
     Ok((!body.is_empty()).then(|| serde_json::Value::Object(body).to_string()))
 }
 
+/// `bench serve` in this process (`--workers N` is [`super::workers`]'s, which runs N of
+/// these as client processes).
 pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
-    args.model.check_tokenizer_mode()?;
-    if args.workers > 1 && !is_worker() {
-        return super::workers::run(args, plugins);
-    }
     let Resolved {
         config,
         connections,
@@ -953,7 +953,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
             println!("Runs summary saved to {}", path.display());
         }
     }
-    Ok(exit_code(&runs.last))
+    Ok(super::console::exit_code(&runs.last))
 }
 
 /// Writes a shard's records where `--shard-output` says.
@@ -1006,31 +1006,120 @@ fn name_the_tokenizer_flag(e: anyhow::Error, model: &ModelArgs) -> anyhow::Error
     }
 }
 
-/// The process's exit code for a run that finished: a signal's own (128 + its number,
-/// what shells and schedulers read as "stopped by it"), failure for a run stopped early
-/// otherwise or one where every request failed, success else.
-pub(super) fn exit_code(outcome: &Outcome) -> ExitCode {
-    if let Some(signal) = outcome.signal {
-        return ExitCode::from(signal.exit_code());
+/// The native engine's configuration from `serve`'s flags (`--backend native`): the
+/// engine's flags, and the sampling flags it honours (vLLM's offline sampling, temperature
+/// 1.0 and top-p 1.0, unless given). Flags that only mean something to a server are
+/// warned about; sampling flags the engine does not implement are refused.
+pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<NativeConfig> {
+    let given = given_flags(args);
+    for (key, flag) in SERVER_ONLY {
+        if given.contains(*key) {
+            warnings.push(format!(
+                "{flag} is ignored: --backend native runs the model in this process"
+            ));
+        }
     }
-    if let Some(i) = &outcome.interrupted {
-        eprintln!("error: the benchmark was stopped early: {}", i.reason);
-        return ExitCode::FAILURE;
+    for (key, flag, why) in NOT_ON_THE_ENGINE {
+        if given.contains(*key) {
+            warnings.push(format!("{flag} is ignored with --backend native: {why}"));
+        }
     }
-    if outcome.all_failed() {
-        eprintln!(
-            "error: every request failed ({} of {}); first error: {}",
-            outcome.metrics.failed,
-            outcome.requests,
-            outcome
-                .first_failure()
-                .map(ToString::to_string)
-                .unwrap_or_default()
+    if args.shard.is_some() || args.start_at.is_some() || args.shard_output.is_some() {
+        bail!(
+            "--shard, --start-at and --shard-output split a run against a server over \
+             processes; --backend native runs the model in this one process"
         );
-        return ExitCode::FAILURE;
     }
-    ExitCode::SUCCESS
+    let engine = &args.engine;
+    let device: Device = engine
+        .device
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--device {}: {e}", engine.device))?;
+    if engine.max_num_seqs == 0 {
+        bail!("--max-num-seqs must be at least 1");
+    }
+    if engine.max_num_batched_tokens == 0 {
+        bail!("--max-num-batched-tokens must be at least 1");
+    }
+    if engine.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    let unsupported = [
+        ("--min-p", args.min_p.is_some()),
+        ("--frequency-penalty", args.frequency_penalty.is_some()),
+        ("--presence-penalty", args.presence_penalty.is_some()),
+        ("--repetition-penalty", args.repetition_penalty.is_some()),
+        ("--extra-body", args.extra_body.is_some()),
+    ];
+    if let Some((flag, _)) = unsupported.iter().find(|(_, given)| *given) {
+        bail!("{flag}: the native engine samples with --temperature, --top-p and --top-k only");
+    }
+    Ok(NativeConfig {
+        engine: EngineConfig {
+            device,
+            max_num_seqs: engine.max_num_seqs,
+            max_num_batched_tokens: engine.max_num_batched_tokens,
+            max_model_len: engine.max_model_len,
+            threads: engine.threads,
+            requantize: !engine.no_requantize,
+            ..EngineConfig::default()
+        },
+        run: NativeRun {
+            temperature: args.temperature.unwrap_or(1.0) as f32,
+            top_p: args.top_p.unwrap_or(1.0) as f32,
+            top_k: match args.top_k {
+                None | Some(-1) => 0,
+                Some(k) if k > 0 => k as usize,
+                Some(k) => bail!("--top-k must be -1 (off) or positive, got {k}"),
+            },
+            // `bench serve`'s flag; the offline commands always ignore EOS, as vLLM's.
+            ignore_eos: args.ignore_eos,
+            detokenize: true,
+            seed: args.dataset.seed,
+        },
+    })
 }
+
+/// `bench serve`'s flags that only a server's requests read (by their name in the
+/// serialised arguments, then as typed): given with `--backend native`, each is a warning.
+const SERVER_ONLY: &[(&str, &str)] = &[
+    ("base_url", "--base-url"),
+    ("host", "--host"),
+    ("port", "--port"),
+    ("endpoint", "--endpoint"),
+    ("header", "--header"),
+    ("backend_options", "--backend-option"),
+    ("profile", "--profile"),
+    ("lora_modules", "--lora-modules"),
+    ("lora_assignment", "--lora-assignment"),
+    ("probe_request_rate", "--probe-request-rate"),
+    ("request_timeout", "--request-timeout"),
+    ("ready_check_timeout_sec", "--ready-check-timeout-sec"),
+    ("http_client", "--http-client"),
+    ("insecure", "--insecure"),
+    ("preconnect", "--preconnect"),
+    ("server_metrics_interval", "--server-metrics-interval"),
+    ("no_server_metrics", "--no-server-metrics"),
+];
+
+/// Flags a server run honours that the native engine does not, with why.
+const NOT_ON_THE_ENGINE: &[(&str, &str, &str)] = &[
+    (
+        "skip_tokenizer_init",
+        "--skip-tokenizer-init",
+        "the engine needs the model's tokenizer to run",
+    ),
+    (
+        "shutdown_grace_sec",
+        "--shutdown-grace-sec",
+        "a stopped run ends the engine's requests at its next step",
+    ),
+    (
+        "prefix_cache_block_size",
+        "--prefix-cache-block-size",
+        "the engine has no prefix cache, and no theoretical hit rate is computed",
+    ),
+];
 
 /// Raises the open-file limit as far as allowed and checks that the run's connections
 /// fit in it and in the ephemeral port range, before anything is loaded.

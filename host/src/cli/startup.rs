@@ -16,8 +16,8 @@ use bench_study::startup::{Iterations, MetricStats, Phase, StartupResult, Step, 
 use bench_study::sweep::params::{self, Params};
 use clap::Args;
 
+use super::engine_args::EngineArgs;
 use super::interrupt::ServerInterrupt;
-use super::offline::EngineArgs;
 use crate::engine::{Device, EngineConfig};
 use crate::tokenizer::hub_cache_roots_from_env;
 

@@ -17,6 +17,8 @@ use bench_study::sweep::{
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::interrupt::ServerInterrupt;
+use super::plugin_flags::Parsed;
+use super::serve::ServeArgs;
 use crate::client::stop::StopSignal;
 use indicatif::ProgressBar;
 
@@ -224,19 +226,25 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     }
 }
 
-pub fn run(args: SweepArgs) -> Result<ExitCode> {
+/// A `bench serve` command line parsed by the whole command line's parser, plugins' own
+/// flags included (the caller's: this module sits below the parser).
+pub type ParseServe<'a> = &'a dyn Fn(&[String]) -> Result<(ServeArgs, Parsed)>;
+
+pub fn run(args: SweepArgs, parse_serve: ParseServe<'_>) -> Result<ExitCode> {
     match args.command {
-        SweepCommand::Serve(a) => run_sweep(&a, |cfg, driver| sweep::serve(cfg, driver).map(drop)),
+        SweepCommand::Serve(a) => run_sweep(&a, parse_serve, |cfg, driver| {
+            sweep::serve(cfg, driver).map(drop)
+        }),
         SweepCommand::ServeSla(a) => {
             let slas = sla::read_slas(&a.sla_params).context("--sla-params")?;
             if slas.is_empty() {
                 bail!("--sla-params {}: no SLA in it", a.sla_params.display());
             }
-            run_sweep(&a.sweep, |cfg, driver| {
+            run_sweep(&a.sweep, parse_serve, |cfg, driver| {
                 sweep::serve_sla(cfg, a.sla_variable.into(), &slas, driver).map(drop)
             })
         }
-        SweepCommand::ServeWorkload(a) => run_sweep(&a.sweep, |cfg, driver| {
+        SweepCommand::ServeWorkload(a) => run_sweep(&a.sweep, parse_serve, |cfg, driver| {
             sweep::serve_workload(
                 cfg,
                 a.workload_var.into(),
@@ -320,10 +328,10 @@ fn config(args: &SweepServeArgs) -> Result<SweepConfig> {
 
 /// Checks every bench combination's command line with `bench serve`'s parser before any
 /// server starts (a typo then costs no server start).
-fn check_bench_cmds(cfg: &SweepConfig) -> Result<()> {
+fn check_bench_cmds(cfg: &SweepConfig, parse_serve: ParseServe<'_>) -> Result<()> {
     for bench in &cfg.bench_params {
         let argv = serve_argv(&params::apply_to_cmd(bench, &cfg.bench_cmd));
-        super::parse(&argv)
+        parse_serve(&argv)
             .with_context(|| format!("--bench-cmd with --bench-params {}", params::name(bench)))?;
     }
     Ok(())
@@ -339,10 +347,11 @@ fn serve_argv(flags: &[String]) -> Vec<String> {
 
 fn run_sweep(
     args: &SweepServeArgs,
+    parse_serve: ParseServe<'_>,
     sweep: impl FnOnce(&SweepConfig, &mut dyn Driver) -> Result<()>,
 ) -> Result<ExitCode> {
     let cfg = config(args)?;
-    check_bench_cmds(&cfg)?;
+    check_bench_cmds(&cfg, parse_serve)?;
     if let Err(e) = super::limits::raise_open_file_limit() {
         eprintln!("WARNING: cannot read the open-file limit: {e}");
     }
@@ -353,6 +362,7 @@ fn run_sweep(
     let mut driver = CliDriver {
         interrupt: &interrupt,
         dry_run: cfg.dry_run,
+        parse_serve,
     };
     let result = sweep(&cfg, &mut driver);
     if interrupt.interrupted() {
@@ -382,6 +392,7 @@ fn experiment_name(cfg: &SweepConfig) -> String {
 struct CliDriver<'a> {
     interrupt: &'a ServerInterrupt,
     dry_run: bool,
+    parse_serve: ParseServe<'a>,
 }
 
 impl Driver for CliDriver<'_> {
@@ -389,10 +400,7 @@ impl Driver for CliDriver<'_> {
         if self.interrupt.interrupted() {
             bail!("interrupted");
         }
-        let (cli, parsed) = super::parse(&serve_argv(argv))?;
-        let Some(super::Command::Serve(args)) = cli.command else {
-            bail!("--bench-cmd did not parse as `bench serve`");
-        };
+        let (args, parsed) = (self.parse_serve)(&serve_argv(argv))?;
         args.model.check_tokenizer_mode()?;
         let resolved = super::serve::resolve(&args, &parsed)?;
         for w in &resolved.warnings {

@@ -238,7 +238,7 @@ pub fn run_pareto(args: ParetoArgs) -> Result<ExitCode> {
             .iter()
             .map(|p| (p.tokens_per_user, p.tokens_per_gpu))
             .collect();
-        let chart = plot::pareto(&xy);
+        let chart = plot::pareto::chart(&xy);
         save_all(&chart, &paths)?;
         if !args.output.no_terminal_plot {
             print!("{}", terminal::render(&chart, 72, 18));

@@ -26,38 +26,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 
-use super::console::Console;
+use super::console::{Console, READY, exit_code};
 use super::interrupt::ServerInterrupt;
 use super::plugin_flags::Parsed;
 use super::serve::{self, Resolved, ServeArgs, WORKER_ENV};
 use crate::benchmark::Outcome;
 use crate::shard;
 
-/// What a client process prints once it is ready to start.
-const READY: &str = "bench-shard-ready";
-
 /// How far ahead of the last process's readiness the shared start is set: time for the
 /// start to reach every process through its pipe.
 const START_MARGIN: Duration = Duration::from_millis(50);
-
-/// A client process's side of the start (`--start-at gate`): says it is ready, then
-/// waits for the start time.
-pub fn await_start() -> Result<SystemTime> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{READY}")
-        .and_then(|()| out.flush())
-        .context("--start-at gate: telling the parent process this one is ready")?;
-    drop(out);
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .context("--start-at gate: reading the start time")?;
-    if line.is_empty() {
-        bail!("--start-at gate: the parent process ended before saying when to start");
-    }
-    shard::parse_wall_clock(line.trim())
-        .map_err(|e| anyhow::anyhow!("--start-at gate: the parent sent {e}"))
-}
 
 /// What a client process says, read from its standard output.
 enum Heard {
@@ -179,7 +157,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     if signals.interrupted() {
         outcome.signal = Some(crate::client::stop::Signal::Interrupt);
     }
-    Ok(serve::exit_code(&outcome))
+    Ok(exit_code(&outcome))
 }
 
 /// Copies what a client process writes on standard error to this one's, each line after

@@ -163,7 +163,7 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
             .iter()
             .map(|r| prefix_keys.remove(&r.index))
             .collect();
-        computed.prefix_reuse = Some(crate::benchmark::prefix_reuse(
+        computed.prefix_reuse = Some(crate::prefix_reuse::of_records(
             &computed.per_request.records,
             &keys,
             config.prefix_block_size,

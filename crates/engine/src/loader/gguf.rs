@@ -42,7 +42,8 @@ use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Tensor};
 use tokenizers::Tokenizer;
 
-use super::{Loaded, Tally, bad, ggml_name, unsupported};
+use super::metadata::{md_str, md_u32, value_u64};
+use super::parts::{Loaded, Tally, bad, ggml_name, unsupported};
 use crate::error::EngineError;
 use crate::model::{Arch, Block, Embedding, Linear, Mlp, Model, Norm, Positions, Shapes};
 
@@ -142,36 +143,11 @@ pub(super) fn tokenizer_from_file(path: &Path) -> Result<Tokenizer, EngineError>
     crate::gguf_tokenizer::from_gguf(&content).map_err(err)
 }
 
-pub(crate) fn md_str(c: &Content, key: &str) -> Option<String> {
-    c.metadata
-        .get(key)
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-}
-
-pub(crate) fn md_u32(c: &Content, key: &str) -> Option<u32> {
-    c.metadata.get(key).and_then(value_u64).map(|v| v as u32)
-}
-
 fn md_f64(c: &Content, key: &str) -> Option<f64> {
     match c.metadata.get(key)? {
         Value::F32(v) => Some(*v as f64),
         Value::F64(v) => Some(*v),
         v => value_u64(v).map(|v| v as f64),
-    }
-}
-
-pub(crate) fn value_u64(v: &Value) -> Option<u64> {
-    match v {
-        Value::U8(v) => Some(*v as u64),
-        Value::I8(v) => Some(*v as u64),
-        Value::U16(v) => Some(*v as u64),
-        Value::I16(v) => Some(*v as u64),
-        Value::U32(v) => Some(*v as u64),
-        Value::I32(v) => Some(*v as u64),
-        Value::U64(v) => Some(*v),
-        Value::I64(v) => Some(*v as u64),
-        _ => None,
     }
 }
 
@@ -506,7 +482,7 @@ fn llama(g: &mut Gguf) -> Result<(Model, usize), EngineError> {
     }
     let vocab = g.vocab()?;
 
-    let mut inv_freq = super::rope_inv_freq(theta, head_dim);
+    let mut inv_freq = super::parts::rope_inv_freq(theta, head_dim);
     match md_str(g.content, &g.key("rope.scaling.type")).as_deref() {
         None | Some("none") => {}
         Some("linear") => {
@@ -573,7 +549,7 @@ fn llama(g: &mut Gguf) -> Result<(Model, usize), EngineError> {
         w: g.vector("output_norm.weight", d)?,
         eps,
     };
-    let (cos, sin) = super::rope_tables(&inv_freq, max_len, &g.device)?;
+    let (cos, sin) = super::parts::rope_tables(&inv_freq, max_len, &g.device)?;
     Ok((
         Model {
             arch: Arch::Llama,

@@ -11,7 +11,7 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Tensor};
 use serde_json::Value;
 
-use super::{Loaded, Tally, bad, dtype_name, unsupported};
+use super::parts::{Loaded, Tally, bad, dtype_name, unsupported};
 use crate::error::EngineError;
 use crate::model::{
     Activation, Arch, Block, Embedding, Fused, Linear, Mlp, Model, Norm, Positions, Shapes,
@@ -84,7 +84,7 @@ pub(super) fn load(dir: &Path, device: &Device) -> Result<Loaded, EngineError> {
 
     Ok(Loaded {
         model,
-        tokenizer: super::tokenizer_json(&dir.join("tokenizer.json")),
+        tokenizer: super::parts::tokenizer_json(&dir.join("tokenizer.json")),
         max_model_len,
         eos_token_ids: eos,
         tally: w.tally,
@@ -288,7 +288,7 @@ fn llama(cfg: &Value, w: &mut Weights) -> Result<(Model, usize), EngineError> {
     if n_head == 0 || n_kv == 0 || !n_head.is_multiple_of(n_kv) || !head_dim.is_multiple_of(2) {
         return Err(bad(&dir, "inconsistent head counts"));
     }
-    let mut inv_freq = super::rope_inv_freq(theta, head_dim);
+    let mut inv_freq = super::parts::rope_inv_freq(theta, head_dim);
     if let Some(rs) = cfg.get("rope_scaling").filter(|v| !v.is_null()) {
         let kind = rs
             .get("rope_type")
@@ -302,7 +302,7 @@ fn llama(cfg: &Value, w: &mut Weights) -> Result<(Model, usize), EngineError> {
                 let factor = f("factor").unwrap_or(1.0);
                 inv_freq.iter_mut().for_each(|x| *x /= factor);
             }
-            "llama3" => super::llama3_scaling(
+            "llama3" => super::parts::llama3_scaling(
                 &mut inv_freq,
                 f("factor").unwrap_or(8.0),
                 f("low_freq_factor").unwrap_or(1.0),
@@ -397,7 +397,7 @@ fn llama(cfg: &Value, w: &mut Weights) -> Result<(Model, usize), EngineError> {
         let (h, from) = w.get("lm_head.weight", &[vocab, d])?;
         w.linear(h, from, None)?
     };
-    let (cos, sin) = super::rope_tables(&inv_freq, max_len, &w.device)?;
+    let (cos, sin) = super::parts::rope_tables(&inv_freq, max_len, &w.device)?;
     let model = Model {
         arch: Arch::Llama,
         shapes: Shapes {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{FilePart, Form, parse};
-use crate::response::WORDS;
+use crate::reply::WORDS;
 use crate::{MockConfig, MockServer, spawn};
 
 /// A form as aiohttp writes it: the file, then text fields.

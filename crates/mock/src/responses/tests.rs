@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::response::WORDS;
+use crate::reply::WORDS;
 use crate::{Faults, MockConfig, MockServer, Reasoning, spawn};
 
 async fn server(config: MockConfig) -> MockServer {

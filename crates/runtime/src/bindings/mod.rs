@@ -8,6 +8,7 @@
 //! successor keeps as they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs no adapter, only
 //! its place in [`SUPPORTED_VERSIONS`].
 
+pub mod current;
 pub mod v0_2_0;
 pub mod v0_3_0;
 pub mod v0_4_0;
@@ -25,61 +26,6 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[
     v0_3_0::VERSION,
     v0_2_0::VERSION,
 ];
-
-/// Bindings of the current contract.
-pub mod current {
-    use wasmtime::component::{HasSelf, Linker};
-
-    use crate::host::StoreState;
-
-    /// Links the host's side of the contract: the `bench:plugin` interfaces. The worlds'
-    /// WASI imports are linked apart, by `wasmtime_wasi::p2::add_to_linker_sync` (the
-    /// worlds' own `add_to_linker` would link them twice).
-    pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-        use dataset::bench::plugin::{log, seed, tokenizer, types};
-        types::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
-        tokenizer::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
-        seed::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
-        log::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)
-    }
-
-    /// The `dataset-plugin` world (and with it the shared `types`, `tokenizer`, `seed` and
-    /// `log` interfaces).
-    pub mod dataset {
-        wasmtime::component::bindgen!({
-            path: "../../wit/current",
-            world: "dataset-plugin",
-            // The worlds' WASI imports (`runtime-imports`) are wasmtime-wasi's own,
-            // linked by `wasmtime_wasi::p2::add_to_linker_sync`.
-            with: {
-                "wasi": wasmtime_wasi::p2::bindings::sync,
-            },
-            imports: {
-                // Without a tokenizer these have no error channel: the host traps with a
-                // message saying which flag is missing.
-                "bench:plugin/tokenizer.vocab-size": trappable,
-                "bench:plugin/tokenizer.special-token-ids": trappable,
-            },
-        });
-    }
-
-    /// The `backend-plugin` world, sharing the dataset world's interfaces: a
-    /// `RequestSpec` sampled by a dataset is the very type a backend's `build-request`
-    /// takes, and one linker serves both kinds of plugin.
-    pub mod backend {
-        wasmtime::component::bindgen!({
-            path: "../../wit/current",
-            world: "backend-plugin",
-            with: {
-                "bench:plugin/types": crate::bindings::current::dataset::bench::plugin::types,
-                "bench:plugin/tokenizer": crate::bindings::current::dataset::bench::plugin::tokenizer,
-                "bench:plugin/seed": crate::bindings::current::dataset::bench::plugin::seed,
-                "bench:plugin/log": crate::bindings::current::dataset::bench::plugin::log,
-                "wasi": wasmtime_wasi::p2::bindings::sync,
-            },
-        });
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::ReportRun;
 use super::html::escape;
+use super::run::ReportRun;
 use crate::plot::{self, Chart, PALETTE, RequestTimes, Scale, Series, SeriesStyle, XyChart, sweep};
 use crate::results::number;
 
@@ -402,7 +402,7 @@ pub fn pareto(runs: &[ReportRun]) -> Result<Option<Figure>> {
         .iter()
         .map(|p| (p.tokens_per_user, p.tokens_per_gpu))
         .collect();
-    let chart = plot::pareto(&points);
+    let chart = plot::pareto::chart(&points);
     let mut f = Figure::drawn("pareto", "Pareto front", &chart, HALF)?;
     f.note = "output tokens/s per user against per GPU".into();
     Ok(Some(f))

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value};
 
-use super::{ReportRun, parameters};
+use super::run::{ReportRun, parameters};
 
 /// The result files of a sweep's output directory (vLLM's `sweep serve` layout: one
 /// `run=N.json` per run of each combination, under the combination's directory; not the

@@ -8,6 +8,7 @@
 mod charts;
 mod html;
 mod load;
+mod run;
 mod summary;
 
 use std::fmt::Write;
@@ -15,12 +16,12 @@ use std::fmt::Write;
 use anyhow::Result;
 use serde_json::{Map, Value};
 
-use crate::plot::{PALETTE, RequestTimes};
 use html::escape;
 pub use load::load;
+use run::{LOAD_SETTINGS, PALETTE_SIZE};
+pub use run::{ReportRun, parameters};
 
-/// How many result colours there are (the charts' palette); results past it reuse them.
-const PALETTE_SIZE: usize = PALETTE.len();
+use crate::results::RequestTimes;
 
 const STYLE: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
@@ -30,20 +31,6 @@ const SCRIPT: &str = include_str!("page.js");
 const CONTENT_SECURITY_POLICY: &str =
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
 
-/// One result file as the report shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReportRun {
-    /// Its column title: the result's label, else its file's name (untrusted text).
-    pub name: String,
-    /// Where it was read from, shown under the name.
-    pub source: String,
-    /// The result's keys and values, in the file's order.
-    pub result: Map<String, Value>,
-    /// Each request's times, when the result was saved with `--save-detailed`
-    /// ([`crate::results::request_times`]).
-    pub times: Option<Vec<RequestTimes>>,
-}
-
 /// What the report shows: one or more results, side by side in that order (the first
 /// is the baseline the others' differences are taken from).
 #[derive(Debug, Clone, PartialEq)]
@@ -52,48 +39,6 @@ pub struct Report {
     /// The timeline's ITL bands, ascending milliseconds (vLLM's
     /// `--timeline-itl-thresholds`, 25 and 50 by default).
     pub itl_thresholds_ms: Vec<f64>,
-}
-
-/// The parameters a sweep merged into a result: the keys after `run_number` (the serve
-/// then the bench parameters, as vLLM's `sweep serve` appends them), with their values.
-fn swept(result: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
-    result
-        .iter()
-        .skip_while(|(k, _)| *k != "run_number")
-        .skip(1)
-}
-
-/// The load settings: the parameters of a sweep that vary along its curves.
-const LOAD_SETTINGS: [&str; 4] = [
-    "request_rate",
-    "max_concurrency",
-    "num_prompts",
-    "burstiness",
-];
-
-/// The parameters that differ between the runs: the keys a sweep adds after
-/// `run_number` (its serve and bench parameters, as vLLM's `sweep serve` appends them),
-/// then the load settings; each kept when its values are not all the same. Empty for a
-/// single run.
-pub fn parameters(runs: &[ReportRun]) -> Vec<String> {
-    let mut candidates: Vec<&str> = Vec::new();
-    for run in runs {
-        let swept = swept(&run.result).map(|(k, _)| k.as_str());
-        for key in swept.chain(LOAD_SETTINGS) {
-            if !candidates.contains(&key) {
-                candidates.push(key);
-            }
-        }
-    }
-    candidates
-        .into_iter()
-        .filter(|key| {
-            let mut values = runs.iter().map(|r| r.result.get(*key));
-            let first = values.next().flatten();
-            values.any(|v| v != first)
-        })
-        .map(String::from)
-        .collect()
 }
 
 /// The report's HTML page.

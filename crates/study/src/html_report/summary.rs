@@ -208,7 +208,7 @@ pub fn table(
             let _ = write!(
                 out,
                 "<th class=\"run run-{i}\"{data}><span class=\"swatch c{}\"></span>{}<small>{}</small></th>",
-                i % super::PALETTE_SIZE,
+                i % super::run::PALETTE_SIZE,
                 escape(name),
                 escape(source),
             );

@@ -4,8 +4,8 @@ use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::style::{FONT, PALETTE, Rgb, draw_err, draw_legend};
 use super::xy::{Labels, Scale, number};
-use super::{FONT, PALETTE, Rgb, draw_err};
 
 /// Counts of values in equal bins: bin `i` is `[lo + i·w, lo + (i+1)·w)` with `w = (hi -
 /// lo) / counts.len()`, the last bin closed (numpy's `histogram`).
@@ -143,5 +143,5 @@ pub(super) fn draw_stacked<DB: DrawingBackend>(
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    super::draw_legend(&mut chart.configure_series_labels(), 12)
+    draw_legend(&mut chart.configure_series_labels(), 12)
 }

@@ -4,49 +4,33 @@
 //! A [`Chart`] is plain data (what to draw), built by the functions below from
 //! [`RequestTimes`] (a run's outcome, [`request_times_from_records`], or a detailed result
 //! file, [`crate::results::request_times`]) or from a sweep's results ([`sweep`],
-//! [`pareto`]); [`Chart::to_svg`] and [`Chart::save`] draw it with `plotters`. Text is laid
+//! [`pareto::chart`]); [`Chart::to_svg`] and [`Chart::save`] draw it with `plotters`. Text is laid
 //! out with an embedded DejaVu Sans (plotters' `ab_glyph` font path), so a PNG needs no
 //! system fonts; SVG keeps text as `<text>` elements in the `sans-serif` family.
 
 mod histogram;
 pub mod pareto;
+mod style;
 pub mod sweep;
 pub mod terminal;
 mod timeline;
 mod xy;
 
 use std::path::Path;
-use std::sync::Once;
 
 use anyhow::{Context, Result, anyhow, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 pub use histogram::{Bins, bin};
+pub use style::{PALETTE, Rgb};
 pub use timeline::{TTFT_COLOR, itl_band, itl_band_colors, itl_band_labels};
-pub use xy::{Rgb, Scale, Series, SeriesStyle, XyChart};
+pub use xy::{Scale, Series, SeriesStyle, XyChart};
 
 use bench_core::metrics::PerRequest;
+use style::{FONT, draw_err, register_font};
 
-/// One request's times, in seconds, as the charts read them: the same whether they come
-/// from a run's records or from a result file's `--save-detailed` lists.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RequestTimes {
-    /// When the request was sent, seconds after the first request of the run was sent.
-    pub start: f64,
-    /// Time to the first token; `None` for a failed request.
-    pub ttft: Option<f64>,
-    /// The gaps between successive output chunks (vLLM's `itl`).
-    pub itl: Vec<f64>,
-    /// Send to the last output chunk (vLLM's `latency`).
-    pub latency: f64,
-    /// Whether the request succeeded.
-    pub ok: bool,
-    /// Prompt tokens (vLLM's `input_lens`).
-    pub input_len: u32,
-    /// Output tokens as the metrics counted them (vLLM's `output_lens`; 0 when failed).
-    pub output_len: u32,
-}
+pub use crate::results::RequestTimes;
 
 /// The charts' view of a run: one [`RequestTimes`] per request sent, in workload order,
 /// lengths as the run's metrics counted them (`outcome.metrics.per_request`).
@@ -97,40 +81,6 @@ enum Figure {
         cols: usize,
         cells: Vec<Chart>,
     },
-}
-
-/// The colours of the charts' series in turn (matplotlib's and seaborn's `tab10`), so
-/// that curves read as they do in vLLM's figures.
-pub const PALETTE: [Rgb; 10] = [
-    Rgb(0x1f, 0x77, 0xb4),
-    Rgb(0xff, 0x7f, 0x0e),
-    Rgb(0x2c, 0xa0, 0x2c),
-    Rgb(0xd6, 0x27, 0x28),
-    Rgb(0x94, 0x67, 0xbd),
-    Rgb(0x8c, 0x56, 0x4b),
-    Rgb(0xe3, 0x77, 0xc2),
-    Rgb(0x7f, 0x7f, 0x7f),
-    Rgb(0xbc, 0xbd, 0x22),
-    Rgb(0x17, 0xbe, 0xcf),
-];
-
-/// The font family every chart's text uses; [`register_font`] gives it DejaVu Sans.
-const FONT: &str = "sans-serif";
-
-/// Gives plotters' `sans-serif` family the embedded DejaVu Sans, once per process: text
-/// is laid out (SVG and PNG) and rasterised (PNG) with it, whatever fonts the system has.
-fn register_font() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // DejaVu Sans is a valid TrueType font: registering it cannot fail.
-        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
-    });
-}
-
-/// A drawing error as an `anyhow` one (plotters' errors borrow nothing but are generic
-/// over the backend).
-fn draw_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("drawing the chart: {e}")
 }
 
 impl Chart {
@@ -376,50 +326,5 @@ pub fn grid(title: Option<&str>, cols: usize, cells: Vec<Chart>) -> Chart {
     })
 }
 
-/// vLLM's `plot_pareto` figure: every run as a grey point of (tokens/s per user, tokens/s
-/// per GPU), and the Pareto frontier ([`pareto::frontier`]) as a line through its points.
-pub fn pareto(points: &[(f64, f64)]) -> Chart {
-    let front = pareto::frontier(points);
-    curves(XyChart {
-        title: "Pareto frontier".into(),
-        x_label: "Tokens/s/user".into(),
-        y_label: "Tokens/s/GPU".into(),
-        series: vec![
-            Series {
-                name: "All runs".into(),
-                points: points.to_vec(),
-                style: SeriesStyle::Markers,
-                color: Some(Rgb(0x80, 0x80, 0x80)),
-            },
-            Series {
-                name: "Pareto frontier".into(),
-                points: front.iter().map(|&i| points[i]).collect(),
-                style: SeriesStyle::LineMarkers,
-                color: Some(PALETTE[0]),
-            },
-        ],
-        x_scale: Scale::Linear,
-        y_scale: Scale::Linear,
-    })
-}
-
 #[cfg(test)]
 mod tests;
-
-/// Draws a chart's legend in the style every figure shares (a white, bordered box).
-fn draw_legend<'a, 'b, DB, CT>(
-    labels: &mut plotters::chart::SeriesLabelStyle<'a, 'b, DB, CT>,
-    font_size: u32,
-) -> Result<()>
-where
-    DB: plotters::prelude::DrawingBackend + 'a,
-    CT: plotters::coord::CoordTranslate,
-{
-    use plotters::prelude::*;
-    labels
-        .label_font((FONT, font_size))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw_err)
-}

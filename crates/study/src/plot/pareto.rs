@@ -5,11 +5,39 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::sweep::Run;
+use super::{Chart, PALETTE, Rgb, Scale, Series, SeriesStyle, XyChart, curves};
 use crate::results::number;
 
 /// How much lower a point's y may be than the best seen and still count as level with it
 /// (vLLM's epsilon), so that float noise does not drop a point from the frontier.
 const EPSILON: f64 = 1e-9;
+
+/// vLLM's `plot_pareto` figure: every run as a grey point of (tokens/s per user, tokens/s
+/// per GPU), and the Pareto frontier ([`frontier`]) as a line through its points.
+pub fn chart(points: &[(f64, f64)]) -> Chart {
+    let front = frontier(points);
+    curves(XyChart {
+        title: "Pareto frontier".into(),
+        x_label: "Tokens/s/user".into(),
+        y_label: "Tokens/s/GPU".into(),
+        series: vec![
+            Series {
+                name: "All runs".into(),
+                points: points.to_vec(),
+                style: SeriesStyle::Markers,
+                color: Some(Rgb(0x80, 0x80, 0x80)),
+            },
+            Series {
+                name: "Pareto frontier".into(),
+                points: front.iter().map(|&i| points[i]).collect(),
+                style: SeriesStyle::LineMarkers,
+                color: Some(PALETTE[0]),
+            },
+        ],
+        x_scale: Scale::Linear,
+        y_scale: Scale::Linear,
+    })
+}
 
 /// The indices of the points on the Pareto frontier of maximising both x and y, in
 /// ascending x. As vLLM computes it: the points sorted by x then y, both descending, and a

@@ -152,7 +152,7 @@ fn pareto_frontier_keeps_the_runs_no_other_beats_on_both() {
     ];
     assert_eq!(pareto::frontier(&points), vec![4, 1, 2, 0]);
     assert!(pareto::frontier(&[]).is_empty());
-    let svg = pareto(&points).to_svg(600, 400).unwrap();
+    let svg = pareto::chart(&points).to_svg(600, 400).unwrap();
     roxmltree::Document::parse(&svg).unwrap();
 }
 

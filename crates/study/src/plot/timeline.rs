@@ -5,7 +5,8 @@ use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{FONT, RequestTimes, Rgb, draw_err};
+use super::style::{FONT, Rgb, draw_err, draw_legend};
+use crate::results::RequestTimes;
 
 /// vLLM's colour of the TTFT segments (plotly's first colour).
 pub const TTFT_COLOR: Rgb = Rgb(0x63, 0x6e, 0xfa);
@@ -239,7 +240,7 @@ pub(super) fn draw<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shif
                 Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.rgb().filled())
             });
     }
-    super::draw_legend(
+    draw_legend(
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight),

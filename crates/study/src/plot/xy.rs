@@ -8,22 +8,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 
-use super::{FONT, PALETTE, draw_err};
-
-/// A colour as red, green, blue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rgb(pub u8, pub u8, pub u8);
-
-impl Rgb {
-    pub(super) fn rgb(self) -> RGBColor {
-        RGBColor(self.0, self.1, self.2)
-    }
-
-    /// `#rrggbb`, as an SVG writes it.
-    pub fn hex(self) -> String {
-        format!("#{:02X}{:02X}{:02X}", self.0, self.1, self.2)
-    }
-}
+use super::style::{FONT, PALETTE, Rgb, draw_err, draw_legend};
 
 /// How an axis maps values (vLLM's `--scale-x`/`--scale-y`: `linear` or `log`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -218,7 +203,7 @@ where
             });
     }
     if c.series.len() > 1 {
-        super::draw_legend(&mut chart.configure_series_labels(), 12)?;
+        draw_legend(&mut chart.configure_series_labels(), 12)?;
     }
     Ok(())
 }

@@ -5,7 +5,10 @@
 
 use bench_sdk::PluginError;
 
-use crate::NAME;
+/// The dataset's name, which begins every message it writes (first of all the
+/// configuration's, read here).
+pub(crate) const NAME: &str = "random-mm";
+
 
 /// One `(height, width, num_frames)` key of the bucket config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

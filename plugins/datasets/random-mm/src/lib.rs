@@ -25,10 +25,9 @@ use bench_sdk::{
     PluginInfo, RequestSpec, host,
 };
 
-use buckets::{ItemPlan, default_buckets, default_limits, parse_buckets, parse_limits};
+use buckets::{ItemPlan, NAME, default_buckets, default_limits, parse_buckets, parse_limits};
 use sample::{Params, Sampler};
 
-pub(crate) const NAME: &str = "random-mm";
 
 const DEFAULT_LIMITS: &str = r#"{"image": 255, "video": 1}"#;
 const DEFAULT_BUCKETS: &str = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}";

@@ -25,8 +25,7 @@ use bench_sdk::synthetic::{TextParams, TextSampler, prompt_len};
 use bench_sdk::video::random_video_data_url;
 use bench_sdk::{ChatMessage, ContentPart, PluginError, Prompt, RequestSpec};
 
-use crate::NAME;
-use crate::buckets::{Bucket, ItemPlan, Modality, normalize};
+use crate::buckets::{Bucket, ItemPlan, Modality, NAME, normalize};
 
 /// The options of `vllm bench serve --dataset-name random-mm`.
 #[derive(Clone, Debug, PartialEq)]

@@ -25,9 +25,8 @@ use bench_sdk::{
     PluginInfo, RequestSpec, host,
 };
 
-use sample::{Params, Sampler};
+use sample::{NAME, Params, Sampler};
 
-pub(crate) const NAME: &str = "random-rerank";
 
 fn options() -> Vec<OptionInfo> {
     vec![

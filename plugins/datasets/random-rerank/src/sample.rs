@@ -16,7 +16,9 @@ use bench_sdk::sampling::{Codec, fit_to_length_batch};
 use bench_sdk::synthetic::{Vocabulary, prompt_len, sampling_params};
 use bench_sdk::{PluginError, Prompt, RequestSpec, RerankInput};
 
-use crate::NAME;
+/// The dataset's name, which begins every message it writes.
+pub(crate) const NAME: &str = "random-rerank";
+
 
 /// The options of `vllm bench serve --dataset-name random-rerank`.
 #[derive(Clone, Debug, PartialEq)]

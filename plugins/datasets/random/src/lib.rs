@@ -17,9 +17,8 @@ use bench_sdk::{
     PluginInfo, RequestSpec, host,
 };
 
-use sample::{Params, Sampler};
+use sample::{NAME, Params, Sampler};
 
-pub(crate) const NAME: &str = "random";
 
 fn options() -> Vec<OptionInfo> {
     let mut options = TextParams::options();

@@ -14,7 +14,9 @@ use bench_sdk::sampling::Codec;
 use bench_sdk::synthetic::{TextParams, TextSampler, check_min_input, prompt_len};
 use bench_sdk::{PluginError, Prompt, RequestSpec};
 
-use crate::NAME;
+/// The dataset's name, which begins every message it writes.
+pub(crate) const NAME: &str = "random";
+
 
 /// The options of `vllm bench serve --dataset-name random`.
 #[derive(Clone, Debug, PartialEq)]
