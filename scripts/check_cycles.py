@@ -7,14 +7,16 @@
 
 A file's arrows are the files of its own crate whose items it names: `use crate::a::b::X`,
 `use super::X`, `use self::m::X` and the same paths written in code (`crate::a::f()`, or
-`m::f()` through a child module `m` that the file declares),
-brace groups included (`use crate::{a::X, b::{self, Y}}`). A path goes to the file of the
-longest module it names (`a/b.rs` or `a/b/mod.rs`); where that file only hands the name on
-(`pub use c::X`), the arrow goes on to the file that defines it, so a module's facade
-is not a room of its own: a `pub use` is no arrow of the file that writes it. A `mod x;` declaration is no arrow (it is where a file lives,
-not what it uses). Tests are no rooms: `tests.rs`, `*_tests.rs`, files under `tests/` and a
-`#[cfg(test)]` block at the end of a file are left out, as are files generated at build
-time (`include!`).
+`m::f()` through a child module `m` that the file declares), brace groups included
+(`use crate::{a::X, b::{self, Y}}`). A path goes to the file of the longest module it
+names (`a/b.rs` or `a/b/mod.rs`). A name the crate root re-exports (`pub use h1::H1Client`
+in `lib.rs`, or a crate below re-exported under a name) is followed to where it is
+defined: the root is the crate's public face, not a room. Any other module's re-export is
+an arrow of that module to what it re-exports, and a name taken through it is an arrow to
+that module: inside a crate, code names the file that defines a thing. A `mod x;`
+declaration is no arrow (it is where a file lives, not what it uses). Tests are no rooms:
+`tests.rs`, `*_tests.rs`, files under `tests/` and a `#[cfg(test)]` module at the end of a
+file are left out, as are files generated at build time (`include!`).
 
 A circle is a strongly connected set of two or more files (Tarjan's algorithm). Each is
 printed with the arrows that tie it and the names each arrow takes, so the next engineer
@@ -206,7 +208,10 @@ class Crate:
             if key in self.files:
                 item = segs[k] if k < len(segs) else ""
                 # A name this module only hands on: follow it to where it is defined.
-                if item and depth < 8 and item in self.aliases.get(key, {}):
+                # Only the crate root's re-exports are followed (it is the crate's public
+                # face); a name taken through any other module's re-export is an arrow to
+                # that module, which itself depends on what it re-exports.
+                if key == () and item and depth < 8 and item in self.aliases.get(key, {}):
                     target = self.absolute(key, self.aliases[key][item])
                     if target is None:
                         # from outside the crate, or a relative path from the crate root
@@ -233,8 +238,8 @@ class Crate:
             found: dict[tuple[str, ...], set[str]] = defaultdict(set)
             paths: list[list[str]] = []
             for m in USE_RE.finditer(code):
-                if m.group(1):
-                    continue  # a re-export: followed from whoever names it
+                if m.group(1) and mod == ():
+                    continue  # the crate root's re-exports: followed from whoever names them
                 for path in use_paths(m.group(2)):
                     # `use a::*` and `use a::{self}` name the module a itself
                     paths.append(path[:-1] if path[-1] in ("*", "self") else path)
@@ -381,7 +386,13 @@ def self_test() -> None:
         "m/x.rs": "pub struct X;\n",
         "m/y.rs": "use super::X;\n// crate::m::y in a comment\nconst S: &str = \"crate::m::y\";\n",
     })
-    assert check([facade]) == 0, "a facade's re-export is followed; comments and strings are no arrows"
+    assert check([facade]) == 0, "a name through a facade; comments and strings are no arrows"
+    facade_loop = crate({
+        "lib.rs": "mod m;\n",
+        "m/mod.rs": "mod x;\npub use x::X;\npub struct Y;\n",
+        "m/x.rs": "use super::Y;\npub struct X;\n",
+    })
+    assert check([facade_loop]) == 1, "a mod.rs's re-export is an arrow to what it re-exports"
     braces = crate({
         "lib.rs": "mod a;\nmod b;\nmod c;\n",
         "a.rs": "use crate::{b::{self, B}, c::C as D};\n",

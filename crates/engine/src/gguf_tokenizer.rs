@@ -21,7 +21,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use serde_json::{Value as Json, json};
 use tokenizers::Tokenizer;
 
-use crate::loader::{md_str, md_u32};
+use crate::loader::metadata::{md_str, md_u32, value_u64};
 
 const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -40,7 +40,7 @@ pub(crate) fn from_gguf(c: &Content) -> Result<Tokenizer, String> {
     let types: Vec<u64> = match c.metadata.get("tokenizer.ggml.token_type") {
         Some(Value::Array(a)) => a
             .iter()
-            .map(|v| crate::loader::value_u64(v).unwrap_or(TYPE_NORMAL))
+            .map(|v| value_u64(v).unwrap_or(TYPE_NORMAL))
             .collect(),
         _ => vec![TYPE_NORMAL; tokens.len()],
     };

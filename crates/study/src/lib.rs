@@ -8,7 +8,9 @@
 //!   `bench compare`, from result files;
 //! - [`sweep`] and [`startup`]: vLLM's `bench sweep` and `bench startup`, over server
 //!   commands that [`server_process`] starts and stops;
-//! - [`k8s`]: a sharded run's manifests for Kubernetes.
+//! - [`k8s`]: a sharded run's manifests for Kubernetes;
+//! - [`selfcheck`]: the client's ceiling and timing error at increasing concurrency,
+//!   against the built-in mock server (crate `bench-mock`).
 //!
 //! The dependency runs one way: this crate uses the core, the core knows nothing of it.
 
@@ -18,6 +20,7 @@ pub mod k8s;
 pub mod plot;
 pub mod results;
 pub mod runs;
+pub mod selfcheck;
 pub mod server_process;
 pub mod startup;
 pub mod sweep;

@@ -11,7 +11,8 @@ use super::console::Console;
 use crate::benchmark::Outcome;
 use crate::observer::{Event, Observer};
 use crate::report::{self, SaveOptions};
-use crate::shard::{self, Merged, ShardDoc};
+use crate::shard::ShardDoc;
+use crate::shard::merge::{self, Merged};
 
 #[derive(Args, Debug)]
 pub struct MergeArgs {
@@ -32,7 +33,7 @@ pub struct MergeArgs {
 }
 
 pub fn run(args: MergeArgs) -> Result<ExitCode> {
-    let merged = shard::merge(read_inputs(&args.inputs)?)?;
+    let merged = merge::merge(read_inputs(&args.inputs)?)?;
     let save = SaveOptions {
         save_result: true,
         save_detailed: args.save_detailed,

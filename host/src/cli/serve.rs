@@ -444,11 +444,134 @@ pub(super) struct Resolved {
 
 /// Checks every flag before any work, with messages naming the flag, and resolves them
 /// (with `OPENAI_API_KEY` and the Hugging Face cache variables) into the library's
-/// configuration. Nothing here reads more than file metadata, so a bad command line fails
-/// in milliseconds; the only side effect is creating `--result-dir` (as vLLM does) to
-/// prove it is writable.
+/// configuration, one constructor per piece of it. Nothing here reads more than file
+/// metadata, so a bad command line fails in milliseconds; the only side effect is creating
+/// `--result-dir` (as vLLM does) to prove it is writable.
 pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
+    // Every flag is named here, by the piece that reads it: a flag added to `ServeArgs`
+    // and handled nowhere does not compile.
+    let ServeArgs {
+        // the ServeConfig itself (below)
+        model,
+        // workload_config
+        dataset: _,
+        sandbox: _,
+        request_id_prefix: _,
+        lora_modules: _,
+        lora_assignment: _,
+        disable_tqdm: _,
+        // target (the native engine's flags) and http_config
+        engine: _,
+        backend: _,
+        base_url: _,
+        host: _,
+        port: _,
+        endpoint: _,
+        header: _,
+        ignore_eos: _,
+        temperature: _,
+        top_p: _,
+        top_k: _,
+        min_p: _,
+        frequency_penalty: _,
+        presence_penalty: _,
+        repetition_penalty: _,
+        extra_body: _,
+        backend_options: _,
+        request_timeout: _,
+        http_client: _,
+        insecure: _,
+        preconnect: _,
+        probe_request_rate: _,
+        server_metrics_interval: _,
+        no_server_metrics: _,
+        // load_config
+        max_concurrency: _,
+        request_rate: _,
+        self_timed: _,
+        no_self_timed: _,
+        time_scale: _,
+        burstiness: _,
+        ramp_up_strategy: _,
+        ramp_up_start_rps: _,
+        ramp_up_end_rps: _,
+        ready_check_timeout_sec: _,
+        num_warmups: _,
+        shutdown_grace_sec: _,
+        profile: _,
+        no_gpu_telemetry: _,
+        // metrics_config
+        percentile_metrics: _,
+        metric_percentiles: _,
+        goodput: _,
+        input_tokens: _,
+        prefix_cache_block_size: _,
+        split_itl_by_tokens: _,
+        // report_config
+        save_result: _,
+        save_detailed: _,
+        append_result: _,
+        result_dir: _,
+        result_filename: _,
+        metadata: _,
+        label: _,
+        // shard_config
+        shard: _,
+        start_at: _,
+        // the ServeConfig itself
+        skip_tokenizer_init,
+        // read after the run or around it: the plots (serve_plots::write), --num-runs
+        // (run), --shard-output (run), --workers (cli::run_serve)
+        plots: _,
+        num_runs: _,
+        shard_output: _,
+        workers: _,
+        // accepted as `vllm bench serve` accepts it, read by nothing (see its help)
+        use_beam_search: _,
+    } = args;
+    let ModelArgs {
+        model,
+        served_model_name,
+        tokenizer,
+        // checked before (cli::run_serve: `--tokenizer-mode` is vLLM's; bench has one)
+        tokenizer_mode: _,
+    } = model;
     let mut warnings = Vec::new();
+    check_numbers(args)?;
+    let workload = workload_config(args, plugins, &mut warnings)?;
+    let (native, backend) = target(args, &mut warnings)?;
+    let shard = shard_config(args)?;
+    // A shard holds its part of the cap (the parts add up to it).
+    let max_concurrency = match (shard, args.max_concurrency) {
+        (Some(shard), Some(cap)) => Some(shard.shard.max_concurrency(cap)?),
+        _ => args.max_concurrency,
+    };
+    let load = load_config(args, max_concurrency, &mut warnings)?;
+    let http = http_config(args, plugins, backend, shard, max_concurrency)?;
+    let metrics = metrics_config(args)?;
+    check_result_dir(args)?;
+    let report = report_config(args)?;
+    Ok(Resolved {
+        config: ServeConfig {
+            model: model.clone(),
+            served_model_name: served_model_name.clone(),
+            tokenizer: tokenizer.clone(),
+            skip_tokenizer_init: *skip_tokenizer_init,
+            native,
+            workload,
+            http,
+            load,
+            metrics,
+            report,
+            shard,
+        },
+        connections: connection_need(args),
+        warnings,
+    })
+}
+
+/// The numbers that must be positive (or, for some, may be 0 or infinite).
+fn check_numbers(args: &ServeArgs) -> Result<()> {
     if let Some(c) = args.max_concurrency
         && c == 0
     {
@@ -482,77 +605,110 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             args.probe_request_rate
         );
     }
-    let request_timeout = positive_seconds(args.request_timeout)
-        .with_context(|| format!("--request-timeout {}", args.request_timeout))?;
-    let shutdown_grace = Duration::try_from_secs_f64(args.shutdown_grace_sec)
-        .ok()
-        .filter(|_| args.shutdown_grace_sec.is_finite())
-        .with_context(|| {
-            format!(
-                "--shutdown-grace-sec must be a number of seconds >= 0, got {}",
-                args.shutdown_grace_sec
-            )
-        })?;
-    let ramp_up = ramp_up(args, &mut warnings)?;
+    Ok(())
+}
+
+/// What is sampled: the dataset plugin with its options (its own flags and the general
+/// ones, then `--dataset-option`, which wins), the request ids, LoRA adapters, the
+/// sandbox's limits.
+fn workload_config(
+    args: &ServeArgs,
+    plugins: &Parsed,
+    warnings: &mut Vec<String>,
+) -> Result<WorkloadConfig> {
+    let DatasetArgs {
+        dataset_name,
+        num_prompts,
+        seed,
+        // read by the methods below: resolved_dataset_path, shared_values (the plugins'
+        // shared flags), template_kwargs, option_pairs
+        dataset_path: _,
+        input_len: _,
+        output_len: _,
+        chat_template_kwargs: _,
+        dataset_options: _,
+        // accepted as vLLM accepts it; bench runs no repository code (see its help)
+        trust_remote_code: _,
+    } = &args.dataset;
     let hub_cache = hub_cache_roots_from_env();
     let dataset_path = args.dataset.resolved_dataset_path(&hub_cache)?;
-    let dataset = plugin_ref(&args.dataset.dataset_name, "--dataset-name")?;
-    let native = match args.backend == super::plugin_flags::NATIVE_BACKEND {
-        true => Some(native_config(args, &mut warnings)?),
-        false => {
-            let given = given_flags(args);
-            for (key, flag) in super::engine_args::ENGINE_FLAGS {
-                if given.contains(*key) {
-                    warnings.push(format!(
-                        "{flag} is ignored: it configures the native engine (--backend native)"
-                    ));
-                }
-            }
-            None
-        }
-    };
-    let backend = match &native {
-        // No plugin: the HTTP settings are not used.
-        Some(_) => PluginRef::Builtin(super::plugin_flags::NATIVE_BACKEND.into()),
-        None => plugin_ref(&args.backend, "--backend")?,
-    };
-    // The plugins' own flags and the general ones, then --dataset-option (which wins).
+    let dataset = plugin_ref(dataset_name, "--dataset-name")?;
     let shared = args.dataset.shared_values();
-    let mut dataset_options = plugins.options(Role::Dataset, shared);
-    dataset_options.extend(args.dataset.option_pairs()?);
+    let mut options = plugins.options(Role::Dataset, shared);
+    options.extend(args.dataset.option_pairs()?);
     warnings.extend(plugins.warnings(shared));
-    let runtime = args.sandbox.runtime_config()?;
+    Ok(WorkloadConfig {
+        dataset,
+        dataset_path,
+        num_prompts: *num_prompts,
+        seed: *seed,
+        options,
+        request_id_prefix: Some(
+            args.request_id_prefix
+                .clone()
+                .unwrap_or_else(|| default_request_id_prefix(args)),
+        ),
+        hub_cache,
+        chat_template_kwargs: args.dataset.template_kwargs()?,
+        lora: args.lora_modules.clone().map(|names| LoraModules {
+            names,
+            assignment: match args.lora_assignment {
+                LoraAssignmentArg::Random => LoraAssignment::Random,
+                LoraAssignmentArg::RoundRobin => LoraAssignment::RoundRobin,
+            },
+        }),
+        runtime: args.sandbox.runtime_config()?,
+        progress: !args.disable_tqdm,
+    })
+}
+
+/// What the requests go to: the native engine (`--backend native`, with its flags) or a
+/// backend plugin, whose run leaves the engine's flags unused (each a warning).
+fn target(
+    args: &ServeArgs,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<NativeConfig>, PluginRef)> {
+    if args.backend == super::plugin_flags::NATIVE_BACKEND {
+        let native = native_config(args, warnings)?;
+        // No plugin: the HTTP settings are not used.
+        return Ok((
+            Some(native),
+            PluginRef::Builtin(super::plugin_flags::NATIVE_BACKEND.into()),
+        ));
+    }
+    let given = given_flags(args);
+    for (key, flag) in super::engine_args::ENGINE_FLAGS {
+        if given.contains(*key) {
+            warnings.push(format!(
+                "{flag} is ignored: it configures the native engine (--backend native)"
+            ));
+        }
+    }
+    Ok((None, plugin_ref(&args.backend, "--backend")?))
+}
+
+/// The server and how requests reach it: its URL, the backend plugin with its options,
+/// headers, sampling fields, timeouts, TLS, the probes and the `/metrics` scrapes.
+fn http_config(
+    args: &ServeArgs,
+    plugins: &Parsed,
+    backend: PluginRef,
+    shard: Option<ShardConfig>,
+    max_concurrency: Option<usize>,
+) -> Result<HttpConfig> {
+    let request_timeout = positive_seconds(args.request_timeout)
+        .with_context(|| format!("--request-timeout {}", args.request_timeout))?;
     let headers = args
         .header
         .iter()
         .map(|h| parse_header(h).with_context(|| format!("--header {h:?}")))
-        .collect::<Result<Vec<_>>>()?;
-    let metadata = args
-        .metadata
-        .iter()
-        .map(|h| split_key_value(h).with_context(|| format!("--metadata {h:?}")))
         .collect::<Result<Vec<_>>>()?;
     let mut backend_options = plugins.options(Role::Backend, SharedValues::default());
     for item in &args.backend_options {
         backend_options
             .push(split_key_value(item).with_context(|| format!("--backend-option {item:?}"))?);
     }
-    let goodput = metrics::parse_goodput(&args.goodput).context("--goodput")?;
-    let percentile_metrics = metrics::parse_percentile_metrics(
-        args.percentile_metrics
-            .as_deref()
-            .unwrap_or(metrics::DEFAULT_PERCENTILE_METRICS),
-    )
-    .context("--percentile-metrics")?;
-    let percentiles =
-        metrics::parse_percentiles(&args.metric_percentiles).context("--metric-percentiles")?;
     let extra_body = sampling_body(args)?;
-    let shard = shard_config(args)?;
-    // A shard holds its part of the cap (the parts add up to it).
-    let max_concurrency = match (shard, args.max_concurrency) {
-        (Some(shard), Some(cap)) => Some(shard.shard.max_concurrency(cap)?),
-        _ => args.max_concurrency,
-    };
     let base_url = match &args.base_url {
         Some(u) => u.trim_end_matches('/').to_string(),
         None if args.host.contains(':') => format!("http://[{}]:{}", args.host, args.port),
@@ -572,46 +728,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
                 format!("--endpoint {endpoint:?} must be a URL path such as /v1/completions")
             })?;
     }
-    check_result_dir(args)?;
-    let concurrent = u64::from(args.dataset.num_prompts);
-    let connections = match args.max_concurrency {
-        Some(c) => limits::ConnectionNeed {
-            connections: (c as u64).min(concurrent),
-            flag: "--max-concurrency",
-            certain: true,
-        },
-        None => limits::ConnectionNeed {
-            // Warm-ups run first, as many at once as there are; their connections stay
-            // open for the run.
-            connections: concurrent.max(u64::from(args.num_warmups)),
-            flag: "--num-prompts",
-            certain: args.request_rate.is_infinite() && args.ramp_up_strategy.is_none(),
-        },
-    };
-    let workload = WorkloadConfig {
-        dataset,
-        dataset_path,
-        num_prompts: args.dataset.num_prompts,
-        seed: args.dataset.seed,
-        options: dataset_options,
-        request_id_prefix: Some(
-            args.request_id_prefix
-                .clone()
-                .unwrap_or_else(|| default_request_id_prefix(args)),
-        ),
-        hub_cache,
-        chat_template_kwargs: args.dataset.template_kwargs()?,
-        lora: args.lora_modules.clone().map(|names| LoraModules {
-            names,
-            assignment: match args.lora_assignment {
-                LoraAssignmentArg::Random => LoraAssignment::Random,
-                LoraAssignmentArg::RoundRobin => LoraAssignment::RoundRobin,
-            },
-        }),
-        runtime,
-        progress: !args.disable_tqdm,
-    };
-    let http = HttpConfig {
+    Ok(HttpConfig {
         base_url,
         endpoint: args.endpoint.clone(),
         backend,
@@ -638,11 +755,29 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             enabled: !args.no_server_metrics,
             interval: args.server_metrics_interval,
         },
-    };
-    let load = LoadConfig {
+    })
+}
+
+/// When and how many requests are sent: the rate, its ramp-up and burstiness, the cap,
+/// the ready check and warm-ups, the grace at a stop, `--profile` and GPU telemetry.
+fn load_config(
+    args: &ServeArgs,
+    max_concurrency: Option<usize>,
+    warnings: &mut Vec<String>,
+) -> Result<LoadConfig> {
+    let shutdown_grace = Duration::try_from_secs_f64(args.shutdown_grace_sec)
+        .ok()
+        .filter(|_| args.shutdown_grace_sec.is_finite())
+        .with_context(|| {
+            format!(
+                "--shutdown-grace-sec must be a number of seconds >= 0, got {}",
+                args.shutdown_grace_sec
+            )
+        })?;
+    Ok(LoadConfig {
         request_rate: args.request_rate,
         burstiness: args.burstiness,
-        ramp_up,
+        ramp_up: ramp_up(args, warnings)?,
         max_concurrency,
         ready_check: (args.ready_check_timeout_sec > 0)
             .then(|| Duration::from_secs(args.ready_check_timeout_sec)),
@@ -656,8 +791,35 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         time_scale: args.time_scale,
         profile: args.profile,
         gpu_telemetry: !args.no_gpu_telemetry,
-    };
-    let report = ReportConfig {
+    })
+}
+
+/// Which statistics are reported, and how tokens are counted.
+fn metrics_config(args: &ServeArgs) -> Result<metrics::MetricsConfig> {
+    Ok(metrics::MetricsConfig {
+        percentiles: metrics::parse_percentiles(&args.metric_percentiles)
+            .context("--metric-percentiles")?,
+        percentile_metrics: metrics::parse_percentile_metrics(
+            args.percentile_metrics
+                .as_deref()
+                .unwrap_or(metrics::DEFAULT_PERCENTILE_METRICS),
+        )
+        .context("--percentile-metrics")?,
+        goodput: metrics::parse_goodput(&args.goodput).context("--goodput")?,
+        input_tokens: args.input_tokens,
+        prefix_block_size: args.prefix_cache_block_size,
+        split_itl_by_tokens: args.split_itl_by_tokens,
+    })
+}
+
+/// What the result says about itself and where it is saved.
+fn report_config(args: &ServeArgs) -> Result<ReportConfig> {
+    let metadata = args
+        .metadata
+        .iter()
+        .map(|h| split_key_value(h).with_context(|| format!("--metadata {h:?}")))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ReportConfig {
         label: args.label.clone(),
         metadata,
         command_line: args_record(args)?,
@@ -675,31 +837,26 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
             interrupted: None,
             run_suffix: None,
         },
-    };
-    Ok(Resolved {
-        config: ServeConfig {
-            model: args.model.model.clone(),
-            served_model_name: args.model.served_model_name.clone(),
-            tokenizer: args.model.tokenizer.clone(),
-            skip_tokenizer_init: args.skip_tokenizer_init,
-            native,
-            workload,
-            http,
-            load,
-            metrics: metrics::MetricsConfig {
-                percentiles,
-                percentile_metrics,
-                goodput,
-                input_tokens: args.input_tokens,
-                prefix_block_size: args.prefix_cache_block_size,
-                split_itl_by_tokens: args.split_itl_by_tokens,
-            },
-            report,
-            shard,
-        },
-        connections,
-        warnings,
     })
+}
+
+/// The most connections the run may hold open at once, for the open-file check.
+fn connection_need(args: &ServeArgs) -> limits::ConnectionNeed {
+    let concurrent = u64::from(args.dataset.num_prompts);
+    match args.max_concurrency {
+        Some(c) => limits::ConnectionNeed {
+            connections: (c as u64).min(concurrent),
+            flag: "--max-concurrency",
+            certain: true,
+        },
+        None => limits::ConnectionNeed {
+            // Warm-ups run first, as many at once as there are; their connections stay
+            // open for the run.
+            connections: concurrent.max(u64::from(args.num_warmups)),
+            flag: "--num-prompts",
+            certain: args.request_rate.is_infinite() && args.ramp_up_strategy.is_none(),
+        },
+    }
 }
 
 /// The environment variable by which `--workers` tells its client processes that they are

@@ -149,7 +149,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         }
     }
     signals.server_stopped();
-    let merged = shard::merge(super::merge::read_inputs(&outputs)?)?;
+    let merged = shard::merge::merge(super::merge::read_inputs(&outputs)?)?;
     let mut console = Console::new(false, config.load.shutdown_grace);
     let mut outcome: Outcome =
         super::merge::show_and_save(merged, &config.report.save, &mut console)?;

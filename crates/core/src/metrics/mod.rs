@@ -3,11 +3,11 @@
 //! `vllm bench serve`, plus client-side diagnostics vLLM lacks (schedule lag, achieved
 //! rates, server-versus-tokenizer output token counts).
 
-mod client;
-mod config;
+pub mod client;
+pub mod config;
 pub mod embeddings;
 pub mod goodput;
-mod per_request;
+pub mod per_request;
 mod rtfx;
 pub mod server_timing;
 pub mod significance;
@@ -85,7 +85,7 @@ pub struct Metrics {
     pub client: ClientStats,
     /// What the server's own `/metrics` said about the run, when it exposes metrics bench
     /// knows; set by the caller that scraped them.
-    pub server_metrics: Option<crate::server_metrics::ServerReport>,
+    pub server_metrics: Option<crate::server_metrics::report::ServerReport>,
     /// What the GPUs of this machine did during the run (utilisation, memory, power,
     /// energy), where NVIDIA's management library is present; set by the caller.
     pub gpu: Option<crate::gpu_telemetry::GpuReport>,
@@ -124,8 +124,8 @@ pub struct Metrics {
     /// be assessed ([`crate::steady_state::saturation`]).
     pub saturation: Option<Saturation>,
     /// A merged run (`bench merge`, `--workers`): each shard's client, in shard order;
-    /// empty for a run of one process. Set by [`crate::shard::merge`].
-    pub shards: Vec<crate::shard::ShardDiagnostics>,
+    /// empty for a run of one process. Set by [`crate::shard::merge::merge`].
+    pub shards: Vec<crate::shard::diagnostics::ShardDiagnostics>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.

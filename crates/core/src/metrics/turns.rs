@@ -6,7 +6,7 @@
 //! design. Both are computed after the run from the records (their `turn` and
 //! `cached_prompt_tokens`), never on the request path.
 
-use super::Summary;
+use super::stats::Summary;
 use crate::record::RequestRecord;
 
 /// The statistics of one turn index, in milliseconds, with vLLM's definitions (TPOT over

@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::RunInfo;
 use super::lines::{header, line, line_f};
+use super::run_info::RunInfo;
 use super::sections::{percentile_word, reported_sections, steady_state_sections};
 use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric, Summary};
 

@@ -5,7 +5,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::metrics::PerRequest;
+use crate::metrics::per_request::PerRequest;
 
 /// A float as vLLM's JSON holds it. JSON has no infinity: an infinite value is written as
 /// the string `"inf"`, as vLLM does for `request_rate` and its `InfEncoder` does for

@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 
 use super::doc::{Field, List};
 pub use super::doc::{ResultDoc, float};
+use super::run_info::{RunInfo, rps_change_timestamp, strategy_name};
 use super::sections::{percentile_word, reported_sections, steady_state_sections};
-use super::{RunInfo, rps_change_timestamp, strategy_name};
 use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric, Summary};
 
 /// Per-request lists that vLLM drops unless `--save-detailed` (it keeps `latencies` and

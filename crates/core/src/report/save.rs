@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::json::{ResultDoc, pytorch_records, result_doc};
-use super::{RunInfo, strategy_name};
+use super::run_info::{RunInfo, strategy_name};
 use crate::metrics::Metrics;
 use crate::pyjson::{self, float_repr};
 

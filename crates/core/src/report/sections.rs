@@ -1,7 +1,7 @@
 //! Which metric sections the reports show, and their names: one answer for the console and
 //! the result JSON, as vLLM's `--percentile-metrics` picks them.
 
-use super::RunInfo;
+use super::run_info::RunInfo;
 use crate::metrics::{Metrics, PercentileMetric, Summary};
 use crate::pyjson::float_repr;
 

@@ -13,7 +13,7 @@
 //! same whichever API the run speaks (vLLM serves it to the `openai`, `vllm` and
 //! `openai-chat` backends alike), and the plugin contract has no way to declare metrics.
 
-use super::Snapshot;
+use super::scrape::Snapshot;
 use super::spec_decode::SpecDecodeStats;
 
 /// Prompt tokens served from the prefix cache, and those looked up, each a sum of

@@ -7,7 +7,8 @@ use anyhow::Result;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{Scraper, ServerReport, Snapshot, scrape};
+use super::report::ServerReport;
+use super::scrape::{Scraper, Snapshot, scrape};
 use crate::client::Tls;
 use crate::observer::{Event, Observer};
 

@@ -6,6 +6,7 @@
 use super::report::Peak;
 use super::spec_decode::{SpecDecodeCounters, SpecDecodeStats};
 use super::*;
+use crate::client::Tls;
 
 #[test]
 fn prometheus_text_is_summed_by_name_across_label_sets() {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::cpu::ClientCpu;
 use crate::clock_offset::ClockOffset;
-use crate::metrics::LagSummary;
+use crate::metrics::client::LagSummary;
 
 /// `--shard I/N`: this process is shard `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

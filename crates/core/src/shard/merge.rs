@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{ShardDiagnostics, ShardDoc};
+use super::ShardDoc;
+use super::diagnostics::ShardDiagnostics;
 use crate::metrics::{self, Metrics};
 use crate::report::RunInfo;
 use crate::report::save::Interruption;

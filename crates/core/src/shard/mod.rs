@@ -15,7 +15,7 @@
 //! documents are the `N` shards of one run and recomputes every metric from all the
 //! records with [`crate::metrics::calculate`]: percentiles are exact, not averaged.
 
-mod diagnostics;
+pub mod diagnostics;
 pub mod merge;
 
 use std::path::Path;
@@ -34,7 +34,6 @@ use crate::report::save::Interruption;
 use crate::runtime::RequestSpec;
 
 pub use diagnostics::{Shard, ShardDiagnostics};
-pub use merge::{Merged, merge};
 
 /// The version of [`ShardDoc`]'s layout; `bench merge` reads only its own.
 pub const FORMAT: u32 = 1;

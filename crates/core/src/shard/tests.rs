@@ -167,7 +167,7 @@ mod merging {
                 .rev()
                 .map(|i| shard_of_fixture(i, count))
                 .collect();
-            let merged = merge(sourced(docs)).unwrap().metrics;
+            let merged = merge::merge(sourced(docs)).unwrap().metrics;
             assert_eq!(
                 merged.per_request.records, single.per_request.records,
                 "{count}"
@@ -204,13 +204,13 @@ mod merging {
     fn a_request_outside_its_shards_share_is_refused() {
         let mut wrong = shard_of_fixture(1, 2);
         wrong.records[0].record.index = 2;
-        let err = merge(sourced(vec![shard_of_fixture(0, 2), wrong])).unwrap_err();
+        let err = merge::merge(sourced(vec![shard_of_fixture(0, 2), wrong])).unwrap_err();
         assert!(
             err.to_string()
                 .contains("request 2 is not in shard 1/2's share"),
             "{err}"
         );
-        let err = merge(sourced(vec![
+        let err = merge::merge(sourced(vec![
             shard_of_fixture(0, 2),
             shard_of_fixture(0, 3),
         ]));
@@ -243,7 +243,7 @@ mod merging {
             samples: 100,
         });
         b.diagnostics.started_late_s = 0.25;
-        let merged = merge(sourced(vec![a, b])).unwrap();
+        let merged = merge::merge(sourced(vec![a, b])).unwrap();
         let i = merged.interrupted.unwrap();
         assert_eq!(i.reason, "shard 0/2: SIGTERM; shard 1/2: SIGTERM");
         assert_eq!((i.not_sent, i.cancelled), (5, 1));

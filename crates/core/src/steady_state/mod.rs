@@ -27,7 +27,8 @@ pub mod saturation;
 
 use std::fmt;
 
-use crate::metrics::{PerRequest, Summary};
+use crate::metrics::per_request::PerRequest;
+use crate::metrics::stats::Summary;
 use crate::record::RequestRecord;
 
 /// Fewer successful requests than this inside the window make no steady state: their

@@ -6,10 +6,9 @@
 
 mod gguf;
 mod hf;
-mod metadata;
+pub(crate) mod metadata;
 mod parts;
 
-pub(crate) use metadata::{md_str, md_u32, value_u64};
 pub(crate) use parts::Loaded;
 use parts::tokenizer_json;
 

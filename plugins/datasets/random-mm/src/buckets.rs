@@ -9,7 +9,6 @@ use bench_sdk::PluginError;
 /// configuration's, read here).
 pub(crate) const NAME: &str = "random-mm";
 
-
 /// One `(height, width, num_frames)` key of the bucket config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bucket {

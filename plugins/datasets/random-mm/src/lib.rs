@@ -28,7 +28,6 @@ use bench_sdk::{
 use buckets::{ItemPlan, NAME, default_buckets, default_limits, parse_buckets, parse_limits};
 use sample::{Params, Sampler};
 
-
 const DEFAULT_LIMITS: &str = r#"{"image": 255, "video": 1}"#;
 const DEFAULT_BUCKETS: &str = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}";
 

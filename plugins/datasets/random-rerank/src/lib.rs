@@ -27,7 +27,6 @@ use bench_sdk::{
 
 use sample::{NAME, Params, Sampler};
 
-
 fn options() -> Vec<OptionInfo> {
     vec![
         input_len_option(),

@@ -19,7 +19,6 @@ use bench_sdk::{PluginError, Prompt, RequestSpec, RerankInput};
 /// The dataset's name, which begins every message it writes.
 pub(crate) const NAME: &str = "random-rerank";
 
-
 /// The options of `vllm bench serve --dataset-name random-rerank`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {

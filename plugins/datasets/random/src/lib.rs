@@ -19,7 +19,6 @@ use bench_sdk::{
 
 use sample::{NAME, Params, Sampler};
 
-
 fn options() -> Vec<OptionInfo> {
     let mut options = TextParams::options();
     options.push(batch_size_option(

@@ -17,7 +17,6 @@ use bench_sdk::{PluginError, Prompt, RequestSpec};
 /// The dataset's name, which begins every message it writes.
 pub(crate) const NAME: &str = "random";
 
-
 /// The options of `vllm bench serve --dataset-name random`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {
