@@ -56,7 +56,9 @@ counted as many disagreements:
   The note gives those values;
 - `dataset draws`: `start_times` at a request rate that differ for a dataset whose vLLM
   class draws from numpy's global generator (NUMPY_GLOBAL_DATASETS), which moves vLLM's
-  arrival gaps; bench's gaps are vLLM's for every other dataset.
+  arrival gaps; bench's gaps are vLLM's for every other dataset. In such a case,
+  `generated_texts` that differ only for requests that another request met at another
+  moment in the two runs (texts_by_arrivals): the server batched them otherwise.
 Keys only one side has are listed after the table.
 """
 
@@ -266,6 +268,9 @@ def compare(v, b, v2, server, shifts=None, dataset=None):
                     row.verdict = "failures"
             if row.verdict == "DIFFER" and key == "generated_texts" and v2 is not None:
                 row = texts_vs_server(row, a, c, v2.get(key), common)
+            if (row.verdict == "DIFFER" and key == "generated_texts" and dataset in NUMPY_GLOBAL_DATASETS
+                    and math.isfinite(float(v.get("request_rate", "inf")))):
+                texts_by_arrivals(row, a, c, v, b, common)
             rows.append(row)
         elif key == "errors":
             fa = [bool(x) for x in a]
@@ -388,6 +393,50 @@ def texts_vs_server(row, a, c, a2, common):
     if len(diff) <= 2 * len(vary):
         row.verdict = "server varies"
     return row
+
+
+def texts_by_arrivals(row, a, c, v, b, common):
+    """generated_texts that differ in a case whose arrival times differ by vLLM's dataset draws
+    (see `dataset draws`): the server batches a request with the others it meets, and greedy
+    decoding on a CPU depends on the batch (vLLM's chunked prefill puts a newcomer's prompt in
+    the same forward pass). So a text may differ when, between the two runs, another request
+    met its generation at another moment: some request in flight beside it in either run
+    started or ended, relative to its own start, more than one of its inter-token gaps (vLLM's
+    run; 10 ms without one) apart in the other. Every differing text must have that cause, or
+    the row stays DIFFER."""
+    def spans(r):
+        s, lat = r.get("start_times"), r.get("latencies")
+        if not isinstance(s, list) or not isinstance(lat, list) or not len(s) == len(lat) == len(a):
+            return None
+        return [(x - s[0], x - s[0] + y) for x, y in zip(s, lat)]
+    sv, sb = spans(v), spans(b)
+    if sv is None or sb is None or len(a) != len(c):
+        return
+    itls = v.get("itls") if isinstance(v.get("itls"), list) and len(v["itls"]) == len(a) else None
+
+    def met_otherwise(i):
+        gaps = itls[i] if itls and itls[i] else None
+        gap = statistics.fmean(gaps) if gaps else 0.010
+        for j in range(len(a)):
+            if j == i:
+                continue
+            beside = any(s[j][0] < s[i][1] and s[i][0] < s[j][1] for s in (sv, sb))
+            moved = max(abs((sv[j][k] - sv[i][0]) - (sb[j][k] - sb[i][0])) for k in (0, 1))
+            if beside and moved > gap:
+                return j, moved, gap
+        return None
+
+    idx = list(common) if common is not None else list(range(len(a)))
+    diff = [i for i in idx if a[i] != c[i]]
+    causes = [met_otherwise(i) for i in diff]
+    if not diff or any(x is None for x in causes):
+        return
+    i, (j, moved, gap) = diff[0], causes[0]
+    row.verdict = "dataset draws"
+    row.note += (f"; each differing request met another at another moment (at [{i}]: request {j} "
+                 f"{1000 * moved:.3g} ms apart, relative to its start, more than its "
+                 f"{1000 * gap:.3g} ms inter-token gap): the arrivals differ by vLLM's dataset draws, "
+                 "so the server batched it otherwise, and greedy decoding depends on the batch")
 
 
 def first_err(errs):

@@ -193,6 +193,22 @@ class DatasetDraws(unittest.TestCase):
         v["request_rate"] = b["request_rate"] = "inf"
         self.assertEqual(rows("prefix_repetition")["start_times"], "DIFFER")
 
+    def test_texts_differ_by_arrivals_only_where_another_request_met_them_otherwise(self):
+        # Request 1 arrives 0.4 s into request 0's generation in vLLM's run, 0.1 s in bench's.
+        v = {"request_rate": 2.0, "start_times": [0.0, 0.4, 5.0], "latencies": [1.0, 1.0, 1.0],
+             "itls": [[0.05] * 4] * 3, "generated_texts": ["ab", "cd", "ef"]}
+        b = {**v, "start_times": [0.0, 0.1, 5.3], "generated_texts": ["ax", "cd", "ef"]}
+        rows = lambda d: {r.key: r.verdict for r in parity.compare(v, b, v, None, None, d)}
+        self.assertEqual(rows("prefix_repetition")["generated_texts"], "dataset draws")
+        self.assertEqual(rows("random")["generated_texts"], "DIFFER")
+        # Request 2 ran alone in both runs: its text has no such cause.
+        b["generated_texts"] = ["ab", "cd", "ex"]
+        self.assertEqual(rows("prefix_repetition")["generated_texts"], "DIFFER")
+        # Nor a text whose company came at the same moments.
+        b["generated_texts"] = ["ax", "cd", "ef"]
+        b["start_times"] = [0.0, 0.41, 5.3]
+        self.assertEqual(rows("prefix_repetition")["generated_texts"], "DIFFER")
+
 
 if __name__ == "__main__":
     unittest.main()
