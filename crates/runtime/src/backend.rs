@@ -165,17 +165,13 @@ impl BackendPlugin {
             }
             Client::V0_3_0(c) => {
                 let old = v0_3_0::client_config_down(&config);
-                self.sandbox.call("open", |store| {
-                    c.call_open(store, &old)
-                        .map(|r| r.map_err(v0_3_0::plugin_error_up))
-                })?
+                self.sandbox
+                    .call("open", |store| c.call_open(store, &old))?
             }
             Client::V0_4_1(c) => {
                 let old = v0_4_1::client_config_down(&config);
-                self.sandbox.call("open", |store| {
-                    c.call_open(store, &old)
-                        .map(|r| r.map_err(v0_4_1::plugin_error_up))
-                })?
+                self.sandbox
+                    .call("open", |store| c.call_open(store, &old))?
             }
         };
         self.client = Some((handle, config));
@@ -250,24 +246,18 @@ impl BackendPlugin {
                     })
                     .map(v0_2_0::http_request_up)
             }
-            Client::V0_3_0(c) => {
-                let old = v0_3_0::request_spec_down(spec);
-                self.sandbox
-                    .call("build-request", |store| {
-                        c.call_build_request(store, handle, &old)
-                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
-                    })
-                    .map(v0_3_0::http_request_up)
-            }
-            Client::V0_4_1(c) => {
-                let old = v0_4_1::request_spec_down(spec);
-                self.sandbox
-                    .call("build-request", |store| {
-                        c.call_build_request(store, handle, &old)
-                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
-                    })
-                    .map(v0_4_1::http_request_up)
-            }
+            Client::V0_3_0(c) => self
+                .sandbox
+                .call("build-request", |store| {
+                    c.call_build_request(store, handle, spec)
+                })
+                .map(v0_3_0::http_request_up),
+            Client::V0_4_1(c) => self
+                .sandbox
+                .call("build-request", |store| {
+                    c.call_build_request(store, handle, spec)
+                })
+                .map(v0_4_1::http_request_up),
         }
     }
 
@@ -301,7 +291,6 @@ impl BackendPlugin {
                 self.sandbox
                     .call("decode", |store| {
                         c.call_decode(store, handle, &head, buffer, frame_ends)
-                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
                     })
                     .map(v0_3_0::decoded_up)?
             }
@@ -310,7 +299,6 @@ impl BackendPlugin {
                 self.sandbox
                     .call("decode", |store| {
                         c.call_decode(store, handle, &head, buffer, frame_ends)
-                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
                     })
                     .map(v0_4_1::decoded_up)?
             }

@@ -333,17 +333,13 @@ impl DatasetPlugin {
             }
             Source::V0_3_0(s) => {
                 let config = v0_3_0::dataset_config_down(config);
-                self.sandbox.call("open", |store| {
-                    s.call_open(store, &config)
-                        .map(|r| r.map_err(v0_3_0::plugin_error_up))
-                })?
+                self.sandbox
+                    .call("open", |store| s.call_open(store, &config))?
             }
             Source::V0_4_1(s) => {
                 let config = v0_4_1::dataset_config_down(config);
-                self.sandbox.call("open", |store| {
-                    s.call_open(store, &config)
-                        .map(|r| r.map_err(v0_4_1::plugin_error_up))
-                })?
+                self.sandbox
+                    .call("open", |store| s.call_open(store, &config))?
             }
         };
         let mut requests = Vec::with_capacity(limit.min(1 << 16) as usize);
@@ -368,18 +364,10 @@ impl DatasetPlugin {
                     .map(|batch| batch.into_iter().map(v0_2_0::request_spec_up).collect()),
                 Source::V0_3_0(s) => self
                     .sandbox
-                    .call("next-batch", |store| {
-                        s.call_next_batch(store, handle, max)
-                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
-                    })
-                    .map(|batch| batch.into_iter().map(v0_3_0::request_spec_up).collect()),
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max)),
                 Source::V0_4_1(s) => self
                     .sandbox
-                    .call("next-batch", |store| {
-                        s.call_next_batch(store, handle, max)
-                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
-                    })
-                    .map(|batch| batch.into_iter().map(v0_4_1::request_spec_up).collect()),
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max)),
             };
             let batch: Vec<RequestSpec> = batch?;
             sizer.record(max, call_started.elapsed());
@@ -414,20 +402,12 @@ impl DatasetPlugin {
             Source::V0_3_0(s) => {
                 let turn = v0_3_0::turn_result_down(turn);
                 self.sandbox
-                    .call("next-turn", |store| {
-                        s.call_next_turn(store, handle, &turn)
-                            .map(|r| r.map_err(v0_3_0::plugin_error_up))
-                    })
-                    .map(|next| next.map(v0_3_0::request_spec_up))
+                    .call("next-turn", |store| s.call_next_turn(store, handle, &turn))
             }
             Source::V0_4_1(s) => {
                 let turn = v0_4_1::turn_result_down(turn);
                 self.sandbox
-                    .call("next-turn", |store| {
-                        s.call_next_turn(store, handle, &turn)
-                            .map(|r| r.map_err(v0_4_1::plugin_error_up))
-                    })
-                    .map(|next| next.map(v0_4_1::request_spec_up))
+                    .call("next-turn", |store| s.call_next_turn(store, handle, &turn))
             }
             // 0.2.0 had no conversations: its sources are never multi-turn.
             Source::V0_2_0(_) => Err(self.sandbox.error("next-turn", CallFailure::NotOpen)),

@@ -244,12 +244,9 @@ impl Runtime {
         >(&mut linker, |state| state)
         .map_err(wasm_error)
         .context("linking the plugin host interfaces of bench:plugin@0.2.0")?;
-        bindings::v0_3_0::dataset::DatasetPlugin::add_to_linker::<
-            StoreState,
-            wasmtime::component::HasSelf<StoreState>,
-        >(&mut linker, |state| state)
-        .map_err(wasm_error)
-        .context("linking the plugin host interfaces of bench:plugin@0.3.0")?;
+        bindings::v0_3_0::add_to_linker(&mut linker)
+            .map_err(wasm_error)
+            .context("linking the plugin host interfaces of bench:plugin@0.3.0")?;
         bindings::v0_4_1::add_to_linker(&mut linker)
             .map_err(wasm_error)
             .context("linking the plugin host interfaces of bench:plugin@0.4.1")?;

@@ -3,11 +3,169 @@
 //! `current` is generated from `wit/current` (the newest `since_vX.Y.Z` folder) and its
 //! types are the host's own: everything outside this module speaks them. Each older
 //! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`, `v0_4_1`) that
-//! generates bindings from its frozen folder and converts its types to and from the current
-//! ones, so a plugin built for that version runs unchanged; a version whose interfaces its
-//! successor keeps as they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs no adapter, only
-//! its place in [`SUPPORTED_VERSIONS`].
+//! generates bindings from its frozen folder and holds only what changed since: an
+//! interface the version shares with the current contract is not generated again but taken
+//! from `current` (bindgen's `with`), so its values cross with no conversion; what is left
+//! are the conversions of the interfaces that did change, and the host imports, which every
+//! version must link under its own name. A version whose interfaces its successor keeps as
+//! they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs no adapter, only its place in
+//! [`SUPPORTED_VERSIONS`].
 
+/// Generates a contract version's bindings from its WIT folder `$wit`, for the module
+/// `$this` that expands it: `dataset` (the `dataset-plugin` world, with the shared
+/// interfaces) and `backend` (the `backend-plugin` world, which takes the shared interfaces
+/// from `dataset`: a `RequestSpec` sampled by a dataset is the very type a backend's
+/// `build-request` takes, and one linker serves both kinds of plugin). `dataset` takes
+/// `$with` as bindgen's `with` (an interface taken from elsewhere instead of generated
+/// again); `$both` go to both worlds.
+macro_rules! plugin_worlds {
+    ($wit:tt, $this:ident, with: { $($with:tt)* }, both: { $($both:tt)* }) => {
+        /// The `dataset-plugin` world and its shared interfaces.
+        pub mod dataset {
+            wasmtime::component::bindgen!({
+                path: $wit,
+                world: "dataset-plugin",
+                with: { $($with)* $($both)* },
+                imports: {
+                    // Without a tokenizer these have no error channel: the host traps with
+                    // a message saying which flag is missing.
+                    "bench:plugin/tokenizer.vocab-size": trappable,
+                    "bench:plugin/tokenizer.special-token-ids": trappable,
+                },
+            });
+        }
+
+        /// The `backend-plugin` world, sharing the dataset world's interfaces.
+        pub mod backend {
+            wasmtime::component::bindgen!({
+                path: $wit,
+                world: "backend-plugin",
+                with: {
+                    "bench:plugin/types": crate::bindings::$this::dataset::bench::plugin::types,
+                    "bench:plugin/tokenizer":
+                        crate::bindings::$this::dataset::bench::plugin::tokenizer,
+                    "bench:plugin/seed": crate::bindings::$this::dataset::bench::plugin::seed,
+                    "bench:plugin/log": crate::bindings::$this::dataset::bench::plugin::log,
+                    $($both)*
+                },
+            });
+        }
+    };
+}
+
+/// Implements a frozen version's host imports (`tokenizer`, `seed` and `log`, named
+/// `$tokenizer`, `$seed` and `$log` in the calling module) by passing each call on to the
+/// current contract's. `seed` and `log` have not changed since 0.2.0, nor have the
+/// tokenizer's text functions; the version's chat-template functions, which did change,
+/// come after the names, in the tokenizer's `impl`; `current_chat_template` passes
+/// `apply-chat-template` on as well, for a version whose chat messages are the current
+/// ones. Every version still needs these impls: a component imports the interfaces under
+/// its own version's names, which the linker keeps apart.
+macro_rules! pass_on_host_imports {
+    ($tokenizer:ident, $seed:ident, $log:ident, current_chat_template { $($more:item)* }) => {
+        pass_on_host_imports!($tokenizer, $seed, $log, {
+            fn apply_chat_template(
+                &mut self,
+                messages: Vec<cur_tokenizer::ChatMessage>,
+                add_generation_prompt: bool,
+            ) -> Result<String, String> {
+                cur_tokenizer::Host::apply_chat_template(self, messages, add_generation_prompt)
+            }
+
+            $($more)*
+        });
+    };
+    ($tokenizer:ident, $seed:ident, $log:ident, { $($chat_template:item)* }) => {
+        // In a block of its own, so that its names do not meet the calling module's.
+        const _: () = {
+            use crate::bindings::current::dataset::bench::plugin::{
+                log as cur_log, seed as cur_seed, tokenizer as cur_tokenizer,
+            };
+            use crate::host::StoreState;
+
+            impl $tokenizer::Host for StoreState {
+                fn encode(
+                    &mut self,
+                    text: String,
+                    add_special_tokens: bool,
+                ) -> Result<Vec<u32>, String> {
+                    cur_tokenizer::Host::encode(self, text, add_special_tokens)
+                }
+
+                fn encode_batch(
+                    &mut self,
+                    texts: Vec<String>,
+                    add_special_tokens: bool,
+                ) -> Result<Vec<Vec<u32>>, String> {
+                    cur_tokenizer::Host::encode_batch(self, texts, add_special_tokens)
+                }
+
+                fn decode(
+                    &mut self,
+                    ids: Vec<u32>,
+                    skip_special_tokens: bool,
+                ) -> Result<String, String> {
+                    cur_tokenizer::Host::decode(self, ids, skip_special_tokens)
+                }
+
+                fn vocab_size(&mut self, with_added_tokens: bool) -> wasmtime::Result<u32> {
+                    cur_tokenizer::Host::vocab_size(self, with_added_tokens)
+                }
+
+                fn special_token_ids(&mut self) -> wasmtime::Result<Vec<u32>> {
+                    cur_tokenizer::Host::special_token_ids(self)
+                }
+
+                $($chat_template)*
+            }
+
+            impl $seed::Host for StoreState {
+                fn run_seed(&mut self) -> u64 {
+                    cur_seed::Host::run_seed(self)
+                }
+
+                fn derive(&mut self, label: String) -> u64 {
+                    cur_seed::Host::derive(self, label)
+                }
+            }
+
+            impl $log::Host for StoreState {
+                fn log(&mut self, level: $log::Level, message: String) {
+                    let level = match level {
+                        $log::Level::Debug => cur_log::Level::Debug,
+                        $log::Level::Info => cur_log::Level::Info,
+                        $log::Level::Warn => cur_log::Level::Warn,
+                        $log::Level::Error => cur_log::Level::Error,
+                    };
+                    cur_log::Host::log(self, level, message)
+                }
+            }
+        };
+    };
+}
+
+/// Defines, for a frozen version whose host imports are `$tokenizer`, `$seed` and `$log`,
+/// `add_to_linker`: links them, and an empty `bench:plugin/types@$version` instance for a
+/// version that takes its `types` from the current contract (the interface holds only
+/// types, so there is nothing to link but the name its components import).
+macro_rules! link_host_imports {
+    ($version:expr, $tokenizer:ident, $seed:ident, $log:ident) => {
+        /// Links this version's `bench:plugin` host interfaces (not the worlds' WASI
+        /// imports, which `wasmtime_wasi::p2::add_to_linker_sync` links for every version).
+        pub fn add_to_linker(
+            linker: &mut wasmtime::component::Linker<crate::host::StoreState>,
+        ) -> wasmtime::Result<()> {
+            use crate::host::StoreState;
+            use wasmtime::component::HasSelf;
+            linker.instance(&format!("bench:plugin/types@{}", $version))?;
+            $tokenizer::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+            $seed::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)?;
+            $log::add_to_linker::<StoreState, HasSelf<StoreState>>(linker, |state| state)
+        }
+    };
+}
+
+// The macros come before the modules that expand them.
 pub mod current;
 pub mod v0_2_0;
 pub mod v0_3_0;

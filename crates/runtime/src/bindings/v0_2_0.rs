@@ -12,9 +12,7 @@
 //! one as the server's error.
 
 use super::current::backend::exports::bench::plugin::backend as cur_backend;
-use super::current::dataset::bench::plugin::{
-    log as cur_log, seed as cur_seed, tokenizer as cur_tokenizer, types as cur,
-};
+use super::current::dataset::bench::plugin::types as cur;
 use super::current::dataset::exports::bench::plugin::dataset as cur_dataset;
 use crate::host::StoreState;
 
@@ -25,31 +23,7 @@ pub const VERSION: &str = "0.2.0";
 #[cfg(test)]
 pub const FROZEN_SHA256: &str = "2659581f1407164153b17b18bf5adfc6c06bd3b215483ac5ba83005b1d55e04e";
 
-/// The `dataset-plugin` world of 0.2.0 and its shared interfaces.
-pub mod dataset {
-    wasmtime::component::bindgen!({
-        path: "../../wit/since_v0.2.0",
-        world: "dataset-plugin",
-        imports: {
-            "bench:plugin/tokenizer.vocab-size": trappable,
-            "bench:plugin/tokenizer.special-token-ids": trappable,
-        },
-    });
-}
-
-/// The `backend-plugin` world of 0.2.0, sharing the dataset world's interfaces.
-pub mod backend {
-    wasmtime::component::bindgen!({
-        path: "../../wit/since_v0.2.0",
-        world: "backend-plugin",
-        with: {
-            "bench:plugin/types": crate::bindings::v0_2_0::dataset::bench::plugin::types,
-            "bench:plugin/tokenizer": crate::bindings::v0_2_0::dataset::bench::plugin::tokenizer,
-            "bench:plugin/seed": crate::bindings::v0_2_0::dataset::bench::plugin::seed,
-            "bench:plugin/log": crate::bindings::v0_2_0::dataset::bench::plugin::log,
-        },
-    });
-}
+plugin_worlds!("../../wit/since_v0.2.0", v0_2_0, with: {}, both: {});
 
 use backend::exports::bench::plugin::backend as old_backend;
 use dataset::bench::plugin::types as old;
@@ -60,31 +34,7 @@ use dataset::exports::bench::plugin::dataset as old_dataset;
 
 impl old::Host for StoreState {}
 
-impl old_tokenizer::Host for StoreState {
-    fn encode(&mut self, text: String, add_special_tokens: bool) -> Result<Vec<u32>, String> {
-        cur_tokenizer::Host::encode(self, text, add_special_tokens)
-    }
-
-    fn encode_batch(
-        &mut self,
-        texts: Vec<String>,
-        add_special_tokens: bool,
-    ) -> Result<Vec<Vec<u32>>, String> {
-        cur_tokenizer::Host::encode_batch(self, texts, add_special_tokens)
-    }
-
-    fn decode(&mut self, ids: Vec<u32>, skip_special_tokens: bool) -> Result<String, String> {
-        cur_tokenizer::Host::decode(self, ids, skip_special_tokens)
-    }
-
-    fn vocab_size(&mut self, with_added_tokens: bool) -> wasmtime::Result<u32> {
-        cur_tokenizer::Host::vocab_size(self, with_added_tokens)
-    }
-
-    fn special_token_ids(&mut self) -> wasmtime::Result<Vec<u32>> {
-        cur_tokenizer::Host::special_token_ids(self)
-    }
-
+pass_on_host_imports!(old_tokenizer, old_seed, old_log, {
     fn apply_chat_template(
         &mut self,
         messages: Vec<old::ChatMessage>,
@@ -93,29 +43,7 @@ impl old_tokenizer::Host for StoreState {
         let messages = messages.into_iter().map(chat_message_up).collect();
         cur_tokenizer::Host::apply_chat_template(self, messages, add_generation_prompt)
     }
-}
-
-impl old_seed::Host for StoreState {
-    fn run_seed(&mut self) -> u64 {
-        cur_seed::Host::run_seed(self)
-    }
-
-    fn derive(&mut self, label: String) -> u64 {
-        cur_seed::Host::derive(self, label)
-    }
-}
-
-impl old_log::Host for StoreState {
-    fn log(&mut self, level: old_log::Level, message: String) {
-        let level = match level {
-            old_log::Level::Debug => cur_log::Level::Debug,
-            old_log::Level::Info => cur_log::Level::Info,
-            old_log::Level::Warn => cur_log::Level::Warn,
-            old_log::Level::Error => cur_log::Level::Error,
-        };
-        cur_log::Host::log(self, level, message)
-    }
-}
+});
 
 // Types, up (0.2.0 to current) and down.
 
