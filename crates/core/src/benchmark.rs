@@ -20,6 +20,7 @@ use crate::client::stop::{Signal, StopSignal};
 use crate::metrics::{self, Metrics, MetricsConfig};
 use crate::observer::{Event, Observer};
 use crate::prepare::HostHeaders;
+use crate::probe::ProbeResults;
 use crate::profiler::{Profiler, ProfilerStep};
 use crate::record::{Failure, RequestRecord};
 use crate::report::save::Interruption;
@@ -27,6 +28,7 @@ use crate::report::{self, RunInfo, SaveOptions};
 use crate::runtime::RequestSpec;
 use crate::schedule::{self, RampUp, ScheduleConfig};
 use crate::shard::{ShardConfig, ShardDoc, ShardPlan, ShardRun, StartAt};
+use crate::side_reports::SideReports;
 use crate::targets::http::{self, HttpConfig, HttpTarget};
 use crate::targets::{RunOptions, Target, WarmUp};
 use crate::tokenizer::Tokenizer;
@@ -106,6 +108,8 @@ pub struct ReportConfig {
 pub struct Outcome {
     /// The metrics, with the records they were computed from.
     pub metrics: Metrics,
+    /// What was measured beside the records (the server's `/metrics`, GPUs, probes, ...).
+    pub side: SideReports,
     /// What the reports say about the run.
     pub run: RunInfo,
     /// The workload's size (requests prepared, sent or not).
@@ -564,16 +568,19 @@ fn measure<T: Target>(
         tokenizer.map(|_| &counter as metrics::TokenCounter<'_>),
         plan.metrics,
     )?;
+    let mut side = SideReports {
+        server_metrics: output.server_metrics,
+        gpu,
+        probe: output.probe.as_ref().and_then(ProbeResults::stats),
+        client_cpu: Some(output.cpu),
+        http_client: output.transport,
+        engine_peak_sequences: output.engine_peak_sequences,
+        ..SideReports::default()
+    };
     if let Some(probe) = &output.probe {
-        computed.probe = probe.stats();
         computed.warnings.extend(probe.warning());
     }
-    computed.client.cpu = Some(output.cpu);
-    computed.client.http_client = output.transport;
-    computed.client.engine_peak_sequences = output.engine_peak_sequences;
     computed.per_request.clock_origin_s = output.clock_origin_s;
-    computed.server_metrics = output.server_metrics;
-    computed.gpu = gpu;
     computed.set_rtfx(&output.audio_seconds);
     // The theoretical prefix reuse counts prompt tokens: none without a tokenizer. A
     // shard keeps each prompt's block keys for the merge, which counts all shards'.
@@ -588,7 +595,7 @@ fn measure<T: Target>(
             tokenizer,
             plan.metrics.prefix_block_size,
         )?;
-        computed.prefix_reuse = Some(crate::prefix_reuse::of_records(
+        side.prefix_reuse = Some(crate::prefix_reuse::of_records(
             &computed.per_request.records,
             &keys,
             plan.metrics.prefix_block_size,
@@ -624,6 +631,7 @@ fn measure<T: Target>(
     };
     observer.event(Event::Results {
         metrics: &computed,
+        side: &side,
         run: &run,
     });
     stop_profiler(plan.drive.profiler.as_ref(), rt, observer);
@@ -643,7 +651,7 @@ fn measure<T: Target>(
         interrupted: interrupted.clone(),
         ..report.save.clone()
     };
-    let saved = report::save(&computed, &run, &save)?;
+    let saved = report::save(&computed, &side, &run, &save)?;
     if let Some(path) = &saved {
         observer.event(Event::Saved {
             path,
@@ -653,6 +661,7 @@ fn measure<T: Target>(
     let shard = match &plan.drive.shard {
         Some(shard) => Some(ShardDoc::new(
             &computed,
+            &side,
             &run,
             &ShardRun {
                 started_late_s,
@@ -667,6 +676,7 @@ fn measure<T: Target>(
     };
     Ok(Outcome {
         metrics: computed,
+        side,
         run,
         requests,
         interrupted,

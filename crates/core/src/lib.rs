@@ -22,6 +22,7 @@ pub mod schedule;
 pub mod server_metrics;
 pub mod server_tokenizer;
 pub mod shard;
+pub mod side_reports;
 pub mod steady_state;
 pub mod targets;
 pub mod workload;

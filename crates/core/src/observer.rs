@@ -80,9 +80,10 @@ pub enum Event<'a> {
     Warning(&'a str),
     /// A remark about the run that is not a problem (what the server's own counters say).
     Note(&'a str),
-    /// The run's metrics, for vLLM's result block.
+    /// The run's metrics and what was measured beside them, for vLLM's result block.
     Results {
         metrics: &'a Metrics,
+        side: &'a crate::side_reports::SideReports,
         run: &'a RunInfo,
     },
     /// The run was stopped before its workload ended; `requests` is the workload's size

@@ -248,6 +248,7 @@ impl Drop for RunningProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::side_reports::SideReports;
 
     #[test]
     fn probe_statistics_are_numpys_median_p99_and_max() {
@@ -307,15 +308,18 @@ mod tests {
 
     #[test]
     fn the_reports_show_vllms_probe_block_and_keys_where_vllm_puts_them() {
-        let mut m = crate::metrics::tests::fixture_metrics();
+        let m = crate::metrics::tests::fixture_metrics();
         let run = run_info();
-        let without = crate::report::console(&m, &run);
+        let without = crate::report::console(&m, &SideReports::default(), &run);
         assert!(!without.contains("Probe"), "{without}");
-        let doc = crate::report::result_doc(&m, &run, false);
+        let doc = crate::report::result_doc(&m, &SideReports::default(), &run, false);
         assert!(doc.get("probe_completed").is_none());
 
-        m.probe = ProbeStats::of(&[0.05, 0.01, 0.03, 0.02], 2);
-        let console = crate::report::console(&m, &run);
+        let side = SideReports {
+            probe: ProbeStats::of(&[0.05, 0.01, 0.03, 0.02], 2),
+            ..SideReports::default()
+        };
+        let console = crate::report::console(&m, &side, &run);
         let block = [
             "------------------Probe Requests------------------",
             "Probe requests completed:                4         ",
@@ -333,7 +337,7 @@ mod tests {
             "{console}"
         );
 
-        let doc = crate::report::result_doc(&m, &run, false);
+        let doc = crate::report::result_doc(&m, &side, &run, false);
         let keys: Vec<&str> = doc.keys().collect();
         let rtfx = keys.iter().position(|&k| k == "rtfx").unwrap();
         assert_eq!(

@@ -289,7 +289,7 @@ pub fn serve_runs(
         let finished =
             outcome.interrupted.is_none() && outcome.signal.is_none() && !outcome.all_failed();
         if finished {
-            let doc = report::result_doc(&outcome.metrics, &outcome.run, false);
+            let doc = report::result_doc(&outcome.metrics, &outcome.side, &outcome.run, false);
             let serde_json::Value::Object(doc) =
                 serde_json::to_value(&doc).context("the run's result as JSON")?
             else {

@@ -210,7 +210,9 @@ impl Observer for Console {
             }
             Event::Warning(w) => eprintln!("WARNING: {w}"),
             Event::Note(n) => eprintln!("note: {n}"),
-            Event::Results { metrics, run } => print!("{}", report::console(metrics, run)),
+            Event::Results { metrics, side, run } => {
+                print!("{}", report::console(metrics, side, run))
+            }
             Event::EngineLoaded { info } => println!(
                 "Loaded {} ({}, {} parameters, {} weights, {:.1} MB) on {}",
                 info.name,

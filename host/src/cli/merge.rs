@@ -58,6 +58,7 @@ pub(super) fn show_and_save(
 ) -> Result<Outcome> {
     let Merged {
         metrics,
+        side,
         run,
         requests,
         interrupted,
@@ -71,6 +72,7 @@ pub(super) fn show_and_save(
     }
     observer.event(Event::Results {
         metrics: &metrics,
+        side: &side,
         run: &run,
     });
     if let Some(interruption) = &interrupted {
@@ -84,7 +86,7 @@ pub(super) fn show_and_save(
         interrupted: interrupted.clone(),
         ..save.clone()
     };
-    let saved = report::save(&metrics, &run, &save)?;
+    let saved = report::save(&metrics, &side, &run, &save)?;
     if let Some(path) = &saved {
         observer.event(Event::Saved {
             path,
@@ -93,6 +95,7 @@ pub(super) fn show_and_save(
     }
     Ok(Outcome {
         metrics,
+        side,
         run,
         requests,
         interrupted,

@@ -1,7 +1,5 @@
-//! Client-side diagnostics vLLM lacks: schedule lag, achieved rates, the client's CPU, and
-//! the server's token counts against the tokenizer's and the dataset's.
-
-use crate::client::cpu::ClientCpu;
+//! Client-side diagnostics vLLM lacks: schedule lag, achieved rates, and the server's token
+//! counts against the tokenizer's and the dataset's.
 
 /// Schedule lag in milliseconds over all sent requests: how much later than scheduled the
 /// client actually sent each request, not counting the wait for a `--max-concurrency`
@@ -60,13 +58,6 @@ pub struct ClientStats {
     pub achieved_send_rate: f64,
     /// Present when a tokenizer was available.
     pub token_counts: Option<TokenCountCheck>,
-    /// The client's own CPU use during the run; set by the caller that measured it.
-    pub cpu: Option<ClientCpu>,
-    /// Which HTTP client sent the requests (`h1` or `reqwest`); set by the caller.
-    pub http_client: Option<&'static str>,
-    /// The most sequences the native engine ran in one batch, by its own count; set by the
-    /// caller, for the native engine only.
-    pub engine_peak_sequences: Option<usize>,
     /// Requests sent a second time on a fresh connection because the kept-alive
     /// connection they were first sent on had been closed by the server.
     pub connection_retries: usize,

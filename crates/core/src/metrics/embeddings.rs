@@ -69,6 +69,7 @@ mod tests {
     use super::*;
     use crate::metrics::{MetricsConfig, calculate};
     use crate::record::FailureKind;
+    use crate::side_reports::SideReports;
 
     fn pooled(index: usize, results: u32, prompt: u32, latency: f64) -> RequestRecord {
         RequestRecord {
@@ -168,7 +169,7 @@ mod tests {
 
     #[test]
     fn the_console_shows_vllms_embedding_block() {
-        let text = crate::report::console(&pooling_metrics(), &run());
+        let text = crate::report::console(&pooling_metrics(), &SideReports::default(), &run());
         // vLLM's prints for EmbedBenchmarkMetrics with these numbers.
         let want = concat!(
             "============ Serving Benchmark Result ============\n",
@@ -195,7 +196,7 @@ mod tests {
         let m = pooling_metrics();
         let run = run();
         let keys = |detailed| -> Vec<String> {
-            crate::report::result_doc(&m, &run, detailed)
+            crate::report::result_doc(&m, &SideReports::default(), &run, detailed)
                 .keys()
                 .map(str::to_string)
                 .collect()
@@ -238,12 +239,18 @@ mod tests {
         let short = keys(false);
         assert!(!short.iter().any(|k| k == "input_lens" || k == "errors"));
         assert!(short.iter().any(|k| k == "latencies"));
-        let doc = serde_json::to_value(crate::report::result_doc(&m, &run, true)).unwrap();
+        let doc = serde_json::to_value(crate::report::result_doc(
+            &m,
+            &SideReports::default(),
+            &run,
+            true,
+        ))
+        .unwrap();
         assert_eq!(doc["total_input_sequences"], 7);
         assert_eq!(doc["input_lens"], serde_json::json!([10, 20, 30]));
         assert_eq!(doc["latencies"], serde_json::json!([0.1, 0.2, 0.3]));
         // No TTFT, TPOT or ITL statistic: vLLM writes no PyTorch records.
-        let result = crate::report::result_doc(&m, &run, false);
+        let result = crate::report::result_doc(&m, &SideReports::default(), &run, false);
         assert!(crate::report::pytorch_records(&result, &run).is_empty());
     }
 }

@@ -39,8 +39,9 @@ use crate::steady_state::saturation::{self, Saturation};
 use crate::steady_state::{self as steady, NoSteadyState, SteadyState};
 
 /// Everything vLLM's `BenchmarkMetrics` holds, the per-request lists of its result (read
-/// from the records, which it owns), and our client diagnostics. Latency statistics are in
-/// milliseconds.
+/// from the records, which it owns), and our client diagnostics: what [`calculate`]
+/// computes from one run's records. What the run's caller measured beside them is in
+/// [`crate::side_reports::SideReports`]. Latency statistics are in milliseconds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metrics {
     /// Benchmark duration in seconds (first send to last response).
@@ -83,12 +84,6 @@ pub struct Metrics {
     /// Failed requests per kind, most frequent first, ties in name order.
     pub failures_by_kind: Vec<(FailureKind, usize)>,
     pub client: ClientStats,
-    /// What the server's own `/metrics` said about the run, when it exposes metrics bench
-    /// knows; set by the caller that scraped them.
-    pub server_metrics: Option<crate::server_metrics::report::ServerReport>,
-    /// What the GPUs of this machine did during the run (utilisation, memory, power,
-    /// energy), where NVIDIA's management library is present; set by the caller.
-    pub gpu: Option<crate::gpu_telemetry::GpuReport>,
     /// Warnings for the user (stderr), e.g. vLLM's "All requests failed".
     pub warnings: Vec<String>,
     /// What the user should know but need not act on (stderr, as notes), e.g. that the
@@ -98,16 +93,9 @@ pub struct Metrics {
     pub per_turn: Vec<TurnStats>,
     /// The prefix-cache hits the server reported in its responses, when any did.
     pub reported_cache: Option<ReportedCache>,
-    /// The workload's own prefix reuse, from the prompts sent; set by the caller that has
-    /// the prompts (see [`crate::prefix_reuse`]).
-    pub prefix_reuse: Option<crate::prefix_reuse::PrefixReuse>,
     /// A pooling run (embeddings, scores): vLLM's embedding metrics, which the reports
     /// show instead of the generation metrics; `None` for a generation run.
     pub embedding: Option<EmbeddingStats>,
-    /// `--probe-request-rate`: vLLM's statistics of the probes sent beside the run (never
-    /// among the records); `None` without probes, or when none succeeded. Set by the
-    /// caller that ran them.
-    pub probe: Option<crate::probe::ProbeStats>,
     /// A run with reasoning text: the time to the first content token and the reasoning
     /// token count, reported beside TTFT; `None` when no response had reasoning.
     pub reasoning: Option<ReasoningStats>,
@@ -123,9 +111,6 @@ pub struct Metrics {
     /// Whether waiting grew without bound during the run; `None` when the run could not
     /// be assessed ([`crate::steady_state::saturation`]).
     pub saturation: Option<Saturation>,
-    /// A merged run (`bench merge`, `--workers`): each shard's client, in shard order;
-    /// empty for a run of one process. Set by [`crate::shard::merge::merge`].
-    pub shards: Vec<crate::shard::diagnostics::ShardDiagnostics>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -351,22 +336,17 @@ pub fn calculate(
         failure_messages,
         failures_by_kind,
         client,
-        server_metrics: None,
-        gpu: None,
         warnings,
         notes,
         per_turn,
         reported_cache,
-        prefix_reuse: None,
         embedding,
-        probe: None,
         reasoning,
         itl_split_requests,
         server_timing,
         per_request,
         steady_state,
         saturation,
-        shards: Vec::new(),
     })
 }
 
@@ -396,9 +376,6 @@ fn client_stats(
             _ => f64::INFINITY,
         },
         token_counts,
-        cpu: None,
-        http_client: None,
-        engine_peak_sequences: None,
         connection_retries: ordered.iter().filter(|r| r.retried).count(),
         prompt_tokens: prompt_token_check(ordered),
     }

@@ -9,13 +9,14 @@ use super::lines::{header, line, line_f};
 use super::run_info::RunInfo;
 use super::sections::{percentile_word, reported_sections, steady_state_sections};
 use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric, Summary};
+use crate::side_reports::SideReports;
 
 /// vLLM prints at most this many failed requests' errors.
 const MAX_ERRORS_SHOWN: usize = 10;
 
 /// The text to print after a run: the failed requests' errors (as vLLM prints them
 /// before the block), the result block, and the client diagnostics block.
-pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
+pub fn console(metrics: &Metrics, side: &SideReports, run: &RunInfo) -> String {
     let mut out = String::new();
     if !metrics.failure_messages.is_empty() {
         out.push_str("Failed requests during benchmark run detected (capping to 10):\n");
@@ -28,19 +29,19 @@ pub fn console(metrics: &Metrics, run: &RunInfo) -> String {
             let _ = writeln!(out, "Error {i}: {error}");
         }
     }
-    vllm_block(&mut out, metrics, run);
+    vllm_block(&mut out, metrics, side, run);
     failures_line(&mut out, metrics);
-    client_block(&mut out, metrics);
+    client_block(&mut out, metrics, side);
     server_timing_block(&mut out, metrics);
-    shards_block(&mut out, metrics);
+    shards_block(&mut out, side);
     steady_state_block(&mut out, metrics);
-    super::server_metrics::server_block(&mut out, metrics);
-    if let Some(gpu) = &metrics.gpu {
+    super::server_metrics::server_block(&mut out, side);
+    if let Some(gpu) = &side.gpu {
         for line in gpu.console_lines(metrics.total_output) {
             let _ = writeln!(out, "{line}");
         }
     }
-    turns_block(&mut out, metrics);
+    turns_block(&mut out, metrics, side);
     out
 }
 
@@ -69,17 +70,17 @@ fn server_timing_block(out: &mut String, m: &Metrics) {
 
 /// A merged run's shards, one line each: did each keep its schedule, how busy was it, and
 /// where did its clock stand against the server's.
-fn shards_block(out: &mut String, m: &Metrics) {
-    if m.shards.is_empty() {
+fn shards_block(out: &mut String, side: &SideReports) {
+    if side.shards.is_empty() {
         return;
     }
-    header(out, &format!(" {} shards ", m.shards.len()), '=');
+    header(out, &format!(" {} shards ", side.shards.len()), '=');
     let _ = writeln!(
         out,
         "{:<6} {:>6} {:>10} {:>10} {:>8} {:>5} {:>16}  host",
         "shard", "sent", "lag p99", "lag max", "CPU s", "cores", "clock (ms)"
     );
-    for s in &m.shards {
+    for s in &side.shards {
         let clock = match &s.clock_offset {
             Some(c) => format!("{:+.2}±{:.2}", c.offset_ms, c.uncertainty_ms),
             None => "unknown".to_owned(),
@@ -156,8 +157,8 @@ fn steady_state_block(out: &mut String, m: &Metrics) {
 /// Multi-turn runs: TTFT and ITL by turn index (mean and the first requested percentile);
 /// the prefix-cache hit rate the server reported in its responses, when it did, next to
 /// the workload's theoretical one (shown too when the workload reused prefixes at all).
-fn turns_block(out: &mut String, m: &Metrics) {
-    let reuse = m.prefix_reuse.filter(|r| r.blocks > 0);
+fn turns_block(out: &mut String, m: &Metrics, side: &SideReports) {
+    let reuse = side.prefix_reuse.filter(|r| r.blocks > 0);
     let reused = reuse.is_some_and(|r| r.reused_blocks > 0);
     if m.per_turn.is_empty() && m.reported_cache.is_none() && !reused {
         return;
@@ -222,7 +223,7 @@ fn failures_line(out: &mut String, m: &Metrics) {
     let _ = writeln!(out, "Failures by kind: {}", counts.join(", "));
 }
 
-fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
+fn vllm_block(out: &mut String, m: &Metrics, side: &SideReports, run: &RunInfo) {
     header(out, " Serving Benchmark Result ", '=');
     line(out, "Successful requests:", m.completed);
     line(out, "Failed requests:", m.failed);
@@ -238,7 +239,7 @@ fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
         Some(embedding) => embedding_lines(out, m, embedding),
         None => generation_lines(out, m),
     }
-    probe_lines(out, m);
+    probe_lines(out, side);
     for (metric, name, title) in reported_sections(m, run) {
         section(out, m.summary(metric), name, title);
         // A reasoning run's time to the first content token, beside vLLM's TTFT (which
@@ -247,7 +248,7 @@ fn vllm_block(out: &mut String, m: &Metrics, run: &RunInfo) {
             section(out, &reasoning.ttfc, "TTFC", "Time to First Content Token");
         }
     }
-    super::server_metrics::spec_decode_lines(out, m);
+    super::server_metrics::spec_decode_lines(out, side);
     let _ = writeln!(out, "{}", "=".repeat(50));
 }
 
@@ -298,8 +299,8 @@ fn generation_lines(out: &mut String, m: &Metrics) {
 
 /// vLLM's "Probe Requests" block (`--probe-request-rate`), where it prints it: after the
 /// throughputs, before the metric sections, and only when a probe succeeded.
-fn probe_lines(out: &mut String, m: &Metrics) {
-    let Some(p) = &m.probe else {
+fn probe_lines(out: &mut String, side: &SideReports) {
+    let Some(p) = &side.probe else {
         return;
     };
     header(out, "Probe Requests", '-');
@@ -329,7 +330,7 @@ fn embedding_lines(out: &mut String, m: &Metrics, e: &EmbeddingStats) {
     }
 }
 
-fn client_block(out: &mut String, m: &Metrics) {
+fn client_block(out: &mut String, m: &Metrics, side: &SideReports) {
     let c = &m.client;
     header(out, " Client Diagnostics ", '=');
     line(out, "Requests sent:", c.sent);
@@ -348,10 +349,10 @@ fn client_block(out: &mut String, m: &Metrics) {
         "Exact peak concurrent requests:",
         m.peak_concurrent_requests,
     );
-    if let Some(client) = c.http_client {
+    if let Some(client) = side.http_client {
         line(out, "HTTP client:", client);
     }
-    if let Some(cpu) = c.cpu {
+    if let Some(cpu) = side.client_cpu {
         line_f(out, "Client CPU time (s):", cpu.total_s);
         line_f(
             out,
@@ -441,7 +442,7 @@ mod tests {
         let words = crate::metrics::tests::words;
         let m = calculate(records, 21.5, Some(&words), &MetricsConfig::default()).unwrap();
         let run = crate::report::tests::run();
-        let text = console(&m, &run);
+        let text = console(&m, &SideReports::default(), &run);
         let block: Vec<&str> = text
             .lines()
             .skip_while(|l| !l.contains("Steady state"))
@@ -459,7 +460,13 @@ mod tests {
             format!("{:<40} 72", "Requests inside the window:")
         );
         assert!(block.contains(&"Mean E2EL (ms):                          1000.00   "));
-        let doc = serde_json::to_value(crate::report::result_doc(&m, &run, false)).unwrap();
+        let doc = serde_json::to_value(crate::report::result_doc(
+            &m,
+            &SideReports::default(),
+            &run,
+            false,
+        ))
+        .unwrap();
         assert_eq!(doc["steady_state_start_s"], 1.5);
         assert_eq!(doc["steady_state_end_s"], 20.0);
         assert_eq!(doc["steady_state_requests"], 72);

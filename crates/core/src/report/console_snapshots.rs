@@ -12,6 +12,7 @@ use crate::metrics::{
 };
 use crate::record::ServerTiming;
 use crate::server_metrics::{ServerCache, ServerReport};
+use crate::side_reports::SideReports;
 
 /// The report tests' run, through the chat backend, without extra keys.
 fn run() -> RunInfo {
@@ -58,11 +59,6 @@ fn every_section() {
         },
     )
     .unwrap();
-    m.client.http_client = Some("h1");
-    m.client.cpu = Some(ClientCpu {
-        total_s: 4.0,
-        decode_s: 1.0,
-    });
     m.client.connection_retries = 2;
     m.client.prompt_tokens = Some(PromptTokenCheck {
         requests_with_usage: 3,
@@ -71,16 +67,24 @@ fn every_section() {
         mismatched_requests: 1,
         constant_offset: None,
     });
-    m.server_metrics = Some(ServerReport {
-        server: "vllm",
-        cache: Some(ServerCache {
-            server: "vllm",
-            cached_prompt_tokens: 90,
-            queried_prompt_tokens: 180,
+    let side = SideReports {
+        http_client: Some("h1"),
+        client_cpu: Some(ClientCpu {
+            total_s: 4.0,
+            decode_s: 1.0,
         }),
-        ..ServerReport::default()
-    });
-    insta::assert_snapshot!(console(&m, &run()));
+        server_metrics: Some(ServerReport {
+            server: "vllm",
+            cache: Some(ServerCache {
+                server: "vllm",
+                cached_prompt_tokens: 90,
+                queried_prompt_tokens: 180,
+            }),
+            ..ServerReport::default()
+        }),
+        ..SideReports::default()
+    };
+    insta::assert_snapshot!(console(&m, &side, &run()));
 }
 
 /// vLLM's defaults (p99 of TTFT, TPOT and ITL, no goodput), all requests at once with
@@ -93,7 +97,7 @@ fn defaults_at_an_infinite_rate() {
         max_concurrency: None,
         ..run()
     };
-    insta::assert_snapshot!(console(&m, &run));
+    insta::assert_snapshot!(console(&m, &SideReports::default(), &run));
 }
 
 /// Without a tokenizer vLLM drops the token counts, the token throughputs and the
@@ -113,7 +117,7 @@ fn without_a_tokenizer_capped_at_an_infinite_rate() {
         request_rate: f64::INFINITY,
         ..run()
     };
-    insta::assert_snapshot!(console(&m, &run));
+    insta::assert_snapshot!(console(&m, &SideReports::default(), &run));
 }
 
 /// The fixture's metrics, its tokens counted by words or not at all.

@@ -16,6 +16,7 @@ pub use super::doc::{ResultDoc, float};
 use super::run_info::{RunInfo, rps_change_timestamp, strategy_name};
 use super::sections::{percentile_word, reported_sections, steady_state_sections};
 use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric, Summary};
+use crate::side_reports::SideReports;
 
 /// Per-request lists that vLLM drops unless `--save-detailed` (it keeps `latencies` and
 /// `queue_times` regardless), and bench's own lists of the server's timing, written only
@@ -54,7 +55,12 @@ const PYTORCH_IGNORED: [&str; 4] = ["ttfts", "itls", "generated_texts", "errors"
 /// The result object vLLM saves, plus our client diagnostics. Without `detailed` the
 /// per-request lists in [`DETAILED_KEYS`] are removed, as vLLM does without
 /// `--save-detailed`.
-pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDoc<'m> {
+pub fn result_doc<'m>(
+    m: &'m Metrics,
+    side: &SideReports,
+    run: &RunInfo,
+    detailed: bool,
+) -> ResultDoc<'m> {
     let mut r = ResultDoc::default();
     // Run settings (vLLM's `main`).
     r.insert("date", json!(run.date_string()));
@@ -126,7 +132,7 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         r.insert_field(key.into(), field);
     }
     // vLLM adds the probes' statistics right after `benchmark()`'s own keys.
-    if let Some(p) = &m.probe {
+    if let Some(p) = &side.probe {
         r.insert("probe_completed", json!(p.completed));
         r.insert("probe_failed", json!(p.failed));
         r.insert("probe_median_e2el_ms", float(p.median_e2el_ms));
@@ -149,7 +155,7 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
             .collect();
         r.insert("rps_change_events", Value::Array(events));
     }
-    super::server_metrics::vllm_keys(&mut r, m);
+    super::server_metrics::vllm_keys(&mut r, side);
     for (metric, _, _) in reported_sections(m, run) {
         summary_keys(&mut r, metric.name(), m.summary(metric));
         // A reasoning run's time to the first content token, beside TTFT, under a name
@@ -175,13 +181,13 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
     r.insert("schedule_lag_ms_median", float(c.schedule_lag_ms.median));
     r.insert("schedule_lag_ms_p99", float(c.schedule_lag_ms.p99));
     r.insert("schedule_lag_ms_max", float(c.schedule_lag_ms.max));
-    if let Some(client) = c.http_client {
+    if let Some(client) = side.http_client {
         r.insert("http_client", json!(client));
     }
-    if let Some(peak) = c.engine_peak_sequences {
+    if let Some(peak) = side.engine_peak_sequences {
         r.insert("engine_peak_running_sequences", json!(peak));
     }
-    if let Some(cpu) = c.cpu {
+    if let Some(cpu) = side.client_cpu {
         r.insert("client_cpu_seconds", float(cpu.total_s));
         r.insert("decode_cpu_seconds", float(cpu.decode_s));
         r.insert("decode_cpu_share", float(cpu.decode_s / cpu.total_s));
@@ -191,9 +197,9 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         json!(m.peak_concurrent_requests),
     );
     r.insert("connection_retries", json!(c.connection_retries));
-    if !m.shards.is_empty() {
+    if !side.shards.is_empty() {
         // A merged run: each shard's client (not in vLLM).
-        r.insert("shards", json!(m.shards));
+        r.insert("shards", json!(side.shards));
     }
     r.insert("input_tokens_source", json!(m.config.input_tokens));
     if let Some(check) = &c.prompt_tokens {
@@ -219,8 +225,8 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
             );
         }
     }
-    super::server_metrics::extra_keys(&mut r, m);
-    if let Some(gpu) = &m.gpu {
+    super::server_metrics::extra_keys(&mut r, side);
+    if let Some(gpu) = &side.gpu {
         for (key, value) in gpu.result_keys(m.total_output) {
             r.insert(key, value);
         }
@@ -231,7 +237,7 @@ pub fn result_doc<'m>(m: &'m Metrics, run: &RunInfo, detailed: bool) -> ResultDo
         r.insert("prompt_tokens_of_cache_reports", json!(cache.prompt_tokens));
         r.insert("prefix_cache_hit_rate", float(cache.hit_rate()));
     }
-    if let Some(reuse) = &m.prefix_reuse {
+    if let Some(reuse) = &side.prefix_reuse {
         r.insert("theoretical_prefix_cache_hit_rate", float(reuse.hit_rate()));
         r.insert(
             "theoretical_prefix_cache_block_size",

@@ -22,6 +22,7 @@ use super::json::{ResultDoc, pytorch_records, result_doc};
 use super::run_info::{RunInfo, strategy_name};
 use crate::metrics::Metrics;
 use crate::pyjson::{self, float_repr};
+use crate::side_reports::SideReports;
 
 /// Where and how to save the result.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -105,7 +106,12 @@ pub fn with_suffix(name: &str, suffix: &str) -> String {
 /// Every file is replaced atomically ([`write_atomically`]): a crash or a kill while
 /// saving leaves the previous file (for an append, every earlier result) intact. The JSON
 /// is serialised straight into the file, never held whole in memory.
-pub fn save(metrics: &Metrics, run: &RunInfo, options: &SaveOptions) -> Result<Option<PathBuf>> {
+pub fn save(
+    metrics: &Metrics,
+    side: &SideReports,
+    run: &RunInfo,
+    options: &SaveOptions,
+) -> Result<Option<PathBuf>> {
     let Some(path) = result_path(run, options) else {
         return Ok(None);
     };
@@ -113,7 +119,7 @@ pub fn save(metrics: &Metrics, run: &RunInfo, options: &SaveOptions) -> Result<O
         fs::create_dir_all(dir)
             .with_context(|| format!("creating the result directory {}", dir.display()))?;
     }
-    let mut result = result_doc(metrics, run, options.save_detailed);
+    let mut result = result_doc(metrics, side, run, options.save_detailed);
     if let Some(interruption) = &options.interrupted {
         interruption.mark(&mut result);
     }

@@ -6,12 +6,12 @@ use serde_json::{Value, json};
 
 use super::doc::{ResultDoc, float};
 use super::lines::{header, line, line_f};
-use crate::metrics::Metrics;
+use crate::side_reports::SideReports;
 
 /// vLLM's "Speculative Decoding" lines, printed inside its result block after the metric
 /// sections, as `vllm bench serve` prints them.
-pub(super) fn spec_decode_lines(out: &mut String, m: &Metrics) {
-    let Some(spec) = m
+pub(super) fn spec_decode_lines(out: &mut String, side: &SideReports) {
+    let Some(spec) = side
         .server_metrics
         .as_ref()
         .and_then(|s| s.spec_decode.as_ref())
@@ -33,8 +33,8 @@ pub(super) fn spec_decode_lines(out: &mut String, m: &Metrics) {
 }
 
 /// vLLM's `spec_decode_*` result keys, where vLLM puts them (before the metric sections).
-pub(super) fn vllm_keys(r: &mut ResultDoc<'_>, m: &Metrics) {
-    let Some(spec) = m
+pub(super) fn vllm_keys(r: &mut ResultDoc<'_>, side: &SideReports) {
+    let Some(spec) = side
         .server_metrics
         .as_ref()
         .and_then(|s| s.spec_decode.as_ref())
@@ -61,8 +61,8 @@ pub(super) fn vllm_keys(r: &mut ResultDoc<'_>, m: &Metrics) {
 }
 
 /// The `server_*` keys (not in vLLM), for what the server's family exposes.
-pub(super) fn extra_keys(r: &mut ResultDoc<'_>, m: &Metrics) {
-    let Some(s) = &m.server_metrics else {
+pub(super) fn extra_keys(r: &mut ResultDoc<'_>, side: &SideReports) {
+    let Some(s) = &side.server_metrics else {
         return;
     };
     r.insert("server_metrics_source", json!(s.server));
@@ -121,8 +121,8 @@ pub(super) fn extra_keys(r: &mut ResultDoc<'_>, m: &Metrics) {
 }
 
 /// The "Server Metrics (/metrics)" block: the lines of what was found.
-pub(super) fn server_block(out: &mut String, m: &Metrics) {
-    let Some(s) = &m.server_metrics else {
+pub(super) fn server_block(out: &mut String, side: &SideReports) {
+    let Some(s) = &side.server_metrics else {
         return;
     };
     header(out, " Server Metrics (/metrics) ", '=');

@@ -8,6 +8,7 @@ use crate::metrics::tests::{fixture, words};
 use crate::metrics::{Goodput, Metrics, MetricsConfig, PercentileMetric, calculate};
 use crate::pyjson;
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
+use crate::side_reports::SideReports;
 
 fn metrics_with(config: MetricsConfig) -> Metrics {
     calculate(fixture(), 10.0, Some(&words), &config).unwrap()
@@ -52,7 +53,12 @@ pub(super) fn run() -> RunInfo {
 
 /// The result as a JSON tree, for looking values up.
 fn result_json(m: &Metrics, run: &RunInfo, detailed: bool) -> Value {
-    serde_json::to_value(result_doc(m, run, detailed)).unwrap()
+    result_json_beside(m, &SideReports::default(), run, detailed)
+}
+
+/// [`result_json`] of a run with reports measured beside its records.
+fn result_json_beside(m: &Metrics, side: &SideReports, run: &RunInfo, detailed: bool) -> Value {
+    serde_json::to_value(result_doc(m, side, run, detailed)).unwrap()
 }
 
 /// `json.dump` of a value, as bytes.
@@ -129,7 +135,10 @@ fn console_block_is_vllms_text() {
         "Output token totals differ (%):          16.67     \n",
         "==================================================\n",
     );
-    assert_eq!(console(&full_metrics(), &run()), want);
+    assert_eq!(
+        console(&full_metrics(), &SideReports::default(), &run()),
+        want
+    );
 }
 
 #[test]
@@ -141,7 +150,7 @@ fn console_follows_vllms_conditions() {
         request_rate: f64::INFINITY,
         ..run()
     };
-    let text = console(&m, &r);
+    let text = console(&m, &SideReports::default(), &r);
     for absent in [
         "Maximum request concurrency:",
         "Request rate configured",
@@ -163,7 +172,7 @@ fn console_follows_vllms_conditions() {
         ..MetricsConfig::default()
     };
     let m = calculate(fixture(), 10.0, None, &config).unwrap();
-    let text = console(&m, &r);
+    let text = console(&m, &SideReports::default(), &r);
     for absent in [
         "Total generated tokens:",
         "tok/s",
@@ -422,13 +431,15 @@ fn save_writes_appends_and_adds_pytorch_records() {
         ..SaveOptions::default()
     };
     let m = full_metrics();
-    let path = save(&m, &run(), &options).unwrap().unwrap();
+    let path = save(&m, &SideReports::default(), &run(), &options)
+        .unwrap()
+        .unwrap();
     assert_eq!(path, dir.path().join("nested").join("result.json"));
     let text = std::fs::read_to_string(&path).unwrap();
     // Python json.dump formatting: ", " and ": " separators, floats as repr.
     assert!(text.contains("\"date\": \"20250304-050607\", "), "{text}");
     assert!(text.contains("\"p99_ttft_ms\": 396.0"), "{text}");
-    let want = python_bytes(&result_doc(&m, &run(), false));
+    let want = python_bytes(&result_doc(&m, &SideReports::default(), &run(), false));
     assert_eq!(text.as_bytes(), want);
 
     // Appending adds a newline and a second document.
@@ -437,14 +448,14 @@ fn save_writes_appends_and_adds_pytorch_records() {
         append_result: true,
         ..options.clone()
     };
-    save(&m, &run(), &append).unwrap();
+    save(&m, &SideReports::default(), &run(), &append).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let docs: Vec<&str> = text.split('\n').collect();
     assert_eq!(docs.len(), 2);
     assert_eq!(docs[0], docs[1]);
 
     // Saving again without append replaces the file.
-    save(&m, &run(), &options).unwrap();
+    save(&m, &SideReports::default(), &run(), &options).unwrap();
     assert!(!std::fs::read_to_string(&path).unwrap().contains('\n'));
 
     // One PyTorch record per TTFT/TPOT/ITL statistic vLLM exports (mean, median, std,
@@ -480,14 +491,17 @@ fn nothing_is_saved_without_a_save_flag() {
         result_dir: Some(dir.path().join("never")),
         ..SaveOptions::default()
     };
-    assert_eq!(save(&full_metrics(), &run(), &options).unwrap(), None);
+    assert_eq!(
+        save(&full_metrics(), &SideReports::default(), &run(), &options).unwrap(),
+        None
+    );
     assert!(!dir.path().join("never").exists());
 }
 
 #[test]
 fn resent_requests_and_server_prompt_counts_are_reported_when_there_are_some() {
     let mut m = full_metrics();
-    let quiet = console(&m, &run());
+    let quiet = console(&m, &SideReports::default(), &run());
     assert!(
         !quiet.contains("Resent") && !quiet.contains("Input tokens ("),
         "{quiet}"
@@ -504,7 +518,7 @@ fn resent_requests_and_server_prompt_counts_are_reported_when_there_are_some() {
         mismatched_requests: 1,
         constant_offset: None,
     });
-    let text = console(&m, &run());
+    let text = console(&m, &SideReports::default(), &run());
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
     assert!(
         text.contains(&line("Resent on a fresh connection:", "2")),
@@ -541,8 +555,8 @@ fn resent_requests_and_server_prompt_counts_are_reported_when_there_are_some() {
 
 #[test]
 fn the_servers_cache_counters_are_reported_when_it_has_them() {
-    let mut m = full_metrics();
-    let quiet = console(&m, &run());
+    let m = full_metrics();
+    let quiet = console(&m, &SideReports::default(), &run());
     assert!(!quiet.contains("Server Metrics"), "{quiet}");
     assert!(
         result_json(&m, &run(), false)
@@ -550,16 +564,19 @@ fn the_servers_cache_counters_are_reported_when_it_has_them() {
             .is_none()
     );
 
-    m.server_metrics = Some(crate::server_metrics::ServerReport {
-        server: "llama.cpp",
-        cache: Some(crate::server_metrics::ServerCache {
+    let side = SideReports {
+        server_metrics: Some(crate::server_metrics::ServerReport {
             server: "llama.cpp",
-            cached_prompt_tokens: 900,
-            queried_prompt_tokens: 1000,
+            cache: Some(crate::server_metrics::ServerCache {
+                server: "llama.cpp",
+                cached_prompt_tokens: 900,
+                queried_prompt_tokens: 1000,
+            }),
+            ..Default::default()
         }),
-        ..Default::default()
-    });
-    let text = console(&m, &run());
+        ..SideReports::default()
+    };
+    let text = console(&m, &side, &run());
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
     assert!(
         text.contains("=========== Server Metrics (/metrics) ============\n"),
@@ -577,7 +594,7 @@ fn the_servers_cache_counters_are_reported_when_it_has_them() {
         text.contains(&line("Prefix cache hit rate (%):", "90.00")),
         "{text}"
     );
-    let v = result_json(&m, &run(), false);
+    let v = result_json_beside(&m, &side, &run(), false);
     assert_eq!(v["server_metrics_source"], json!("llama.cpp"));
     assert_eq!(v["server_cached_prompt_tokens"], json!(900));
     assert_eq!(v["server_queried_prompt_tokens"], json!(1000));
@@ -591,7 +608,7 @@ fn speculative_decoding_and_server_gauges_are_reported_as_found() {
     use crate::server_metrics::ServerReport;
     use crate::server_metrics::report::{Peak, QueueTime, SpecGauges, TimelinePoint};
     use crate::server_metrics::spec_decode::SpecDecodeStats;
-    let mut m = full_metrics();
+    let m = full_metrics();
     let spec = SpecDecodeStats {
         num_drafts: 200,
         draft_tokens: 600,
@@ -600,25 +617,28 @@ fn speculative_decoding_and_server_gauges_are_reported_as_found() {
         acceptance_length: 2.5,
         per_position_acceptance_rates: vec![0.8, 0.5, 0.2],
     };
-    m.server_metrics = Some(ServerReport {
-        server: "vllm",
-        spec_decode: Some(spec),
-        preemptions: Some(5),
-        queue_time: Some(QueueTime {
-            requests: 10,
-            mean_ms: 250.0,
+    let mut side = SideReports {
+        server_metrics: Some(ServerReport {
+            server: "vllm",
+            spec_decode: Some(spec),
+            preemptions: Some(5),
+            queue_time: Some(QueueTime {
+                requests: 10,
+                mean_ms: 250.0,
+            }),
+            kv_cache_usage: Some(Peak {
+                metric: "vllm:kv_cache_usage_perc",
+                peak: 0.75,
+            }),
+            timeline: vec![TimelinePoint {
+                t: 0.5,
+                values: vec![("vllm:kv_cache_usage_perc", 0.75)],
+            }],
+            ..ServerReport::default()
         }),
-        kv_cache_usage: Some(Peak {
-            metric: "vllm:kv_cache_usage_perc",
-            peak: 0.75,
-        }),
-        timeline: vec![TimelinePoint {
-            t: 0.5,
-            values: vec![("vllm:kv_cache_usage_perc", 0.75)],
-        }],
-        ..ServerReport::default()
-    });
-    let text = console(&m, &run());
+        ..SideReports::default()
+    };
+    let text = console(&m, &side, &run());
     let vllm_part = &text[..text.find("=== Client Diagnostics").unwrap()];
     let row = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
     let expected = [
@@ -649,7 +669,7 @@ fn speculative_decoding_and_server_gauges_are_reported_as_found() {
     );
     assert!(!text.contains("Prefix cache hit rate (%)"), "{text}");
 
-    let v = result_json(&m, &run(), false);
+    let v = result_json_beside(&m, &side, &run(), false);
     assert_eq!(v["spec_decode_acceptance_rate"], json!(50.0));
     assert_eq!(v["spec_decode_acceptance_length"], json!(2.5));
     assert_eq!(v["spec_decode_num_drafts"], json!(200));
@@ -660,7 +680,7 @@ fn speculative_decoding_and_server_gauges_are_reported_as_found() {
         json!([0.8, 0.5, 0.2])
     );
     // vLLM's keys come before its metric sections, as vLLM adds them.
-    let doc = super::json::result_doc(&m, &run(), false);
+    let doc = super::json::result_doc(&m, &side, &run(), false);
     let keys: Vec<&str> = doc.keys().collect();
     let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
     assert!(at("spec_decode_acceptance_rate") < at("mean_ttft_ms"));
@@ -677,7 +697,7 @@ fn speculative_decoding_and_server_gauges_are_reported_as_found() {
     assert!(v.get("server_spec_decode_acceptance_rate").is_none());
 
     // SGLang's gauges go in the server block, not vLLM's lines.
-    m.server_metrics = Some(ServerReport {
+    side.server_metrics = Some(ServerReport {
         server: "sglang",
         spec_gauges: Some(SpecGauges {
             acceptance_rate: 60.0,
@@ -685,31 +705,34 @@ fn speculative_decoding_and_server_gauges_are_reported_as_found() {
         }),
         ..ServerReport::default()
     });
-    let text = console(&m, &run());
+    let text = console(&m, &side, &run());
     assert!(!text.contains("Speculative Decoding"), "{text}");
     assert!(
         text.contains(&line("Spec. decode acceptance length:", "2.80")),
         "{text}"
     );
-    let v = result_json(&m, &run(), false);
+    let v = result_json_beside(&m, &side, &run(), false);
     assert!(v.get("spec_decode_acceptance_rate").is_none());
     assert_eq!(v["server_spec_decode_acceptance_rate"], json!(60.0));
 }
 
 #[test]
 fn client_cpu_and_http_client_are_reported_when_measured() {
-    let mut m = full_metrics();
-    let quiet = console(&m, &run());
+    let m = full_metrics();
+    let quiet = console(&m, &SideReports::default(), &run());
     assert!(!quiet.contains("CPU") && !quiet.contains("HTTP client"));
     let v = result_json(&m, &run(), false);
     assert!(v.get("client_cpu_seconds").is_none() && v.get("http_client").is_none());
 
-    m.client.http_client = Some("h1");
-    m.client.cpu = Some(crate::metrics::ClientCpu {
-        total_s: 4.0,
-        decode_s: 1.0,
-    });
-    let text = console(&m, &run());
+    let side = SideReports {
+        http_client: Some("h1"),
+        client_cpu: Some(crate::metrics::ClientCpu {
+            total_s: 4.0,
+            decode_s: 1.0,
+        }),
+        ..SideReports::default()
+    };
+    let text = console(&m, &side, &run());
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
     assert!(text.contains(&line("HTTP client:", "h1")), "{text}");
     assert!(
@@ -725,7 +748,7 @@ fn client_cpu_and_http_client_are_reported_when_measured() {
         text.contains(&line("Decode share of client CPU (%):", "25.00")),
         "{text}"
     );
-    let v = result_json(&m, &run(), false);
+    let v = result_json_beside(&m, &side, &run(), false);
     assert_eq!(v["http_client"], json!("h1"));
     assert_eq!(v["client_cpu_seconds"], json!(4.0));
     assert_eq!(v["decode_cpu_seconds"], json!(1.0));
@@ -736,13 +759,16 @@ fn client_cpu_and_http_client_are_reported_when_measured() {
 /// benchmark's own key overrides in place, as in vLLM's dict merge), a ramp-up with rate
 /// changes, a finite rate with a concurrency cap (the queue-inclusive section), the
 /// client's CPU and HTTP client, and an interruption.
-fn golden_run() -> (Metrics, RunInfo, SaveOptions) {
-    let mut m = full_metrics();
-    m.client.http_client = Some("h1");
-    m.client.cpu = Some(crate::metrics::ClientCpu {
-        total_s: 4.0,
-        decode_s: 1.0,
-    });
+fn golden_run() -> (Metrics, SideReports, RunInfo, SaveOptions) {
+    let m = full_metrics();
+    let side = SideReports {
+        http_client: Some("h1"),
+        client_cpu: Some(crate::metrics::ClientCpu {
+            total_s: 4.0,
+            decode_s: 1.0,
+        }),
+        ..SideReports::default()
+    };
     let r = RunInfo {
         label: Some("mine".into()),
         request_rate: 8.0,
@@ -765,7 +791,7 @@ fn golden_run() -> (Metrics, RunInfo, SaveOptions) {
         }),
         ..SaveOptions::default()
     };
-    (m, r, options)
+    (m, side, r, options)
 }
 
 /// The streamed result is byte for byte the file the JSON-tree writer it replaced
@@ -775,7 +801,7 @@ fn golden_run() -> (Metrics, RunInfo, SaveOptions) {
 /// `testdata/result-summary.json`).
 #[test]
 fn saved_result_matches_the_golden_files() {
-    let (m, r, options) = golden_run();
+    let (m, side, r, options) = golden_run();
     for (detailed, golden) in [
         (true, include_str!("testdata/result-detailed.json")),
         (false, include_str!("testdata/result-summary.json")),
@@ -786,14 +812,14 @@ fn saved_result_matches_the_golden_files() {
             result_dir: Some(dir.path().to_path_buf()),
             ..options.clone()
         };
-        let path = save(&m, &r, &options).unwrap().unwrap();
+        let path = save(&m, &side, &r, &options).unwrap().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, golden, "detailed: {detailed}");
         // The PyTorch records are vLLM's, built from the result as vLLM builds them. (The
         // result is taken as a tree, not parsed from the golden text: serde_json's parser
         // may round a float's last bit differently.)
         let records = std::fs::read(dir.path().join("result.pytorch.json")).unwrap();
-        let mut doc = result_doc(&m, &r, detailed);
+        let mut doc = result_doc(&m, &side, &r, detailed);
         options.interrupted.as_ref().unwrap().mark(&mut doc);
         let Value::Object(result) = serde_json::to_value(&doc).unwrap() else {
             unreachable!("the result is an object")
@@ -865,7 +891,7 @@ fn vllm_pytorch_records(
 /// new result.
 #[test]
 fn append_keeps_earlier_results_byte_for_byte() {
-    let (m, r, options) = golden_run();
+    let (m, side, r, options) = golden_run();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("result.json");
     let earlier = "{\"run\": 0, \"text\": \"caf\u{e9}\"}\n\n{\"x\": 1e-05}";
@@ -877,7 +903,7 @@ fn append_keeps_earlier_results_byte_for_byte() {
         result_dir: Some(dir.path().to_path_buf()),
         ..options
     };
-    save(&m, &r, &append).unwrap();
+    save(&m, &side, &r, &append).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let golden = include_str!("testdata/result-detailed.json");
     assert_eq!(text, format!("{earlier}\n{golden}"));
@@ -886,7 +912,7 @@ fn append_keeps_earlier_results_byte_for_byte() {
 #[test]
 fn turns_and_reported_cache_hits_are_extra_keys_and_a_block() {
     let plain = full_metrics();
-    assert!(!console(&plain, &run()).contains("Conversations"));
+    assert!(!console(&plain, &SideReports::default(), &run()).contains("Conversations"));
     let v = result_json(&plain, &run(), false);
     for key in ["per_turn", "prefix_cache_hit_rate", "cached_prompt_tokens"] {
         assert!(v.get(key).is_none(), "{key}");
@@ -939,7 +965,7 @@ fn turns_and_reported_cache_hits_are_extra_keys_and_a_block() {
     assert_eq!(v["cached_prompt_tokens"], json!(25));
     assert_eq!(v["prompt_tokens_of_cache_reports"], json!(50 + 30));
 
-    let text = console(&m, &run());
+    let text = console(&m, &SideReports::default(), &run());
     assert!(text.contains(" Conversations and Prefix Cache "), "{text}");
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
     assert!(
@@ -954,7 +980,7 @@ fn rtfx_is_written_and_printed_only_for_audio() {
     let mut m = full_metrics();
     let r = run();
     assert_eq!(result_json(&m, &r, false)["rtfx"], json!(0.0));
-    assert!(!console(&m, &r).contains("RTFx"));
+    assert!(!console(&m, &SideReports::default(), &r).contains("RTFx"));
     // The fixture's successful requests (0, 1, 3) uploaded 4 s of audio in its 10 s.
     m.set_rtfx(&[1.5, 2.0, 7.0, 0.5]);
     let doc = result_json(&m, &r, false);
@@ -963,7 +989,7 @@ fn rtfx_is_written_and_printed_only_for_audio() {
     let keys: Vec<&String> = doc.as_object().unwrap().keys().collect();
     let at = keys.iter().position(|k| *k == "rtfx").unwrap();
     assert_eq!(keys[at - 1], "max_concurrent_requests");
-    let text = console(&m, &r);
+    let text = console(&m, &SideReports::default(), &r);
     let line = "RTFx (Inverse Real-Time Factor):         0.40      \n";
     let peak = text.find("Peak concurrent requests:").unwrap();
     let at = text.find(line).unwrap_or_else(|| panic!("{text}"));
@@ -985,7 +1011,7 @@ fn the_servers_per_request_timing_is_reported_when_responses_carried_it() {
     ] {
         assert!(v.get(key).is_none(), "{key}");
     }
-    assert!(!console(&quiet, &run()).contains("Server Timing"));
+    assert!(!console(&quiet, &SideReports::default(), &run()).contains("Server Timing"));
 
     let timed = |queue: f64, ttft: f64| crate::record::ServerTiming {
         queue: Some(queue),
@@ -1015,7 +1041,7 @@ fn the_servers_per_request_timing_is_reported_when_responses_carried_it() {
     let summary = result_json(&m, &run(), false);
     assert!(summary.get("server_ttfts").is_none() && summary.get("server_queue_times").is_none());
     assert_eq!(summary["mean_server_ttft_ms"], v["mean_server_ttft_ms"]);
-    let text = console(&m, &run());
+    let text = console(&m, &SideReports::default(), &run());
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
     assert!(
         text.contains(&line("Requests with server timing:", "2")),

@@ -8,6 +8,7 @@ use super::{console, result_doc};
 use crate::metrics::tests::{fixture, words};
 use crate::metrics::{Metrics, MetricsConfig, PercentileMetric, calculate};
 use crate::record::RequestRecord;
+use crate::side_reports::SideReports;
 
 /// The fixture with reasoning in requests 0 ("let me see", its content 0.25 s after the
 /// start) and 3 ("hmm", content in its first chunk at 0.4 s); request 1's content came at
@@ -34,13 +35,13 @@ fn p50_p99() -> MetricsConfig {
 }
 
 fn result_json(m: &Metrics, detailed: bool) -> Value {
-    serde_json::to_value(result_doc(m, &run(), detailed)).unwrap()
+    serde_json::to_value(result_doc(m, &SideReports::default(), &run(), detailed)).unwrap()
 }
 
 #[test]
 fn a_reasoning_run_shows_the_first_content_token_next_to_ttft() {
     let m = metrics(reasoning_run(), &p50_p99());
-    let text = console(&m, &run());
+    let text = console(&m, &SideReports::default(), &run());
     // Right after vLLM's TTFT section, in its layout: TTFCs 250, 200, 400 ms.
     let ttft_then_ttfc = "---------------Time to First Token----------------\n\
                           Mean TTFT (ms):                          233.33    \n\
@@ -89,7 +90,7 @@ fn a_reasoning_run_shows_the_first_content_token_next_to_ttft() {
         ..p50_p99()
     };
     let m = metrics(reasoning_run(), &no_ttft);
-    assert!(!console(&m, &run()).contains("TTFC"));
+    assert!(!console(&m, &SideReports::default(), &run()).contains("TTFC"));
     assert!(result_json(&m, true).get("mean_ttfc_ms").is_none());
 }
 
@@ -100,7 +101,7 @@ fn a_run_without_reasoning_reports_no_ttfc() {
         r.ttfc = Some(r.ttft);
     }
     let m = metrics(records, &p50_p99());
-    assert!(!console(&m, &run()).contains("TTFC"));
+    assert!(!console(&m, &SideReports::default(), &run()).contains("TTFC"));
     let v = result_json(&m, true);
     for key in [
         "mean_ttfc_ms",
@@ -125,7 +126,7 @@ fn split_itl_and_differing_totals_are_in_the_result() {
     let v = result_json(&m, true);
     assert_eq!(v["itl_split_by_tokens_requests"], json!(1));
     assert_eq!(v["itls"][0], json!([0.01, 0.01, 0.03, 0.05, 0.1]));
-    let text = console(&m, &run());
+    let text = console(&m, &SideReports::default(), &run());
     let line = format!("{:<40} {:<10}\n", "Requests with ITL split by tokens:", 1);
     assert!(text.contains(&line), "{text}");
     // The fixture's server says 6 output tokens, the tokenizer 7.

@@ -10,12 +10,16 @@ use super::diagnostics::ShardDiagnostics;
 use crate::metrics::{self, Metrics};
 use crate::report::RunInfo;
 use crate::report::save::Interruption;
+use crate::side_reports::SideReports;
 
 /// A merged run: what a single process would have reported, with each shard's client.
 #[derive(Debug)]
 pub struct Merged {
-    /// Computed from every shard's records; `shards` holds each shard's diagnostics.
+    /// Computed from every shard's records.
     pub metrics: Metrics,
+    /// What the shards measured beside their records; `shards` holds each shard's
+    /// diagnostics.
+    pub side: SideReports,
     pub run: RunInfo,
     /// Requests in the whole workload.
     pub requests: usize,
@@ -155,8 +159,11 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
     )
     .context("computing the merged metrics")?;
     computed.per_request.clock_origin_s = clock_origin_s;
-    computed.server_metrics = server_metrics;
-    computed.probe = probe;
+    let mut side = SideReports {
+        server_metrics,
+        probe,
+        ..SideReports::default()
+    };
     if has_prefix_keys {
         let keys: Vec<Option<Vec<u64>>> = computed
             .per_request
@@ -164,27 +171,28 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
             .iter()
             .map(|r| prefix_keys.remove(&r.index))
             .collect();
-        computed.prefix_reuse = Some(crate::prefix_reuse::of_records(
+        side.prefix_reuse = Some(crate::prefix_reuse::of_records(
             &computed.per_request.records,
             &keys,
             config.prefix_block_size,
         ));
     }
-    computed.client.cpu = shards
+    side.client_cpu = shards
         .iter()
         .filter_map(|s| s.cpu)
         .reduce(|a, b| metrics::ClientCpu {
             total_s: a.total_s + b.total_s,
             decode_s: a.decode_s + b.decode_s,
         });
-    computed.client.http_client = shards
+    side.http_client = shards
         .iter()
         .find_map(|s| crate::client::transport_name(s.http_client.as_deref()?));
     computed.set_rtfx(&audio_seconds);
     computed.warnings.extend(shard_warnings(&shards));
-    computed.shards = shards;
+    side.shards = shards;
     Ok(Merged {
         metrics: computed,
+        side,
         run,
         requests,
         interrupted: merged_interruption(&interruptions),

@@ -32,6 +32,7 @@ use crate::record::RequestRecord;
 use crate::report::RunInfo;
 use crate::report::save::Interruption;
 use crate::runtime::RequestSpec;
+use crate::side_reports::SideReports;
 
 pub use diagnostics::{Shard, ShardDiagnostics};
 
@@ -254,6 +255,7 @@ impl ShardDoc {
     /// `count_tokens` is the run's tokenizer, for the texts' counts.
     pub fn new(
         metrics: &Metrics,
+        side: &SideReports,
         run: &RunInfo,
         shard: &ShardRun,
         interrupted: Option<&Interruption>,
@@ -321,8 +323,8 @@ impl ShardDoc {
                 sent: metrics.client.sent,
                 duration_s: metrics.duration_s,
                 schedule_lag_ms: metrics.client.schedule_lag_ms,
-                cpu: metrics.client.cpu,
-                http_client: metrics.client.http_client.map(str::to_owned),
+                cpu: side.client_cpu,
+                http_client: side.http_client.map(str::to_owned),
                 start_at: match plan.config.start_at {
                     Some(StartAt::At(t)) => Some(format_wall_clock(t)),
                     _ => None,
@@ -333,8 +335,8 @@ impl ShardDoc {
             },
             interrupted: interrupted.cloned(),
             shutdown_grace_s: shard.shutdown_grace.as_secs_f64(),
-            server_metrics: metrics.server_metrics.clone(),
-            probe: metrics.probe,
+            server_metrics: side.server_metrics.clone(),
+            probe: side.probe,
             records,
         })
     }

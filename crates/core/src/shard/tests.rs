@@ -167,7 +167,11 @@ mod merging {
                 .rev()
                 .map(|i| shard_of_fixture(i, count))
                 .collect();
-            let merged = merge::merge(sourced(docs)).unwrap().metrics;
+            let merge::Merged {
+                metrics: merged,
+                side,
+                ..
+            } = merge::merge(sourced(docs)).unwrap();
             assert_eq!(
                 merged.per_request.records, single.per_request.records,
                 "{count}"
@@ -195,8 +199,8 @@ mod merging {
                 assert_eq!(merged.summary(metric), single.summary(metric), "{metric:?}");
             }
             assert_eq!(merged.client.token_counts, single.client.token_counts);
-            assert_eq!(merged.client.http_client, Some("h1"));
-            assert_eq!(merged.shards.len(), count);
+            assert_eq!(side.http_client, Some("h1"));
+            assert_eq!(side.shards.len(), count);
         }
     }
 
