@@ -60,9 +60,10 @@
 #              (about 18 MB: it carries CPython; needs scripts/plugin-tools.sh, else n/a).
 #
 #   ROWS="..." bash scripts/perf.sh --write-readme MARKER
-#              also writes the tables (those with rows) into README.md between the MARKER
-#              markers (scripts/readme_block.py: date, commit, machine and this command);
-#              scripts/check_figures.py lists the README's perf blocks and their rows.
+#              also writes the tables (those with rows) between the MARKER markers of the
+#              page that holds them, docs/performance.md (scripts/readme_block.py: date,
+#              commit, machine and this command); scripts/check_figures.py lists the perf
+#              blocks and their rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -94,7 +95,6 @@ PY
   done
   python3 scripts/readme_block.py --markdown "$marker" "${command}bash scripts/perf.sh --write-readme $marker" "$report"
   rm -f "$report"
-  echo "written into README.md ($marker)" >&2
   exit 0
 fi
 

@@ -92,6 +92,7 @@ def main():
             f"{report}\n\n{end}")
     text = text[:text.index(start)] + body + text[text.index(end) + len(end):]
     open(doc, "w").write(text)
+    print(f"readme_block.py: wrote {marker} into {doc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -87,11 +87,11 @@
 #      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
 #      first (the server's own figure, from Prometheus, is printed beside it)
 #
-#   bash scripts/real-server.sh --write-readme    # also the report into README.md (real-server)
+#   bash scripts/real-server.sh --write-readme    # also the report into docs/real-servers.md
 #
-# --write-readme puts what the checks printed into README.md between the real-server
-# markers (scripts/readme_block.py: date, commit, machine and the command), failures
-# included; the exit status is the checks'.
+# --write-readme puts what the checks printed between the real-server markers of the page
+# that holds them, docs/real-servers.md (scripts/readme_block.py: date, commit, machine and
+# the command), failures included; the exit status is the checks'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -102,7 +102,6 @@ if [ "${1:-}" = --write-readme ]; then
   python3 scripts/readme_block.py real-server \
     "${CHECKS:+CHECKS=\"$CHECKS\" }${BENCH_BIN:+BENCH_BIN=$BENCH_BIN }bash scripts/real-server.sh --write-readme" "$report"
   rm -f "$report"
-  echo "written into README.md (real-server)" >&2
   exit $rc
 fi
 

@@ -523,5 +523,4 @@ for name, key in (("abs. TTFT err ms", "ttft_err"), ("abs. ITL err ms", "itl_err
 PY
 if [ "$p_readme" = 1 ]; then
   python3 scripts/readme_block.py --markdown vs-vllm "$invocation --write-readme" "$tmp/report.md"
-  echo "written into README.md (vs-vllm)" >&2
 fi
