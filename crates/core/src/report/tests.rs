@@ -724,14 +724,7 @@ fn client_cpu_and_http_client_are_reported_when_measured() {
     let v = result_json(&m, &run(), false);
     assert!(v.get("client_cpu_seconds").is_none() && v.get("http_client").is_none());
 
-    let side = SideReports {
-        http_client: Some("h1"),
-        client_cpu: Some(crate::metrics::ClientCpu {
-            total_s: 4.0,
-            decode_s: 1.0,
-        }),
-        ..SideReports::default()
-    };
+    let side = measured_client();
     let text = console(&m, &side, &run());
     let line = |label: &str, value: &str| format!("{label:<40} {value:<10}\n");
     assert!(text.contains(&line("HTTP client:", "h1")), "{text}");
@@ -755,20 +748,25 @@ fn client_cpu_and_http_client_are_reported_when_measured() {
     assert_eq!(v["decode_cpu_share"], json!(0.25));
 }
 
-/// A run that takes every branch of the result: metadata (one key, `completed`, that the
-/// benchmark's own key overrides in place, as in vLLM's dict merge), a ramp-up with rate
-/// changes, a finite rate with a concurrency cap (the queue-inclusive section), the
-/// client's CPU and HTTP client, and an interruption.
-fn golden_run() -> (Metrics, SideReports, RunInfo, SaveOptions) {
-    let m = full_metrics();
-    let side = SideReports {
+/// What the client measured of itself: the HTTP client, and 4 s of CPU, 1 s of it decoding.
+fn measured_client() -> SideReports {
+    SideReports {
         http_client: Some("h1"),
         client_cpu: Some(crate::metrics::ClientCpu {
             total_s: 4.0,
             decode_s: 1.0,
         }),
         ..SideReports::default()
-    };
+    }
+}
+
+/// A run that takes every branch of the result: metadata (one key, `completed`, that the
+/// benchmark's own key overrides in place, as in vLLM's dict merge), a ramp-up with rate
+/// changes, a finite rate with a concurrency cap (the queue-inclusive section), the
+/// client's CPU and HTTP client, and an interruption.
+fn golden_run() -> (Metrics, SideReports, RunInfo, SaveOptions) {
+    let m = full_metrics();
+    let side = measured_client();
     let r = RunInfo {
         label: Some("mine".into()),
         request_rate: 8.0,
