@@ -5,10 +5,10 @@
 # What it does:
 #   1. Finds a CUDA toolkit: an `nvcc` already on PATH, or $CUDA_HOME / $CUDA_PATH /
 #      $CUDA_ROOT / /usr/local/cuda with bin/nvcc (the GPU machine's own toolkit wins).
-#   2. Failing that, installs one from PyPI into a venv in the cache dir: the CUDA 13.4
+#   2. Failing that, installs one from PyPI into a venv in the cache dir: the CUDA 13.0
 #      wheels of the `cuda-toolkit` metapackage (nvcc, crt, nvvm/cicc, cudart, nvrtc,
 #      cublas, curand, cccl/thrust). The CUDA 12 wheels cannot be used: nvidia-cuda-nvcc-cu12
-#      ships only ptxas, no nvcc. 13.4 because cudarc 0.19.10 knows CUDA 11.4 to 13.4.
+#      ships only ptxas, no nvcc. cudarc 0.19.10 knows CUDA 11.4 to 13.4; BENCH_CUDA_PYPI_VERSION picks another.
 #      It assembles $CACHE/cuda (bin/ include/ nvvm/ from the wheels, lib/ and lib64/ with
 #      the unversioned .so links the linker needs) and, as the toolkit's own lib/stubs does,
 #      a link-only stub lib/stubs/libcuda.so (SONAME libcuda.so.1) built from cudarc's list
@@ -45,7 +45,9 @@ die() { say "$*"; exit 1; }
 
 CACHE=${BENCH_CUDA_CACHE:-$HOME/.cache/bench-cuda}
 TARGET_DIR=${BENCH_CUDA_TARGET_DIR:-$CACHE/target}
-PYPI_CUDA=13.4.3     # cuda-toolkit metapackage; pins nvcc/crt/nvvm/cudart/nvrtc 13.4.92
+# cuda-toolkit metapackage. 13.0 by default: the lent GPU machine's driver (580) runs CUDA 13.0,
+# and the PTX that candle-kernels' nvcc writes loads only on a driver at least as new as that nvcc.
+PYPI_CUDA=${BENCH_CUDA_PYPI_VERSION:-13.0.2}
 mkdir -p "$CACHE"
 start=$(date +%s)
 

@@ -9,7 +9,7 @@
 #   bash scripts/gpu-check.sh readme REPORT  # here: the report into docs/offline.md (block gpu-check)
 #
 # The GPU machine (the `device` tool's nvidia-h200) reaches no registry and has no Rust
-# toolchain, so `prepare` builds here with scripts/check-cuda-build.sh (CUDA 13.4 from PyPI
+# toolchain, so `prepare` builds here with scripts/check-cuda-build.sh (CUDA 13.0 from PyPI
 # when no toolkit is installed; about 20 minutes on 2 cores), strips the binary and packs it
 # xz-compressed into .gpu/ (ignored by git; add `/.gpu/` to .git/info/exclude), with the
 # commit it was built from. Then, with the `device` tool:
