@@ -12,6 +12,7 @@ mod common;
 mod backends_openai_api;
 mod backends_pooling;
 mod backends_servers;
+mod cancellation;
 mod compare;
 mod console;
 mod contract_versions;

@@ -437,6 +437,10 @@ fn fail(kind: FailureKind, message: impl Into<String>) -> Failure {
 pub struct Progress {
     /// Body bytes received, once the response head arrived.
     pub body_bytes: Option<usize>,
+    /// Told when the request was first written whole to the socket: a request the client
+    /// cancels on purpose counts its delay from then (see `crate::cancellation`). A resend
+    /// on a new connection (see [`H1Client::request`]) keeps that first moment.
+    pub sent: Option<tokio::sync::oneshot::Sender<Instant>>,
 }
 
 impl H1Client {
@@ -491,7 +495,7 @@ impl H1Client {
         out: &mut RawResponse,
         progress: &mut Progress,
     ) -> Result<(), Failure> {
-        let (mut conn, head) = self.request(req, &mut out.retried).await?;
+        let (mut conn, head) = self.request(req, &mut out.retried, progress).await?;
         let status = head.status;
         out.status = Some(status);
         out.headers = ResponseHeaders::Raw(Bytes::copy_from_slice(&conn.data()[..head.len]));
@@ -588,11 +592,12 @@ impl H1Client {
         &self,
         req: &PreparedRequest,
         retried: &mut bool,
+        progress: &mut Progress,
     ) -> Result<(Conn, Head), Failure> {
         let mut fresh_only = false;
         loop {
             let (mut conn, reused) = self.checkout(fresh_only).await?;
-            match self.attempt(&mut conn, req).await {
+            match self.attempt(&mut conn, req, progress).await {
                 Ok(head) => return Ok((conn, head)),
                 Err(NoHead::Unanswered(_)) if reused => {
                     *retried = true;
@@ -604,7 +609,12 @@ impl H1Client {
     }
 
     /// Writes the request on `conn` and reads the response head.
-    async fn attempt(&self, conn: &mut Conn, req: &PreparedRequest) -> Result<Head, NoHead> {
+    async fn attempt(
+        &self,
+        conn: &mut Conn,
+        req: &PreparedRequest,
+        progress: &mut Progress,
+    ) -> Result<Head, NoHead> {
         let method_is_head = req.method == reqwest::Method::HEAD;
         let closed = |why: String| {
             fail(
@@ -615,6 +625,10 @@ impl H1Client {
         self.write_request(conn, req);
         if let Err(e) = conn.stream.write_all(&conn.out).await {
             return Err(NoHead::Unanswered(closed(format!(": {e}"))));
+        }
+        if let Some(sent) = progress.sent.take() {
+            // Nobody listening is fine: the request was not to be cancelled after all.
+            let _ = sent.send(Instant::now());
         }
         let mut answered = false;
         loop {

@@ -10,6 +10,7 @@
 pub use bench_record as record;
 pub use bench_runtime as runtime;
 
+pub mod cancellation;
 pub mod cpu;
 pub mod decode;
 mod exchange;
@@ -253,12 +254,23 @@ impl HttpClient {
     /// Sends one request and records every read. Never fails: errors are recorded in the
     /// returned response so that the run keeps every result.
     pub async fn send(&self, req: &PreparedRequest) -> RawResponse {
-        self.send_started(req, Instant::now()).await
+        self.send_started(req, Instant::now(), None).await
     }
 
     /// [`Self::send`] for a request whose start time (`RawResponse::start`, vLLM's
     /// `start_time`) the caller took just before: the load generator takes it in send order.
-    pub async fn send_started(&self, req: &PreparedRequest, start: Instant) -> RawResponse {
+    ///
+    /// With `cancel_after`, a request still unanswered that long after it was sent is
+    /// cancelled: its connection is closed and its response keeps what had arrived, with
+    /// error kind `cancelled` ([`cancellation`]). bench's own client counts the delay from
+    /// the request written whole to the socket, as AIPerf does; reqwest does not say when
+    /// it wrote the body, so over `https://` the delay counts from the request's start.
+    pub async fn send_started(
+        &self,
+        req: &PreparedRequest,
+        start: Instant,
+        cancel_after: Option<Duration>,
+    ) -> RawResponse {
         let mut out = RawResponse {
             index: req.index,
             status: None,
@@ -270,18 +282,57 @@ impl HttpClient {
             retried: false,
         };
         let Some(h1) = &self.h1 else {
-            self.send_reqwest(req, &mut out).await;
+            let cancelled = match cancel_after {
+                None => {
+                    self.send_reqwest(req, &mut out).await;
+                    false
+                }
+                Some(delay) => tokio::select! {
+                    biased;
+                    () = self.send_reqwest(req, &mut out) => false,
+                    () = tokio::time::sleep_until((start + delay).into()) => true,
+                },
+            };
+            if cancelled {
+                out.error = Some(cancelled_error(cancel_after.unwrap_or_default()));
+            }
             return out;
         };
         let mut progress = h1::Progress::default();
-        let exchange = h1.send(req, &mut out, &mut progress);
-        match self.timeout {
-            Some(t) => {
-                if tokio::time::timeout(t, exchange).await.is_err() {
-                    out.error = Some(self.timeout_error(t, progress.body_bytes));
+        let sent = cancel_after.map(|delay| {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            progress.sent = Some(tx);
+            async move {
+                match rx.await {
+                    Ok(at) => tokio::time::sleep_until((at + delay).into()).await,
+                    // Never written (it failed first): nothing to cancel.
+                    Err(_) => std::future::pending().await,
                 }
             }
-            None => exchange.await,
+        });
+        let exchange = async {
+            let exchange = h1.send(req, &mut out, &mut progress);
+            match self.timeout {
+                Some(t) => tokio::time::timeout(t, exchange).await.map_err(|_| t),
+                None => {
+                    exchange.await;
+                    Ok(())
+                }
+            }
+        };
+        let ended = match sent {
+            None => Some(exchange.await),
+            // A response that ends as the delay runs out is not cancelled.
+            Some(cancel) => tokio::select! {
+                biased;
+                ended = exchange => Some(ended),
+                () = cancel => None,
+            },
+        };
+        match ended {
+            Some(Ok(())) => {}
+            Some(Err(t)) => out.error = Some(self.timeout_error(t, progress.body_bytes)),
+            None => out.error = Some(cancelled_error(cancel_after.unwrap_or_default())),
         }
         out
     }
@@ -451,6 +502,14 @@ impl HttpClient {
             .map_err(|e| anyhow::anyhow!("GET {url}: {}", error_chain(&e)))?;
         serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("GET {url}: invalid JSON: {e}"))
     }
+}
+
+/// The record error of a request the client cancelled on purpose `delay` after sending it.
+fn cancelled_error(delay: Duration) -> Failure {
+    FailureKind::Cancelled.failure(format_args!(
+        "cancelled by the client {} s after it was sent (--request-cancellation-delay)",
+        delay.as_secs_f64()
+    ))
 }
 
 /// An error with its sources, which reqwest keeps behind "error sending request".

@@ -11,6 +11,9 @@
 //! flight get a grace period to finish, and those still running after it are cancelled
 //! and recorded as failed with error kind `interrupted`. Every result measured so far is
 //! kept.
+//!
+//! Requests chosen by [`Cancellation`] are cancelled on purpose a set time after they
+//! were sent (see [`crate::cancellation`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
+use super::cancellation::Cancellation;
 use super::cpu::ClientCpu;
 use super::decode::RequestMeta;
 use super::framing::Frames;
@@ -45,6 +49,8 @@ pub struct LoadOptions {
     /// past when the shard was ready late (its overdue requests then go at once, and
     /// their lag is measured). `None`: now.
     pub start: Option<Instant>,
+    /// Requests the client cancels on purpose, and when; `None`: none.
+    pub cancellation: Option<Cancellation>,
 }
 
 /// What the load generator measured.
@@ -120,6 +126,7 @@ pub async fn run(
         shutdown_grace: grace,
         progress: pb,
         start,
+        cancellation,
     } = options;
     let total = requests.len();
     let transport = client.transport();
@@ -160,6 +167,7 @@ pub async fn run(
         permits,
         grace,
         t0,
+        cancellation,
     };
     let dispatcher = std::thread::Builder::new()
         .name("bench-dispatch".into())
@@ -231,6 +239,7 @@ struct Spawner {
     permits: Option<InOrderPermits>,
     grace: Duration,
     t0: Instant,
+    cancellation: Option<Cancellation>,
 }
 
 type Tasks = Vec<tokio::task::JoinHandle<Outcome>>;
@@ -358,6 +367,9 @@ impl Spawner {
             self.cancel.clone(),
         );
         let (grace, t0) = (self.grace, self.t0);
+        let cancel_after = self
+            .cancellation
+            .and_then(|c| c.delay_for(slot.request().index));
         self.handle.spawn(async move {
             let (permit, concurrency_wait) = match turn {
                 Some(turn) => {
@@ -383,7 +395,7 @@ impl Spawner {
             let permit = permit.map(Turn::started);
             let (raw, outcome) = tokio::select! {
                 biased;
-                raw = client.send_started(req, start) => (raw, Outcome::Done),
+                raw = client.send_started(req, start, cancel_after) => (raw, Outcome::Done),
                 () = cancel.stopped() => (
                     cancelled(req.index, start, grace),
                     Outcome::Cancelled,

@@ -88,6 +88,9 @@ pub struct LoadConfig {
     /// Sample this machine's GPUs during the measured run (`crate::gpu_telemetry`): where
     /// NVIDIA's management library is absent, one note and no GPU figures.
     pub gpu_telemetry: bool,
+    /// Requests the client cancels on purpose (`--request-cancellation-rate` and
+    /// `-delay`); `None`: none. HTTP servers only.
+    pub cancellation: Option<crate::client::cancellation::Cancellation>,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -492,6 +495,7 @@ pub(crate) fn execute<T: Target>(
         progress: observer.progress_bar(requests as u64),
         time_scale: load.time_scale,
         start: start_at.map(crate::shard::instant_at),
+        cancellation: load.cancellation,
     };
     let started_at = start_at.map_or_else(chrono::Local::now, chrono::DateTime::from);
     let output = rt.block_on(target.run(&offsets, options, observer))?;
@@ -628,6 +632,7 @@ fn measure<T: Target>(
         rps_change_events,
         metadata: report.metadata.clone(),
         args: report.command_line.clone(),
+        cancellation: load.cancellation,
     };
     observer.event(Event::Results {
         metrics: &computed,

@@ -395,6 +395,7 @@ pub fn latency(
             progress: indicatif::ProgressBar::hidden(),
             time_scale: 1.0,
             start: None,
+            cancellation: None,
         };
         let offsets = vec![0.0; batch_size];
         let check = WarmUp {

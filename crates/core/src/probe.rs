@@ -303,6 +303,7 @@ mod tests {
             rps_change_events: vec![],
             metadata: vec![],
             args: serde_json::Map::new(),
+            cancellation: None,
         }
     }
 

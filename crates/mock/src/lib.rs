@@ -18,7 +18,10 @@
 //! vLLM's cache resets `POST /reset_prefix_cache`, `/reset_mm_cache` and
 //! `/reset_encoder_cache` (counted at `GET /mock/resets`, see `reset.rs`), and
 //! the server's own record of what it did: `GET /mock/timing` (aggregates over every
-//! stream) and `GET /mock/requests` (per streamed
+//! stream), `GET /mock/aborted` (the `x-request-id`s of the requests whose client closed
+//! the connection before the answer's last token, as a client that gives up does; vLLM
+//! finishes those with reason `abort`, and `/metrics` counts them in
+//! `vllm:request_success_total{finished_reason="abort"}`) and `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
 //! "first_content_ms"}]`, the last the first non-reasoning chunk's time, plus `"metrics"`,
 //! the per-request metrics sent, with `--per-request-metrics`, which also records whole
@@ -305,6 +308,13 @@ impl MockServer {
     /// later request's.
     pub fn requests(&self) -> Vec<timing::RequestTiming> {
         self.timing.requests()
+    }
+
+    /// The `x-request-id`s of the requests whose client closed the connection before the
+    /// answer's last token (a client that gave up), in the order they did; the count of
+    /// all such requests, with or without an id, is [`Self::timing`]'s `aborted`.
+    pub fn aborted(&self) -> Vec<String> {
+        self.timing.aborted_ids()
     }
 
     /// The requests that carried an `x-session-id` header, in arrival order, with their

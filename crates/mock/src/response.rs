@@ -287,7 +287,10 @@ impl Reply<'_> {
             itl,
             request: timing
                 .request_id
+                .clone()
                 .map(|id| PendingRequest::new(id, count.saturating_sub(1) as usize)),
+            request_id: timing.request_id,
+            cut_on_purpose: timing.cut_on_purpose,
             recorder: timing.recorder,
             arrival: timing.arrival,
             metrics: metrics_at.zip(timing.queue),
@@ -309,6 +312,8 @@ pub(super) struct Timing {
     /// With `--per-request-metrics`: the request's wait for load (its queue time), and
     /// the stream's usage chunk carries vLLM's per-request metrics.
     pub queue: Option<Duration>,
+    /// A delivery fault will end the stream early on purpose: that is no client's abort.
+    pub cut_on_purpose: bool,
 }
 
 /// The body of a streaming response: one frame per token chunk, each held back until its
@@ -341,6 +346,10 @@ pub(super) struct TokenStream {
     /// This stream's own per-request record, handed to `recorder` once the last token
     /// chunk leaves (or when the stream is dropped before that).
     request: Option<PendingRequest>,
+    /// The request's `x-request-id`, for the record of aborts.
+    request_id: Option<String>,
+    /// See [`Timing::cut_on_purpose`].
+    cut_on_purpose: bool,
     /// With `--per-request-metrics`: where in `trailer` its usage chunk's `metrics` goes,
     /// and the request's queue time.
     metrics: Option<(usize, Duration)>,
@@ -593,8 +602,12 @@ impl Stream for TokenStream {
 }
 
 impl Drop for TokenStream {
-    /// A stream that ended early (client gone, delivery fault) still leaves its entry.
+    /// A stream that ended early (client gone, delivery fault) still leaves its entry; one
+    /// whose client went away before its last token is recorded as aborted.
     fn drop(&mut self) {
+        if self.next < self.count && !self.cut_on_purpose {
+            self.recorder.abort(self.request_id.as_deref());
+        }
         self.finish_request();
     }
 }

@@ -49,6 +49,7 @@ pub(crate) fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         .route("/metrics", get(metrics))
         .route("/mock/timing", get(timing_report))
         .route("/mock/requests", get(requests_report))
+        .route("/mock/aborted", get(aborted_report))
         .merge(resets())
         .with_state(shared)
 }
@@ -127,11 +128,23 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
 /// the vLLM family shows too.
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     let text = match shared.load.family() {
-        None | Some(ServerFamily::Vllm) => shared.prefix_cache.metrics_text(),
+        None | Some(ServerFamily::Vllm) => {
+            shared.prefix_cache.metrics_text() + &aborted_text(shared.timing.snapshot().aborted)
+        }
         Some(ServerFamily::None) => return StatusCode::NOT_FOUND.into_response(),
         Some(_) => String::new(),
     } + &shared.load.metrics_text(Instant::now());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// vLLM's count of the requests it finished because their client went away (vLLM 0.32
+/// `vllm/v1/metrics/loggers.py`, `vllm:request_success` with `finished_reason`).
+fn aborted_text(aborted: u64) -> String {
+    format!(
+        "# HELP vllm:request_success_total Count of successfully processed requests.\n\
+         # TYPE vllm:request_success_total counter\n\
+         vllm:request_success_total{{finished_reason=\"abort\",model_name=\"mock\"}} {aborted}.0\n"
+    )
 }
 
 async fn health() -> StatusCode {
@@ -148,6 +161,11 @@ async fn requests_report(
     State(shared): State<Arc<Shared>>,
 ) -> axum::Json<Vec<timing::RequestTiming>> {
     axum::Json(shared.timing.requests())
+}
+
+/// The ids of the requests whose client went away early, for clients in another process.
+async fn aborted_report(State(shared): State<Arc<Shared>>) -> axum::Json<Vec<String>> {
+    axum::Json(shared.timing.aborted_ids())
 }
 
 /// `POST /v1/responses`.

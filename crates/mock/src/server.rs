@@ -170,6 +170,7 @@ pub(crate) async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Re
                 arrival,
                 request_id,
                 queue,
+                cut_on_purpose: matches!(fault, Some(Fault::Cut | Fault::Stall)),
             },
         );
         // Delivery faults act after half of the token chunks.
@@ -187,7 +188,9 @@ pub(crate) async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Re
             .into_response()
     } else {
         let last_token = reply.completion_tokens.saturating_sub(1);
+        let generating = timing::AbortGuard::new(&shared.timing, request_id.as_deref());
         tokio::time::sleep_until(first_token_at + shared.itl * last_token).await;
+        generating.answered();
         // A whole answer's tokens leave together: its generation is the schedule's, and
         // its time to the first token is what the measured time to the body leaves.
         let metrics = queue.map(|queue| {

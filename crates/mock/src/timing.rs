@@ -47,6 +47,10 @@ pub struct TimingRecorder {
     gap_min_ns: AtomicU64,
     gap_max_ns: AtomicU64,
     requests: Mutex<KeptRequests>,
+    /// Requests whose client went away before their answer was generated whole.
+    aborted: AtomicU64,
+    /// Their `x-request-id`s, oldest first, at most [`MAX_KEPT_REQUESTS`].
+    aborted_ids: Mutex<VecDeque<String>>,
 }
 
 /// The per-request entries, oldest first, within [`MAX_KEPT_REQUESTS`] and
@@ -72,6 +76,8 @@ impl Default for TimingRecorder {
             gap_min_ns: AtomicU64::new(u64::MAX),
             gap_max_ns: AtomicU64::new(0),
             requests: Mutex::new(KeptRequests::default()),
+            aborted: AtomicU64::new(0),
+            aborted_ids: Mutex::new(VecDeque::new()),
         }
     }
 }
@@ -253,6 +259,32 @@ impl TimingRecorder {
         }
     }
 
+    /// A request whose client closed its connection before the answer's last token (a
+    /// client that gave up: vLLM finishes such a request with reason `abort`), with its
+    /// `x-request-id` when it had one. Rare, so one lock is fine.
+    pub(super) fn abort(&self, id: Option<&str>) {
+        self.aborted.fetch_add(1, Ordering::Relaxed);
+        if let Some(id) = id {
+            let mut ids = self
+                .aborted_ids
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if ids.len() == MAX_KEPT_REQUESTS {
+                ids.pop_front();
+            }
+            ids.push_back(id.to_owned());
+        }
+    }
+
+    /// The `x-request-id`s of the requests their clients abandoned, in the order they did.
+    pub fn aborted_ids(&self) -> Vec<String> {
+        let ids = self
+            .aborted_ids
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        ids.iter().cloned().collect()
+    }
+
     /// The kept per-request entries, in the order their streams finished.
     pub fn requests(&self) -> Vec<RequestTiming> {
         self.kept().list.iter().cloned().collect()
@@ -297,6 +329,38 @@ impl TimingRecorder {
             max_itl_ms: extreme(&self.gap_max_ns, g),
             requests_kept,
             requests_evicted,
+            aborted: self.aborted.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Records an abort when dropped before [`AbortGuard::answered`]: a whole answer's handler
+/// is dropped while it waits for the answer's time when its client went away.
+pub(super) struct AbortGuard<'a> {
+    recorder: &'a TimingRecorder,
+    id: Option<&'a str>,
+    answered: bool,
+}
+
+impl<'a> AbortGuard<'a> {
+    pub(super) fn new(recorder: &'a TimingRecorder, id: Option<&'a str>) -> Self {
+        AbortGuard {
+            recorder,
+            id,
+            answered: false,
+        }
+    }
+
+    /// The answer was generated whole: no abort.
+    pub(super) fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for AbortGuard<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.recorder.abort(self.id);
         }
     }
 }
@@ -319,6 +383,9 @@ pub struct TimingSnapshot {
     pub requests_kept: u64,
     /// Per-request entries dropped, oldest first, to stay within the memory bound.
     pub requests_evicted: u64,
+    /// Requests whose client closed the connection before the answer's last token was
+    /// sent (not those the mock cut on purpose); their ids: `GET /mock/aborted`.
+    pub aborted: u64,
 }
 
 #[cfg(test)]

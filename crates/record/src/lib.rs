@@ -40,6 +40,11 @@ pub enum FailureKind {
     /// could not go on) and
     /// its grace period ran out: cancelled.
     Interrupted,
+    /// Not a failure: the client cancelled the request on purpose
+    /// (`--request-cancellation-rate`). Kept as an outcome of its own, neither completed
+    /// nor failed ([`RequestRecord::cancelled`]); it travels as a failure kind so that a
+    /// cancelled record keeps what it measured and reads back from a shard's file.
+    Cancelled,
 }
 
 impl FailureKind {
@@ -58,6 +63,7 @@ impl FailureKind {
             FailureKind::Decode => "decode",
             FailureKind::Transport => "transport",
             FailureKind::Interrupted => "interrupted",
+            FailureKind::Cancelled => "cancelled",
         };
         name.into()
     }
@@ -77,7 +83,7 @@ impl std::str::FromStr for FailureKind {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, String> {
-        const FIXED: [FailureKind; 10] = [
+        const FIXED: [FailureKind; 11] = [
             FailureKind::Connect,
             FailureKind::Reset,
             FailureKind::StreamCut,
@@ -88,6 +94,7 @@ impl std::str::FromStr for FailureKind {
             FailureKind::Decode,
             FailureKind::Transport,
             FailureKind::Interrupted,
+            FailureKind::Cancelled,
         ];
         if let Some(status) = name.strip_prefix("http-") {
             return status
@@ -138,7 +145,10 @@ impl fmt::Display for Failure {
 }
 
 /// The outcome of one request: `Ok` when it succeeded. A failed request keeps what it
-/// measured before failing (text and chunk times), as vLLM's `RequestFuncOutput` does.
+/// measured before failing (text and chunk times), as vLLM's `RequestFuncOutput` does; so
+/// does a request the client cancelled on purpose, whose `Err` is of kind
+/// [`FailureKind::Cancelled`] and which is neither completed nor failed
+/// ([`RequestRecord::cancelled`], [`RequestRecord::failure`]).
 pub type Outcome = Result<(), Failure>;
 
 /// What one benchmark request produced. Serialised (JSON) as a shard of a run writes it,
@@ -264,9 +274,18 @@ impl RequestRecord {
         self.outcome.is_ok()
     }
 
-    /// The failure, for a failed request.
+    /// The failure, for a failed request: `None` for one that succeeded or that the client
+    /// cancelled on purpose.
     pub fn failure(&self) -> Option<&Failure> {
-        self.outcome.as_ref().err()
+        self.outcome
+            .as_ref()
+            .err()
+            .filter(|f| f.kind != FailureKind::Cancelled)
+    }
+
+    /// Whether the client cancelled the request on purpose (`--request-cancellation-rate`).
+    pub fn cancelled(&self) -> bool {
+        matches!(&self.outcome, Err(f) if f.kind == FailureKind::Cancelled)
     }
 }
 
@@ -321,6 +340,7 @@ mod tests {
             (FailureKind::Decode, "decode"),
             (FailureKind::Transport, "transport"),
             (FailureKind::Interrupted, "interrupted"),
+            (FailureKind::Cancelled, "cancelled"),
         ];
         for (kind, name) in kinds {
             assert_eq!(kind.to_string(), name);
@@ -334,6 +354,24 @@ mod tests {
         }
         assert!("http-x".parse::<FailureKind>().is_err());
         assert!("gone".parse::<FailureKind>().is_err());
+    }
+
+    #[test]
+    fn a_cancelled_request_is_neither_completed_nor_failed() {
+        let cancelled = RequestRecord {
+            outcome: Err(FailureKind::Cancelled.failure("after 0.5 s")),
+            ..RequestRecord::default()
+        };
+        assert!(cancelled.cancelled());
+        assert!(!cancelled.succeeded());
+        assert_eq!(cancelled.failure(), None);
+        let failed = RequestRecord {
+            outcome: Err(FailureKind::Timeout.failure("late")),
+            ..RequestRecord::default()
+        };
+        assert!(!failed.cancelled());
+        assert_eq!(failed.failure().map(|f| f.kind), Some(FailureKind::Timeout));
+        assert!(!RequestRecord::default().cancelled());
     }
 
     #[test]
@@ -356,6 +394,10 @@ mod tests {
             },
             RequestRecord {
                 outcome: Err(FailureKind::Http(503).failure("busy")),
+                ..RequestRecord::default()
+            },
+            RequestRecord {
+                outcome: Err(FailureKind::Cancelled.failure("after 0.5 s")),
                 ..RequestRecord::default()
             },
         ];

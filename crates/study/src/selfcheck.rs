@@ -264,6 +264,7 @@ fn serve_config(setup: &Setup, base_url: String, load: &Load) -> Result<ServeCon
             profile: false,
             // The client's own ceiling: nothing beside the run.
             gpu_telemetry: false,
+            cancellation: None,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {

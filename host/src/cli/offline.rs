@@ -107,6 +107,8 @@ const SERVE_ONLY: &[(&str, &str)] = &[
     ("plot_timeline", "--plot-timeline"),
     ("plot_dataset_stats", "--plot-dataset-stats"),
     ("probe_request_rate", "--probe-request-rate"),
+    ("request_cancellation_rate", "--request-cancellation-rate"),
+    ("request_cancellation_delay", "--request-cancellation-delay"),
 ];
 
 /// More of them for `latency`, which releases its batch at once, `--num-iters-warmup` times

@@ -13,6 +13,7 @@ use super::console::Console;
 use super::limits;
 use super::plugin_flags::{Parsed, Role, SharedValues};
 use crate::benchmark::{LoadConfig, ReportConfig, ServeConfig};
+use crate::client::cancellation::Cancellation;
 use crate::client::{HttpClientKind, Tls};
 use crate::engine::{Device, EngineConfig};
 use crate::metrics;
@@ -332,6 +333,22 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub shutdown_grace_sec: f64,
 
+    /// Cancel this percentage of the requests (0 to 100) on purpose, as clients that give
+    /// up do (a user closing a tab, an agent's timeout; AIPerf's flag): a chosen request's
+    /// connection is closed --request-cancellation-delay seconds after the request was
+    /// sent, unless its response ended first. Which requests is a seeded choice (--seed:
+    /// the same seed, the same requests). Cancelled requests are counted on their own
+    /// (`cancelled` in the result), neither completed nor failed, and left out of the
+    /// latency and throughput figures. Servers only.
+    #[arg(long, value_name = "PERCENT")]
+    pub request_cancellation_rate: Option<f64>,
+
+    /// With --request-cancellation-rate: seconds from a request sent whole to its
+    /// cancellation (default 0: as soon as it is sent). bench's own HTTP client counts
+    /// from the last byte written; over https (reqwest) from the request's start.
+    #[arg(long, value_name = "SECONDS", requires = "request_cancellation_rate")]
+    pub request_cancellation_delay: Option<f64>,
+
     /// Also read the server's Prometheus /metrics every SECONDS during the run (off by
     /// default), for the peaks of its gauges (KV-cache usage, requests running and
     /// waiting) and `server_metrics_timeline` in the result. The reads are a task of their
@@ -498,6 +515,8 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         ready_check_timeout_sec: _,
         num_warmups: _,
         shutdown_grace_sec: _,
+        request_cancellation_rate: _,
+        request_cancellation_delay: _,
         profile: _,
         no_gpu_telemetry: _,
         // metrics_config
@@ -791,7 +810,31 @@ fn load_config(
         time_scale: args.time_scale,
         profile: args.profile,
         gpu_telemetry: !args.no_gpu_telemetry,
+        cancellation: cancellation(args)?,
     })
+}
+
+/// `--request-cancellation-rate` and `-delay`: the share of requests the client cancels on
+/// purpose, and when.
+fn cancellation(args: &ServeArgs) -> Result<Option<Cancellation>> {
+    let Some(percent) = args.request_cancellation_rate else {
+        return Ok(None);
+    };
+    if !(0.0..=100.0).contains(&percent) {
+        bail!("--request-cancellation-rate is a percentage from 0 to 100, got {percent}");
+    }
+    let seconds = args.request_cancellation_delay.unwrap_or(0.0);
+    let delay = Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|_| seconds.is_finite())
+        .with_context(|| {
+            format!("--request-cancellation-delay must be a number of seconds >= 0, got {seconds}")
+        })?;
+    Ok(Some(Cancellation {
+        fraction: percent / 100.0,
+        delay,
+        seed: args.dataset.seed,
+    }))
 }
 
 /// Which statistics are reported, and how tokens are counted.
@@ -1185,6 +1228,12 @@ pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<Nat
         bail!(
             "--shard, --start-at and --shard-output split a run against a server over \
              processes; --backend native runs the model in this one process"
+        );
+    }
+    if args.request_cancellation_rate.is_some() {
+        bail!(
+            "--request-cancellation-rate closes the connections of requests to a server; \
+             --backend native has none (its requests run in this process)"
         );
     }
     let engine = &args.engine;

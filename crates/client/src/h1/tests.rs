@@ -860,3 +860,67 @@ async fn https_checks_the_certificate_unless_insecure() {
     // max_tokens 6: six chunks, each a token, all through the front.
     assert_eq!(summary(&over_tls).1.len(), 6, "{:?}", summary(&over_tls));
 }
+
+/// A request cancelled on purpose (`--request-cancellation-delay`), with either client:
+/// its connection is closed the delay after it was sent, what arrived before is kept, the
+/// error kind is `cancelled`, and the server records the client's going away; a response
+/// that ends before the delay is not cancelled, and the server records nothing for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cancelled_on_purpose_closes_its_connection_after_the_delay() {
+    let server = mock::spawn(MockConfig {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(10),
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let url = format!("{}/v1/completions", server.base_url());
+    let with_id = |body: &str, id: &str| {
+        let mut req = request(body);
+        req.headers.insert("x-request-id", id.parse().unwrap());
+        req
+    };
+    // 100 tokens: 20 ms + 99 x 10 ms, far past the delay; 3 tokens: 40 ms, well before.
+    let long = r#"{"model":"mock","prompt":"hi","max_tokens":100,"stream":true}"#;
+    let short = r#"{"model":"mock","prompt":"hi","max_tokens":3,"stream":true}"#;
+    let delay = Duration::from_millis(150);
+    for kind in [HttpClientKind::H1, HttpClientKind::Reqwest] {
+        let c = HttpClient::new(&url, FramingKind::Sse, None, kind, Tls::Verify).unwrap();
+        let start = Instant::now();
+        let r = c
+            .send_started(
+                &with_id(long, &format!("long-{kind:?}")),
+                start,
+                Some(delay),
+            )
+            .await;
+        let ended = start.elapsed();
+        let error = r.error.expect("cancelled");
+        assert_eq!(error.kind, FailureKind::Cancelled, "{kind:?}: {error}");
+        assert!(error.message.contains("0.15 s"), "{error}");
+        assert!(ended >= delay, "{kind:?}: cancelled after {ended:?}");
+        assert!(ended < Duration::from_millis(900), "{kind:?}: {ended:?}");
+        // The tokens sent in the 150 ms were kept: about 13, never all 100.
+        assert!(
+            (1..50).contains(&r.frames.len()),
+            "{kind:?}: {} frames",
+            r.frames.len()
+        );
+        let r = c
+            .send_started(
+                &with_id(short, &format!("short-{kind:?}")),
+                Instant::now(),
+                Some(delay),
+            )
+            .await;
+        assert_eq!(r.error, None, "{kind:?}");
+        assert_eq!(r.frames.len(), 3, "{kind:?}: 3 token chunks");
+    }
+    // The server learns of a closed connection at its next write (10 ms apart here).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while server.aborted().len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.aborted(), ["long-H1", "long-Reqwest"]);
+    assert_eq!(server.timing().aborted, 2);
+}

@@ -154,6 +154,7 @@ mod tests {
             rps_change_events: vec![],
             metadata: vec![],
             args: serde_json::Map::new(),
+            cancellation: None,
         }
     }
 

@@ -48,6 +48,9 @@ pub struct Metrics {
     pub duration_s: f64,
     pub completed: usize,
     pub failed: usize,
+    /// Requests the client cancelled on purpose (`--request-cancellation-rate`): neither
+    /// completed nor failed, and in no latency or throughput figure.
+    pub cancelled: usize,
     pub total_input: u64,
     pub total_output: u64,
     pub request_throughput: f64,
@@ -292,7 +295,8 @@ pub fn calculate(
         );
     }
     let reasoning = tokens::reasoning(ordered, count_tokens.map(|_| reasoning_tokens), percentiles);
-    let failed = ordered.len() - completed;
+    let cancelled = ordered.iter().filter(|r| r.cancelled()).count();
+    let failed = ordered.len() - completed - cancelled;
     let server_timing = server_timing::stats(ordered, percentiles);
     let per_turn = turns::per_turn(ordered, &output_lens, percentiles);
     let reported_cache = turns::reported_cache(ordered);
@@ -315,6 +319,7 @@ pub fn calculate(
         duration_s,
         completed,
         failed,
+        cancelled,
         total_input,
         total_output,
         request_throughput: completed as f64 / duration_s,

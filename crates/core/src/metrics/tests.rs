@@ -262,6 +262,36 @@ fn failures_are_counted_by_kind_most_frequent_first() {
     assert_eq!(by_kind, expected.map(|(k, n)| (k.to_string(), n)).to_vec());
 }
 
+/// Requests cancelled on purpose are neither completed nor failed: counted on their own,
+/// out of every latency, token and throughput figure, and out of the error lists.
+#[test]
+fn cancelled_requests_are_counted_apart_and_measure_nothing() {
+    let whole = calculate(fixture(), 10.0, Some(&words), &config()).unwrap();
+    let mut records = fixture();
+    records.push(RequestRecord {
+        index: 4,
+        outcome: Err(FailureKind::Cancelled.failure("after 0.1 s")),
+        generated_text: "partial text".into(),
+        ttft: 0.05,
+        itl: vec![0.01],
+        latency: 0.1,
+        start_time: 2.0,
+        ..RequestRecord::default()
+    });
+    let m = calculate(records, 10.0, Some(&words), &config()).unwrap();
+    assert_eq!((m.completed, m.failed, m.cancelled), (3, 1, 1));
+    assert_eq!((whole.completed, whole.failed, whole.cancelled), (3, 1, 0));
+    assert_eq!(m.ttft, whole.ttft);
+    assert_eq!(m.itl, whole.itl);
+    assert_eq!(m.e2el, whole.e2el);
+    assert_eq!(m.total_output, whole.total_output);
+    assert_eq!(m.output_throughput, whole.output_throughput);
+    assert_eq!(m.failure_messages, whole.failure_messages);
+    assert_eq!(m.failures_by_kind, whole.failures_by_kind);
+    // Its place in vLLM's per-request `errors` list says no failure.
+    assert_eq!(m.per_request.errors().last().as_deref(), Some(""));
+}
+
 #[test]
 fn client_diagnostics() {
     let m = fixture_metrics();

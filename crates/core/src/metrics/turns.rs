@@ -47,6 +47,9 @@ pub fn per_turn(
     for (record, &output_len) in records.iter().zip(output_lens) {
         let Some(turn) = record.turn else { continue };
         let v = &mut by_turn[turn as usize];
+        if record.cancelled() {
+            continue;
+        }
         if !record.succeeded() {
             v.failed += 1;
             continue;

@@ -227,6 +227,9 @@ fn vllm_block(out: &mut String, m: &Metrics, side: &SideReports, run: &RunInfo) 
     header(out, " Serving Benchmark Result ", '=');
     line(out, "Successful requests:", m.completed);
     line(out, "Failed requests:", m.failed);
+    if run.cancellation.is_some() || m.cancelled > 0 {
+        line(out, "Cancelled requests:", m.cancelled);
+    }
     if let Some(max_concurrency) = run.max_concurrency {
         line(out, "Maximum request concurrency:", max_concurrency);
     }

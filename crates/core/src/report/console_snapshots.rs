@@ -20,6 +20,7 @@ fn run() -> RunInfo {
         backend: "openai-chat".into(),
         metadata: vec![],
         args: serde_json::Map::new(),
+        cancellation: None,
         ..super::tests::run()
     }
 }

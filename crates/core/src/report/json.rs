@@ -82,6 +82,11 @@ pub fn result_doc<'m>(
         r.insert("ramp_up_start_rps", json!(ramp.start_rps as u64));
         r.insert("ramp_up_end_rps", json!(ramp.end_rps as u64));
     }
+    if let Some(c) = &run.cancellation {
+        // AIPerf's flags: a percentage, and seconds.
+        r.insert("request_cancellation_rate", float(c.fraction * 100.0));
+        r.insert("request_cancellation_delay", float(c.delay.as_secs_f64()));
+    }
 
     // `benchmark()`'s result; its keys win over metadata of the same name.
     let p = &m.per_request;
@@ -175,6 +180,19 @@ pub fn result_doc<'m>(
         .map(|(kind, n)| (kind.to_string(), json!(n)))
         .collect();
     r.insert("failures_by_kind", Value::Object(by_kind));
+    if run.cancellation.is_some() || m.cancelled > 0 {
+        // Neither completed nor failed (`--request-cancellation-rate`).
+        r.insert("cancelled", json!(m.cancelled));
+        if detailed {
+            let indices: Vec<usize> = p
+                .records
+                .iter()
+                .filter(|r| r.cancelled())
+                .map(|r| r.index)
+                .collect();
+            r.insert("cancelled_requests", json!(indices));
+        }
+    }
     r.insert("achieved_request_rate", float(c.achieved_request_rate));
     r.insert("achieved_send_rate", float(c.achieved_send_rate));
     r.insert("schedule_lag_ms_mean", float(c.schedule_lag_ms.mean));

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Local, NaiveDateTime, Timelike};
 use serde_json::{Map, Value};
 
+use crate::client::cancellation::Cancellation;
 use crate::schedule::{RampUp, RampUpStrategy, RpsChange};
 
 /// vLLM's date format for the result's `date` key and file name.
@@ -41,6 +42,9 @@ pub struct RunInfo {
     /// The parsed command line as vLLM's `vars(args)` (snake_case keys, secrets such as
     /// headers redacted, infinite floats as `"inf"`), for the `.pytorch.json` records.
     pub args: Map<String, Value>,
+    /// `--request-cancellation-rate` and `-delay`, when given.
+    #[serde(default)]
+    pub cancellation: Option<Cancellation>,
 }
 
 impl RunInfo {

@@ -48,6 +48,7 @@ pub(super) fn run() -> RunInfo {
         rps_change_events: vec![],
         metadata: vec![("tensor_parallel_size".into(), "2".into())],
         args,
+        cancellation: None,
     }
 }
 

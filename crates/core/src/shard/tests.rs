@@ -97,6 +97,7 @@ mod merging {
             rps_change_events: Vec::new(),
             metadata: Vec::new(),
             args: serde_json::Map::new(),
+            cancellation: None,
         }
     }
 

@@ -289,6 +289,7 @@ impl Target for HttpTarget {
             shutdown_grace: options.shutdown_grace,
             progress: options.progress,
             start: options.start,
+            cancellation: options.cancellation,
         };
         // vLLM starts its probe loop just before the benchmark clock, and ends it once the
         // workload has been answered.

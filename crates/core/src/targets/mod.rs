@@ -93,6 +93,9 @@ pub struct RunOptions {
     /// When the offsets start counting (a shard's shared start); `None`: when the run
     /// starts. Only the HTTP target takes it (the native engine is never sharded).
     pub start: Option<std::time::Instant>,
+    /// Requests the client cancels on purpose (`--request-cancellation-rate`). Only the
+    /// HTTP target takes it: the native engine has no connection to close.
+    pub cancellation: Option<crate::client::cancellation::Cancellation>,
 }
 
 /// What a run measured.
