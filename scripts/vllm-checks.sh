@@ -37,6 +37,11 @@
 #   h  the /tokenize re-alignment: the GPT-2 tokenizer against the SmolLM2 server; bench's
 #      request set (prompt lengths, expected output lengths) equals vLLM's client's doing
 #      the same
+#   i  cancellation (--request-cancellation-rate 30 --request-cancellation-delay 0.3, 24
+#      requests of 256 output tokens, 8 at a time): vLLM's
+#      vllm:request_success_total{finished_reason="abort"} rises by bench's `cancelled`, which
+#      is above 0, bench's server_aborted_requests says the same, and every other request
+#      completed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +60,7 @@ if [ "${1:-}" = --readme-from ]; then
   readme_block "bash scripts/vllm-checks.sh, reports of $(for r in "$@"; do basename "$(dirname "$r")"; done | paste -sd, -)" "$@"
   exit 0
 fi
-checks=${CHECKS:-a b c d e f g h}
+checks=${CHECKS:-a b c d e f g h i}
 [ "$checks" = smoke ] && checks="a b"
 out=${VLLM_CHECKS_OUT:-target/vllm-checks/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -137,7 +142,7 @@ echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruc
 bash scripts/vllm-server.sh --setup-report
 
 # a, b and h: one server with the per-request metrics and the prompt token details.
-if want a || want b || want h; then
+if want a || want b || want h || want i; then
   start_server ab --enable-per-request-metrics --enable-prompt-tokens-details || die "vLLM did not start (log: $out/ab.server.log)"
 fi
 
@@ -223,7 +228,44 @@ print(("PASS" if same else "FAIL") + " h: the same request set as vLLM's client"
 PY
 )
 fi
-if want a || want b || want h; then stop_server; fi
+if want i; then
+  before=i-before after=i-after
+  scrape $before
+  rc=0
+  run_bench i --backend openai-chat --dataset-name random --random-input-len 64 \
+    --random-output-len 256 --num-prompts 24 --max-concurrency 8 --seed 0 \
+    --request-cancellation-rate 30 --request-cancellation-delay 0.3 || rc=$?
+  # vLLM finishes an aborted request when it next looks at it: give it a moment.
+  sleep 2
+  scrape $after
+  echo "i. cancellation: 30% of 24 requests closed 0.3 s after they were sent (bench exit $rc)"
+  verdict < <(python3 - "$out/i.json" "$out/$before.prom" "$out/$after.prom" <<'PY'
+import json, re, sys
+def aborted(path):
+    total = 0.0
+    for line in open(path):
+        m = re.match(r'^vllm:request_success_total\{([^}]*)\} ([0-9.eE+-]+)$', line.strip())
+        if m and 'finished_reason="abort"' in m.group(1):
+            total += float(m.group(2))
+    return total
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"FAIL i: no result ({e})"); sys.exit()
+rose = aborted(sys.argv[3]) - aborted(sys.argv[2])
+cancelled, completed, failed = r.get("cancelled"), r["completed"], r["failed"]
+print(f"   bench: completed {completed}, failed {failed}, cancelled {cancelled} "
+      f"(requests {r.get('cancelled_requests')}), server_aborted_requests {r.get('server_aborted_requests')}; "
+      f"vllm:request_success_total{{finished_reason=\"abort\"}} +{rose:.0f}; "
+      f"mean TTFT of the completed {r['mean_ttft_ms']:.1f} ms")
+good = (cancelled is not None and cancelled > 0 and rose == cancelled
+        and r.get("server_aborted_requests") == cancelled and failed == 0
+        and completed + cancelled == 24)
+print(("PASS" if good else "FAIL") + f" i: vLLM aborted {rose:.0f} = bench cancelled {cancelled}")
+PY
+)
+fi
+if want a || want b || want h || want i; then stop_server; fi
 
 if want c; then
   if start_server c --num-gpu-blocks-override 24 --max-model-len 384; then
