@@ -180,3 +180,24 @@ fn bad_cancellation_flags_are_refused_by_name() {
         "{alone}"
     );
 }
+
+/// A run split over client processes (`--workers 2`, each a shard with its own indices)
+/// cancels the requests one process would: the choice is by place in the whole workload.
+#[test]
+fn shards_cancel_what_one_process_would() {
+    let m = slow_mock();
+    let out = Bench::against(&m.url)
+        .backend("openai-chat")
+        .random(16, OUTPUT_LEN)
+        .prompts(PROMPTS as u64)
+        .save_detailed()
+        .args(["--request-id-prefix", "c-", "--seed", "7", "--workers", "2"])
+        .args(["--request-cancellation-rate", "30"])
+        .args(["--request-cancellation-delay", "0.1"])
+        .run()
+        .assert_success();
+    let r = out.json();
+    let want: Vec<Value> = chosen(7).into_iter().map(Value::from).collect();
+    assert_eq!(r["cancelled_requests"], Value::Array(want.clone()), "{out}");
+    assert_eq!(aborted_indices(&m, want.len()), chosen(7));
+}

@@ -51,6 +51,10 @@ pub struct LoadOptions {
     pub start: Option<Instant>,
     /// Requests the client cancels on purpose, and when; `None`: none.
     pub cancellation: Option<Cancellation>,
+    /// A shard's requests' places in the whole workload, by their place in the shard (the
+    /// requests carry the latter): the cancellation choice is made by the former, so that
+    /// every shard cancels what one process would. `None`: the requests' own indices.
+    pub workload_index: Option<Arc<Vec<usize>>>,
 }
 
 /// What the load generator measured.
@@ -127,6 +131,7 @@ pub async fn run(
         progress: pb,
         start,
         cancellation,
+        workload_index,
     } = options;
     let total = requests.len();
     let transport = client.transport();
@@ -168,6 +173,7 @@ pub async fn run(
         grace,
         t0,
         cancellation,
+        workload_index,
     };
     let dispatcher = std::thread::Builder::new()
         .name("bench-dispatch".into())
@@ -240,6 +246,7 @@ struct Spawner {
     grace: Duration,
     t0: Instant,
     cancellation: Option<Cancellation>,
+    workload_index: Option<Arc<Vec<usize>>>,
 }
 
 type Tasks = Vec<tokio::task::JoinHandle<Outcome>>;
@@ -367,9 +374,11 @@ impl Spawner {
             self.cancel.clone(),
         );
         let (grace, t0) = (self.grace, self.t0);
-        let cancel_after = self
-            .cancellation
-            .and_then(|c| c.delay_for(slot.request().index));
+        let cancel_after = self.cancellation.and_then(|c| {
+            let index = slot.request().index;
+            let global = self.workload_index.as_ref().and_then(|g| g.get(index));
+            c.delay_for(global.copied().unwrap_or(index))
+        });
         self.handle.spawn(async move {
             let (permit, concurrency_wait) = match turn {
                 Some(turn) => {

@@ -496,6 +496,7 @@ pub(crate) fn execute<T: Target>(
         time_scale: load.time_scale,
         start: start_at.map(crate::shard::instant_at),
         cancellation: load.cancellation,
+        workload_index: plan.map(|p| Arc::new(p.global_index.clone())),
     };
     let started_at = start_at.map_or_else(chrono::Local::now, chrono::DateTime::from);
     let output = rt.block_on(target.run(&offsets, options, observer))?;

@@ -396,6 +396,7 @@ pub fn latency(
             time_scale: 1.0,
             start: None,
             cancellation: None,
+            workload_index: None,
         };
         let offsets = vec![0.0; batch_size];
         let check = WarmUp {

@@ -290,6 +290,7 @@ impl Target for HttpTarget {
             progress: options.progress,
             start: options.start,
             cancellation: options.cancellation,
+            workload_index: options.workload_index,
         };
         // vLLM starts its probe loop just before the benchmark clock, and ends it once the
         // workload has been answered.

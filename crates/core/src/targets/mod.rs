@@ -96,6 +96,9 @@ pub struct RunOptions {
     /// Requests the client cancels on purpose (`--request-cancellation-rate`). Only the
     /// HTTP target takes it: the native engine has no connection to close.
     pub cancellation: Option<crate::client::cancellation::Cancellation>,
+    /// A shard's requests' places in the whole workload (see the load generator's
+    /// `LoadOptions::workload_index`); `None` for a whole run.
+    pub workload_index: Option<Arc<Vec<usize>>>,
 }
 
 /// What a run measured.
