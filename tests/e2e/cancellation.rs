@@ -1,7 +1,7 @@
 //! `--request-cancellation-rate` and `--request-cancellation-delay` (AIPerf's flags): the
 //! client cancels a seeded choice of requests on purpose, a set time after each was sent.
 //! Checked against the mock's own record of the clients that went away (`GET
-//! /mock/aborted`, and vLLM's abort counter on its `/metrics`), request by request.
+//! /mock/aborted`), request by request.
 
 use std::time::Duration;
 
@@ -92,9 +92,8 @@ fn the_chosen_requests_are_cancelled_and_the_server_sees_each_one_go() {
         .map(|v| v.as_u64().unwrap())
         .collect();
     assert_eq!(named, want);
-    // The server saw exactly those clients go away, and says so on its /metrics.
+    // The server saw exactly those clients go away.
     assert_eq!(aborted_indices(&m, want.len()), want);
-    assert_eq!(r["server_aborted_requests"], want.len());
     // The others ran to their end and are measured whole; the cancelled ones are in no
     // figure: every output length left is a whole answer's.
     assert_eq!(

@@ -19,9 +19,8 @@
 //! `/reset_encoder_cache` (counted at `GET /mock/resets`, see `reset.rs`), and
 //! the server's own record of what it did: `GET /mock/timing` (aggregates over every
 //! stream), `GET /mock/aborted` (the `x-request-id`s of the requests whose client closed
-//! the connection before the answer's last token, as a client that gives up does; vLLM
-//! finishes those with reason `abort`, and `/metrics` counts them in
-//! `vllm:request_success_total{finished_reason="abort"}`) and `GET /mock/requests` (per streamed
+//! the connection before the answer's last token, as a client that gives up does) and
+//! `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
 //! "first_content_ms"}]`, the last the first non-reasoning chunk's time, plus `"metrics"`,
 //! the per-request metrics sent, with `--per-request-metrics`, which also records whole

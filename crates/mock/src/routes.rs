@@ -128,23 +128,11 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
 /// the vLLM family shows too.
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     let text = match shared.load.family() {
-        None | Some(ServerFamily::Vllm) => {
-            shared.prefix_cache.metrics_text() + &aborted_text(shared.timing.snapshot().aborted)
-        }
+        None | Some(ServerFamily::Vllm) => shared.prefix_cache.metrics_text(),
         Some(ServerFamily::None) => return StatusCode::NOT_FOUND.into_response(),
         Some(_) => String::new(),
     } + &shared.load.metrics_text(Instant::now());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-/// vLLM's count of the requests it finished because their client went away (vLLM 0.32
-/// `vllm/v1/metrics/loggers.py`, `vllm:request_success` with `finished_reason`).
-fn aborted_text(aborted: u64) -> String {
-    format!(
-        "# HELP vllm:request_success_total Count of successfully processed requests.\n\
-         # TYPE vllm:request_success_total counter\n\
-         vllm:request_success_total{{finished_reason=\"abort\",model_name=\"mock\"}} {aborted}.0\n"
-    )
 }
 
 async fn health() -> StatusCode {

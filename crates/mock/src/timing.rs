@@ -260,7 +260,7 @@ impl TimingRecorder {
     }
 
     /// A request whose client closed its connection before the answer's last token (a
-    /// client that gave up: vLLM finishes such a request with reason `abort`), with its
+    /// client that gave up: vLLM drops such a request), with its
     /// `x-request-id` when it had one. Rare, so one lock is fine.
     pub(super) fn abort(&self, id: Option<&str>) {
         self.aborted.fetch_add(1, Ordering::Relaxed);

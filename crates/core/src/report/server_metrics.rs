@@ -99,9 +99,7 @@ pub(super) fn extra_keys(r: &mut ResultDoc<'_>, side: &SideReports) {
     if let Some(preemptions) = s.preemptions {
         r.insert("server_preemptions", json!(preemptions));
     }
-    if let Some(aborted) = s.aborted_requests {
-        r.insert("server_aborted_requests", json!(aborted));
-    }
+
     if let Some(queue) = &s.queue_time {
         r.insert("server_mean_queue_time_ms", float(queue.mean_ms));
         r.insert("server_queue_time_requests", json!(queue.requests));
@@ -167,10 +165,7 @@ pub(super) fn server_block(out: &mut String, side: &SideReports) {
     if let Some(preemptions) = s.preemptions {
         line(out, "Preemptions:", preemptions);
     }
-    // Shown once a client went away: 0 on every other run.
-    if let Some(aborted) = s.aborted_requests.filter(|&n| n > 0) {
-        line(out, "Requests aborted (server):", aborted);
-    }
+
     if let Some(queue) = &s.queue_time {
         line_f(out, "Mean server queue time (ms):", queue.mean_ms);
     }

@@ -51,9 +51,6 @@ struct Family {
     /// Counters of drafts, drafted tokens and accepted tokens (llama.cpp, whose names
     /// follow vLLM's), whose deltas give the acceptance over the run.
     spec_counters: Option<SpecCounters>,
-    /// The counter of requests the server ended because their client went away, as
-    /// (name, label, value): one reason of a counter split by reason.
-    aborted: Option<(&'static str, &'static str, &'static str)>,
 }
 
 /// A server's speculative-decoding counters, summed over series.
@@ -80,8 +77,6 @@ const FAMILIES: &[Family] = &[
         queue_time: &["vllm:request_queue_time_seconds"],
         spec_gauges: None,
         spec_counters: None,
-        // A request whose client disconnects is aborted and finishes with reason `abort`.
-        aborted: Some(("vllm:request_success_total", "finished_reason", "abort")),
     },
     Family {
         server: "sglang",
@@ -100,7 +95,6 @@ const FAMILIES: &[Family] = &[
         queue_time: &["sglang:queue_time_seconds"],
         spec_gauges: Some(("sglang:spec_accept_rate", "sglang:spec_accept_length")),
         spec_counters: None,
-        aborted: None,
     },
     Family {
         server: "llama.cpp",
@@ -126,7 +120,6 @@ const FAMILIES: &[Family] = &[
             draft_tokens: "llamacpp:spec_decode_num_draft_tokens_total",
             accepted_tokens: "llamacpp:spec_decode_num_accepted_tokens_total",
         }),
-        aborted: None,
     },
     Family {
         server: "tgi",
@@ -139,7 +132,6 @@ const FAMILIES: &[Family] = &[
         queue_time: &["tgi_request_queue_duration"],
         spec_gauges: None,
         spec_counters: None,
-        aborted: None,
     },
 ];
 
@@ -243,10 +235,7 @@ pub struct ServerReport {
     pub spec_gauges: Option<SpecGauges>,
     /// Requests preempted during the run.
     pub preemptions: Option<u64>,
-    /// Requests the server ended during the run because their client went away (vLLM's
-    /// `finished_reason="abort"`); `None` where the server has no such counter.
-    #[serde(default)]
-    pub aborted_requests: Option<u64>,
+
     pub queue_time: Option<QueueTime>,
     /// The KV cache's use, as a fraction; from the scrapes during the run.
     pub kv_cache_usage: Option<Peak>,
@@ -309,12 +298,6 @@ impl ServerReport {
             spec_decode.is_some() || spec_gauges.is_some(),
             "speculative decoding",
         );
-        let aborted_requests = family.aborted.and_then(|(name, label, value)| {
-            let d = after.total_where(name, label, value)?
-                - before.total_where(name, label, value).unwrap_or(0.0);
-            // A counter that went down: a restarted server, no figure.
-            (d >= 0.0).then_some(d.round() as u64)
-        });
         let preemptions = first_delta(before, after, family.preemptions);
         note(preemptions.is_some(), "preemptions");
         let queue_time = family.queue_time.iter().find_map(|base| {
@@ -393,7 +376,6 @@ impl ServerReport {
             spec_decode,
             spec_gauges,
             preemptions,
-            aborted_requests,
             queue_time,
             kv_cache_usage,
             requests_running,

@@ -77,15 +77,6 @@ impl Snapshot {
             })
     }
 
-    /// The sum of the series of `name` whose label `label` is `value` (one reason of a
-    /// counter split by reason); `None` when there is none.
-    pub(super) fn total_where(&self, name: &str, label: &str, value: &str) -> Option<f64> {
-        self.series(name)
-            .filter(|s| s.labels.iter().any(|(k, v)| k == label && v == value))
-            .map(|s| s.value)
-            .fold(None, |acc, v| Some(acc.unwrap_or(0.0) + v))
-    }
-
     /// The sum of `names`' totals; `None` unless every one is present.
     pub(super) fn sum(&self, names: &[&str]) -> Option<f64> {
         names.iter().map(|n| self.total(n)).sum()

@@ -63,32 +63,6 @@ fn the_run_is_the_difference_of_two_scrapes() {
     assert_eq!(cache.queried_prompt_tokens, 128);
 }
 
-/// vLLM counts the requests whose client went away as finished with reason `abort`: the
-/// run's figure is that series' growth, whatever the other reasons and engines did.
-#[test]
-fn aborted_requests_are_the_growth_of_vllms_abort_series() {
-    let text = |abort: [u64; 2], length: u64| {
-        format!(
-            "vllm:request_success_total{{engine=\"0\",finished_reason=\"length\",model_name=\"m\"}} {length}.0\n\
-             vllm:request_success_total{{engine=\"0\",finished_reason=\"abort\",model_name=\"m\"}} {}.0\n\
-             vllm:request_success_total{{engine=\"1\",finished_reason=\"abort\",model_name=\"m\"}} {}.0\n",
-            abort[0], abort[1]
-        )
-    };
-    let before = Snapshot::parse(&text([2, 1], 40));
-    let after = Snapshot::parse(&text([9, 4], 90));
-    let report = ServerReport::between(&before, &[], &after).unwrap();
-    assert_eq!(report.aborted_requests, Some(10));
-    // A server that has not aborted anything yet has no abort series before the run.
-    let fresh = Snapshot::parse(text([0, 0], 0).lines().next().unwrap());
-    let report = ServerReport::between(&fresh, &[], &after).unwrap();
-    assert_eq!(report.aborted_requests, Some(13));
-    // Other servers have no such counter.
-    let sglang = Snapshot::parse("sglang:num_running_reqs 1\n");
-    let report = ServerReport::between(&sglang, &[], &sglang).unwrap();
-    assert_eq!(report.aborted_requests, None);
-}
-
 #[test]
 fn no_known_counters_or_a_reset_give_no_figure() {
     let other = Snapshot::parse("process_cpu_seconds_total 3\n");

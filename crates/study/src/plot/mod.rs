@@ -46,7 +46,8 @@ pub fn request_times_from_records(per_request: &PerRequest) -> Vec<RequestTimes>
         .zip(per_request.input_lens())
         .zip(&per_request.output_lens)
         .map(|((r, input_len), &output_len)| {
-            let ok = r.failure().is_none();
+            // A request cancelled on purpose measured no answer either.
+            let ok = r.succeeded();
             RequestTimes {
                 start: r.start_time - t0,
                 ttft: ok.then_some(r.ttft),
