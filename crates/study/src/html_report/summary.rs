@@ -48,10 +48,12 @@ const SETTINGS: [(&str, &str); 7] = [
 ];
 
 /// The request counts and throughputs, labelled as vLLM's console block labels them.
-const REQUESTS: [(&str, &str, Better); 5] = [
+const REQUESTS: [(&str, &str, Better); 6] = [
     ("duration", "Benchmark duration (s)", Better::Neither),
     ("completed", "Successful requests", Better::Higher),
     ("failed", "Failed requests", Better::Lower),
+    // Only in runs with --request-cancellation-rate: what the client chose, not the server.
+    ("cancelled", "Cancelled requests", Better::Neither),
     ("total_input_tokens", "Total input tokens", Better::Neither),
     (
         "total_output_tokens",
