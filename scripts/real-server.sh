@@ -86,6 +86,11 @@
 #   f  a warm prefix cache: the same workload twice on one server; bench's
 #      `server_cached_prompt_tokens` must be > 0 on the second run and larger than on the
 #      first (the server's own figure, from Prometheus, is printed beside it)
+#   l  cancellation (--request-cancellation-rate 30 --request-cancellation-delay 0.5, 16
+#      requests of 256 output tokens, 4 at a time): llama-server logs `stop: cancel task`
+#      once per request bench cancelled (above 0), predicted whole answers for the
+#      completed ones (llamacpp:tokens_predicted_total, which counts finished tasks), and
+#      has nothing left processing
 #
 #   bash scripts/real-server.sh --write-readme    # also the report into docs/real-servers.md
 #
@@ -114,7 +119,7 @@ model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
 tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
-checks=${CHECKS:-a b c d e f g h i j k}
+checks=${CHECKS:-a b c d e f g h i j k l}
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -778,6 +783,46 @@ PY
 )
   done
   server_pin=""
+fi
+
+if want l; then
+  start_server l
+  scrape l-before
+  rc=0
+  run_bench l --backend openai-chat --dataset-name random --random-input-len 64 \
+    --random-output-len 256 --ignore-eos --num-prompts 16 --max-concurrency 4 \
+    --request-cancellation-rate 30 --request-cancellation-delay 0.5 || rc=$?
+  sleep 1
+  scrape l-after
+  echo "l. cancellation: 30% of 16 requests closed 0.5 s after they were sent (bench exit $rc)"
+  verdict < <(python3 - "$tmp/l.json" "$tmp/l-before.prom" "$tmp/l-after.prom" "$server_log" <<'PY'
+import json, re, sys
+def metric(path, name):
+    for line in open(path):
+        m = re.match(r'^([a-zA-Z0-9_:]+)(\{[^}]*\})? ([0-9.eE+-]+)$', line.strip())
+        if m and m.group(1) == name:
+            return float(m.group(3))
+    return None
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"FAIL l: no result ({e})"); sys.exit()
+cancelled, completed, failed = r.get("cancelled"), r["completed"], r["failed"]
+stops = sum("stop: cancel task" in line for line in open(sys.argv[4], errors="replace"))
+before, after = metric(sys.argv[2], "llamacpp:tokens_predicted_total"), metric(sys.argv[3], "llamacpp:tokens_predicted_total")
+predicted = None if before is None or after is None else after - before
+processing = metric(sys.argv[3], "llamacpp:requests_processing")
+print(f"   bench: completed {completed}, failed {failed}, cancelled {cancelled} "
+      f"(requests {r.get('cancelled_requests')}); llama-server: `stop: cancel task` x{stops}, "
+      f"tokens predicted +{predicted} ({completed} whole answers are {completed * 256}), "
+      f"processing after {processing}")
+good = (cancelled is not None and cancelled > 0 and failed == 0 and completed + cancelled == 16
+        and stops == cancelled and predicted is not None
+        and completed * 256 <= predicted < (completed + cancelled) * 256 and processing == 0)
+print(("PASS" if good else "FAIL") + f" l: llama-server cancelled {stops} = bench cancelled {cancelled}")
+PY
+)
+  stop_server
 fi
 
 echo
