@@ -24,8 +24,9 @@ fn slow_mock() -> Mock {
     })
 }
 
-/// All 40 requests at once, 30% of them cancelled 0.1 s after they were sent.
-fn run(m: &Mock, seed: u64) -> (Run, Value) {
+/// All 40 requests at once, 30% of them cancelled 0.1 s after they were sent, with
+/// `extra` flags.
+fn run_with(m: &Mock, seed: u64, extra: &[&str]) -> (Run, Value) {
     let out = Bench::against(&m.url)
         .backend("openai-chat")
         .random(16, OUTPUT_LEN)
@@ -34,10 +35,26 @@ fn run(m: &Mock, seed: u64) -> (Run, Value) {
         .args(["--request-id-prefix", "c-", "--seed", &seed.to_string()])
         .args(["--request-cancellation-rate", "30"])
         .args(["--request-cancellation-delay", "0.1"])
+        .args(extra)
         .run()
         .assert_success();
     let result = out.json();
     (out, result)
+}
+
+fn run(m: &Mock, seed: u64) -> (Run, Value) {
+    run_with(m, seed, &[])
+}
+
+/// What bench says on standard error when `args` make it refuse to run.
+fn refused(m: &Mock, args: &[&str]) -> String {
+    let out = Bench::against(&m.url)
+        .random(16, 8)
+        .prompts(2)
+        .args(args)
+        .run()
+        .assert_failure();
+    out.stderr
 }
 
 /// The workload indices the seeded choice cancels, as the client computes them.
@@ -148,34 +165,28 @@ fn responses_that_end_before_the_delay_are_not_cancelled() {
 #[test]
 fn bad_cancellation_flags_are_refused_by_name() {
     let m = slow_mock();
-    let rate = Bench::against(&m.url)
-        .random(16, 8)
-        .prompts(2)
-        .args(["--request-cancellation-rate", "150"])
-        .run()
-        .assert_failure();
+    let rate = refused(&m, &["--request-cancellation-rate", "150"]);
     assert!(
-        rate.stderr
-            .contains("--request-cancellation-rate is a percentage from 0 to 100, got 150"),
+        rate.contains("--request-cancellation-rate is a percentage from 0 to 100, got 150"),
         "{rate}"
     );
-    let delay = Bench::against(&m.url)
-        .random(16, 8)
-        .prompts(2)
-        .args(["--request-cancellation-rate", "10"])
-        .args(["--request-cancellation-delay", "nan"])
-        .run()
-        .assert_failure();
+    let delay = refused(
+        &m,
+        &[
+            "--request-cancellation-rate",
+            "10",
+            "--request-cancellation-delay",
+            "nan",
+        ],
+    );
     assert!(
-        delay.stderr.contains("--request-cancellation-delay"),
+        delay.contains("--request-cancellation-delay must be a number of seconds >= 0, got NaN"),
         "{delay}"
     );
-    let alone = Bench::against(&m.url)
-        .args(["--request-cancellation-delay", "1"])
-        .run()
-        .assert_failure();
+    // clap: the delay requires the rate.
+    let alone = refused(&m, &["--request-cancellation-delay", "1"]);
     assert!(
-        alone.stderr.contains("--request-cancellation-rate"),
+        alone.contains("--request-cancellation-rate <PERCENT>"),
         "{alone}"
     );
 }
@@ -185,17 +196,7 @@ fn bad_cancellation_flags_are_refused_by_name() {
 #[test]
 fn shards_cancel_what_one_process_would() {
     let m = slow_mock();
-    let out = Bench::against(&m.url)
-        .backend("openai-chat")
-        .random(16, OUTPUT_LEN)
-        .prompts(PROMPTS as u64)
-        .save_detailed()
-        .args(["--request-id-prefix", "c-", "--seed", "7", "--workers", "2"])
-        .args(["--request-cancellation-rate", "30"])
-        .args(["--request-cancellation-delay", "0.1"])
-        .run()
-        .assert_success();
-    let r = out.json();
+    let (out, r) = run_with(&m, 7, &["--workers", "2"]);
     let want: Vec<Value> = chosen(7).into_iter().map(Value::from).collect();
     assert_eq!(r["cancelled_requests"], Value::Array(want.clone()), "{out}");
     assert_eq!(aborted_indices(&m, want.len()), chosen(7));
