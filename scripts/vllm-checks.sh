@@ -44,6 +44,13 @@
 #      cancelled (vllm:generation_tokens_total), and has nothing left running or waiting: it
 #      dropped the cancelled requests. vLLM 0.32 counts none of them in its
 #      finished_reason="abort" series (the figure is printed)
+#   j  Anthropic's Messages API (/v1/messages): anthropic-messages streamed, then whole
+#      (stream=false), against openai-chat on the same 16 prompts, greedy, without
+#      --ignore-eos (the Messages API has none; chat is sent "ignore_eos": false, which
+#      overrides the random dataset's default): completed, prompt and output lengths and
+#      texts equal chat's. The prompt cache is on (--enable-prompt-tokens-details), so the
+#      later runs' prompts are partly cache reads, which Anthropic's usage reports apart
+#      from input_tokens: their sum must still be chat's prompt length
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,7 +69,7 @@ if [ "${1:-}" = --readme-from ]; then
   readme_block "bash scripts/vllm-checks.sh, reports of $(for r in "$@"; do basename "$(dirname "$r")"; done | paste -sd, -)" "$@"
   exit 0
 fi
-checks=${CHECKS:-a b c d e f g h i}
+checks=${CHECKS:-a b c d e f g h i j}
 [ "$checks" = smoke ] && checks="a b"
 out=${VLLM_CHECKS_OUT:-target/vllm-checks/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -99,13 +106,14 @@ start_server() { # label [vllm serve flags...]
 scrape() { curl -sf "$url/metrics" >"$out/$1.prom" || die "could not read $url/metrics"; }
 
 # run_bench label [bench flags...]: the result lands in $out/label.json, the output in
-# $out/label.log; returns bench's exit status.
+# $out/label.log; returns bench's exit status. Requests ignore EOS unless eos_flag is set
+# (empty: they stop at the model's end of text).
 run_bench() {
   local label=$1
   shift
   local rc=0
   "$bench" serve --base-url "$url" --model smollm2 --tokenizer "${tok:-$VLLM_TOKENIZER}" \
-    --ignore-eos --disable-tqdm --save-result --save-detailed --result-dir "$out" \
+    ${eos_flag---ignore-eos} --disable-tqdm --save-result --save-detailed --result-dir "$out" \
     --result-filename "$label.json" "$@" >"$out/$label.log" 2>&1 &
   client_pid=$!
   wait "$client_pid" || rc=$?
@@ -144,7 +152,7 @@ echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruc
 bash scripts/vllm-server.sh --setup-report
 
 # a, b and h: one server with the per-request metrics and the prompt token details.
-if want a || want b || want h || want i; then
+if want a || want b || want h || want i || want j; then
   start_server ab --enable-per-request-metrics --enable-prompt-tokens-details || die "vLLM did not start (log: $out/ab.server.log)"
 fi
 
@@ -273,7 +281,43 @@ print(("PASS" if good else "FAIL") + f" i: vLLM finished {finished:.0f} = bench 
 PY
 )
 fi
-if want a || want b || want h || want i; then stop_server; fi
+if want j; then
+  rc=0
+  eos_flag= run_bench j-chat --backend openai-chat --extra-body '{"ignore_eos": false}' \
+    --dataset-name random --random-input-len 64 --random-output-len 48 --num-prompts 16 \
+    --max-concurrency 4 --seed 0 || rc=$?
+  eos_flag= run_bench j-messages --backend anthropic-messages --dataset-name random \
+    --random-input-len 64 --random-output-len 48 --num-prompts 16 --max-concurrency 4 \
+    --seed 0 || rc=$?
+  eos_flag= run_bench j-messages-whole --backend anthropic-messages \
+    --backend-option stream=false --dataset-name random --random-input-len 64 \
+    --random-output-len 48 --num-prompts 16 --max-concurrency 4 --seed 0 || rc=$?
+  echo "j. Anthropic's Messages API against chat completions, the same 16 prompts (bench exit $rc)"
+  verdict < <(python3 - "$out/j-chat.json" "$out/j-messages.json" "$out/j-messages-whole.json" <<'PY'
+import json, sys
+try:
+    chat, streamed, whole = (json.load(open(p)) for p in sys.argv[1:4])
+except (OSError, ValueError) as e:
+    print(f"FAIL j: no result ({e})"); sys.exit()
+keys = ["completed", "failed", "input_lens", "output_lens", "generated_texts"]
+good = chat["completed"] == 16 and chat["failed"] == 0
+for name, r in [("streamed", streamed), ("whole", whole)]:
+    differ = [k for k in keys if r.get(k) != chat.get(k)]
+    good = good and not differ
+    print(f"   {name}: completed {r['completed']}, failed {r['failed']}, prompt tokens "
+          f"{r['total_input_tokens']} (chat {chat['total_input_tokens']}; cache reads "
+          f"{r.get('cached_prompt_tokens')}), output tokens {r['total_output_tokens']} (chat "
+          f"{chat['total_output_tokens']}), texts equal {sum(a == b for a, b in zip(r['generated_texts'], chat['generated_texts']))}/16, "
+          f"differing keys {differ or 'none'}; mean TTFT {r['mean_ttft_ms']:.1f} ms (chat "
+          f"{chat['mean_ttft_ms']:.1f}), mean ITL {r.get('mean_itl_ms', float('nan')):.2f} ms (chat {chat['mean_itl_ms']:.2f})")
+gaps = sum(len(g) for g in streamed["itls"]), sum(len(g) for g in chat["itls"])
+print(f"   timed gaps: Messages {gaps[0]}, chat {gaps[1]} (vLLM's chat stream opens with a "
+      f"chunk carrying the role and sends empty deltas the Messages stream leaves out)")
+print(("PASS" if good else "FAIL") + f" j: Messages counts equal chat's, streamed and whole")
+PY
+)
+fi
+if want a || want b || want h || want i || want j; then stop_server; fi
 
 if want c; then
   if start_server c --num-gpu-blocks-override 24 --max-model-len 384; then

@@ -29,6 +29,7 @@ pub mod completions;
 pub mod conversation;
 pub mod custom;
 pub mod dataset;
+pub mod delta_shape;
 pub mod host;
 pub mod json;
 pub mod lengths;

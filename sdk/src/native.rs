@@ -12,8 +12,7 @@ use serde_json::{Map, Value};
 use crate::backend::Frame;
 use crate::json::{self, Cursor, Kind, Str};
 use crate::options::{OptionReader, option};
-use crate::server_error::quote;
-pub use crate::server_error::{ServerError, server_error};
+pub use crate::server_error::{ServerError, quote, server_error};
 use crate::{
     Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError,
     Prompt, RequestSpec, Usage,

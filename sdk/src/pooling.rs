@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 
 use crate::json::{self, Cursor};
 use crate::openai::{chat_message, content_part};
+use crate::server_error::quote;
 use crate::{
     Backend, BackendDescription, ClientConfig, ContentPart, Decoder, Event, EventKind, Framing,
     HttpRequest, OptionReader, PluginError, PluginInfo, Pooled, PooledKind, Prompt, RequestSpec,
@@ -502,18 +503,6 @@ impl Decoder for PoolingDecoder {
         };
         out.push(Event { frame, kind });
         Ok(())
-    }
-}
-
-/// The start of `bytes` as a quoted string for an error message.
-fn quote(bytes: &[u8]) -> String {
-    const QUOTE_BYTES: usize = 120;
-    let cut = bytes.len().min(QUOTE_BYTES);
-    let text = String::from_utf8_lossy(&bytes[..cut]);
-    if cut < bytes.len() {
-        format!("{text:?}...")
-    } else {
-        format!("{text:?}")
     }
 }
 

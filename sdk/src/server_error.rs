@@ -46,8 +46,9 @@ pub fn server_error(v: &mut Cursor<'_>) -> json::Result<Option<ServerError>> {
     )))
 }
 
-/// The start of `bytes` as a quoted string for an error message.
-pub(crate) fn quote(bytes: &[u8]) -> String {
+/// The start of `bytes` (at most 120 bytes of it) as a quoted string, for an error
+/// message about a bad frame.
+pub fn quote(bytes: &[u8]) -> String {
     let cut = bytes.len().min(QUOTE_BYTES);
     let text = String::from_utf8_lossy(&bytes[..cut]);
     if cut < bytes.len() {

@@ -1,5 +1,5 @@
 //! OpenAI's other APIs (vLLM's `openai-responses` and `openai-audio`), each against the
-//! mock speaking it.
+//! mock speaking it. Its helpers serve `backends_anthropic.rs` too.
 //!
 //! The truth is the server's own record of each request (`/mock/requests`, by request
 //! id) and the text the `openai` backend gets from the same server (token `i` of every
@@ -12,13 +12,13 @@ use serde_json::Value;
 
 use crate::common::*;
 
-const PROMPTS: usize = 6;
-const OUTPUT_LEN: usize = 8;
-const TTFT: Duration = Duration::from_millis(40);
-const ITL: Duration = Duration::from_millis(10);
+pub(crate) const PROMPTS: usize = 6;
+pub(crate) const OUTPUT_LEN: usize = 8;
+pub(crate) const TTFT: Duration = Duration::from_millis(40);
+pub(crate) const ITL: Duration = Duration::from_millis(10);
 
 /// A run of `backend` against `m` with `args`, its request ids `<prefix><index>`.
-fn run(m: &Mock, backend: &str, prefix: &str, args: &[&str]) -> Value {
+pub(crate) fn run(m: &Mock, backend: &str, prefix: &str, args: &[&str]) -> Value {
     let out = Bench::against(&m.url)
         .backend(backend)
         .random(16, OUTPUT_LEN as u32)
@@ -34,7 +34,7 @@ fn run(m: &Mock, backend: &str, prefix: &str, args: &[&str]) -> Value {
     r
 }
 
-fn numbers(v: &Value) -> Vec<f64> {
+pub(crate) fn numbers(v: &Value) -> Vec<f64> {
     v.as_array()
         .unwrap()
         .iter()
@@ -43,12 +43,12 @@ fn numbers(v: &Value) -> Vec<f64> {
 }
 
 /// The words of an answer of the mock (each starts with a space).
-fn words(text: &str) -> Vec<String> {
+pub(crate) fn words(text: &str) -> Vec<String> {
     text.split(' ').skip(1).map(|w| format!(" {w}")).collect()
 }
 
 /// The texts the `openai` backend gets from `m`: the mock's first `OUTPUT_LEN` words.
-fn reference(m: &Mock) -> Vec<String> {
+pub(crate) fn reference(m: &Mock) -> Vec<String> {
     let r = run(m, "openai", "ref-", &[]);
     r["generated_texts"]
         .as_array()
@@ -61,7 +61,7 @@ fn reference(m: &Mock) -> Vec<String> {
 /// Per request: bench's TTFT is never less than the server's and its gaps are the
 /// server's, one per token after the first. `Some(why)` when only the bounds a busy
 /// machine can break were missed.
-fn check_timing(m: &Mock, r: &Value, prefix: &str) -> Option<String> {
+pub(crate) fn check_timing(m: &Mock, r: &Value, prefix: &str) -> Option<String> {
     let records = m.server.as_ref().unwrap().requests();
     let ttfts = numbers(&r["ttfts"]);
     let itls = r["itls"].as_array().unwrap();
@@ -94,7 +94,7 @@ fn check_timing(m: &Mock, r: &Value, prefix: &str) -> Option<String> {
 /// Runs `attempt` (given its number, for fresh request ids) under the measured load rule of
 /// [`within_bounds`]: its exact checks panic on every attempt; only a missed timing bound
 /// (`Some`) is tried again, and fails the test when the machine was quiet.
-fn with_attempts(what: &str, mut attempt: impl FnMut(usize) -> Option<String>) {
+pub(crate) fn with_attempts(what: &str, mut attempt: impl FnMut(usize) -> Option<String>) {
     let mut n = 0;
     within_bounds(what, || {
         n += 1;

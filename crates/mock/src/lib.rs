@@ -11,6 +11,7 @@
 //!
 //! Endpoints: `POST /v1/completions`, `POST /v1/chat/completions` (streaming SSE and plain
 //! JSON), `POST /v1/responses` (OpenAI's Responses API, see `responses.rs`),
+//! `POST /v1/messages` (Anthropic's Messages API as vLLM serves it, see `messages.rs`),
 //! `POST /v1/audio/transcriptions` and `/v1/audio/translations` (multipart uploads, see
 //! `audio.rs` and [`MockServer::uploads`]), `GET /v1/models`, `GET /health`,
 //! `GET /metrics` (Prometheus counters of its stand-in prefix cache, see [`prefix_cache`]),
@@ -61,6 +62,7 @@ mod audio;
 mod closing;
 mod conn;
 mod faults;
+mod messages;
 mod pooling;
 mod prefix_cache;
 pub mod profile;
@@ -197,7 +199,8 @@ pub struct MockConfig {
     pub tokenize: bool,
     /// A server family's own `/metrics`, moving with the load (see [`ServerMetrics`]).
     pub server_metrics: ServerMetrics,
-    /// The first tokens of chat and Responses answers are reasoning (see [`Reasoning`]).
+    /// The first tokens of chat, Responses and Messages answers are reasoning (see
+    /// [`Reasoning`]).
     pub reasoning: Reasoning,
     /// See [`MockServerArgs::usage_tokens_per_word`]; at least 1.
     pub usage_tokens_per_word: u32,

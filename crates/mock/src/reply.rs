@@ -1,7 +1,7 @@
 //! What a reply is, whatever its API: the output vocabulary ([`WORDS`]), reasoning, the
 //! API a request came through and the shapes of its chunks, and a 200 answer's
-//! [`Reply`]. The formats that write replies (`response.rs`, and the Responses and audio
-//! APIs' own) all read it.
+//! [`Reply`]. The formats that write replies (`response.rs`, and the Responses, Messages
+//! and audio APIs' own) all read it.
 
 use std::io::Write as _;
 
@@ -24,18 +24,19 @@ pub(super) fn word(i: u32) -> &'static str {
     WORDS[i as usize % WORDS.len()]
 }
 
-/// Reasoning in the answers of the APIs that have it (chat completions, Responses): the
-/// first `tokens` output tokens of every answer are reasoning, the rest content, so a
-/// client's time to first content token can be checked against the server's record
-/// (`first_content_ms` in `/mock/requests`). The words are the same either way: token `i`
-/// is `WORDS[i % 32]`, whichever kind it is. Reasoning tokens count as output tokens
-/// (`usage.completion_tokens`), as vLLM counts them. Other APIs have no place for
+/// Reasoning in the answers of the APIs that have it (chat completions, Responses,
+/// Messages): the first `tokens` output tokens of every answer are reasoning, the rest
+/// content, so a client's time to first content token can be checked against the server's
+/// record (`first_content_ms` in `/mock/requests`). The words are the same either way:
+/// token `i` is `WORDS[i % 32]`, whichever kind it is. Reasoning tokens count as output
+/// tokens (`usage.completion_tokens`), as vLLM counts them. Other APIs have no place for
 /// reasoning and ignore it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::Args)]
 pub struct Reasoning {
-    /// The first N output tokens of every chat or Responses answer are reasoning
-    /// (`delta.reasoning_content` in a chat stream, `response.reasoning_text.delta`
-    /// events in a Responses stream), the rest content.
+    /// The first N output tokens of every chat, Responses or Messages answer are
+    /// reasoning (`delta.reasoning_content` in a chat stream,
+    /// `response.reasoning_text.delta` events in a Responses stream, `thinking_delta`s in
+    /// a Messages stream), the rest content.
     #[arg(long = "reasoning-tokens", default_value_t = 0)]
     pub tokens: u32,
     /// The key of a chat answer's reasoning text: vLLM's `reasoning_content`, or
@@ -97,6 +98,10 @@ pub(super) enum Api {
     /// OpenAI's Responses API (`/v1/responses`): typed events, one delta per token, then
     /// `response.completed` with the usage; no `[DONE]` (see `responses.rs`).
     Responses,
+    /// Anthropic's Messages API (`/v1/messages`) as vLLM serves it: typed events, one
+    /// delta per token, then `message_delta` with the usage and `message_stop`; no
+    /// `[DONE]` (see `messages.rs`).
+    Messages,
     /// OpenAI's audio transcriptions and translations: `transcription.chunk` objects
     /// with usage, then `data: [DONE]` (see `audio.rs`).
     Audio,
@@ -129,7 +134,7 @@ const CHAT_CHUNK: ChunkShape = ChunkShape {
 impl Api {
     /// Whether answers of this API can carry reasoning (see [`Reasoning`]).
     pub(super) fn has_reasoning(self) -> bool {
-        matches!(self, Api::Chat | Api::Responses)
+        matches!(self, Api::Chat | Api::Responses | Api::Messages)
     }
 
     /// Whether this is one of OpenAI's APIs (else a server's own, see [`Api`]).

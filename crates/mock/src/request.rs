@@ -136,6 +136,23 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 continuous_usage: false,
             })
         }
+        Api::Messages => {
+            let request: MessagesRequest = serde_json::from_slice(body)?;
+            let prompt_tokens = request
+                .messages
+                .iter()
+                .filter_map(|message| message.content.as_ref())
+                .chain(request.system.as_ref())
+                .fold(0u32, |sum, content| sum.saturating_add(content.0));
+            Ok(Generation {
+                prompt_tokens,
+                max_tokens: Some(request.max_tokens),
+                stream: request.stream.unwrap_or(false),
+                // `message_delta` always carries the usage.
+                include_usage: true,
+                continuous_usage: false,
+            })
+        }
         Api::LlamaCpp => {
             let request: LlamaRequest = serde_json::from_slice(body)?;
             Ok(Generation {
@@ -178,6 +195,16 @@ struct SglangRequest {
 struct LlamaRequest {
     prompt: PromptTokens,
     n_predict: Option<i64>,
+    stream: Option<bool>,
+}
+
+/// Anthropic's Messages API: `max_tokens` is required; `system` is a string or a list of
+/// text blocks, and message contents are strings or content blocks, as in chat.
+#[derive(Deserialize)]
+struct MessagesRequest {
+    messages: Vec<Message>,
+    system: Option<ContentTokens>,
+    max_tokens: u32,
     stream: Option<bool>,
 }
 

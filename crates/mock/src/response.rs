@@ -43,6 +43,10 @@ impl Api {
                 super::responses::error_event(&message, &mut out);
                 return out;
             }
+            Api::Messages => {
+                super::messages::error_event(&message, &mut out);
+                return out;
+            }
             Api::Completions | Api::Chat | Api::Sglang | Api::Audio => {
                 out.extend_from_slice(b"data: ");
                 out.extend_from_slice(&error_object(message.as_str().unwrap_or_default()));
@@ -192,6 +196,7 @@ impl Reply<'_> {
             }
             Api::LlamaCpp => self.llama_final(&text, out),
             Api::Responses => super::responses::whole(self, out),
+            Api::Messages => super::messages::whole(self, out),
             Api::Audio => super::audio::whole(self, out),
             Api::Tgi => {
                 out.extend_from_slice(br#"{"generated_text":""#);
@@ -234,6 +239,9 @@ impl Reply<'_> {
             // The events that close the items, and the terminal event unless the stream
             // is to end without one (the `NoDone` fault).
             super::responses::trailer(self, *content != Content::NoDone, &mut trailer);
+        } else if self.api == Api::Messages {
+            // The same, `message_stop` being the terminal event.
+            super::messages::trailer(self, *content != Content::NoDone, &mut trailer);
         } else if self.api == Api::Audio {
             if include_usage {
                 super::audio::usage_trailer(self, &mut trailer);
@@ -371,7 +379,7 @@ struct Native {
     prompt_tokens: u32,
     completion_tokens: u32,
     cached_tokens: Option<u32>,
-    /// Tokens of reasoning before the content (Responses).
+    /// Tokens of reasoning before the content (Responses, Messages).
     reasoning: u32,
 }
 
@@ -427,6 +435,11 @@ impl Native {
             }
             Api::Responses => {
                 super::responses::delta(self.id, i, self.reasoning, head, tail);
+                return;
+            }
+            Api::Messages => {
+                let usage = (self.prompt_tokens, self.cached_tokens);
+                super::messages::delta((self.id, i, self.reasoning), usage, head, tail);
                 return;
             }
             Api::Audio => {

@@ -279,4 +279,4 @@ pub(super) fn error_event(message: &serde_json::Value, out: &mut Vec<u8>) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -37,6 +37,7 @@ pub(crate) fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         .route("/generate", post(sglang_generate))
         .route("/completion", post(llama_cpp_completion))
         .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(messages))
         .route("/v1/audio/transcriptions", post(transcriptions))
         .route("/v1/audio/translations", post(translations))
         .route("/v1/embeddings", post(pooling::embeddings))
@@ -163,6 +164,15 @@ async fn responses(
     request: Request,
 ) -> Response {
     generate(&shared, Api::Responses, &conn, request).await
+}
+
+/// `POST /v1/messages`.
+async fn messages(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(conn): ConnectInfo<Conn>,
+    request: Request,
+) -> Response {
+    generate(&shared, Api::Messages, &conn, request).await
 }
 
 /// `POST /v1/audio/transcriptions`.

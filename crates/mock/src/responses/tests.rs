@@ -24,8 +24,9 @@ async fn post(server: &MockServer, id: &str, body: Value) -> (reqwest::StatusCod
     (status, response.text().await.expect("read the body"))
 }
 
-/// Each event's `event:` name and `data:` JSON; asserts they agree on the type.
-fn events(body: &str) -> Vec<(String, Value)> {
+/// Each event's `event:` name and `data:` JSON; asserts they agree on the type. (The
+/// Messages API's tests read their streams with it too.)
+pub(crate) fn events(body: &str) -> Vec<(String, Value)> {
     assert!(body.ends_with("\n\n"), "{body:?}");
     body.split_terminator("\n\n")
         .map(|event| {
@@ -41,7 +42,7 @@ fn events(body: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-fn words(range: std::ops::Range<usize>) -> String {
+pub(crate) fn words(range: std::ops::Range<usize>) -> String {
     range.map(|i| WORDS[i % WORDS.len()]).collect()
 }
 

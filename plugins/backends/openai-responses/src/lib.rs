@@ -27,8 +27,9 @@
 //! items' `output_text` and `reasoning_text` parts are the text, `usage` the counts,
 //! `metrics` the server's timing.
 
+use bench_sdk::delta_shape::DeltaShape;
 use bench_sdk::json::{self, Cursor, Str};
-use bench_sdk::native::{ServerError, server_error};
+use bench_sdk::native::{ServerError, quote, server_error};
 use bench_sdk::openai::{OpenAiClient, common_options, server_timing};
 use bench_sdk::{
     Backend, BackendDescription, Chunk, ClientConfig, ContentPart, Decoder, Event, EventKind,
@@ -162,62 +163,9 @@ pub struct ResponsesDecoder {
     failed: bool,
     /// Frames fed so far: the last one carries the missing terminal event's error.
     frames: u32,
-    /// The last delta event read in full, to read the next ones by their delta alone.
-    shape: Option<Shape>,
-}
-
-/// A delta event read in full, kept to read later delta events of the same shape.
-///
-/// A stream's delta events differ from one another only in their delta text and their
-/// `sequence_number` (vLLM writes the number after the delta). A frame whose bytes equal
-/// the kept one's except for a valid string literal in place of the delta and a valid
-/// whole number in place of the sequence number reads as the kept one does with that
-/// delta: the scanner decides on the bytes it reaches, a valid literal is read as one
-/// string whatever it holds, a whole number as one number, and the rest is the same bytes
-/// read in the same state. So such a frame needs no full scan.
-#[derive(Debug)]
-struct Shape {
-    bytes: Vec<u8>,
-    /// The delta literal's inside, in `bytes`.
-    text: Str,
-    reasoning: bool,
-    /// The sequence number's digits in `bytes`, when they come after the delta.
-    number: Option<(usize, usize)>,
-}
-
-impl Shape {
-    /// The delta of `bytes` when they have this shape.
-    fn read(&self, bytes: &[u8]) -> Option<Str> {
-        let head = &self.bytes[..self.text.start];
-        if !bytes.starts_with(head) {
-            return None;
-        }
-        // The literal from its opening quote.
-        let open = self.text.start - 1;
-        let text = Cursor::new(&bytes[open..]).string().ok()??;
-        let (start, end) = (open + text.start, open + text.end);
-        let (old, new) = (&self.bytes[self.text.end..], &bytes[end..]);
-        let same = match self.number {
-            None => old == new,
-            Some((from, to)) => {
-                let (from, to) = (from - self.text.end, to - self.text.end);
-                let digits = new
-                    .get(from..)?
-                    .iter()
-                    .take_while(|b| b.is_ascii_digit())
-                    .count();
-                new[..from] == old[..from]
-                    && digits > 0
-                    && (digits == 1 || new[from] != b'0')
-                    && new[from + digits..] == old[to..]
-            }
-        };
-        same.then_some(Str {
-            start,
-            end,
-            escaped: text.escaped,
-        })
-    }
+    /// The last delta event read in full, to read the next ones by their delta alone
+    /// (its kind: whether it was reasoning).
+    shape: Option<DeltaShape<bool>>,
 }
 
 /// What kind of event a frame is, from its `type`.
@@ -297,7 +245,7 @@ impl ResponsesDecoder {
             && let Some(text) = shape.read(bytes)
         {
             let text = Some(span(text));
-            let (content, reasoning) = if shape.reasoning {
+            let (content, reasoning) = if shape.kind() {
                 (None, text)
             } else {
                 (text, None)
@@ -320,17 +268,8 @@ impl ResponsesDecoder {
         if let (Some(kind @ (Type::OutputDelta | Type::ReasoningDelta)), Some(text)) =
             (event.kind, event.delta)
         {
-            let shape = self.shape.get_or_insert_with(|| Shape {
-                bytes: Vec::new(),
-                text,
-                reasoning: false,
-                number: None,
-            });
-            shape.bytes.clear();
-            shape.bytes.extend_from_slice(bytes);
-            shape.text = text;
-            shape.reasoning = kind == Type::ReasoningDelta;
-            shape.number = event.number.filter(|&(from, _)| from > text.end);
+            let reasoning = kind == Type::ReasoningDelta;
+            DeltaShape::keep(&mut self.shape, bytes, text, event.number, reasoning);
         }
         match event.kind {
             Some(Type::OutputDelta) => {
@@ -460,20 +399,6 @@ fn push_counts(
             .chain(timing)
             .map(|kind| Event { frame, kind }),
     );
-}
-
-/// How much of a bad frame an error message quotes.
-const QUOTE_BYTES: usize = 120;
-
-/// The start of `bytes` as a quoted string, for an error message.
-fn quote(bytes: &[u8]) -> String {
-    let cut = bytes.len().min(QUOTE_BYTES);
-    let text = String::from_utf8_lossy(&bytes[..cut]);
-    if cut < bytes.len() {
-        format!("{text:?}...")
-    } else {
-        format!("{text:?}")
-    }
 }
 
 impl Decoder for ResponsesDecoder {
