@@ -45,12 +45,13 @@
 #      dropped the cancelled requests. vLLM 0.32 counts none of them in its
 #      finished_reason="abort" series (the figure is printed)
 #   j  Anthropic's Messages API (/v1/messages): anthropic-messages streamed, then whole
-#      (stream=false), against openai-chat on the same 16 prompts, greedy, without
-#      --ignore-eos (the Messages API has none; chat is sent "ignore_eos": false, which
-#      overrides the random dataset's default): completed, prompt and output lengths and
-#      texts equal chat's. The prompt cache is on (--enable-prompt-tokens-details), so the
-#      later runs' prompts are partly cache reads, which Anthropic's usage reports apart
-#      from input_tokens: their sum must still be chat's prompt length
+#      (stream=false), against openai-chat on the same 16 prompts (prefix_repetition, 4
+#      shared prefixes), greedy, without --ignore-eos (the Messages API has none; chat is
+#      sent "ignore_eos": false, which overrides the dataset's default): completed, prompt
+#      and output lengths and texts equal chat's. Prompts that share a prefix are partly
+#      prefix-cache reads, which Anthropic's usage reports apart from input_tokens: bench
+#      adds them back (the prompt lengths must still be chat's), and the reads it counts
+#      (cached_prompt_tokens) equal vllm:prefix_cache_hits_total's rise over the run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -283,37 +284,56 @@ PY
 fi
 if want j; then
   rc=0
-  eos_flag= run_bench j-chat --backend openai-chat --extra-body '{"ignore_eos": false}' \
-    --dataset-name random --random-input-len 64 --random-output-len 48 --num-prompts 16 \
-    --max-concurrency 4 --seed 0 || rc=$?
-  eos_flag= run_bench j-messages --backend anthropic-messages --dataset-name random \
-    --random-input-len 64 --random-output-len 48 --num-prompts 16 --max-concurrency 4 \
-    --seed 0 || rc=$?
-  eos_flag= run_bench j-messages-whole --backend anthropic-messages \
-    --backend-option stream=false --dataset-name random --random-input-len 64 \
-    --random-output-len 48 --num-prompts 16 --max-concurrency 4 --seed 0 || rc=$?
+  workload=(--dataset-name prefix_repetition --prefix-repetition-prefix-len 128
+    --prefix-repetition-suffix-len 32 --prefix-repetition-num-prefixes 4
+    --prefix-repetition-output-len 48 --num-prompts 16 --max-concurrency 4 --seed 0)
+  for run in chat messages messages-whole; do
+    case $run in
+      chat) flags=(--backend openai-chat --extra-body '{"ignore_eos": false}') ;;
+      messages) flags=(--backend anthropic-messages) ;;
+      messages-whole) flags=(--backend anthropic-messages --backend-option stream=false) ;;
+    esac
+    curl -sf -X POST "$url/reset_prefix_cache" >/dev/null || die "vLLM did not reset its prefix cache"
+    scrape "j-$run-before"
+    eos_flag= run_bench "j-$run" "${flags[@]}" "${workload[@]}" || rc=$?
+    scrape "j-$run-after"
+  done
   echo "j. Anthropic's Messages API against chat completions, the same 16 prompts (bench exit $rc)"
-  verdict < <(python3 - "$out/j-chat.json" "$out/j-messages.json" "$out/j-messages-whole.json" <<'PY'
-import json, sys
+  verdict < <(python3 - "$out" <<'PY'
+import json, re, sys
+out = sys.argv[1]
+def hits(run):
+    total = {}
+    for when in ("before", "after"):
+        total[when] = 0.0
+        for line in open(f"{out}/j-{run}-{when}.prom"):
+            m = re.match(r'^([a-zA-Z0-9_:]+)(\{[^}]*\})? ([0-9.eE+-]+)$', line.strip())
+            if m and m.group(1) == "vllm:prefix_cache_hits_total":
+                total[when] += float(m.group(3))
+    return total["after"] - total["before"]
 try:
-    chat, streamed, whole = (json.load(open(p)) for p in sys.argv[1:4])
+    chat, streamed, whole = (json.load(open(f"{out}/j-{run}.json")) for run in ("chat", "messages", "messages-whole"))
 except (OSError, ValueError) as e:
     print(f"FAIL j: no result ({e})"); sys.exit()
 keys = ["completed", "failed", "input_lens", "output_lens", "generated_texts"]
 good = chat["completed"] == 16 and chat["failed"] == 0
-for name, r in [("streamed", streamed), ("whole", whole)]:
+for run, r in [("messages", streamed), ("messages-whole", whole)]:
     differ = [k for k in keys if r.get(k) != chat.get(k)]
-    good = good and not differ
-    print(f"   {name}: completed {r['completed']}, failed {r['failed']}, prompt tokens "
-          f"{r['total_input_tokens']} (chat {chat['total_input_tokens']}; cache reads "
-          f"{r.get('cached_prompt_tokens')}), output tokens {r['total_output_tokens']} (chat "
-          f"{chat['total_output_tokens']}), texts equal {sum(a == b for a, b in zip(r['generated_texts'], chat['generated_texts']))}/16, "
+    read, server = r.get("cached_prompt_tokens"), hits(run)
+    good = good and not differ and read is not None and read == server > 0
+    print(f"   {run}: completed {r['completed']}, failed {r['failed']}, prompt tokens "
+          f"{r['total_input_tokens']} (chat {chat['total_input_tokens']}), cache reads "
+          f"{read} (vllm:prefix_cache_hits_total +{server:.0f}), output tokens "
+          f"{r['total_output_tokens']} (chat {chat['total_output_tokens']}), texts equal "
+          f"{sum(a == b for a, b in zip(r['generated_texts'], chat['generated_texts']))}/16, "
           f"differing keys {differ or 'none'}; mean TTFT {r['mean_ttft_ms']:.1f} ms (chat "
-          f"{chat['mean_ttft_ms']:.1f}), mean ITL {r.get('mean_itl_ms', float('nan')):.2f} ms (chat {chat['mean_itl_ms']:.2f})")
+          f"{chat['mean_ttft_ms']:.1f}), mean ITL {r.get('mean_itl_ms', float('nan')):.2f} ms "
+          f"(chat {chat['mean_itl_ms']:.2f})")
 gaps = sum(len(g) for g in streamed["itls"]), sum(len(g) for g in chat["itls"])
 print(f"   timed gaps: Messages {gaps[0]}, chat {gaps[1]} (vLLM's chat stream opens with a "
       f"chunk carrying the role and sends empty deltas the Messages stream leaves out)")
-print(("PASS" if good else "FAIL") + f" j: Messages counts equal chat's, streamed and whole")
+print(("PASS" if good else "FAIL") + " j: Messages counts equal chat's, streamed and whole; "
+      "the cache reads it reported equal vLLM's counter")
 PY
 )
 fi
