@@ -69,7 +69,7 @@ impl Backend for Messages {
         options.push(option(
             "anthropic-version",
             "The anthropic-version header, which Anthropic's API requires (empty: not sent). \
-             Anthropic's API also wants the key in x-api-key: --header x-api-key:KEY",
+             Anthropic's API also wants the key in x-api-key: --header x-api-key=KEY",
             Some(ANTHROPIC_VERSION),
         ));
         BackendDescription {
