@@ -25,6 +25,7 @@ mod datasets_text;
 mod datasets_traces;
 mod datasets_vllm;
 mod decode_spans;
+mod endpoints;
 mod examples;
 mod faults;
 mod help;

@@ -45,6 +45,8 @@ pub struct RequestMeta {
     pub concurrency_wait: Duration,
     /// The conversation the request is a turn of, if any.
     pub session: Option<crate::runtime::Session>,
+    /// Which of the run's endpoints sent it (its index in `--base-url`'s order).
+    pub endpoint: usize,
 }
 
 /// vLLM's message for a 200 response that never carried output (kind `no-output`).
@@ -79,6 +81,7 @@ pub fn build_record(
         concurrency_wait: meta.concurrency_wait.as_secs_f64(),
         retried: raw.retried,
         turn: meta.session.as_ref().map(|s| s.turn),
+        endpoint: meta.endpoint as u32,
         ..Default::default()
     };
     if let Some(e) = &raw.error
@@ -336,6 +339,7 @@ mod tests {
             intended_start_time: 0.5,
             dispatch: t0 + Duration::from_millis(501),
             concurrency_wait: Duration::ZERO,
+            endpoint: 1,
         }
     }
 
@@ -358,6 +362,8 @@ mod tests {
         );
         let rec = build_record(&meta(t0), &raw, Ok(events), t0);
         assert!(rec.succeeded(), "{:?}", rec.outcome);
+        // The record keeps the endpoint that sent it.
+        assert_eq!(rec.endpoint, 1);
         assert_eq!(rec.generated_text, "abc\n");
         assert!((rec.ttft - 0.050).abs() < 1e-9);
         assert_eq!(rec.itl.len(), 2);

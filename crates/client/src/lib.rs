@@ -13,6 +13,7 @@ pub use bench_runtime as runtime;
 pub mod cancellation;
 pub mod cpu;
 pub mod decode;
+pub mod endpoints;
 mod exchange;
 pub mod failure;
 pub mod framing;

@@ -25,11 +25,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use super::cancellation::Cancellation;
 use super::cpu::ClientCpu;
 use super::decode::RequestMeta;
+use super::endpoints::Endpoints;
 use super::framing::Frames;
 use super::stop::StopReason;
 use super::stop::StopSignal;
 use super::worker::{DecodeWorker, Job};
-use super::{HttpClient, PreparedRequest, RawResponse};
+use super::{PreparedRequest, RawResponse};
 use crate::record::{FailureKind, RequestRecord};
 
 /// How the load generator drives a run, besides its requests and schedule.
@@ -113,7 +114,7 @@ pub struct NextTurn {
 /// every sleep up to the next millisecond. The decode worker may hold a clone of the stop
 /// signal and raise it too.
 pub async fn run(
-    client: HttpClient,
+    endpoints: Endpoints,
     requests: Arc<Vec<PreparedRequest>>,
     offsets: &[f64],
     worker: DecodeWorker,
@@ -134,7 +135,7 @@ pub async fn run(
         workload_index,
     } = options;
     let total = requests.len();
-    let transport = client.transport();
+    let transport = endpoints.first().transport();
     // More permits than requests change nothing, and would make tokio panic past its
     // maximum (conversations add requests as they go: no such bound).
     let bound = if more.is_some() {
@@ -164,7 +165,7 @@ pub async fn run(
     };
     let spawner = Spawner {
         handle: tokio::runtime::Handle::current(),
-        client,
+        endpoints,
         tx: worker.sender(),
         pb: pb.clone(),
         stop: stop.clone(),
@@ -237,7 +238,7 @@ impl Slot {
 /// What the dispatcher needs to release requests: everything a request's task takes along.
 struct Spawner {
     handle: tokio::runtime::Handle,
-    client: HttpClient,
+    endpoints: Endpoints,
     tx: std::sync::mpsc::Sender<Job>,
     pb: indicatif::ProgressBar,
     stop: Arc<StopSignal>,
@@ -366,19 +367,23 @@ impl Spawner {
         let dispatch = Instant::now();
         // Queued here, on the one dispatch thread, so permits follow release order.
         let turn = self.permits.as_ref().map(InOrderPermits::queue);
-        let (client, tx, pb, stop, cancel) = (
-            self.client.clone(),
+        let (endpoints, tx, pb, stop, cancel) = (
+            self.endpoints.clone(),
             self.tx.clone(),
             self.pb.clone(),
             self.stop.clone(),
             self.cancel.clone(),
         );
         let (grace, t0) = (self.grace, self.t0);
-        let cancel_after = self.cancellation.and_then(|c| {
-            let index = slot.request().index;
-            let global = self.workload_index.as_ref().and_then(|g| g.get(index));
-            c.delay_for(global.copied().unwrap_or(index))
-        });
+        // The request's index in the whole workload (a shard's requests are numbered
+        // from 0): what the seeded choices go by.
+        let index = slot.request().index;
+        let global = self
+            .workload_index
+            .as_ref()
+            .and_then(|g| g.get(index).copied())
+            .unwrap_or(index);
+        let cancel_after = self.cancellation.and_then(|c| c.delay_for(global));
         self.handle.spawn(async move {
             let (permit, concurrency_wait) = match turn {
                 Some(turn) => {
@@ -399,12 +404,17 @@ impl Spawner {
                 return Outcome::NotSent;
             }
             let req = slot.request();
+            // Chosen at the send, after the concurrency wait, so that the least
+            // outstanding endpoint is the one now.
+            let endpoint = endpoints.pick(global, req.session.as_ref().map(|s| s.id.as_str()));
             let start = Instant::now();
             // Started: the gate may hand the next request its turn.
             let permit = permit.map(Turn::started);
             let (raw, outcome) = tokio::select! {
                 biased;
-                raw = client.send_started(req, start, cancel_after) => (raw, Outcome::Done),
+                raw = endpoints.send_started(endpoint, req, start, cancel_after) => {
+                    (raw, Outcome::Done)
+                }
                 () = cancel.stopped() => (
                     cancelled(req.index, start, grace),
                     Outcome::Cancelled,
@@ -420,6 +430,7 @@ impl Spawner {
                 dispatch,
                 concurrency_wait,
                 session: req.session.clone(),
+                endpoint,
             };
             // The receiver lives until `finish`, after every task has ended.
             let _ = tx.send(Job { meta, raw, t0 });

@@ -161,7 +161,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         None => {
             observer.event(Event::FetchingModel);
             let id = rt.block_on(http::first_model(
-                &config.http.base_url,
+                config.http.base_url(),
                 &config.http.headers,
                 config.http.tls,
             ))?;
@@ -202,6 +202,10 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         report: &config.report,
         model_id: &model,
         tokenizer_id,
+        endpoints: (config.http.base_urls.len() > 1).then(|| crate::report::EndpointsInfo {
+            urls: config.http.base_urls.clone(),
+            routing: config.http.routing.name().to_owned(),
+        }),
         num_prompts: config.workload.num_prompts as usize,
     };
     measure(&rt, target, tokenizer.as_deref(), &plan, observer)
@@ -260,6 +264,7 @@ fn serve_native(
         model_id: &opened.model,
         tokenizer_id: Some(&opened.model),
         num_prompts: config.workload.num_prompts as usize,
+        endpoints: None,
     };
     measure(&rt, target, Some(&opened.tokenizer), &plan, observer)
 }
@@ -308,7 +313,7 @@ async fn clock_offset(http: &HttpConfig) -> Result<crate::clock_offset::ClockOff
         api_key: http.api_key.clone(),
         extra: http.headers.clone(),
     };
-    let url = format!("{}/v1/models", http.base_url.trim_end_matches('/'));
+    let url = format!("{}/v1/models", http.base_url().trim_end_matches('/'));
     crate::clock_offset::estimate(&client, &url, &headers, crate::clock_offset::DEFAULT_BUDGET)
         .await
         .map_err(|e| e.to_string())
@@ -365,7 +370,7 @@ pub(crate) fn profiler(http: &HttpConfig) -> Result<Profiler> {
         api_key: http.api_key.clone(),
         extra: http.headers.clone(),
     };
-    Ok(Profiler::new(&http.base_url, headers, client))
+    Ok(Profiler::new(&http.base_urls, headers, client))
 }
 
 /// The requests' send times when the run is self-timed (vLLM's `--self-timed`), else
@@ -391,6 +396,8 @@ struct Plan<'a> {
     /// `None` with `--skip-tokenizer-init`.
     tokenizer_id: Option<&'a str>,
     num_prompts: usize,
+    /// Several servers' URLs and routing, for the reports; `None` with one.
+    endpoints: Option<crate::report::EndpointsInfo>,
 }
 
 /// The block keys of each sent request's prompt ([`crate::prefix_reuse::block_keys`]), in
@@ -575,6 +582,7 @@ fn measure<T: Target>(
     )?;
     let mut side = SideReports {
         server_metrics: output.server_metrics,
+        endpoint_server_metrics: output.endpoint_server_metrics,
         gpu,
         probe: output.probe.as_ref().and_then(ProbeResults::stats),
         client_cpu: Some(output.cpu),
@@ -634,6 +642,7 @@ fn measure<T: Target>(
         metadata: report.metadata.clone(),
         args: report.command_line.clone(),
         cancellation: load.cancellation,
+        endpoints: plan.endpoints.clone(),
     };
     observer.event(Event::Results {
         metrics: &computed,

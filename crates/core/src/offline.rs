@@ -152,7 +152,7 @@ fn open(config: &OfflineConfig, observer: &mut dyn Observer) -> Result<Opened> {
                 None => {
                     observer.event(Event::FetchingModel);
                     let id = runtime()?.block_on(http::first_model(
-                        &http_config.base_url,
+                        http_config.base_url(),
                         &http_config.headers,
                         http_config.tls,
                     ))?;
@@ -672,6 +672,7 @@ mod tests {
             cached_prompt_tokens: None,
             pooled_results: None,
             server_timing: None,
+            endpoint: 0,
         };
         // Prompt "a"'s first copy failed: its second counts the prompt; "b" counts once.
         let records: Vec<_> = (0..6).map(|i| record(i, i != 0)).collect();

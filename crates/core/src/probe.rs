@@ -195,6 +195,7 @@ impl Probe {
                 dispatch: raw.start,
                 concurrency_wait: Duration::ZERO,
                 session: None,
+                endpoint: 0,
             };
             if self.backend.faulted() {
                 self.backend = self.backend.fork()?;
@@ -304,6 +305,7 @@ mod tests {
             metadata: vec![],
             args: serde_json::Map::new(),
             cancellation: None,
+            endpoints: None,
         }
     }
 

@@ -19,20 +19,21 @@ pub enum ProfilerStep {
 }
 
 /// vLLM's `--profile`: `POST {base_url}/start_profile` and `/stop_profile`, with no body
-/// and the run's headers (`Authorization` from `OPENAI_API_KEY`, then `--header`).
+/// and the run's headers (`Authorization` from `OPENAI_API_KEY`, then `--header`); to
+/// every server of a run with several `--base-url`s, in their order.
 #[derive(Debug, Clone)]
 pub struct Profiler {
-    base_url: String,
+    base_urls: Vec<String>,
     headers: HostHeaders,
     client: reqwest::Client,
 }
 
 impl Profiler {
-    /// A profiler of the server at `base_url` (no trailing slash), reached through
+    /// A profiler of the servers at `base_urls` (no trailing slash), reached through
     /// `client` (the run's TLS settings).
-    pub fn new(base_url: &str, headers: HostHeaders, client: reqwest::Client) -> Profiler {
+    pub fn new(base_urls: &[String], headers: HostHeaders, client: reqwest::Client) -> Profiler {
         Profiler {
-            base_url: base_url.to_owned(),
+            base_urls: base_urls.to_vec(),
             headers,
             client,
         }
@@ -48,10 +49,22 @@ impl Profiler {
         self.call("/stop_profile").await
     }
 
+    /// `path` on every server: the first error (after every server was called), if any.
+    async fn call(&self, path: &str) -> Result<(), String> {
+        let mut first_error = Ok(());
+        for base_url in &self.base_urls {
+            let called = self.call_one(base_url, path).await;
+            if first_error.is_ok() {
+                first_error = called;
+            }
+        }
+        first_error
+    }
+
     /// What vLLM counts as success: status 200; anything else, or no answer, is an error
     /// whose text says what came back.
-    async fn call(&self, path: &str) -> Result<(), String> {
-        let url = format!("{}{path}", self.base_url);
+    async fn call_one(&self, base_url: &str, path: &str) -> Result<(), String> {
+        let url = format!("{base_url}{path}");
         let mut request = self.client.post(&url);
         if let Some(key) = &self.headers.api_key {
             request = request.bearer_auth(key);
@@ -102,7 +115,7 @@ mod tests {
             extra: vec![("x-team".into(), "bench".into())],
         };
         let (url, served) = answer_once("200 OK").await;
-        let profiler = Profiler::new(&url, headers.clone(), reqwest::Client::new());
+        let profiler = Profiler::new(std::slice::from_ref(&url), headers.clone(), reqwest::Client::new());
         assert_eq!(profiler.start().await, Ok(()));
         let head = served.await.unwrap().to_ascii_lowercase();
         assert!(head.starts_with("post /start_profile http/1.1"), "{head}");
@@ -110,7 +123,7 @@ mod tests {
         assert!(head.contains("x-team: bench"), "{head}");
 
         let (url, served) = answer_once("404 Not Found").await;
-        let profiler = Profiler::new(&url, headers.clone(), reqwest::Client::new());
+        let profiler = Profiler::new(std::slice::from_ref(&url), headers.clone(), reqwest::Client::new());
         let err = profiler.stop().await.unwrap_err();
         assert!(
             err.contains("/stop_profile") && err.contains("404"),
@@ -123,7 +136,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             format!("http://{}", l.local_addr().unwrap())
         };
-        let profiler = Profiler::new(&closed, headers, reqwest::Client::new());
+        let profiler = Profiler::new(std::slice::from_ref(&closed), headers, reqwest::Client::new());
         assert!(profiler.start().await.is_err());
     }
 }

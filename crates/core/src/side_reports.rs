@@ -18,6 +18,10 @@ pub struct SideReports {
     /// What the server's own `/metrics` said about the run, when it exposes metrics bench
     /// knows.
     pub server_metrics: Option<ServerReport>,
+    /// A run with several endpoints (`--base-url` repeated): each one's `/metrics` report,
+    /// in endpoint order (`None` where its server had none bench knows); empty with one
+    /// endpoint, whose report is `server_metrics`.
+    pub endpoint_server_metrics: Vec<Option<ServerReport>>,
     /// What the GPUs of this machine did during the run (utilisation, memory, power,
     /// energy), where NVIDIA's management library is present.
     pub gpu: Option<GpuReport>,

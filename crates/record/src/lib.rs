@@ -232,6 +232,10 @@ pub struct RequestRecord {
     /// that a shard carries it and `bench merge` recomputes the figures from records.
     #[serde(default)]
     pub server_timing: Option<ServerTiming>,
+    /// Which of the run's endpoints sent the request: its index in the order of the
+    /// `--base-url`s (always 0 with one). The per-endpoint figures group by it.
+    #[serde(default)]
+    pub endpoint: u32,
 }
 
 /// What the server said of a request's time, in seconds (the server sends milliseconds),
@@ -318,6 +322,7 @@ impl Default for RequestRecord {
             cached_prompt_tokens: None,
             pooled_results: None,
             server_timing: None,
+            endpoint: 0,
         }
     }
 }

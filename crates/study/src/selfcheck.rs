@@ -236,7 +236,8 @@ fn serve_config(setup: &Setup, base_url: String, load: &Load) -> Result<ServeCon
             progress: false,
         },
         http: HttpConfig {
-            base_url,
+            base_urls: vec![base_url],
+            routing: Default::default(),
             endpoint: None,
             backend: PluginRef::parse("openai")?,
             backend_options: Vec::new(),

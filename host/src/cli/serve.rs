@@ -14,6 +14,7 @@ use super::limits;
 use super::plugin_flags::{Parsed, Role, SharedValues};
 use crate::benchmark::{LoadConfig, ReportConfig, ServeConfig};
 use crate::client::cancellation::Cancellation;
+use crate::client::endpoints::Routing;
 use crate::client::{HttpClientKind, Tls};
 use crate::engine::{Device, EngineConfig};
 use crate::metrics;
@@ -80,9 +81,20 @@ pub struct ServeArgs {
     #[arg(long, default_value = "openai")]
     pub backend: String,
 
-    /// Server or API base URL, instead of --host and --port.
-    #[arg(long)]
-    pub base_url: Option<String>,
+    /// Server or API base URL, instead of --host and --port. Repeat it for replicas
+    /// without a gateway: requests are spread over them (--url-selection-strategy), each
+    /// is checked, warmed up and scraped for /metrics, and the result adds each one's
+    /// figures (`endpoints`)
+    #[arg(long, value_name = "URL", action = clap::ArgAction::Append)]
+    #[serde(serialize_with = "one_or_many")]
+    pub base_url: Vec<String>,
+
+    /// With several --base-url: round-robin sends request i to URL i mod n (the same
+    /// requests to the same server whatever the timing); least-outstanding sends each to
+    /// the one with the fewest requests in flight. A conversation's turns stay on one
+    /// server either way
+    #[arg(long, value_enum, default_value_t = Routing::RoundRobin)]
+    pub url_selection_strategy: Routing,
 
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -481,6 +493,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         engine: _,
         backend: _,
         base_url: _,
+        url_selection_strategy: _,
         host: _,
         port: _,
         endpoint: _,
@@ -728,17 +741,29 @@ fn http_config(
             .push(split_key_value(item).with_context(|| format!("--backend-option {item:?}"))?);
     }
     let extra_body = sampling_body(args)?;
-    let base_url = match &args.base_url {
-        Some(u) => u.trim_end_matches('/').to_string(),
-        None if args.host.contains(':') => format!("http://[{}]:{}", args.host, args.port),
-        None => format!("http://{}:{}", args.host, args.port),
-    };
-    let flag = if args.base_url.is_some() {
-        "--base-url"
+    let base_urls = if args.base_url.is_empty() {
+        let url = if args.host.contains(':') {
+            format!("http://[{}]:{}", args.host, args.port)
+        } else {
+            format!("http://{}:{}", args.host, args.port)
+        };
+        reqwest::Url::parse(&url).with_context(|| format!("--host {url:?} is not a URL"))?;
+        vec![url]
     } else {
-        "--host"
+        let mut urls: Vec<String> = Vec::with_capacity(args.base_url.len());
+        for given in &args.base_url {
+            let url = given.trim_end_matches('/').to_string();
+            reqwest::Url::parse(&url)
+                .with_context(|| format!("--base-url {given:?} is not a URL"))?;
+            anyhow::ensure!(
+                !urls.contains(&url),
+                "--base-url {given:?} is given twice: each server is one endpoint"
+            );
+            urls.push(url);
+        }
+        urls
     };
-    reqwest::Url::parse(&base_url).with_context(|| format!("{flag} {base_url:?} is not a URL"))?;
+    let base_url = &base_urls[0];
     if let Some(endpoint) = &args.endpoint {
         reqwest::Url::parse(&format!("{base_url}{endpoint}"))
             .ok()
@@ -748,7 +773,8 @@ fn http_config(
             })?;
     }
     Ok(HttpConfig {
-        base_url,
+        base_urls,
+        routing: args.url_selection_strategy,
         endpoint: args.endpoint.clone(),
         backend,
         backend_options,
@@ -1290,6 +1316,7 @@ pub fn native_config(args: &ServeArgs, warnings: &mut Vec<String>) -> Result<Nat
 /// serialised arguments, then as typed): given with `--backend native`, each is a warning.
 const SERVER_ONLY: &[(&str, &str)] = &[
     ("base_url", "--base-url"),
+    ("url_selection_strategy", "--url-selection-strategy"),
     ("host", "--host"),
     ("port", "--port"),
     ("endpoint", "--endpoint"),
@@ -1357,4 +1384,15 @@ fn args_record(args: &ServeArgs) -> Result<serde_json::Map<String, serde_json::V
         map.insert("request_rate".into(), serde_json::json!("inf"));
     }
     Ok(map)
+}
+
+/// `--base-url` in the arguments' record as vLLM's (`vars(args)`): `null` when not given,
+/// the string when given once, and the list of several.
+fn one_or_many<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match urls {
+        [] => s.serialize_none(),
+        [one] => one.serialize(s),
+        many => many.serialize(s),
+    }
 }

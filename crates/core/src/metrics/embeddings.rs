@@ -155,6 +155,7 @@ mod tests {
             metadata: vec![],
             args: serde_json::Map::new(),
             cancellation: None,
+            endpoints: None,
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod client;
 pub mod config;
 pub mod embeddings;
+pub mod endpoints;
 pub mod goodput;
 pub mod per_request;
 mod rtfx;

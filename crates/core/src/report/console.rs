@@ -42,6 +42,7 @@ pub fn console(metrics: &Metrics, side: &SideReports, run: &RunInfo) -> String {
         }
     }
     turns_block(&mut out, metrics, side);
+    endpoints_block(&mut out, metrics, run);
     out
 }
 
@@ -206,6 +207,41 @@ fn turns_block(out: &mut String, m: &Metrics, side: &SideReports) {
                 at(&t.itl)
             );
         }
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
+}
+
+/// A run with several endpoints: each one's requests and main figures, one line each,
+/// under its URL.
+fn endpoints_block(out: &mut String, m: &Metrics, run: &RunInfo) {
+    let Some(endpoints) = &run.endpoints else {
+        return;
+    };
+    header(out, " Endpoints ", '=');
+    line(out, "URL selection strategy:", &endpoints.routing);
+    let stats = crate::metrics::endpoints::per_endpoint(
+        &m.per_request,
+        endpoints.urls.len(),
+        m.duration_s,
+        &m.config.percentiles,
+    );
+    let _ = writeln!(
+        out,
+        "{:>3} {:>9} {:>6} {:>8} {:>10} {:>10} {:>10}",
+        "#", "Completed", "Failed", "Req/s", "TTFT ms", "TPOT ms", "E2EL ms"
+    );
+    for (e, url) in stats.iter().zip(&endpoints.urls) {
+        let _ = writeln!(
+            out,
+            "{:>3} {:>9} {:>6} {:>8.2} {:>10.2} {:>10.2} {:>10.2}  {url}",
+            e.endpoint,
+            e.completed,
+            e.failed,
+            e.request_throughput,
+            e.ttft.mean,
+            e.tpot.mean,
+            e.e2el.mean
+        );
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
 }

@@ -57,6 +57,7 @@ pub(super) enum List {
     QueueTimes,
     GeneratedTexts,
     Errors,
+    Endpoints,
 }
 
 /// A value of the result: a small JSON value, or a per-request list read from the
@@ -86,6 +87,7 @@ impl Serialize for Field<'_> {
             List::QueueTimes => s.collect_seq(p.queue_times().map(Float)),
             List::GeneratedTexts => s.collect_seq(p.generated_texts()),
             List::Errors => s.collect_seq(p.errors()),
+            List::Endpoints => s.collect_seq(p.records.iter().map(|r| r.endpoint)),
         }
     }
 }

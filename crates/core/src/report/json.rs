@@ -270,6 +270,13 @@ pub fn result_doc<'m>(
     if !m.per_turn.is_empty() {
         r.insert("per_turn", per_turn(m));
     }
+    if let Some(endpoints) = &run.endpoints {
+        r.insert("url_selection_strategy", json!(endpoints.routing));
+        r.insert("endpoints", per_endpoint(m, side, &endpoints.urls));
+        if detailed {
+            r.insert_field("endpoint_indices".into(), list(List::Endpoints));
+        }
+    }
     if let Some(check) = &c.token_counts {
         r.insert(
             "requests_with_server_usage",
@@ -441,6 +448,54 @@ fn per_turn(m: &Metrics) -> Value {
         })
         .collect();
     Value::Array(turns)
+}
+
+/// Each endpoint's figures (see [`crate::metrics::endpoints`]) and its server's `/metrics`
+/// report (`null` where it had none bench knows), in the order of the `--base-url`s.
+fn per_endpoint(m: &Metrics, side: &SideReports, urls: &[String]) -> Value {
+    let stats = crate::metrics::endpoints::per_endpoint(
+        &m.per_request,
+        urls.len(),
+        m.duration_s,
+        &m.config.percentiles,
+    );
+    let endpoints = stats
+        .iter()
+        .zip(urls)
+        .map(|(e, url)| {
+            let mut o = Map::new();
+            o.insert("url".into(), json!(url));
+            o.insert("completed".into(), json!(e.completed));
+            o.insert("failed".into(), json!(e.failed));
+            o.insert("cancelled".into(), json!(e.cancelled));
+            o.insert("total_input_tokens".into(), json!(e.total_input_tokens));
+            o.insert("total_output_tokens".into(), json!(e.total_output_tokens));
+            o.insert("request_throughput".into(), float(e.request_throughput));
+            o.insert("output_throughput".into(), float(e.output_throughput));
+            for (name, s) in [
+                ("ttft", &e.ttft),
+                ("tpot", &e.tpot),
+                ("itl", &e.itl),
+                ("e2el", &e.e2el),
+            ] {
+                o.insert(format!("mean_{name}_ms"), float(s.mean));
+                o.insert(format!("median_{name}_ms"), float(s.median));
+                for &(p, value) in &s.percentiles {
+                    o.insert(format!("p{}_{name}_ms", percentile_word(p)), float(value));
+                }
+            }
+            let server = side
+                .endpoint_server_metrics
+                .get(e.endpoint)
+                .and_then(Option::as_ref);
+            o.insert(
+                "server_metrics".into(),
+                server.map_or(Value::Null, |s| json!(s)),
+            );
+            Value::Object(o)
+        })
+        .collect();
+    Value::Array(endpoints)
 }
 
 /// vLLM's PyTorch OSS benchmark records for a saved result: one record per TTFT, TPOT and

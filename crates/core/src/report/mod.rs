@@ -14,7 +14,7 @@ mod server_metrics;
 
 pub use console::console;
 pub use json::{PyTorchRecords, ResultDoc, pytorch_records, result_doc};
-pub use run_info::{DATE_FORMAT, RunInfo, strategy_name};
+pub use run_info::{DATE_FORMAT, EndpointsInfo, RunInfo, strategy_name};
 pub use save::{SaveOptions, result_path, save};
 
 #[cfg(test)]

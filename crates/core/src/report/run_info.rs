@@ -45,6 +45,18 @@ pub struct RunInfo {
     /// `--request-cancellation-rate` and `-delay`, when given.
     #[serde(default)]
     pub cancellation: Option<Cancellation>,
+    /// A run with several `--base-url`s: the URLs in their order (the records' endpoint
+    /// indices) and how requests were spread; `None` with one.
+    #[serde(default)]
+    pub endpoints: Option<EndpointsInfo>,
+}
+
+/// The endpoints of a run with several servers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EndpointsInfo {
+    pub urls: Vec<String>,
+    /// `--url-selection-strategy` (`round-robin`, `least-outstanding`).
+    pub routing: String,
 }
 
 impl RunInfo {

@@ -49,6 +49,7 @@ pub(super) fn run() -> RunInfo {
         metadata: vec![("tensor_parallel_size".into(), "2".into())],
         args,
         cancellation: None,
+        endpoints: None,
     }
 }
 

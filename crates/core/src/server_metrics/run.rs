@@ -94,6 +94,8 @@ pub struct RunScrapes {
     /// Certificate checks for https, as for the run's requests (`--insecure`).
     tls: Tls,
     base_url: String,
+    /// With several servers: the one these scrapes read, named in the notes.
+    name: Option<String>,
     /// The scrape before the clock; `None` when scraping is off or not done yet.
     before: Option<Result<Snapshot>>,
     during: Option<Interval>,
@@ -105,8 +107,17 @@ impl RunScrapes {
             config,
             tls,
             base_url: base_url.to_owned(),
+            name: None,
             before: None,
             during: None,
+        }
+    }
+
+    /// The same scrapes, their notes starting with `name` (one of several servers).
+    pub fn named(self, name: &str) -> RunScrapes {
+        RunScrapes {
+            name: Some(name.to_owned()),
+            ..self
         }
     }
 
@@ -142,6 +153,7 @@ impl RunScrapes {
         during: Scrapes,
         observer: &mut dyn Observer,
     ) -> Option<ServerReport> {
+        let name = self.name.as_deref();
         let scraped = match self.before? {
             Ok(before) => scrape(&self.base_url, self.tls)
                 .await
@@ -151,40 +163,62 @@ impl RunScrapes {
         let (before, after) = match scraped {
             Ok(scrapes) => scrapes,
             Err(e) => {
-                observer.event(Event::Note(&format!("no server metrics ({e:#})")));
+                note(observer, name, &format!("no server metrics ({e:#})"));
                 return None;
             }
         };
         if during.failed > 0 {
-            observer.event(Event::Note(&format!(
-                "{} of {} reads of the server's /metrics during the run failed and were skipped",
-                during.failed,
-                during.failed + during.points.len()
-            )));
+            note(
+                observer,
+                name,
+                &format!(
+                    "{} of {} reads of the server's /metrics during the run failed and were skipped",
+                    during.failed,
+                    during.failed + during.points.len()
+                ),
+            );
         }
         let Some(report) = ServerReport::between(&before, &during.points, &after) else {
-            observer.event(Event::Note(
+            note(
+                observer,
+                name,
                 "the server's /metrics has none of the metrics bench knows (vLLM's, SGLang's, \
                  llama.cpp's, TGI's)",
-            ));
+            );
             return None;
         };
         if let Some(cache) = report.cache.filter(|c| c.cached_prompt_tokens > 0) {
-            observer.event(Event::Note(&format!(
-                "the server served {} of {} prompt tokens ({:.1}%) from its prefix cache \
+            note(
+                observer,
+                name,
+                &format!(
+                    "the server served {} of {} prompt tokens ({:.1}%) from its prefix cache \
                  during this run; its TTFTs reflect that cache",
-                cache.cached_prompt_tokens,
-                cache.queried_prompt_tokens,
-                100.0 * cache.hit_rate()
-            )));
+                    cache.cached_prompt_tokens,
+                    cache.queried_prompt_tokens,
+                    100.0 * cache.hit_rate()
+                ),
+            );
         }
         if !report.not_found.is_empty() {
-            observer.event(Event::Note(&format!(
-                "not in the server's /metrics ({}): {}",
-                report.server,
-                report.not_found.join(", ")
-            )));
+            note(
+                observer,
+                name,
+                &format!(
+                    "not in the server's /metrics ({}): {}",
+                    report.server,
+                    report.not_found.join(", ")
+                ),
+            );
         }
         Some(report)
+    }
+}
+
+/// A note of the scrapes' report, starting with the server's name when there are several.
+fn note(observer: &mut dyn Observer, name: Option<&str>, text: &str) {
+    match name {
+        Some(name) => observer.event(Event::Note(&format!("{name}: {text}"))),
+        None => observer.event(Event::Note(text)),
     }
 }

@@ -96,15 +96,19 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
         .map(|d| std::time::Duration::try_from_secs_f64(d.shutdown_grace_s).unwrap_or_default())
         .max()
         .unwrap_or_default();
-    let server_metrics = docs
-        .iter()
-        .filter(|d| d.server_metrics.is_some())
-        .max_by(|a, b| {
+    // The shard that ended last, whose window holds every shard's requests.
+    let last_ended = |has: fn(&ShardDoc) -> bool| {
+        docs.iter().filter(|d| has(d)).max_by(|a, b| {
             a.diagnostics
                 .duration_s
                 .total_cmp(&b.diagnostics.duration_s)
         })
-        .and_then(|d| d.server_metrics.clone());
+    };
+    let server_metrics =
+        last_ended(|d| d.server_metrics.is_some()).and_then(|d| d.server_metrics.clone());
+    let endpoint_server_metrics = last_ended(|d| !d.endpoint_server_metrics.is_empty())
+        .map(|d| d.endpoint_server_metrics.clone())
+        .unwrap_or_default();
     let probe = docs.iter().find_map(|d| d.probe);
     let mut audio_seconds = Vec::new();
     let mut counts: HashMap<String, usize> = HashMap::new();
@@ -161,6 +165,7 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
     computed.per_request.clock_origin_s = clock_origin_s;
     let mut side = SideReports {
         server_metrics,
+        endpoint_server_metrics,
         probe,
         ..SideReports::default()
     };

@@ -231,6 +231,10 @@ pub struct ShardDoc {
     /// and after its end: the merge takes the shard that ended last, whose window holds
     /// every shard's requests (all started at the shared start).
     pub server_metrics: Option<crate::server_metrics::report::ServerReport>,
+    /// With several endpoints: each one's `/metrics` report over the same window (see
+    /// `server_metrics`).
+    #[serde(default)]
+    pub endpoint_server_metrics: Vec<Option<crate::server_metrics::report::ServerReport>>,
     /// `--probe-request-rate`'s statistics: shard 0 alone sends the probes.
     pub probe: Option<crate::probe::ProbeStats>,
     pub records: Vec<ShardRecord>,
@@ -336,6 +340,7 @@ impl ShardDoc {
             interrupted: interrupted.cloned(),
             shutdown_grace_s: shard.shutdown_grace.as_secs_f64(),
             server_metrics: side.server_metrics.clone(),
+            endpoint_server_metrics: side.endpoint_server_metrics.clone(),
             probe: side.probe,
             records,
         })

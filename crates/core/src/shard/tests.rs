@@ -98,6 +98,7 @@ mod merging {
             metadata: Vec::new(),
             args: serde_json::Map::new(),
             cancellation: None,
+            endpoints: None,
         }
     }
 
@@ -148,6 +149,7 @@ mod merging {
             interrupted: None,
             shutdown_grace_s: 5.0,
             server_metrics: None,
+            endpoint_server_metrics: Vec::new(),
             probe: None,
             records,
         };

@@ -301,6 +301,7 @@ impl Target for EngineTarget<'_> {
                 pooled_results: None,
                 // In process: no server reports a timing of its own.
                 server_timing: None,
+                endpoint: 0,
             });
         }
         let cpu_total = (cpu::process() - cpu_before).as_secs_f64();
@@ -317,6 +318,7 @@ impl Target for EngineTarget<'_> {
             },
             transport: None,
             server_metrics: None,
+            endpoint_server_metrics: Vec::new(),
             prompts: Vec::new(),
             audio_seconds: Vec::new(),
             probe: None,

@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use super::{RunOptions, RunOutput, Target, WarmUp};
 use crate::audio_duration;
+use crate::client::endpoints::{Endpoints, Routing};
 use crate::client::framing::FramingKind;
 use crate::client::load::{self, MoreTurns, NextTurn};
 use crate::client::stop::StopSignal;
@@ -34,8 +35,12 @@ use crate::workload::{self, Workload};
 /// How to reach the server and build its requests.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// The server's base URL, without a trailing slash (`http://127.0.0.1:8000`).
-    pub base_url: String,
+    /// The servers' base URLs, without a trailing slash (`http://127.0.0.1:8000`), in the
+    /// order given (their indices in the records); several are replicas the requests are
+    /// spread over by `routing`. Never empty: [`HttpConfig::base_url`] is the first.
+    pub base_urls: Vec<String>,
+    /// How requests are spread over several base URLs.
+    pub routing: Routing,
     /// The API path; `None`: the backend plugin's default (e.g. `/v1/chat/completions`).
     pub endpoint: Option<String>,
     /// The backend plugin, which builds the requests and decodes the responses.
@@ -67,17 +72,25 @@ pub struct HttpConfig {
     pub probe_request_rate: Option<f64>,
 }
 
-/// An HTTP server with a prepared workload.
+impl HttpConfig {
+    /// The first server: the one asked what one server answers for all (`/v1/models`,
+    /// `/tokenize`), and the only one of a run with one.
+    pub fn base_url(&self) -> &str {
+        &self.base_urls[0]
+    }
+}
+
+/// An HTTP server (or several replicas) with a prepared workload.
 pub struct HttpTarget {
-    client: HttpClient,
+    endpoints: Endpoints,
     /// The instance that built the requests; it decodes the responses too.
     backend: BackendPlugin,
     requests: Arc<Vec<PreparedRequest>>,
     /// The backend plugin's own name (also for a `.wasm` path), so results name the API.
     name: String,
     preconnect: usize,
-    /// The server's `/metrics`, read before, during and after the run.
-    server_metrics: RunScrapes,
+    /// Each server's `/metrics`, read before, during and after the run.
+    server_metrics: Vec<RunScrapes>,
     /// A multi-turn workload's conversations, continued during the run.
     conversations: Option<Conversations>,
     /// Every request's prompt, by index, for the theoretical prefix reuse computed after
@@ -125,7 +138,7 @@ impl HttpTarget {
         // tokenizer, before the clock; the dataset says whether it is one.
         if dataset.align_to_server_tokenizer {
             let alignment = rt.block_on(server_tokenizer::align(
-                &config.base_url,
+                config.base_url(),
                 model,
                 &mut specs,
                 config.tls,
@@ -162,7 +175,7 @@ impl HttpTarget {
         if let Some(warning) = audio.warning() {
             observer.event(Event::Warning(&warning));
         }
-        let url = format!("{}{}", config.base_url, endpoint);
+        let url = format!("{}{}", config.base_url(), endpoint);
         let probe = match (config.probe_request_rate, specs.first()) {
             (Some(rate), Some(first)) => {
                 // Its own client: its own connection, outside the run's pool.
@@ -192,21 +205,40 @@ impl HttpTarget {
             }),
             None => None,
         };
-        let client = HttpClient::new(
-            &url,
-            framing,
-            Some(config.request_timeout),
-            config.http_client,
-            config.tls,
-        )
-        .context("--http-client")?;
+        let clients = config
+            .base_urls
+            .iter()
+            .map(|base_url| {
+                HttpClient::new(
+                    &format!("{base_url}{endpoint}"),
+                    framing,
+                    Some(config.request_timeout),
+                    config.http_client,
+                    config.tls,
+                )
+                .context("--http-client")
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let several = config.base_urls.len() > 1;
+        let server_metrics = config
+            .base_urls
+            .iter()
+            .map(|base_url| {
+                let scrapes = RunScrapes::new(base_url, config.server_metrics, config.tls);
+                if several {
+                    scrapes.named(base_url)
+                } else {
+                    scrapes
+                }
+            })
+            .collect();
         Ok(HttpTarget {
-            client,
+            endpoints: Endpoints::new(clients, config.routing),
             backend,
             requests,
             name,
             preconnect: config.preconnect,
-            server_metrics: RunScrapes::new(&config.base_url, config.server_metrics, config.tls),
+            server_metrics,
             conversations,
             prompts,
             audio_seconds: audio.seconds,
@@ -232,26 +264,41 @@ impl Target for HttpTarget {
             .requests
             .first()
             .context("the workload has no requests")?;
-        ready_check(
-            &self.client,
-            first,
-            &mut self.backend,
-            warm_up.ready_check,
-            observer,
-        )
-        .await?;
+        // Every server is checked and warmed up: each would otherwise take its share of
+        // the measured requests cold.
+        for client in self.endpoints.clients() {
+            ready_check(
+                client,
+                first,
+                &mut self.backend,
+                warm_up.ready_check,
+                observer,
+            )
+            .await?;
+        }
         if warm_up.requests > 0 {
             observer.event(Event::WarmUpStarted {
                 requests: warm_up.requests,
             });
-            send_warm_ups(&self.client, first, warm_up).await;
+            for client in self.endpoints.clients() {
+                send_warm_ups(client, first, warm_up).await;
+            }
             observer.event(Event::WarmUpDone);
         }
-        self.client
-            .preconnect(self.preconnect.min(self.requests.len()))
-            .await
-            .context("--preconnect")?;
-        self.server_metrics.before_run().await;
+        // The connections each server will need: its share of the requests at once.
+        let per_endpoint = self
+            .preconnect
+            .min(self.requests.len())
+            .div_ceil(self.endpoints.len());
+        for client in self.endpoints.clients() {
+            client
+                .preconnect(per_endpoint)
+                .await
+                .context("--preconnect")?;
+        }
+        for scrapes in &mut self.server_metrics {
+            scrapes.before_run().await;
+        }
         Ok(())
     }
 
@@ -302,9 +349,14 @@ impl Target for HttpTarget {
             None => None,
         };
         let mut server_metrics = self.server_metrics;
-        server_metrics.start()?;
-        let measured = load::run(self.client, self.requests, offsets, worker, load, more).await;
-        let during = server_metrics.stop().await;
+        for scrapes in &mut server_metrics {
+            scrapes.start()?;
+        }
+        let measured = load::run(self.endpoints, self.requests, offsets, worker, load, more).await;
+        let mut during = Vec::with_capacity(server_metrics.len());
+        for scrapes in &mut server_metrics {
+            during.push(scrapes.stop().await);
+        }
         let measured = measured?;
         let probe = match probe {
             Some(running) => Some(
@@ -324,6 +376,7 @@ impl Target for HttpTarget {
             cpu: measured.cpu,
             transport: Some(measured.transport),
             server_metrics: None,
+            endpoint_server_metrics: Vec::new(),
             prompts: self.prompts,
             audio_seconds: self.audio_seconds,
             probe,
@@ -341,7 +394,17 @@ impl Target for HttpTarget {
                 output.prompts[index] = Some(prompt);
             }
         }
-        output.server_metrics = server_metrics.report(during, observer).await;
+        let mut reports = Vec::with_capacity(server_metrics.len());
+        for (scrapes, during) in server_metrics.into_iter().zip(during) {
+            reports.push(scrapes.report(during, observer).await);
+        }
+        // One server's report is the run's; several servers' are each endpoint's (their
+        // gauges and histograms do not add up to one server's).
+        if reports.len() == 1 {
+            output.server_metrics = reports.pop().flatten();
+        } else {
+            output.endpoint_server_metrics = reports;
+        }
         Ok(output)
     }
 }
@@ -470,6 +533,7 @@ async fn ready_check(
                 intended_start_time: 0.0,
                 dispatch: raw.start,
                 concurrency_wait: Duration::ZERO,
+                endpoint: 0,
             };
             let events = worker::decode_response(backend, raw);
             let rec = crate::client::decode::build_record(&meta, raw, events, t0);

@@ -126,6 +126,10 @@ pub struct RunOutput {
     pub transport: Option<&'static str>,
     /// What the server's `/metrics` said about the run, when it has metrics bench knows.
     pub server_metrics: Option<ServerReport>,
+    /// With several endpoints: each one's `/metrics` report, in endpoint order (`None`
+    /// where its server had none bench knows); empty with one endpoint, whose report is
+    /// `server_metrics`.
+    pub endpoint_server_metrics: Vec<Option<ServerReport>>,
     /// The prompt of each request, by index (a conversation's later turns included), for
     /// the workload's theoretical prefix reuse; empty when the target keeps none.
     pub prompts: Vec<Option<crate::runtime::Prompt>>,
