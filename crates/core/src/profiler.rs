@@ -115,7 +115,11 @@ mod tests {
             extra: vec![("x-team".into(), "bench".into())],
         };
         let (url, served) = answer_once("200 OK").await;
-        let profiler = Profiler::new(std::slice::from_ref(&url), headers.clone(), reqwest::Client::new());
+        let profiler = Profiler::new(
+            std::slice::from_ref(&url),
+            headers.clone(),
+            reqwest::Client::new(),
+        );
         assert_eq!(profiler.start().await, Ok(()));
         let head = served.await.unwrap().to_ascii_lowercase();
         assert!(head.starts_with("post /start_profile http/1.1"), "{head}");
@@ -123,7 +127,11 @@ mod tests {
         assert!(head.contains("x-team: bench"), "{head}");
 
         let (url, served) = answer_once("404 Not Found").await;
-        let profiler = Profiler::new(std::slice::from_ref(&url), headers.clone(), reqwest::Client::new());
+        let profiler = Profiler::new(
+            std::slice::from_ref(&url),
+            headers.clone(),
+            reqwest::Client::new(),
+        );
         let err = profiler.stop().await.unwrap_err();
         assert!(
             err.contains("/stop_profile") && err.contains("404"),
@@ -136,7 +144,11 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             format!("http://{}", l.local_addr().unwrap())
         };
-        let profiler = Profiler::new(std::slice::from_ref(&closed), headers, reqwest::Client::new());
+        let profiler = Profiler::new(
+            std::slice::from_ref(&closed),
+            headers,
+            reqwest::Client::new(),
+        );
         assert!(profiler.start().await.is_err());
     }
 }
