@@ -151,9 +151,10 @@ impl Drop for InFlight<'_> {
 /// FNV-1a, 64 bits: a hash that is the same in every process and version (std's
 /// `DefaultHasher` promises neither), so shards place a conversation alike.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    use std::hash::Hasher as _;
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 #[cfg(test)]
