@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use crate::backend::Frame;
 use crate::json::{self, Cursor, Kind, Str};
 use crate::options::{OptionReader, option};
-pub use crate::server_error::{ServerError, quote, server_error};
+pub use crate::server_error::{ServerError, invalid_frame, quote, server_error};
 use crate::{
     Chunk, ClientConfig, Decoder, Event, EventKind, Framing, HttpRequest, OptionInfo, PluginError,
     Prompt, RequestSpec, Usage,
@@ -209,10 +209,7 @@ impl<R: FrameReader> Decoder for NativeDecoder<R> {
                 Ok(parsed) => emit(frame, parsed, out),
                 Err(e) => out.push(Event {
                     frame: frame.index(),
-                    kind: EventKind::malformed_frame(format!(
-                        "invalid JSON in a response frame: {e}; the frame starts {}",
-                        quote(frame.bytes())
-                    )),
+                    kind: invalid_frame(frame.bytes(), &e),
                 }),
             }
         }
@@ -249,13 +246,9 @@ fn emit(at: Frame<'_>, parsed: NativeFrame, out: &mut Vec<Event>) {
         });
     }
     if let Some(error) = parsed.error {
-        let message = match error {
-            ServerError::Message(s) => s.text(bytes),
-            ServerError::Raw { start, end } => quote(&bytes[start..end]),
-        };
         out.push(Event {
             frame,
-            kind: EventKind::server_error(format!("the server reported an error: {message}")),
+            kind: error.event(bytes),
         });
     }
 }

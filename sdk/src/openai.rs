@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::backend::Frame;
 use crate::json::{self, Cursor, Key, Str};
 use crate::options::{OptionReader, option};
-use crate::server_error::{ServerError, quote, server_error};
+use crate::server_error::{ServerError, invalid_frame, server_error};
 use crate::{
     Backend, Chunk, ClientConfig, ContentPart, Decoder, ErrorKind, Event, EventKind, Framing,
     HttpRequest, OptionInfo, PluginError, RequestSpec, ResponseHead, ServerTiming, TextSpan, Usage,
@@ -412,13 +412,9 @@ impl OpenAiDecoder {
                 Some(parsed)
             }
             Err(e) => {
-                let message = format!(
-                    "invalid JSON in a response frame: {e}; the frame starts {}",
-                    quote(bytes)
-                );
                 out.push(Event {
                     frame: index,
-                    kind: EventKind::malformed_frame(message),
+                    kind: invalid_frame(bytes, &e),
                 });
                 None
             }
@@ -472,13 +468,9 @@ impl OpenAiDecoder {
             });
         }
         if let Some(error) = parsed.error {
-            let message = match error {
-                ServerError::Message(s) => s.text(bytes),
-                ServerError::Raw { start, end } => quote(&bytes[start..end]),
-            };
             out.push(Event {
                 frame,
-                kind: EventKind::server_error(format!("the server reported an error: {message}")),
+                kind: error.event(bytes),
             });
         }
     }
@@ -1602,7 +1594,7 @@ mod tests {
                                     raw.windows(text.len()).any(|w| w == text.as_bytes()),
                                     "the error's text is in the frame"
                                 );
-                                quote(text.as_bytes())
+                                crate::server_error::quote(text.as_bytes())
                             }
                         },
                     };

@@ -1,6 +1,7 @@
 //! An error a server reports inside a successful response (an `error` member of a frame),
 //! as every decoder reads it, and the quoted start of a bad frame for error messages.
 
+use crate::EventKind;
 use crate::json::{self, Cursor, Str};
 
 /// How much of a bad frame an error message quotes.
@@ -13,6 +14,26 @@ pub enum ServerError {
     Message(Str),
     /// The raw JSON of an error without a message.
     Raw { start: usize, end: usize },
+}
+
+impl ServerError {
+    /// The error event of this error, read from `bytes` (the frame it is in): "the server
+    /// reported an error: " and its message, or its JSON quoted when it has none.
+    pub fn event(self, bytes: &[u8]) -> EventKind {
+        let message = match self {
+            ServerError::Message(s) => s.text(bytes),
+            ServerError::Raw { start, end } => quote(&bytes[start..end]),
+        };
+        EventKind::server_error(format!("the server reported an error: {message}"))
+    }
+}
+
+/// The error event of a frame that is not valid JSON (`e`), quoting its start.
+pub fn invalid_frame(bytes: &[u8], e: &json::Error) -> EventKind {
+    EventKind::malformed_frame(format!(
+        "invalid JSON in a response frame: {e}; the frame starts {}",
+        quote(bytes)
+    ))
 }
 
 /// Reads an `error` member: `None` for null, else its message (a string, or an object's

@@ -38,7 +38,7 @@
 
 use bench_sdk::delta_shape::DeltaShape;
 use bench_sdk::json::{self, Cursor, Str};
-use bench_sdk::native::{ServerError, quote, server_error};
+use bench_sdk::native::{ServerError, invalid_frame, read_object, server_error};
 use bench_sdk::openai::{OpenAiClient, common_options};
 use bench_sdk::options::option;
 use bench_sdk::{
@@ -471,13 +471,9 @@ impl MessagesDecoder {
 
     fn server_error(&mut self, bytes: &[u8], error: ServerError, frame: u32, out: &mut Vec<Event>) {
         self.failed = true;
-        let message = match error {
-            ServerError::Message(s) => s.text(bytes),
-            ServerError::Raw { start, end } => quote(&bytes[start..end]),
-        };
         out.push(Event {
             frame,
-            kind: EventKind::server_error(format!("the server reported an error: {message}")),
+            kind: error.event(bytes),
         });
     }
 
@@ -485,10 +481,7 @@ impl MessagesDecoder {
         self.failed = true;
         out.push(Event {
             frame,
-            kind: EventKind::malformed_frame(format!(
-                "invalid JSON in a response frame: {e}; the frame starts {}",
-                quote(bytes)
-            )),
+            kind: invalid_frame(bytes, &e),
         });
     }
 }
@@ -540,8 +533,7 @@ impl Decoder for MessagesDecoder {
 /// Reads one streamed event.
 fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
     let mut event = StreamEvent::default();
-    let mut cur = Cursor::new(bytes);
-    let object = cur.object(|key, v| {
+    read_object(bytes, |key, v| {
         if key.is("type") {
             event.kind = v.string()?.map(|s| Type::of(s.raw(bytes)));
         } else if key.is("delta") {
@@ -573,8 +565,6 @@ fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
         }
         Ok(())
     })?;
-    not_an_object(&mut cur, object)?;
-    cur.finish()?;
     event.end = bytes.len();
     // Each member counts only in the event it belongs to.
     if event.kind != Some(Type::MessageDelta) {
@@ -587,22 +577,10 @@ fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
     Ok(event)
 }
 
-fn not_an_object(cur: &mut Cursor<'_>, object: Option<usize>) -> json::Result<()> {
-    if object.is_none() {
-        cur.skip()?;
-        return Err(json::Error {
-            offset: 0,
-            what: "expected a JSON object",
-        });
-    }
-    Ok(())
-}
-
 /// Reads one whole message object (or an error object).
 fn scan_whole(bytes: &[u8]) -> json::Result<Whole> {
     let mut whole = Whole::default();
-    let mut cur = Cursor::new(bytes);
-    let object = cur.object(|key, v| {
+    read_object(bytes, |key, v| {
         if key.is("content") {
             v.array(|_, block| {
                 let (mut kind, mut text, mut thinking) = (None, None, None);
@@ -632,8 +610,6 @@ fn scan_whole(bytes: &[u8]) -> json::Result<Whole> {
         }
         Ok(())
     })?;
-    not_an_object(&mut cur, object)?;
-    cur.finish()?;
     Ok(whole)
 }
 

@@ -297,15 +297,9 @@ fn whole(at: Frame<'_>, out: &mut Vec<Event>) {
         });
     }
     if let Some(error) = answer.error {
-        let message = match error {
-            ServerError::Message(s) => s.text(bytes),
-            ServerError::Raw { start, end } => {
-                format!("{:?}", String::from_utf8_lossy(&bytes[start..end]))
-            }
-        };
         out.push(Event {
             frame,
-            kind: EventKind::server_error(format!("the server reported an error: {message}")),
+            kind: error.event(bytes),
         });
     }
 }

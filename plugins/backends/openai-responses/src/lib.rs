@@ -29,7 +29,7 @@
 
 use bench_sdk::delta_shape::DeltaShape;
 use bench_sdk::json::{self, Cursor, Str};
-use bench_sdk::native::{ServerError, quote, server_error};
+use bench_sdk::native::{ServerError, invalid_frame, read_object, server_error};
 use bench_sdk::openai::{OpenAiClient, common_options, server_timing};
 use bench_sdk::{
     Backend, BackendDescription, Chunk, ClientConfig, ContentPart, Decoder, Event, EventKind,
@@ -362,13 +362,9 @@ impl ResponsesDecoder {
 
     fn server_error(&mut self, bytes: &[u8], error: ServerError, frame: u32, out: &mut Vec<Event>) {
         self.failed = true;
-        let message = match error {
-            ServerError::Message(s) => s.text(bytes),
-            ServerError::Raw { start, end } => quote(&bytes[start..end]),
-        };
         out.push(Event {
             frame,
-            kind: EventKind::server_error(format!("the server reported an error: {message}")),
+            kind: error.event(bytes),
         });
     }
 
@@ -376,10 +372,7 @@ impl ResponsesDecoder {
         self.failed = true;
         out.push(Event {
             frame,
-            kind: EventKind::malformed_frame(format!(
-                "invalid JSON in a response frame: {e}; the frame starts {}",
-                quote(bytes)
-            )),
+            kind: invalid_frame(bytes, &e),
         });
     }
 }
@@ -439,8 +432,7 @@ impl Decoder for ResponsesDecoder {
 /// Reads one streamed event.
 fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
     let mut event = StreamEvent::default();
-    let mut cur = Cursor::new(bytes);
-    let object = cur.object(|key, v| {
+    read_object(bytes, |key, v| {
         if key.is("type") {
             event.kind = v.string()?.map(|s| Type::of(s.raw(bytes)));
         } else if key.is("delta") {
@@ -468,8 +460,6 @@ fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
         }
         Ok(())
     })?;
-    not_an_object(&mut cur, object)?;
-    cur.finish()?;
     event.end = bytes.len();
     // Usage, timing and status belong to the terminal events only (`response.created`
     // carries a response object too, with `usage: null` and status `in_progress`).
@@ -481,22 +471,10 @@ fn scan_event(bytes: &[u8]) -> json::Result<StreamEvent> {
     Ok(event)
 }
 
-fn not_an_object(cur: &mut Cursor<'_>, object: Option<usize>) -> json::Result<()> {
-    if object.is_none() {
-        cur.skip()?;
-        return Err(json::Error {
-            offset: 0,
-            what: "expected a JSON object",
-        });
-    }
-    Ok(())
-}
-
 /// Reads one whole response object.
 fn scan_whole(bytes: &[u8]) -> json::Result<Whole> {
     let mut whole = Whole::default();
-    let mut cur = Cursor::new(bytes);
-    let object = cur.object(|key, v| {
+    read_object(bytes, |key, v| {
         if key.is("output") {
             v.array(|_, item| {
                 item.object(|key, v| {
@@ -536,8 +514,6 @@ fn scan_whole(bytes: &[u8]) -> json::Result<Whole> {
         }
         Ok(())
     })?;
-    not_an_object(&mut cur, object)?;
-    cur.finish()?;
     Ok(whole)
 }
 
