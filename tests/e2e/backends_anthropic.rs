@@ -3,7 +3,8 @@
 //! the server's own record of each request (`/mock/requests`) is the truth for the times.
 
 use crate::backends_openai_api::{
-    ITL, OUTPUT_LEN, PROMPTS, TTFT, check_timing, numbers, reference, run, with_attempts, words,
+    ITL, OUTPUT_LEN, PROMPTS, TTFT, check_timing, half_faulted, numbers, reference, run,
+    with_attempts, words,
 };
 use crate::common::*;
 
@@ -101,35 +102,7 @@ fn anthropic_messages_fails_on_error_events_and_streams_without_message_stop() {
             "the stream ended without message_stop",
         ),
     ] {
-        let m = mock(bench::mock::MockConfig {
-            faults,
-            ..Default::default()
-        });
-        let out = Bench::against(&m.url)
-            .backend("anthropic-messages")
-            .random(16, OUTPUT_LEN as u32)
-            .prompts(4)
-            .save_detailed()
-            .run();
-        assert!(out.success(), "{out}");
-        let r = out.json();
-        assert_eq!(
-            (&r["completed"], &r["failed"]),
-            (&2.into(), &2.into()),
-            "{out}"
-        );
-        let failures: Vec<&str> = r["errors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e.as_str().unwrap())
-            .filter(|e| !e.is_empty())
-            .collect();
-        assert_eq!(failures.len(), 2, "{failures:?}");
-        assert!(
-            failures.iter().all(|e| e.contains(needle)),
-            "{needle}: {failures:?}"
-        );
+        half_faulted("anthropic-messages", faults, needle);
     }
 }
 

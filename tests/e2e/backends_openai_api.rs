@@ -194,33 +194,39 @@ fn openai_responses_fails_on_error_events_and_streams_without_a_terminal_event()
             "the stream ended without a terminal event",
         ),
     ] {
-        let m = mock(bench::mock::MockConfig {
-            faults,
-            ..Default::default()
-        });
-        let out = Bench::against(&m.url)
-            .backend("openai-responses")
-            .random(16, OUTPUT_LEN as u32)
-            .prompts(4)
-            .save_detailed()
-            .run();
-        assert!(out.success(), "{out}");
-        let r = out.json();
-        assert_eq!(r["completed"], 2, "{out}");
-        assert_eq!(r["failed"], 2, "{out}");
-        let failures: Vec<&str> = r["errors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e.as_str().unwrap())
-            .filter(|e| !e.is_empty())
-            .collect();
-        assert_eq!(failures.len(), 2, "{failures:?}");
-        assert!(
-            failures.iter().all(|e| e.contains(needle)),
-            "{needle}: {failures:?}"
-        );
+        half_faulted("openai-responses", faults, needle);
     }
+}
+
+/// 4 requests of `backend` against a mock that faults every other one with `faults`:
+/// 2 complete, and 2 fail with an error that contains `needle`.
+pub(crate) fn half_faulted(backend: &str, faults: bench::mock::Faults, needle: &str) {
+    let m = mock(bench::mock::MockConfig {
+        faults,
+        ..Default::default()
+    });
+    let out = Bench::against(&m.url)
+        .backend(backend)
+        .random(16, OUTPUT_LEN as u32)
+        .prompts(4)
+        .save_detailed()
+        .run();
+    assert!(out.success(), "{out}");
+    let r = out.json();
+    assert_eq!(r["completed"], 2, "{out}");
+    assert_eq!(r["failed"], 2, "{out}");
+    let failures: Vec<&str> = r["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .filter(|e| !e.is_empty())
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures.iter().all(|e| e.contains(needle)),
+        "{backend}, {needle}: {failures:?}"
+    );
 }
 
 /// `bench dataset sample` of the same workload: each request's upload size by request id,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::responses::tests::{events, words};
+use crate::responses::tests::{events, post_to, words};
 use crate::{Faults, MockConfig, MockServer, Reasoning, spawn};
 
 async fn server(config: MockConfig) -> MockServer {
@@ -12,16 +12,7 @@ async fn server(config: MockConfig) -> MockServer {
 }
 
 async fn post(server: &MockServer, id: &str, body: Value) -> (reqwest::StatusCode, String) {
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/messages", server.base_url()))
-        .header("x-request-id", id)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("send the request");
-    let status = response.status();
-    (status, response.text().await.expect("read the body"))
+    post_to(server, "/v1/messages", id, body).await
 }
 
 fn names(events: &[(String, Value)]) -> Vec<&str> {

@@ -12,8 +12,19 @@ async fn server(config: MockConfig) -> MockServer {
 }
 
 async fn post(server: &MockServer, id: &str, body: Value) -> (reqwest::StatusCode, String) {
+    post_to(server, "/v1/responses", id, body).await
+}
+
+/// A JSON POST to `path` with `id` as its `x-request-id`: the status and the body. (The
+/// Messages API's tests post with it too.)
+pub(crate) async fn post_to(
+    server: &MockServer,
+    path: &str,
+    id: &str,
+    body: Value,
+) -> (reqwest::StatusCode, String) {
     let response = reqwest::Client::new()
-        .post(format!("{}/v1/responses", server.base_url()))
+        .post(format!("{}{path}", server.base_url()))
         .header("x-request-id", id)
         .header("content-type", "application/json")
         .body(body.to_string())
