@@ -91,6 +91,12 @@
 #      once per request bench cancelled (above 0), predicted whole answers for the
 #      completed ones (llamacpp:tokens_predicted_total, which counts finished tasks), and
 #      has nothing left processing
+#   m  Anthropic's Messages API (llama-server serves /v1/messages): anthropic-messages
+#      against openai-chat on the same 12 prompts, greedy, each run after an unmeasured chat
+#      run of the same prompts (so every measured run finds the same prefix cache: llama.cpp
+#      answers a cached prompt with slightly different numbers, which changes greedy text):
+#      completed, the server's prompt and output token counts and the texts equal chat's,
+#      and the cache reads it reported (cache_read_input_tokens) equal chat's
 #
 #   bash scripts/real-server.sh --write-readme    # also the report into docs/real-servers.md
 #
@@ -119,7 +125,7 @@ model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
 tokenizer=$cache/tokenizer
 port=${PORT:-18151}
 threads=${LLAMA_THREADS:-2}
-checks=${CHECKS:-a b c d e f g h i j k l}
+checks=${CHECKS:-a b c d e f g h i j k l m}
 alias=smollm2-135m
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
@@ -820,6 +826,39 @@ good = (cancelled is not None and cancelled > 0 and failed == 0 and completed + 
         and stops == cancelled and predicted is not None
         and completed * 256 <= predicted < (completed + cancelled) * 256 and processing == 0)
 print(("PASS" if good else "FAIL") + f" l: llama-server cancelled {stops} = bench cancelled {cancelled}")
+PY
+)
+  stop_server
+fi
+
+if want m; then
+  start_server m
+  rc=0
+  workload=(--dataset-name random --random-input-len 64 --random-output-len 32
+    --num-prompts 12 --max-concurrency 4)
+  chat=(--backend openai-chat --extra-body '{"ignore_eos": false}')
+  run_bench m-warm "${chat[@]}" "${workload[@]}" || rc=$?
+  run_bench m-chat "${chat[@]}" "${workload[@]}" || rc=$?
+  run_bench m-messages --backend anthropic-messages "${workload[@]}" || rc=$?
+  echo "m. Anthropic's Messages API against chat completions, the same 12 prompts (bench exit $rc)"
+  verdict < <(python3 - "$tmp/m-chat.json" "$tmp/m-messages.json" <<'PY'
+import json, sys
+try:
+    chat, messages = (json.load(open(p)) for p in sys.argv[1:3])
+except (OSError, ValueError) as e:
+    print(f"FAIL m: no result ({e})"); sys.exit()
+keys = ["completed", "failed", "input_tokens_server_usage", "output_tokens_server_usage",
+        "cached_prompt_tokens", "generated_texts"]
+differ = [k for k in keys if messages.get(k) != chat.get(k)]
+same = sum(a == b for a, b in zip(messages["generated_texts"], chat["generated_texts"]))
+print(f"   chat: completed {chat['completed']}, prompt tokens {chat.get('input_tokens_server_usage')}, "
+      f"output tokens {chat.get('output_tokens_server_usage')}, cache reads {chat.get('cached_prompt_tokens')}; "
+      f"Messages: completed {messages['completed']}, failed {messages['failed']}, prompt tokens "
+      f"{messages.get('input_tokens_server_usage')}, output tokens {messages.get('output_tokens_server_usage')}, "
+      f"cache reads {messages.get('cached_prompt_tokens')}; texts equal {same}/12; "
+      f"differing keys {differ or 'none'}")
+good = chat["completed"] == 12 and not differ
+print(("PASS" if good else "FAIL") + " m: Messages counts and texts equal chat's")
 PY
 )
   stop_server

@@ -265,8 +265,12 @@ impl Target for HttpTarget {
             .first()
             .context("the workload has no requests")?;
         // Every server is checked and warmed up: each would otherwise take its share of
-        // the measured requests cold.
-        for client in self.endpoints.clients() {
+        // the measured requests cold. A skipped check is said once.
+        let clients = match warm_up.ready_check {
+            Some(_) => self.endpoints.clients(),
+            None => &self.endpoints.clients()[..1],
+        };
+        for client in clients {
             ready_check(
                 client,
                 first,
