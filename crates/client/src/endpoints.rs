@@ -116,7 +116,8 @@ impl Endpoints {
     }
 
     /// Sends `req` to endpoint `endpoint` (see [`HttpClient::send_started`]), counting it
-    /// in flight there until it ends.
+    /// in flight there until it ends when the routing reads the counts (least
+    /// outstanding over several endpoints; else the request path is one client's).
     pub async fn send_started(
         &self,
         endpoint: usize,
@@ -124,7 +125,8 @@ impl Endpoints {
         start: Instant,
         cancel_after: Option<Duration>,
     ) -> RawResponse {
-        let _in_flight = InFlight::new(&self.outstanding[endpoint]);
+        let counted = self.routing == Routing::LeastOutstanding && self.clients.len() > 1;
+        let _in_flight = counted.then(|| InFlight::new(&self.outstanding[endpoint]));
         self.clients[endpoint]
             .send_started(req, start, cancel_after)
             .await
