@@ -10,6 +10,7 @@ use super::bindings::current::backend::BackendPlugin as Bindings;
 use super::bindings::v0_2_0::{self, backend::BackendPlugin as BindingsV0_2_0};
 use super::bindings::v0_3_0::{self, backend::BackendPlugin as BindingsV0_3_0};
 use super::bindings::v0_4_1::{self, backend::BackendPlugin as BindingsV0_4_1};
+use super::bindings::v0_5_0::{self, backend::BackendPlugin as BindingsV0_5_0};
 use super::{
     BackendDescription, CallFailure, Chunks, ClientConfig, Decoded, Framing, HostContext,
     HttpRequest, Loaded, PluginCallError, PluginError, PluginInfo, RequestSpec, ResponseHead,
@@ -22,6 +23,7 @@ enum Guest {
     V0_2_0(BindingsV0_2_0),
     V0_3_0(BindingsV0_3_0),
     V0_4_1(BindingsV0_4_1),
+    V0_5_0(BindingsV0_5_0),
 }
 
 /// The `client` resource's functions, by contract version.
@@ -30,6 +32,7 @@ enum Client<'a> {
     V0_2_0(v0_2_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
     V0_3_0(v0_3_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
     V0_4_1(v0_4_1::backend::exports::bench::plugin::backend::GuestClient<'a>),
+    V0_5_0(v0_5_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
 }
 
 impl<'a> Client<'a> {
@@ -39,6 +42,7 @@ impl<'a> Client<'a> {
             Guest::V0_2_0(b) => Client::V0_2_0(b.bench_plugin_backend().client()),
             Guest::V0_3_0(b) => Client::V0_3_0(b.bench_plugin_backend().client()),
             Guest::V0_4_1(b) => Client::V0_4_1(b.bench_plugin_backend().client()),
+            Guest::V0_5_0(b) => Client::V0_5_0(b.bench_plugin_backend().client()),
         }
     }
 }
@@ -60,6 +64,7 @@ impl BackendPlugin {
                 | TypedPre::BackendV0_2_0(_)
                 | TypedPre::BackendV0_3_0(_)
                 | TypedPre::BackendV0_4_1(_)
+                | TypedPre::BackendV0_5_0(_)
         ) {
             bail!("plugin '{}' is not a backend plugin", loaded.name);
         }
@@ -72,6 +77,9 @@ impl BackendPlugin {
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             TypedPre::BackendV0_4_1(pre) => Guest::V0_4_1(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            TypedPre::BackendV0_5_0(pre) => Guest::V0_5_0(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             TypedPre::Backend(pre) => Guest::Current(
@@ -143,6 +151,12 @@ impl BackendPlugin {
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_4_1::backend_description_up)
             }
+            Guest::V0_5_0(b) => {
+                let guest = b.bench_plugin_backend();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_5_0::backend_description_up)
+            }
         }
     }
 
@@ -158,10 +172,8 @@ impl BackendPlugin {
                 .call("open", |store| c.call_open(store, &config))?,
             Client::V0_2_0(c) => {
                 let old = v0_2_0::client_config_down(&config);
-                self.sandbox.call("open", |store| {
-                    c.call_open(store, &old)
-                        .map(|r| r.map_err(v0_2_0::plugin_error_up))
-                })?
+                self.sandbox
+                    .call("open", |store| c.call_open(store, &old))?
             }
             Client::V0_3_0(c) => {
                 let old = v0_3_0::client_config_down(&config);
@@ -170,6 +182,11 @@ impl BackendPlugin {
             }
             Client::V0_4_1(c) => {
                 let old = v0_4_1::client_config_down(&config);
+                self.sandbox
+                    .call("open", |store| c.call_open(store, &old))?
+            }
+            Client::V0_5_0(c) => {
+                let old = v0_5_0::client_config_down(&config);
                 self.sandbox
                     .call("open", |store| c.call_open(store, &old))?
             }
@@ -204,6 +221,10 @@ impl BackendPlugin {
                 .sandbox
                 .call_infallible("framing", |store| c.call_framing(store, handle))
                 .map(v0_4_1::framing_up),
+            Client::V0_5_0(c) => self
+                .sandbox
+                .call_infallible("framing", |store| c.call_framing(store, handle))
+                .map(v0_5_0::framing_up),
         }
     }
 
@@ -223,41 +244,63 @@ impl BackendPlugin {
             Client::V0_4_1(c) => self
                 .sandbox
                 .call_infallible("default-path", |store| c.call_default_path(store, handle)),
+            Client::V0_5_0(c) => self
+                .sandbox
+                .call_infallible("default-path", |store| c.call_default_path(store, handle)),
         }
     }
 
-    /// The HTTP request for one sampled request.
+    /// The HTTP request for one sampled request. A backend of an older contract takes it in
+    /// its own types, and refuses (a plugin error, `unsupported`) what it cannot express.
     pub fn build_request(&mut self, spec: &RequestSpec) -> Result<HttpRequest, PluginCallError> {
         let handle = self.client("build-request")?;
+        let refused = |sandbox: &Sandbox, why: String| {
+            let refusal = PluginError::Unsupported(why);
+            sandbox.error("build-request", CallFailure::Plugin(refusal))
+        };
+        // 0.3.0 to 0.5.0 share their request type (`v0_5_0`'s), and a refusal names the
+        // plugin's own version.
+        let spec_0_5_0 = |sandbox: &Sandbox| {
+            v0_5_0::request_spec_down(spec, sandbox.loaded.version)
+                .map_err(|why| refused(sandbox, why))
+        };
         match Client::of(&self.bindings) {
             Client::Current(c) => self.sandbox.call("build-request", |store| {
                 c.call_build_request(store, handle, spec)
             }),
             Client::V0_2_0(c) => {
-                let old = v0_2_0::request_spec_down(spec).map_err(|why| {
-                    let refusal = PluginError::Unsupported(why);
-                    self.sandbox
-                        .error("build-request", CallFailure::Plugin(refusal))
-                })?;
+                let old =
+                    v0_2_0::request_spec_down(spec).map_err(|why| refused(&self.sandbox, why))?;
                 self.sandbox
                     .call("build-request", |store| {
                         c.call_build_request(store, handle, &old)
-                            .map(|r| r.map_err(v0_2_0::plugin_error_up))
                     })
                     .map(v0_2_0::http_request_up)
             }
-            Client::V0_3_0(c) => self
-                .sandbox
-                .call("build-request", |store| {
-                    c.call_build_request(store, handle, spec)
-                })
-                .map(v0_3_0::http_request_up),
-            Client::V0_4_1(c) => self
-                .sandbox
-                .call("build-request", |store| {
-                    c.call_build_request(store, handle, spec)
-                })
-                .map(v0_4_1::http_request_up),
+            Client::V0_3_0(c) => {
+                let old = spec_0_5_0(&self.sandbox)?;
+                self.sandbox
+                    .call("build-request", |store| {
+                        c.call_build_request(store, handle, &old)
+                    })
+                    .map(v0_3_0::http_request_up)
+            }
+            Client::V0_4_1(c) => {
+                let old = spec_0_5_0(&self.sandbox)?;
+                self.sandbox
+                    .call("build-request", |store| {
+                        c.call_build_request(store, handle, &old)
+                    })
+                    .map(v0_4_1::http_request_up)
+            }
+            Client::V0_5_0(c) => {
+                let old = spec_0_5_0(&self.sandbox)?;
+                self.sandbox
+                    .call("build-request", |store| {
+                        c.call_build_request(store, handle, &old)
+                    })
+                    .map(v0_5_0::http_request_up)
+            }
         }
     }
 
@@ -282,7 +325,6 @@ impl BackendPlugin {
                 self.sandbox
                     .call("decode", |store| {
                         c.call_decode(store, handle, &head, buffer, frame_ends)
-                            .map(|r| r.map_err(v0_2_0::plugin_error_up))
                     })
                     .map(v0_2_0::decoded_up)?
             }
@@ -301,6 +343,14 @@ impl BackendPlugin {
                         c.call_decode(store, handle, &head, buffer, frame_ends)
                     })
                     .map(v0_4_1::decoded_up)?
+            }
+            Client::V0_5_0(c) => {
+                let head = v0_5_0::response_head_down(head);
+                self.sandbox
+                    .call("decode", |store| {
+                        c.call_decode(store, handle, &head, buffer, frame_ends)
+                    })
+                    .map(v0_5_0::decoded_up)?
             }
         };
         check_decoded(&decoded, buffer.len(), frame_ends)

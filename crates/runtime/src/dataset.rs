@@ -13,6 +13,7 @@ use super::bindings::current::dataset::exports::bench::plugin::dataset::Shard;
 use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
 use super::bindings::v0_3_0::{self, dataset::DatasetPlugin as BindingsV0_3_0};
 use super::bindings::v0_4_1::{self, dataset::DatasetPlugin as BindingsV0_4_1};
+use super::bindings::v0_5_0::{self, dataset::DatasetPlugin as BindingsV0_5_0};
 use super::{
     CallFailure, DatasetConfig, DatasetDescription, Fault, HostContext, Loaded, PluginCallError,
     PluginInfo, RequestSpec, Sandbox, TurnResult, TypedPre,
@@ -66,6 +67,7 @@ enum Guest {
     V0_2_0(BindingsV0_2_0),
     V0_3_0(BindingsV0_3_0),
     V0_4_1(BindingsV0_4_1),
+    V0_5_0(BindingsV0_5_0),
 }
 
 /// An instantiated dataset plugin in its own sandbox.
@@ -102,6 +104,9 @@ impl DatasetPlugin {
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             DatasetPre::V0_4_1(pre) => Guest::V0_4_1(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            DatasetPre::V0_5_0(pre) => Guest::V0_5_0(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
         };
@@ -156,6 +161,12 @@ impl DatasetPlugin {
                 self.sandbox
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_4_1::dataset_description_up)
+            }
+            Guest::V0_5_0(b) => {
+                let guest = b.bench_plugin_dataset();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_5_0::dataset_description_up)
             }
         }
     }
@@ -326,10 +337,8 @@ impl DatasetPlugin {
                 .call("open", |store| s.call_open(store, config))?,
             Source::V0_2_0(s) => {
                 let config = v0_2_0::dataset_config_down(config);
-                self.sandbox.call("open", |store| {
-                    s.call_open(store, &config)
-                        .map(|r| r.map_err(v0_2_0::plugin_error_up))
-                })?
+                self.sandbox
+                    .call("open", |store| s.call_open(store, &config))?
             }
             Source::V0_3_0(s) => {
                 let config = v0_3_0::dataset_config_down(config);
@@ -338,6 +347,11 @@ impl DatasetPlugin {
             }
             Source::V0_4_1(s) => {
                 let config = v0_4_1::dataset_config_down(config);
+                self.sandbox
+                    .call("open", |store| s.call_open(store, &config))?
+            }
+            Source::V0_5_0(s) => {
+                let config = v0_5_0::dataset_config_down(config);
                 self.sandbox
                     .call("open", |store| s.call_open(store, &config))?
             }
@@ -351,23 +365,27 @@ impl DatasetPlugin {
             }
             let max = remaining.min(sizer.size);
             let call_started = Instant::now();
+            // 0.3.0 to 0.5.0 share their request type (`v0_5_0`'s).
             let batch = match &source {
                 Source::Current(s) => self
                     .sandbox
                     .call("next-batch", |store| s.call_next_batch(store, handle, max)),
                 Source::V0_2_0(s) => self
                     .sandbox
-                    .call("next-batch", |store| {
-                        s.call_next_batch(store, handle, max)
-                            .map(|r| r.map_err(v0_2_0::plugin_error_up))
-                    })
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max))
                     .map(|batch| batch.into_iter().map(v0_2_0::request_spec_up).collect()),
                 Source::V0_3_0(s) => self
                     .sandbox
-                    .call("next-batch", |store| s.call_next_batch(store, handle, max)),
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max))
+                    .map(|batch| batch.into_iter().map(v0_5_0::request_spec_up).collect()),
                 Source::V0_4_1(s) => self
                     .sandbox
-                    .call("next-batch", |store| s.call_next_batch(store, handle, max)),
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max))
+                    .map(|batch| batch.into_iter().map(v0_5_0::request_spec_up).collect()),
+                Source::V0_5_0(s) => self
+                    .sandbox
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max))
+                    .map(|batch| batch.into_iter().map(v0_5_0::request_spec_up).collect()),
             };
             let batch: Vec<RequestSpec> = batch?;
             sizer.record(max, call_started.elapsed());
@@ -403,11 +421,19 @@ impl DatasetPlugin {
                 let turn = v0_3_0::turn_result_down(turn);
                 self.sandbox
                     .call("next-turn", |store| s.call_next_turn(store, handle, &turn))
+                    .map(|next| next.map(v0_5_0::request_spec_up))
             }
             Source::V0_4_1(s) => {
                 let turn = v0_4_1::turn_result_down(turn);
                 self.sandbox
                     .call("next-turn", |store| s.call_next_turn(store, handle, &turn))
+                    .map(|next| next.map(v0_5_0::request_spec_up))
+            }
+            Source::V0_5_0(s) => {
+                let turn = v0_5_0::turn_result_down(turn);
+                self.sandbox
+                    .call("next-turn", |store| s.call_next_turn(store, handle, &turn))
+                    .map(|next| next.map(v0_5_0::request_spec_up))
             }
             // 0.2.0 had no conversations: its sources are never multi-turn.
             Source::V0_2_0(_) => Err(self.sandbox.error("next-turn", CallFailure::NotOpen)),
@@ -421,6 +447,7 @@ pub(crate) enum DatasetPre {
     V0_2_0(v0_2_0::dataset::DatasetPluginPre<super::host::StoreState>),
     V0_3_0(v0_3_0::dataset::DatasetPluginPre<super::host::StoreState>),
     V0_4_1(v0_4_1::dataset::DatasetPluginPre<super::host::StoreState>),
+    V0_5_0(v0_5_0::dataset::DatasetPluginPre<super::host::StoreState>),
 }
 
 impl TypedPre {
@@ -430,6 +457,7 @@ impl TypedPre {
             TypedPre::DatasetV0_2_0(pre) => DatasetPre::V0_2_0(pre.clone()),
             TypedPre::DatasetV0_3_0(pre) => DatasetPre::V0_3_0(pre.clone()),
             TypedPre::DatasetV0_4_1(pre) => DatasetPre::V0_4_1(pre.clone()),
+            TypedPre::DatasetV0_5_0(pre) => DatasetPre::V0_5_0(pre.clone()),
             _ => bail!("plugin '{name}' is not a dataset plugin"),
         })
     }
@@ -443,6 +471,7 @@ enum Source<'a> {
     V0_2_0(v0_2_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
     V0_3_0(v0_3_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
     V0_4_1(v0_4_1::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
+    V0_5_0(v0_5_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
 }
 
 impl<'a> Source<'a> {
@@ -452,6 +481,7 @@ impl<'a> Source<'a> {
             Guest::V0_2_0(b) => Source::V0_2_0(b.bench_plugin_dataset().request_source()),
             Guest::V0_3_0(b) => Source::V0_3_0(b.bench_plugin_dataset().request_source()),
             Guest::V0_4_1(b) => Source::V0_4_1(b.bench_plugin_dataset().request_source()),
+            Guest::V0_5_0(b) => Source::V0_5_0(b.bench_plugin_dataset().request_source()),
         }
     }
 }

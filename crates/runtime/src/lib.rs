@@ -32,8 +32,8 @@ pub use bindings::current::backend::exports::bench::plugin::backend::{
     Framing, HttpRequest, Pooled, PooledKind, ResponseHead, ServerTiming, Usage,
 };
 pub use bindings::current::dataset::bench::plugin::types::{
-    BinaryData, ChatMessage, ContentPart, OptionInfo, OptionKind, PluginError, PluginInfo, Prompt,
-    RequestSpec, RerankInput, Session, SharedFlag,
+    BinaryData, ChatMessage, ContentPart, OptionInfo, OptionKind, OutputConstraint, PluginError,
+    PluginInfo, Prompt, RequestSpec, RerankInput, Session, SharedFlag,
 };
 pub use bindings::current::dataset::exports::bench::plugin::dataset::{
     DatasetConfig, DatasetDescription, PathUse, TurnResult,
@@ -198,6 +198,8 @@ pub(crate) enum TypedPre {
     /// 0.4.1's worlds, which 0.4.0 plugins load through too.
     DatasetV0_4_1(bindings::v0_4_1::dataset::DatasetPluginPre<StoreState>),
     BackendV0_4_1(bindings::v0_4_1::backend::BackendPluginPre<StoreState>),
+    DatasetV0_5_0(bindings::v0_5_0::dataset::DatasetPluginPre<StoreState>),
+    BackendV0_5_0(bindings::v0_5_0::backend::BackendPluginPre<StoreState>),
 }
 
 impl TypedPre {
@@ -211,6 +213,8 @@ impl TypedPre {
             TypedPre::BackendV0_3_0(pre) => pre.engine(),
             TypedPre::DatasetV0_4_1(pre) => pre.engine(),
             TypedPre::BackendV0_4_1(pre) => pre.engine(),
+            TypedPre::DatasetV0_5_0(pre) => pre.engine(),
+            TypedPre::BackendV0_5_0(pre) => pre.engine(),
         }
     }
 }
@@ -250,6 +254,9 @@ impl Runtime {
         bindings::v0_4_1::add_to_linker(&mut linker)
             .map_err(wasm_error)
             .context("linking the plugin host interfaces of bench:plugin@0.4.1")?;
+        bindings::v0_5_0::add_to_linker(&mut linker)
+            .map_err(wasm_error)
+            .context("linking the plugin host interfaces of bench:plugin@0.5.0")?;
         let cache_dir = config.cache_dir.clone();
         Ok(Runtime {
             engine,
@@ -345,6 +352,12 @@ impl Runtime {
             }
             (PluginKind::Backend, bindings::v0_4_1::VERSION | bindings::v0_4_0::VERSION) => {
                 bindings::v0_4_1::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_4_1)
+            }
+            (PluginKind::Dataset, bindings::v0_5_0::VERSION) => {
+                bindings::v0_5_0::dataset::DatasetPluginPre::new(pre).map(TypedPre::DatasetV0_5_0)
+            }
+            (PluginKind::Backend, bindings::v0_5_0::VERSION) => {
+                bindings::v0_5_0::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_5_0)
             }
             (PluginKind::Dataset, _) => {
                 bindings::current::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)
@@ -581,14 +594,15 @@ impl Sandbox {
 
     /// Runs one guest call under the time budget, turning traps into errors that name the
     /// plugin, the call and the cause, and plugin errors into errors that name the plugin.
-    pub(crate) fn call<T>(
+    /// A plugin error of an older contract version comes up as the current one (`From`).
+    pub(crate) fn call<T, E: Into<PluginError>>(
         &mut self,
         call: &str,
-        f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<std::result::Result<T, PluginError>>,
+        f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<std::result::Result<T, E>>,
     ) -> std::result::Result<T, PluginCallError> {
         match self.call_infallible(call, f)? {
             Ok(value) => Ok(value),
-            Err(e) => Err(self.error(call, CallFailure::Plugin(e))),
+            Err(e) => Err(self.error(call, CallFailure::Plugin(e.into()))),
         }
     }
 
@@ -696,6 +710,82 @@ mod tests {
         );
         assert_eq!(bench_interface("wasi:cli/stdout@0.2.0"), None);
         assert_eq!(bench_interface("bench:plugins/x@1.0.0"), None);
+    }
+
+    /// A plugin kept in `tests/fixtures/api-<version>/`, built for that contract version.
+    fn fixture(version: &str, name: &str) -> PluginRef {
+        PluginRef::File(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../../tests/fixtures/api-{version}/{name}.wasm")),
+        )
+    }
+
+    /// Every older version's plugins link, match their adapter's worlds and describe
+    /// themselves through it (`tests/e2e/contract_versions.rs` runs them).
+    #[test]
+    fn plugins_of_every_older_version_load_through_their_adapter() {
+        let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+        for version in ["0.2.0", "0.3.0", "0.4.0", "0.4.1", "0.5.0"] {
+            for (name, kind) in [
+                ("random", PluginKind::Dataset),
+                ("openai-chat", PluginKind::Backend),
+            ] {
+                let summary = runtime.inspect(&fixture(version, name)).unwrap();
+                assert_eq!(
+                    (summary.kind, summary.api_version.as_str()),
+                    (kind, version)
+                );
+                assert_eq!(summary.info.name, name);
+            }
+        }
+    }
+
+    /// A backend built before 0.6.0 cannot send an output constraint: such a request is
+    /// refused with a plugin error naming the backend's version and the one it needs, never
+    /// sent without its constraint, and the instance goes on.
+    #[test]
+    fn a_backend_built_for_0_5_0_refuses_a_request_with_an_output_constraint() {
+        let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+        let mut backend = runtime
+            .load_backend(&fixture("0.5.0", "openai-chat"), HostContext::default())
+            .unwrap();
+        backend
+            .open(ClientConfig {
+                model: "m".into(),
+                ignore_eos: false,
+                stream: true,
+                extra_body: None,
+                options: Vec::new(),
+            })
+            .unwrap();
+        let free = RequestSpec {
+            prompt: Prompt::Text("hello".into()),
+            prompt_len: 1,
+            expected_output_len: 4,
+            multimodal: Vec::new(),
+            request_id: None,
+            lora_name: None,
+            extra_body: None,
+            send_at: None,
+            session: None,
+            output_constraint: None,
+        };
+        let request = backend.build_request(&free).unwrap();
+        assert!(String::from_utf8_lossy(&request.body).contains("hello"));
+        let constrained = RequestSpec {
+            output_constraint: Some(OutputConstraint::JsonSchema(r#"{"type":"object"}"#.into())),
+            ..free.clone()
+        };
+        let err = backend.build_request(&constrained).unwrap_err();
+        let CallFailure::Plugin(PluginError::Unsupported(why)) = &err.failure else {
+            panic!("{err}");
+        };
+        assert!(
+            why.contains("(json-schema)") && why.contains("bench:plugin@0.5.0"),
+            "{why}"
+        );
+        assert!(!backend.faulted());
+        backend.build_request(&free).unwrap();
     }
 
     #[test]

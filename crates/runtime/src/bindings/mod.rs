@@ -2,14 +2,16 @@
 //!
 //! `current` is generated from `wit/current` (the newest `since_vX.Y.Z` folder) and its
 //! types are the host's own: everything outside this module speaks them. Each older
-//! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`, `v0_4_1`) that
-//! generates bindings from its frozen folder and holds only what changed since: an
-//! interface the version shares with the current contract is not generated again but taken
-//! from `current` (bindgen's `with`), so its values cross with no conversion; what is left
-//! are the conversions of the interfaces that did change, and the host imports, which every
-//! version must link under its own name. A version whose interfaces its successor keeps as
-//! they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs no adapter, only its place in
-//! [`SUPPORTED_VERSIONS`].
+//! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`, `v0_4_1`,
+//! `v0_5_0`) that generates bindings from its frozen folder and holds only what changed
+//! since: an interface the version shares with another is not generated again but taken
+//! from that version's bindings (bindgen's `with`), and what is left are the conversions
+//! between the version's types and the current ones, and the host imports, which every
+//! version must link under its own name. 0.3.0, 0.4.x and 0.5.0 share one `types`
+//! interface (requests, prompts, descriptions, errors), generated once by `v0_5_0`, which
+//! converts it for all three; 0.2.0's is its own. A version whose interfaces its successor
+//! keeps as they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs no adapter, only its
+//! place in [`SUPPORTED_VERSIONS`].
 
 /// Generates a contract version's bindings from its WIT folder `$wit`, for the module
 /// `$this` that expands it: `dataset` (the `dataset-plugin` world, with the shared
@@ -57,23 +59,41 @@ macro_rules! plugin_worlds {
 /// `$tokenizer`, `$seed` and `$log` in the calling module) by passing each call on to the
 /// current contract's. `seed` and `log` have not changed since 0.2.0, nor have the
 /// tokenizer's text functions; the version's chat-template functions, which did change,
-/// come after the names, in the tokenizer's `impl`; `current_chat_template` passes
-/// `apply-chat-template` on as well, for a version whose chat messages are the current
-/// ones. Every version still needs these impls: a component imports the interfaces under
-/// its own version's names, which the linker keeps apart.
+/// come after the names, in the tokenizer's `impl`. `chat_template_of_0_5_0` writes them
+/// for a version whose chat messages are those of 0.3.0 to 0.5.0 (`v0_5_0`'s types):
+/// `apply-chat-template`, and with `tools` (0.4.0 on) `apply-chat-template-with-tools`.
+/// Every version still needs these impls: a component imports the interfaces under its own
+/// version's names, which the linker keeps apart.
 macro_rules! pass_on_host_imports {
-    ($tokenizer:ident, $seed:ident, $log:ident, current_chat_template { $($more:item)* }) => {
+    ($tokenizer:ident, $seed:ident, $log:ident, chat_template_of_0_5_0 { $($tools:ident)? }) => {
         pass_on_host_imports!($tokenizer, $seed, $log, {
             fn apply_chat_template(
                 &mut self,
-                messages: Vec<cur_tokenizer::ChatMessage>,
+                messages: Vec<crate::bindings::v0_5_0::dataset::bench::plugin::types::ChatMessage>,
                 add_generation_prompt: bool,
             ) -> Result<String, String> {
+                let messages = crate::bindings::v0_5_0::chat_messages_up(messages);
                 cur_tokenizer::Host::apply_chat_template(self, messages, add_generation_prompt)
             }
 
-            $($more)*
+            $(pass_on_host_imports!(@$tools);)?
         });
+    };
+    (@tools) => {
+        fn apply_chat_template_with_tools(
+            &mut self,
+            messages: Vec<crate::bindings::v0_5_0::dataset::bench::plugin::types::ChatMessage>,
+            tools: String,
+            add_generation_prompt: bool,
+        ) -> Result<String, String> {
+            let messages = crate::bindings::v0_5_0::chat_messages_up(messages);
+            cur_tokenizer::Host::apply_chat_template_with_tools(
+                self,
+                messages,
+                tools,
+                add_generation_prompt,
+            )
+        }
     };
     ($tokenizer:ident, $seed:ident, $log:ident, { $($chat_template:item)* }) => {
         // In a block of its own, so that its names do not meet the calling module's.
@@ -145,9 +165,9 @@ macro_rules! pass_on_host_imports {
 }
 
 /// Defines, for a frozen version whose host imports are `$tokenizer`, `$seed` and `$log`,
-/// `add_to_linker`: links them, and an empty `bench:plugin/types@$version` instance for a
-/// version that takes its `types` from the current contract (the interface holds only
-/// types, so there is nothing to link but the name its components import).
+/// `add_to_linker`: links them, and an empty `bench:plugin/types@$version` instance (the
+/// interface holds only types, so there is nothing to link but the name its components
+/// import).
 macro_rules! link_host_imports {
     ($version:expr, $tokenizer:ident, $seed:ident, $log:ident) => {
         /// Links this version's `bench:plugin` host interfaces (not the worlds' WASI
@@ -171,6 +191,7 @@ pub mod v0_2_0;
 pub mod v0_3_0;
 pub mod v0_4_0;
 pub mod v0_4_1;
+pub mod v0_5_0;
 
 /// The contract version of `current` (the `package` line of `wit/current/plugin.wit`, read
 /// by `build.rs`: the one place it is written).
@@ -179,6 +200,7 @@ pub const CURRENT_VERSION: &str = env!("BENCH_PLUGIN_API_VERSION");
 /// The versions this host loads, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &[
     CURRENT_VERSION,
+    v0_5_0::VERSION,
     v0_4_1::VERSION,
     v0_4_0::VERSION,
     v0_3_0::VERSION,
@@ -231,6 +253,7 @@ mod tests {
             ("since_v0.3.0/plugin.wit", v0_3_0::FROZEN_SHA256),
             ("since_v0.4.0/plugin.wit", v0_4_0::FROZEN_SHA256),
             ("since_v0.4.1/plugin.wit", v0_4_1::FROZEN_SHA256),
+            ("since_v0.5.0/plugin.wit", v0_5_0::FROZEN_SHA256),
         ];
         for (file, want) in frozen {
             let bytes = std::fs::read(wit(file)).unwrap();

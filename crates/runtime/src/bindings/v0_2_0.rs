@@ -6,10 +6,11 @@
 //! `--dataset-path` when given one and asks for none of vLLM's per-dataset rules, its
 //! backend is not declared OpenAI-compatible, its chunks carry no token counts. A request
 //! that only 0.3.0 can express (a batch of texts, a rerank query, binary data) is refused
-//! with an error naming the version. Its error events carry only a message: bench-sdk
-//! 0.2.0's OpenAI decoder wrote every frame it could not parse as `invalid JSON ...`, a
-//! wording frozen with that SDK, so such events count as malformed frames and every other
-//! one as the server's error.
+//! with an error naming the version, as is one with an output constraint (0.6.0's
+//! structured output). Its error events carry only a message: bench-sdk 0.2.0's OpenAI
+//! decoder wrote every frame it could not parse as `invalid JSON ...`, a wording frozen with
+//! that SDK, so such events count as malformed frames and every other one as the server's
+//! error.
 
 use super::current::backend::exports::bench::plugin::backend as cur_backend;
 use super::current::dataset::bench::plugin::types as cur;
@@ -47,12 +48,14 @@ pass_on_host_imports!(old_tokenizer, old_seed, old_log, {
 
 // Types, up (0.2.0 to current) and down.
 
-pub(crate) fn plugin_error_up(e: old::PluginError) -> cur::PluginError {
-    match e {
-        old::PluginError::InvalidConfig(m) => cur::PluginError::InvalidConfig(m),
-        old::PluginError::InvalidInput(m) => cur::PluginError::InvalidInput(m),
-        old::PluginError::Unsupported(m) => cur::PluginError::Unsupported(m),
-        old::PluginError::Internal(m) => cur::PluginError::Internal(m),
+impl From<old::PluginError> for cur::PluginError {
+    fn from(e: old::PluginError) -> cur::PluginError {
+        match e {
+            old::PluginError::InvalidConfig(m) => cur::PluginError::InvalidConfig(m),
+            old::PluginError::InvalidInput(m) => cur::PluginError::InvalidInput(m),
+            old::PluginError::Unsupported(m) => cur::PluginError::Unsupported(m),
+            old::PluginError::Internal(m) => cur::PluginError::Internal(m),
+        }
     }
 }
 
@@ -166,12 +169,14 @@ pub(crate) fn request_spec_up(s: old::RequestSpec) -> cur::RequestSpec {
         extra_body: s.extra_body,
         send_at: None,
         session: None,
+        output_constraint: None,
     }
 }
 
 /// The 0.2.0 form of a request, or why it has none. A send time and a session are the
 /// host's business and are simply not passed on.
 pub(crate) fn request_spec_down(s: &cur::RequestSpec) -> Result<old::RequestSpec, String> {
+    super::v0_5_0::refuse_output_constraint(s, VERSION)?;
     Ok(old::RequestSpec {
         prompt: match &s.prompt {
             cur::Prompt::Text(t) => old::Prompt::Text(t.clone()),
@@ -303,6 +308,7 @@ mod tests {
                 id: "s".into(),
                 turn: 2,
             }),
+            output_constraint: None,
         };
         let back = request_spec_up(request_spec_down(&spec).unwrap());
         let expected = cur::RequestSpec {
@@ -326,9 +332,15 @@ mod tests {
                 file_name: "a.wav".into(),
                 data: vec![1],
             })],
-            ..spec
+            ..spec.clone()
         };
         assert!(request_spec_down(&audio).unwrap_err().contains("audio/wav"));
+        let constrained = cur::RequestSpec {
+            output_constraint: Some(cur::OutputConstraint::Regex("[0-9]+".into())),
+            ..spec
+        };
+        let err = request_spec_down(&constrained).unwrap_err();
+        assert!(err.contains("(regex)") && err.contains("0.2.0"), "{err}");
     }
 
     #[test]

@@ -1,15 +1,19 @@
 //! Contract `bench:plugin@0.3.0` (frozen in `wit/since_v0.3.0`): its bindings, the host
 //! imports it links against, and the conversions of what changed since.
 //!
-//! 0.4.0 and 0.5.0 only added to 0.3.0. Its `types` interface is the current one, taken
-//! from [`super::current`], so requests, prompts and errors cross as they are; its `seed`
-//! and `log` are the current ones too but must be linked under 0.3.0's names. What changed:
-//! the tokenizer gained a chat template with tools (which a 0.3.0 plugin cannot call), a
-//! dataset can be sharded (0.3.0's datasets are not: the host opens one source, and a host
-//! asked for a shard never passes one down, as it asks only shardable sources), and a
-//! response can carry the server's timing (0.5.0's `server-timing` event, which 0.3.0's
-//! decoders never send). Its `backend` interface lasted unchanged to 0.4.1, so its
-//! conversions are written once here, in [`backend_conversions`], for both versions.
+//! 0.4.0 and 0.5.0 only added to 0.3.0, and 0.6.0 changed `types`, so 0.3.0's `types`
+//! interface is 0.5.0's, taken from [`super::v0_5_0`], which converts its requests,
+//! prompts and errors to the current ones; its `seed` and `log` are the current ones but
+//! must be linked under 0.3.0's names. What changed besides: the tokenizer gained a chat
+//! template with tools (which a 0.3.0 plugin cannot call), a dataset can be sharded (0.3.0's
+//! datasets are not: the host opens one source, and a host asked for a shard never passes
+//! one down, as it asks only shardable sources), and a response can carry the server's
+//! timing (0.5.0's `server-timing` event, which 0.3.0's decoders never send). Its exported
+//! interfaces are generated for each version that has them, even unchanged, so their
+//! conversions are written once here, as macros that the later adapters expand over their
+//! own bindings: [`dataset_conversions`] (the `dataset` of 0.3.0, and of 0.4.0 on with
+//! shards) and [`backend_conversions`] (the `backend` of 0.3.0 to 0.4.1, and of 0.5.0 with
+//! its `server-timing` event).
 
 use super::current::backend::exports::bench::plugin::backend as cur_backend;
 use super::current::dataset::exports::bench::plugin::dataset as cur_dataset;
@@ -22,7 +26,7 @@ pub const VERSION: &str = "0.3.0";
 pub const FROZEN_SHA256: &str = "d802e7a045c5e267d58f8d0cbcfbd81d8cc7c6b8f127ce88f6bc07e01f7550bf";
 
 plugin_worlds!("../../wit/since_v0.3.0", v0_3_0, with: {
-    "bench:plugin/types": crate::bindings::current::dataset::bench::plugin::types,
+    "bench:plugin/types": crate::bindings::v0_5_0::dataset::bench::plugin::types,
 }, both: {});
 
 use backend::exports::bench::plugin::backend as old_backend;
@@ -31,23 +35,50 @@ use dataset::exports::bench::plugin::dataset as old_dataset;
 
 link_host_imports!(VERSION, old_tokenizer, old_seed, old_log);
 
-pass_on_host_imports!(old_tokenizer, old_seed, old_log, current_chat_template {});
+pass_on_host_imports!(old_tokenizer, old_seed, old_log, chat_template_of_0_5_0 {});
 
-// The `dataset` interface, up (0.3.0 to current) and down.
+/// The conversions of the `dataset` interface's own types, up to the current ones and
+/// down, over a version's own bindings (named `$old` in the calling module, the current
+/// ones `$cur`): 0.3.0's (`without_shards`) or, from 0.4.0 on, with a `shardable`
+/// description and a `shard` in the config (`with_shards`). Their `types` are 0.5.0's,
+/// converted by [`super::v0_5_0`].
+macro_rules! dataset_conversions {
+    ($old:ident, $cur:ident, without_shards) => {
+        // 0.3.0's datasets are never shardable.
+        $crate::bindings::v0_3_0::dataset_conversions!(@description $old, $cur, |_| false);
 
-/// Defines `dataset_description_up` for a version whose dataset description is 0.3.0's, or
-/// 0.3.0's and a `shardable` switch (0.4.0 added it), over its own bindings (`$old`, the
-/// current ones `$cur`); `$shardable` says, from the old description, whether the dataset
-/// is.
-macro_rules! dataset_description_conversion {
-    ($old:ident, $cur:ident, $shardable:expr) => {
+        pub(crate) fn dataset_config_down(c: &$cur::DatasetConfig) -> $old::DatasetConfig {
+            $old::DatasetConfig {
+                num_requests: c.num_requests,
+                path: c.path.clone(),
+                options: c.options.clone(),
+            }
+        }
+    };
+    ($old:ident, $cur:ident, with_shards) => {
+        $crate::bindings::v0_3_0::dataset_conversions!(@description $old, $cur, |d| d.shardable);
+
+        pub(crate) fn dataset_config_down(c: &$cur::DatasetConfig) -> $old::DatasetConfig {
+            $old::DatasetConfig {
+                num_requests: c.num_requests,
+                path: c.path.clone(),
+                options: c.options.clone(),
+                shard: c.shard.as_ref().map(|s| $old::Shard {
+                    index: s.index,
+                    count: s.count,
+                }),
+            }
+        }
+    };
+    // What both have: `$shardable` says, from the old description, whether the dataset is.
+    (@description $old:ident, $cur:ident, $shardable:expr) => {
         pub(crate) fn dataset_description_up(
             d: $old::DatasetDescription,
         ) -> $cur::DatasetDescription {
             let shardable: fn(&$old::DatasetDescription) -> bool = $shardable;
             $cur::DatasetDescription {
                 shardable: shardable(&d),
-                info: d.info,
+                info: crate::bindings::v0_5_0::plugin_info_up(d.info),
                 path: match d.path {
                     $old::PathUse::Refused => $cur::PathUse::Refused,
                     $old::PathUse::Optional => $cur::PathUse::Optional,
@@ -58,44 +89,37 @@ macro_rules! dataset_description_conversion {
                 multi_turn: d.multi_turn,
             }
         }
+
+        pub(crate) fn turn_result_down(t: &$cur::TurnResult) -> $old::TurnResult {
+            $old::TurnResult {
+                session: crate::bindings::v0_5_0::session_down(&t.session),
+                success: t.success,
+                generated_text: t.generated_text.clone(),
+                ttft: t.ttft,
+                latency: t.latency,
+                finished_at: t.finished_at,
+            }
+        }
     };
 }
-pub(super) use dataset_description_conversion;
+pub(super) use dataset_conversions;
 
-// 0.3.0's datasets are never shardable.
-dataset_description_conversion!(old_dataset, cur_dataset, |_| false);
-
-pub(crate) fn dataset_config_down(c: &cur_dataset::DatasetConfig) -> old_dataset::DatasetConfig {
-    old_dataset::DatasetConfig {
-        num_requests: c.num_requests,
-        path: c.path.clone(),
-        options: c.options.clone(),
-    }
-}
-
-pub(crate) fn turn_result_down(t: &cur_dataset::TurnResult) -> old_dataset::TurnResult {
-    old_dataset::TurnResult {
-        session: t.session.clone(),
-        success: t.success,
-        generated_text: t.generated_text.clone(),
-        ttft: t.ttft,
-        latency: t.latency,
-        finished_at: t.finished_at,
-    }
-}
+dataset_conversions!(old_dataset, cur_dataset, without_shards);
 
 /// The conversions of the `backend` interface as 0.3.0 defined it, up to the current one
-/// and down; 0.4.0 and 0.4.1 kept it unchanged, so [`super::v0_4_1`] expands them too, over
-/// its own bindings (named `$old` in the calling module, the current ones `$cur`). Each
-/// version's bindgen makes types of its own for an interface its plugins export, even one
-/// the same as another version's, so the conversions are written once and made twice.
+/// and down; 0.4.0 and 0.4.1 kept it unchanged, and 0.5.0 only added the `server-timing`
+/// event (its arm of `event_kind_up` given as `more_events`), so [`super::v0_4_1`] and
+/// [`super::v0_5_0`] expand them too, over their own bindings (named `$old` in the calling
+/// module, the current ones `$cur`). Each version's bindgen makes types of its own for an
+/// interface its plugins export, even one the same as another version's, so the
+/// conversions are written once and made for each.
 macro_rules! backend_conversions {
-    ($old:ident, $cur:ident) => {
+    ($old:ident, $cur:ident $(, more_events: { $($more_events:tt)* })?) => {
         pub(crate) fn backend_description_up(
             d: $old::BackendDescription,
         ) -> $cur::BackendDescription {
             $cur::BackendDescription {
-                info: d.info,
+                info: crate::bindings::v0_5_0::plugin_info_up(d.info),
                 openai_compatible: d.openai_compatible,
             }
         }
@@ -158,6 +182,7 @@ macro_rules! backend_conversions {
                     count: p.count,
                     dimension: p.dimension,
                 }),
+                $($($more_events)*)?
             }
         }
 

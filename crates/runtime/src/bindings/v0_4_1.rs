@@ -3,15 +3,14 @@
 //! 0.4.0 run here too: 0.4.1 changed no interface, and wasmtime links their `@0.4.0` names
 //! to these `@0.4.1` ones as semver-compatible versions.
 //!
-//! 0.5.0 only added the `server-timing` event to the `backend` interface. Every other
-//! interface is the current one: `types` and the exported `dataset` as they are, taken from
-//! [`super::current`] where bindgen allows (`types`; an exported interface is always
-//! generated again, so the dataset's values are copied field by field), and the host
-//! imports linked under 0.4.1's names. The backend's conversions are 0.3.0's
+//! 0.5.0 only added the `server-timing` event to the `backend` interface, and 0.6.0 output
+//! constraints to `types`. 0.4.1's `types` is 0.5.0's, taken from [`super::v0_5_0`], which
+//! converts it; its `dataset` is 0.5.0's too, converted by the same macro
+//! ([`super::v0_3_0::dataset_conversions`], with shards); its host imports are the current
+//! ones, linked under 0.4.1's names. The backend's conversions are 0.3.0's
 //! ([`super::v0_3_0::backend_conversions`]): 0.4.0 and 0.4.1 did not change it.
 
 use super::current::backend::exports::bench::plugin::backend as cur_backend;
-use super::current::dataset::bench::plugin::types as cur;
 use super::current::dataset::exports::bench::plugin::dataset as cur_dataset;
 
 /// The version these bindings are for.
@@ -23,7 +22,7 @@ pub const VERSION: &str = "0.4.1";
 pub const FROZEN_SHA256: &str = "a17e757c266359d48da63ba7f59518c1df4a728de804cca69a8b663296c2c528";
 
 plugin_worlds!("../../wit/since_v0.4.1", v0_4_1, with: {
-    "bench:plugin/types": crate::bindings::current::dataset::bench::plugin::types,
+    "bench:plugin/types": crate::bindings::v0_5_0::dataset::bench::plugin::types,
 }, both: {
     // As for the current contract: WASI is wasmtime-wasi's own, linked once.
     "wasi": wasmtime_wasi::p2::bindings::sync,
@@ -35,50 +34,16 @@ use dataset::exports::bench::plugin::dataset as old_dataset;
 
 link_host_imports!(VERSION, old_tokenizer, old_seed, old_log);
 
-pass_on_host_imports!(old_tokenizer, old_seed, old_log, current_chat_template {
-    fn apply_chat_template_with_tools(
-        &mut self,
-        messages: Vec<cur::ChatMessage>,
-        tools: String,
-        add_generation_prompt: bool,
-    ) -> Result<String, String> {
-        cur_tokenizer::Host::apply_chat_template_with_tools(
-            self,
-            messages,
-            tools,
-            add_generation_prompt,
-        )
-    }
-});
+pass_on_host_imports!(
+    old_tokenizer,
+    old_seed,
+    old_log,
+    chat_template_of_0_5_0 { tools }
+);
 
-// The `dataset` interface, the current one in types of 0.4.1's own, up and down.
-
-super::v0_3_0::dataset_description_conversion!(old_dataset, cur_dataset, |d| d.shardable);
-
-pub(crate) fn dataset_config_down(c: &cur_dataset::DatasetConfig) -> old_dataset::DatasetConfig {
-    old_dataset::DatasetConfig {
-        num_requests: c.num_requests,
-        path: c.path.clone(),
-        options: c.options.clone(),
-        shard: c.shard.as_ref().map(|s| old_dataset::Shard {
-            index: s.index,
-            count: s.count,
-        }),
-    }
-}
-
-pub(crate) fn turn_result_down(t: &cur_dataset::TurnResult) -> old_dataset::TurnResult {
-    old_dataset::TurnResult {
-        session: t.session.clone(),
-        success: t.success,
-        generated_text: t.generated_text.clone(),
-        ttft: t.ttft,
-        latency: t.latency,
-        finished_at: t.finished_at,
-    }
-}
-
-// The `backend` interface: 0.3.0's.
+// The exported interfaces, in types of 0.4.1's own: the `dataset` of 0.4.0 (with shards)
+// and the `backend` of 0.3.0.
+super::v0_3_0::dataset_conversions!(old_dataset, cur_dataset, with_shards);
 super::v0_3_0::backend_conversions!(old_backend, cur_backend);
 
 #[cfg(test)]
