@@ -10,7 +10,7 @@
 // componentize-js builds this module as the world's `dataset` export: `describe` and the
 // `RequestSource` resource class.
 
-import { encodeBatch } from 'bench:plugin/tokenizer@0.5.0';
+import { encodeBatch } from 'bench:plugin/tokenizer@0.6.0';
 import {
   guard,
   invalidConfig,

@@ -2,7 +2,7 @@
 //
 //     bench --plugin {{name}}.wasm --dataset-path prompts.txt --{{name}}-output-len 64 ...
 
-import { encodeBatch } from 'bench:plugin/tokenizer@0.5.0';
+import { encodeBatch } from 'bench:plugin/tokenizer@0.6.0';
 import { guard, invalidInput, option, readOptions, readText, request } from './bench-plugin.js';
 
 const NAME = '{{name}}';
