@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::openai::{ChoiceFields, OpenAiClient, OpenAiDecoder, common_options};
 use crate::options::option;
+use crate::structured;
 use crate::{
     Backend, BackendDescription, ClientConfig, Framing, HttpRequest, PluginError, PluginInfo,
     Prompt, RequestSpec, ResponseHead,
@@ -46,6 +47,7 @@ impl<F: Flavor> Backend for Completions<F> {
 
     fn describe() -> BackendDescription {
         let mut options = common_options();
+        options.push(structured::option_info());
         options.push(
             option(
                 "logprobs",
@@ -68,10 +70,11 @@ impl<F: Flavor> Backend for Completions<F> {
 
     fn open(config: ClientConfig) -> Result<Self, PluginError> {
         let (client, mut options) = OpenAiClient::open(F::NAME, config)?;
+        let form = structured::Form::read(F::NAME, &mut options)?;
         let logprobs = options.parse("logprobs")?;
         options.finish(&Self::describe().info.options)?;
         Ok(Completions {
-            client,
+            client: client.with_structured_output(form),
             logprobs,
             flavor: PhantomData,
         })

@@ -43,6 +43,7 @@ pub mod pooling;
 pub mod rng;
 pub mod sampling;
 mod server_error;
+pub mod structured;
 pub mod synthetic;
 #[cfg(feature = "table")]
 pub mod table;
@@ -63,8 +64,8 @@ pub use backend_bindings::exports::bench::plugin::backend::{
 };
 pub use dataset::Dataset;
 pub use dataset_bindings::bench::plugin::types::{
-    BinaryData, ChatMessage, ContentPart, OptionInfo, OptionKind, Options, PluginError, PluginInfo,
-    Prompt, RequestSpec, RerankInput, Session, SharedFlag,
+    BinaryData, ChatMessage, ContentPart, OptionInfo, OptionKind, Options, OutputConstraint,
+    PluginError, PluginInfo, Prompt, RequestSpec, RerankInput, Session, SharedFlag,
 };
 pub use dataset_bindings::exports::bench::plugin::dataset::{
     DatasetConfig, DatasetDescription, PathUse, Shard, TurnResult,
@@ -88,6 +89,7 @@ impl RequestSpec {
             extra_body: None,
             send_at: None,
             session: None,
+            output_constraint: None,
         }
     }
 }

@@ -155,6 +155,7 @@ impl NativeClient {
         mut body: Map<String, Value>,
         spec: &RequestSpec,
     ) -> Result<HttpRequest, PluginError> {
+        crate::structured::refuse(self.plugin, spec)?;
         body.extend(self.extra_body.iter().map(|(k, v)| (k.clone(), v.clone())));
         if let Some(text) = &spec.extra_body {
             let extra = crate::openai::parse_object(text).map_err(|e| {

@@ -14,6 +14,7 @@ use crate::backend::Frame;
 use crate::json::{self, Cursor, Key, Str};
 use crate::options::{OptionReader, option};
 use crate::server_error::{ServerError, invalid_frame, server_error};
+use crate::structured;
 use crate::{
     Backend, Chunk, ClientConfig, ContentPart, Decoder, ErrorKind, Event, EventKind, Framing,
     HttpRequest, OptionInfo, PluginError, RequestSpec, ResponseHead, ServerTiming, TextSpan, Usage,
@@ -56,6 +57,9 @@ pub struct OpenAiClient {
     extra_body: Map<String, Value>,
     /// Where a request's `session.id` goes (`None`: nowhere).
     session_header: Option<String>,
+    /// How a request's output constraint is sent; `None` for an API that cannot send one
+    /// (its requests with a constraint are refused).
+    structured: Option<structured::Form>,
 }
 
 impl OpenAiClient {
@@ -95,8 +99,17 @@ impl OpenAiClient {
             stream,
             extra_body,
             session_header: (!session_header.is_empty()).then(|| session_header.to_string()),
+            structured: None,
         };
         Ok((client, options))
+    }
+
+    /// Sends requests' output constraints in `form` ([`OpenAiClient::request`]), for an
+    /// API that takes them (chat and completions, with [`structured::option_info`] among
+    /// its options).
+    pub fn with_structured_output(mut self, form: structured::Form) -> Self {
+        self.structured = Some(form);
+        self
     }
 
     /// Whether responses are streamed (the `stream` option).
@@ -140,15 +153,33 @@ impl OpenAiClient {
         body: Map<String, Value>,
         spec: &RequestSpec,
     ) -> Result<HttpRequest, PluginError> {
-        let body = self.merged(body, spec, true)?;
+        let mut body = body;
+        match self.structured {
+            Some(form) => form.insert(self.plugin, spec, &mut body)?,
+            None => structured::refuse(self.plugin, spec)?,
+        }
+        let body = self.merge(body, spec, true)?;
         self.json_request(body, spec)
     }
 
     /// The body [`OpenAiClient::request`] sends, as a map: `stream`, then
     /// `stream_options` when streaming and `stream_options` is set (the Responses and
     /// audio APIs take none: they report usage on their own), then `ignore_eos`, the
-    /// default temperature and the extra bodies, later entries winning.
+    /// default temperature and the extra bodies, later entries winning. These APIs take no
+    /// output constraint here: a request that carries one is refused.
     pub fn merged(
+        &self,
+        body: Map<String, Value>,
+        spec: &RequestSpec,
+        stream_options: bool,
+    ) -> Result<Map<String, Value>, PluginError> {
+        structured::refuse(self.plugin, spec)?;
+        self.merge(body, spec, stream_options)
+    }
+
+    /// [`OpenAiClient::merged`] without the refusal: [`OpenAiClient::request`] has put the
+    /// constraint in the body already.
+    fn merge(
         &self,
         mut body: Map<String, Value>,
         spec: &RequestSpec,

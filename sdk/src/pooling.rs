@@ -123,6 +123,7 @@ impl PoolingClient {
         spec: &RequestSpec,
         merge: bool,
     ) -> Result<HttpRequest, PluginError> {
+        crate::structured::refuse(self.plugin, spec)?;
         if merge {
             if self.ignore_eos {
                 body.insert("ignore_eos".into(), json!(true));

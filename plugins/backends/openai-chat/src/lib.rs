@@ -10,6 +10,7 @@
 use bench_sdk::openai::{
     ChoiceFields, OpenAiClient, OpenAiDecoder, chat_message, common_options, content_part,
 };
+use bench_sdk::structured;
 use bench_sdk::{
     Backend, BackendDescription, ClientConfig, Framing, HttpRequest, PluginError, PluginInfo,
     Prompt, RequestSpec, ResponseHead,
@@ -53,16 +54,19 @@ impl Backend for ChatCompletions {
                               --backend openai-chat. Text prompts become one user message; \
                               images, audio and video go as content parts after the text."
                     .into(),
-                options: common_options(),
+                options: [common_options(), vec![structured::option_info()]].concat(),
             },
             openai_compatible: true,
         }
     }
 
     fn open(config: ClientConfig) -> Result<Self, PluginError> {
-        let (client, options) = OpenAiClient::open(NAME, config)?;
+        let (client, mut options) = OpenAiClient::open(NAME, config)?;
+        let form = structured::Form::read(NAME, &mut options)?;
         options.finish(&Self::describe().info.options)?;
-        Ok(ChatCompletions { client })
+        Ok(ChatCompletions {
+            client: client.with_structured_output(form),
+        })
     }
 
     fn framing(&self) -> Framing {
