@@ -679,6 +679,7 @@ fn backend_builds_requests_and_decodes_on_another_thread() {
             extra_body: None,
             send_at: None,
             session: None,
+            output_constraint: None,
         })
         .unwrap();
     assert_eq!(request.method, "POST");

@@ -47,6 +47,8 @@ pub struct RequestMeta {
     pub session: Option<crate::runtime::Session>,
     /// Which of the run's endpoints sent it (its index in `--base-url`'s order).
     pub endpoint: usize,
+    /// The request's output constraint, compiled (structured output).
+    pub check: Option<crate::structured::OutputCheck>,
 }
 
 /// vLLM's message for a 200 response that never carried output (kind `no-output`).
@@ -62,8 +64,23 @@ fn event_failure_kind(kind: ErrorKind) -> FailureKind {
 }
 
 /// Builds the record of one request from its response and what the decoder read from it
-/// (`Err` when the decoder failed: the request fails with that message).
+/// (`Err` when the decoder failed: the request fails with that message), and checks a
+/// completed response against the request's output constraint.
 pub fn build_record(
+    meta: &RequestMeta,
+    raw: &RawResponse,
+    decoded: Result<Decoded, String>,
+    t0: Instant,
+) -> RequestRecord {
+    let mut rec = measure(meta, raw, decoded, t0);
+    if let (Ok(()), Some(check)) = (&rec.outcome, &meta.check) {
+        rec.output_validity = Some(check.check(&rec.generated_text));
+    }
+    rec
+}
+
+/// The record of what arrived: times, texts, counts and the outcome.
+fn measure(
     meta: &RequestMeta,
     raw: &RawResponse,
     decoded: Result<Decoded, String>,
@@ -340,6 +357,7 @@ mod tests {
             dispatch: t0 + Duration::from_millis(501),
             concurrency_wait: Duration::ZERO,
             endpoint: 1,
+            check: None,
         }
     }
 
@@ -462,6 +480,34 @@ mod tests {
             (rec.output_tokens, rec.server_output_tokens),
             (Some(2), Some(2))
         );
+    }
+
+    #[test]
+    fn a_completed_response_is_checked_against_its_constraint_and_a_failed_one_is_not() {
+        use crate::record::OutputValidity;
+        use crate::runtime::OutputConstraint;
+        let t0 = Instant::now();
+        let mut meta = meta(t0);
+        let choice = OutputConstraint::Choice(vec!["ab".into()]);
+        meta.check = Some(
+            crate::structured::OutputChecks::default()
+                .compile(&choice)
+                .unwrap(),
+        );
+        let raw = raw_with(&["ab"], &[5], t0);
+        let rec = build_record(&meta, &raw, Ok(decoded(&[(0, 0, 2, false)], vec![])), t0);
+        assert_eq!(rec.output_validity, Some(OutputValidity::Valid));
+        let rec = build_record(&meta, &raw, Ok(decoded(&[(0, 0, 1, false)], vec![])), t0);
+        assert!(matches!(
+            rec.output_validity,
+            Some(OutputValidity::Invalid { .. })
+        ));
+        let failed = decoded(&[(0, 0, 2, false)], vec![error_at(0, "boom")]);
+        let rec = build_record(&meta, &raw, Ok(failed), t0);
+        assert_eq!((rec.succeeded(), rec.output_validity), (false, None));
+        meta.check = None;
+        let rec = build_record(&meta, &raw, Ok(decoded(&[(0, 0, 2, false)], vec![])), t0);
+        assert_eq!(rec.output_validity, None);
     }
 
     #[test]

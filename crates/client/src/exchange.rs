@@ -25,6 +25,9 @@ pub struct PreparedRequest {
     /// The conversation this request is a turn of (multi-turn workloads): its response
     /// goes back to the dataset plugin for the next turn.
     pub session: Option<crate::runtime::Session>,
+    /// The request's output constraint, compiled: the decode worker checks the response
+    /// against it (structured output).
+    pub check: Option<crate::structured::OutputCheck>,
 }
 
 /// What the network delivered for one request, before decoding.

@@ -20,6 +20,7 @@ pub mod framing;
 pub mod h1;
 pub mod load;
 pub mod stop;
+pub mod structured;
 pub mod worker;
 
 use std::collections::HashMap;

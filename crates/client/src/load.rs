@@ -431,6 +431,7 @@ impl Spawner {
                 concurrency_wait,
                 session: req.session.clone(),
                 endpoint,
+                check: req.check.clone(),
             };
             // The receiver lives until `finish`, after every task has ended.
             let _ = tx.send(Job { meta, raw, t0 });

@@ -634,6 +634,7 @@ mod tests {
             extra_body: None,
             send_at: None,
             session: None,
+            output_constraint: None,
         };
         let (specs, copies) = replicate(vec![spec("a"), spec("b")], 3);
         let ids: Vec<_> = specs
@@ -673,6 +674,7 @@ mod tests {
             pooled_results: None,
             server_timing: None,
             endpoint: 0,
+            output_validity: None,
         };
         // Prompt "a"'s first copy failed: its second counts the prompt; "b" counts once.
         let records: Vec<_> = (0..6).map(|i| record(i, i != 0)).collect();

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::client::PreparedRequest;
+use crate::client::structured::OutputChecks;
 use crate::runtime::{BackendPlugin, RequestSpec};
 
 /// Headers the host adds to every request: `Authorization` from `OPENAI_API_KEY` (as
@@ -23,22 +24,30 @@ pub fn prepare(
     specs: &[RequestSpec],
     host: &HostHeaders,
 ) -> Result<Vec<PreparedRequest>> {
+    let mut checks = OutputChecks::default();
     specs
         .iter()
         .enumerate()
-        .map(|(index, spec)| prepare_one(backend, index, spec, host))
+        .map(|(index, spec)| prepare_one(backend, index, spec, host, &mut checks))
         .collect()
 }
 
 /// Builds request `index` of the workload with the backend plugin (also during a run, for
-/// a conversation's next turn).
+/// a conversation's next turn), and compiles its output constraint into `checks`.
 pub fn prepare_one(
     backend: &mut BackendPlugin,
     index: usize,
     spec: &RequestSpec,
     host: &HostHeaders,
+    checks: &mut OutputChecks,
 ) -> Result<PreparedRequest> {
     let request_id = spec.request_id.clone().unwrap_or_default();
+    let check = spec
+        .output_constraint
+        .as_ref()
+        .map(|c| checks.compile(c))
+        .transpose()
+        .with_context(|| format!("request {index} ({request_id})"))?;
     let http = backend
         .build_request(spec)
         .with_context(|| format!("building request {index} ({request_id})"))?;
@@ -75,6 +84,7 @@ pub fn prepare_one(
         prompt_len: spec.prompt_len,
         expected_output_len: spec.expected_output_len,
         session: spec.session.clone(),
+        check,
     })
 }
 

@@ -103,6 +103,8 @@ pub fn probe_spec(first: &RequestSpec) -> RequestSpec {
         extra_body: first.extra_body.clone(),
         send_at: None,
         session: None,
+        // "Hi" in one token answers no schema: the probe measures latency, not form.
+        output_constraint: None,
     }
 }
 
@@ -132,8 +134,14 @@ impl Probe {
             .with_context(|| {
                 format!("--probe-request-rate must be a positive number, got {rate}")
             })?;
-        let request = prepare::prepare_one(backend, 0, &probe_spec(first), headers)
-            .context("--probe-request-rate: building the probe request")?;
+        let request = prepare::prepare_one(
+            backend,
+            0,
+            &probe_spec(first),
+            headers,
+            &mut Default::default(),
+        )
+        .context("--probe-request-rate: building the probe request")?;
         let backend = backend
             .fork()
             .context("--probe-request-rate: a backend instance for the probes")?;
@@ -196,6 +204,7 @@ impl Probe {
                 concurrency_wait: Duration::ZERO,
                 session: None,
                 endpoint: 0,
+                check: None,
             };
             if self.backend.faulted() {
                 self.backend = self.backend.fork()?;
@@ -376,6 +385,7 @@ mod tests {
                 id: "c0".into(),
                 turn: 0,
             }),
+            output_constraint: Some(crate::runtime::OutputConstraint::Regex("a+".into())),
         };
         let probe = probe_spec(&first);
         assert!(matches!(&probe.prompt, Prompt::Text(t) if t == "Hi"));
@@ -385,5 +395,6 @@ mod tests {
         assert_eq!(probe.lora_name, None);
         assert_eq!(probe.extra_body, first.extra_body);
         assert_eq!((probe.send_at, probe.session.is_none()), (None, true));
+        assert!(probe.output_constraint.is_none());
     }
 }

@@ -323,6 +323,7 @@ mod tests {
                 extra_body: None,
                 send_at: None,
                 session: None,
+                output_constraint: None,
             })
             .collect()
     }

@@ -236,6 +236,24 @@ pub struct RequestRecord {
     /// `--base-url`s (always 0 with one). The per-endpoint figures group by it.
     #[serde(default)]
     pub endpoint: u32,
+    /// What the host found checking the response against the request's output constraint
+    /// (structured output); `None` for a request without one, or one that did not
+    /// complete.
+    #[serde(default)]
+    pub output_validity: Option<OutputValidity>,
+}
+
+/// A completed response checked against its request's output constraint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "validity")]
+pub enum OutputValidity {
+    /// The response is what the constraint asks for: one JSON value the schema accepts,
+    /// a full match of the regular expression, one of the choices.
+    Valid,
+    /// It is not, and why (the parse error, the schema's first complaint, ...).
+    Invalid { reason: String },
+    /// The constraint is of a kind the host cannot check (a grammar): sent, not judged.
+    Unchecked,
 }
 
 /// What the server said of a request's time, in seconds (the server sends milliseconds),
@@ -323,6 +341,7 @@ impl Default for RequestRecord {
             pooled_results: None,
             server_timing: None,
             endpoint: 0,
+            output_validity: None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `bench dataset sample`: run a dataset plugin and write its requests as JSONL, to
 //! inspect a workload or compare it with another tool's (one `{prompt, prompt_len,
 //! expected_output_len, request_id}` object per line, vLLM's field names; `send_at`,
-//! `session`, `multi_modal_data`, `extra_body` and `lora_name` where a dataset sets them).
+//! `session`, `multi_modal_data`, `extra_body`, `lora_name` and `output_constraint` where a
+//! dataset sets them).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use clap::{Args, Subcommand};
 use super::args::{DatasetArgs, ModelArgs};
 use super::console::Console;
 use super::plugin_flags::{Parsed, Role};
-use crate::runtime::{ChatMessage, ContentPart, PluginRef, Prompt};
+use crate::runtime::{ChatMessage, ContentPart, OutputConstraint, PluginRef, Prompt};
 use crate::tokenizer::hub_cache_roots_from_env;
 use crate::workload::{self, WorkloadConfig};
 
@@ -125,10 +126,27 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
         if let Some(lora) = &spec.lora_name {
             line["lora_name"] = serde_json::json!(lora);
         }
+        if let Some(constraint) = &spec.output_constraint {
+            line["output_constraint"] = constraint_json(constraint);
+        }
         writeln!(out, "{line}")?;
     }
     out.flush()?;
     Ok(())
+}
+
+/// A structured-output constraint as `{kind: value}`: `json_schema` as the schema itself
+/// (text that is not JSON stays text), `regex`, `choice` and `grammar` as given.
+fn constraint_json(constraint: &OutputConstraint) -> serde_json::Value {
+    match constraint {
+        OutputConstraint::JsonSchema(schema) => serde_json::json!({
+            "json_schema": serde_json::from_str::<serde_json::Value>(schema)
+                .unwrap_or_else(|_| serde_json::json!(schema)),
+        }),
+        OutputConstraint::Regex(regex) => serde_json::json!({ "regex": regex }),
+        OutputConstraint::Choice(choices) => serde_json::json!({ "choice": choices }),
+        OutputConstraint::Grammar(grammar) => serde_json::json!({ "grammar": grammar }),
+    }
 }
 
 /// Chat messages in OpenAI's shape (`[{role, content: [{type, ...}]}]`).

@@ -183,6 +183,7 @@ fn request(body: &str) -> PreparedRequest {
         body: Bytes::from(body.to_owned()),
         prompt_len: 1,
         expected_output_len: 1,
+        check: None,
     }
 }
 

@@ -13,6 +13,7 @@ mod rtfx;
 pub mod server_timing;
 pub mod significance;
 pub mod stats;
+pub mod structured;
 pub mod timeline;
 pub mod tokens;
 pub mod turns;
@@ -29,6 +30,7 @@ pub use goodput::{Goodput, parse_goodput};
 pub use per_request::PerRequest;
 pub use server_timing::ServerTimingStats;
 pub use stats::Summary;
+pub use structured::StructuredStats;
 pub use tokens::ReasoningStats;
 pub use turns::{ReportedCache, TurnStats};
 
@@ -103,6 +105,9 @@ pub struct Metrics {
     /// A run with reasoning text: the time to the first content token and the reasoning
     /// token count, reported beside TTFT; `None` when no response had reasoning.
     pub reasoning: Option<ReasoningStats>,
+    /// A run whose requests carried output constraints: how many responses were valid;
+    /// `None` when no completed request carried one.
+    pub structured: Option<StructuredStats>,
     /// With `--split-itl-by-tokens`, the successful requests whose ITL was split by their
     /// chunks' token counts (the others kept vLLM's); `None` without the flag.
     pub itl_split_requests: Option<usize>,
@@ -296,6 +301,7 @@ pub fn calculate(
         );
     }
     let reasoning = tokens::reasoning(ordered, count_tokens.map(|_| reasoning_tokens), percentiles);
+    let structured = structured::stats(ordered, duration_s);
     let cancelled = ordered.iter().filter(|r| r.cancelled()).count();
     let failed = ordered.len() - completed - cancelled;
     let server_timing = server_timing::stats(ordered, percentiles);
@@ -348,6 +354,7 @@ pub fn calculate(
         reported_cache,
         embedding,
         reasoning,
+        structured,
         itl_split_requests,
         server_timing,
         per_request,

@@ -2,7 +2,7 @@
 //! read from them.
 
 use super::config::InputTokenSource;
-use crate::record::RequestRecord;
+use crate::record::{OutputValidity, RequestRecord};
 
 /// Per-request lists, in workload order, for the result JSON (`--save-detailed` keeps all
 /// of them; without it vLLM still keeps `latencies` and `queue_times`).
@@ -96,6 +96,24 @@ impl PerRequest {
         self.records
             .iter()
             .map(|r| r.failure().map(ToString::to_string).unwrap_or_default())
+    }
+
+    /// Whether each response was what its output constraint asked for: `None` for a
+    /// request without one, one that did not complete, or one the host cannot check.
+    pub fn valid_outputs(&self) -> impl ExactSizeIterator<Item = Option<bool>> + '_ {
+        self.records.iter().map(|r| match &r.output_validity {
+            Some(OutputValidity::Valid) => Some(true),
+            Some(OutputValidity::Invalid { .. }) => Some(false),
+            Some(OutputValidity::Unchecked) | None => None,
+        })
+    }
+
+    /// Why each invalid response was invalid (`None` for the others).
+    pub fn invalid_output_reasons(&self) -> impl ExactSizeIterator<Item = Option<&str>> + '_ {
+        self.records.iter().map(|r| match &r.output_validity {
+            Some(OutputValidity::Invalid { reason }) => Some(reason.as_str()),
+            _ => None,
+        })
     }
 }
 

@@ -279,6 +279,7 @@ fn vllm_block(out: &mut String, m: &Metrics, side: &SideReports, run: &RunInfo) 
         None => generation_lines(out, m),
     }
     probe_lines(out, side);
+    structured_lines(out, m);
     for (metric, name, title) in reported_sections(m, run) {
         section(out, m.summary(metric), name, title);
         // A reasoning run's time to the first content token, beside vLLM's TTFT (which
@@ -334,6 +335,30 @@ fn generation_lines(out: &mut String, m: &Metrics) {
             m.total_token_throughput,
         );
     }
+}
+
+/// The "Structured Output" block (not vLLM's), after the probe block: how many responses
+/// were what their requests' output constraints asked for.
+fn structured_lines(out: &mut String, m: &Metrics) {
+    let Some(s) = &m.structured else {
+        return;
+    };
+    header(out, "Structured Output", '-');
+    line(out, "Requests with an output constraint:", s.requests);
+    line(out, "Valid outputs:", s.valid);
+    line(out, "Invalid outputs:", s.invalid);
+    if s.unchecked > 0 {
+        line(out, "Unchecked outputs (grammars):", s.unchecked);
+    }
+    if let (Some(rate), Some((lo, hi))) = (s.valid_rate(), s.valid_rate_interval()) {
+        line_f(out, "Valid output rate (%):", rate * 100.0);
+        line(
+            out,
+            "Valid output rate, 95% interval (%):",
+            format!("{:.2} to {:.2}", lo * 100.0, hi * 100.0),
+        );
+    }
+    line_f(out, "Valid outputs per second:", s.valid_throughput);
 }
 
 /// vLLM's "Probe Requests" block (`--probe-request-rate`), where it prints it: after the

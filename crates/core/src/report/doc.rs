@@ -58,6 +58,8 @@ pub(super) enum List {
     GeneratedTexts,
     Errors,
     Endpoints,
+    ValidOutput,
+    InvalidOutputReasons,
 }
 
 /// A value of the result: a small JSON value, or a per-request list read from the
@@ -88,6 +90,8 @@ impl Serialize for Field<'_> {
             List::GeneratedTexts => s.collect_seq(p.generated_texts()),
             List::Errors => s.collect_seq(p.errors()),
             List::Endpoints => s.collect_seq(p.records.iter().map(|r| r.endpoint)),
+            List::ValidOutput => s.collect_seq(p.valid_outputs()),
+            List::InvalidOutputReasons => s.collect_seq(p.invalid_output_reasons()),
         }
     }
 }

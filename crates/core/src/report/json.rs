@@ -315,6 +315,35 @@ pub fn result_doc<'m>(
             r.insert_field("ttfcs".into(), list(List::Ttfcs));
         }
     }
+    if let Some(structured) = &m.structured {
+        // Structured output (not vLLM's keys): responses checked against their requests'
+        // output constraints. The rate is over the checked ones (grammars are not).
+        r.insert("structured_output_requests", json!(structured.requests));
+        r.insert("valid_outputs", json!(structured.valid));
+        r.insert("invalid_outputs", json!(structured.invalid));
+        r.insert("unchecked_outputs", json!(structured.unchecked));
+        r.insert(
+            "valid_output_rate",
+            structured.valid_rate().map_or(Value::Null, float),
+        );
+        r.insert(
+            "valid_output_rate_ci95",
+            structured
+                .valid_rate_interval()
+                .map_or(Value::Null, |(lo, hi)| json!([float(lo), float(hi)])),
+        );
+        r.insert(
+            "valid_output_throughput",
+            float(structured.valid_throughput),
+        );
+        if detailed {
+            r.insert_field("valid_output".into(), list(List::ValidOutput));
+            r.insert_field(
+                "invalid_output_reasons".into(),
+                list(List::InvalidOutputReasons),
+            );
+        }
+    }
     if let Some(split) = m.itl_split_requests {
         r.insert("itl_split_by_tokens_requests", json!(split));
     }

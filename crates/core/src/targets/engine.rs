@@ -84,8 +84,8 @@ pub struct EngineTarget<'e> {
 impl<'e> EngineTarget<'e> {
     /// Tokenizes every prompt with the model's tokenizer, as vLLM's `LLM.generate` does
     /// (`add_special_tokens` for text, the chat template then no special tokens for a
-    /// conversation, token ids as they are). Multimodal and pooling requests are refused:
-    /// the engine generates text from text.
+    /// conversation, token ids as they are). Multimodal, pooling and structured-output
+    /// requests are refused: the engine generates free text from text.
     pub fn prepare(
         engine: &'e mut Engine,
         specs: &[RequestSpec],
@@ -99,6 +99,11 @@ impl<'e> EngineTarget<'e> {
                 bail!(
                     "request {request_id}: the native engine takes text only, and this request \
                      carries multimodal content (use a text dataset, or a server backend)"
+                );
+            }
+            if spec.output_constraint.is_some() {
+                bail!(
+                    "request {request_id}: the native engine has no structured output, and this                      request carries an output constraint (use a server backend)"
                 );
             }
             let prompt = match &spec.prompt {
@@ -302,6 +307,8 @@ impl Target for EngineTarget<'_> {
                 // In process: no server reports a timing of its own.
                 server_timing: None,
                 endpoint: 0,
+                // Refused in `prepare`: the engine sends no constraint to check.
+                output_validity: None,
             });
         }
         let cpu_total = (cpu::process() - cpu_before).as_secs_f64();

@@ -19,6 +19,7 @@ use crate::client::endpoints::{Endpoints, Routing};
 use crate::client::framing::FramingKind;
 use crate::client::load::{self, MoreTurns, NextTurn};
 use crate::client::stop::StopSignal;
+use crate::client::structured::OutputChecks;
 use crate::client::worker::{self, DecodeWorker, TurnDone};
 use crate::client::{HttpClient, HttpClientKind, PreparedRequest, Tls};
 use crate::observer::{Event, Observer};
@@ -108,6 +109,8 @@ struct Conversations {
     source: workload::Conversations,
     backend: BackendPlugin,
     headers: HostHeaders,
+    /// The next turns' output constraints, compiled once each.
+    checks: OutputChecks,
 }
 
 impl HttpTarget {
@@ -202,6 +205,7 @@ impl HttpTarget {
                 source,
                 backend: backend.fork()?,
                 headers: host_headers,
+                checks: OutputChecks::default(),
             }),
             None => None,
         };
@@ -482,7 +486,13 @@ impl Conversations {
         {
             spec.lora_name = Some(lora.clone());
         }
-        let request = prepare::prepare_one(&mut self.backend, index, &spec, &self.headers)?;
+        let request = prepare::prepare_one(
+            &mut self.backend,
+            index,
+            &spec,
+            &self.headers,
+            &mut self.checks,
+        )?;
         Ok(Some((request, spec.send_at, spec.prompt)))
     }
 }
@@ -530,6 +540,7 @@ async fn ready_check(
         |raw: &crate::client::RawResponse, backend: &mut BackendPlugin| -> crate::record::Outcome {
             let meta = crate::client::decode::RequestMeta {
                 session: None,
+                check: first.check.clone(),
                 index: 0,
                 request_id: first.request_id.clone(),
                 prompt_len: first.prompt_len,
