@@ -221,6 +221,17 @@ const CASES: &[Case] = &[
         ],
     ),
     case(
+        "structured-output",
+        &[
+            "--num-prompts",
+            "20",
+            "--structured-output-kind",
+            "json-unique",
+            "--structured-output-ratio",
+            "0.5",
+        ],
+    ),
+    case(
         "timed_trace",
         &[
             "--dataset-path",
@@ -467,6 +478,16 @@ const PINNED: &[(&str, &str, &str)] = &[
         "speed_bench",
         "1",
         "2159e431a0c57f42717d726a8c00bac8c6a9084909cf74eb677164b5afe6553b",
+    ),
+    (
+        "structured-output",
+        "0",
+        "927f220571c3c7b5ad1d751917ed59760dce186acd3ac9f8267aca489994c2a0",
+    ),
+    (
+        "structured-output",
+        "1",
+        "8f094da58e054953d4b9793f5fa39fcff0bd3c06bb1fecc6170a4cd9ccb9d754",
     ),
     (
         "timed_trace",
