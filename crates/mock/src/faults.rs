@@ -123,6 +123,9 @@ pub(super) enum Fault {
     Empty,
     NoDone,
     Dribble,
+    /// A structured-output answer that breaks its constraint (`--invalid-structured-rate`),
+    /// planned over the constrained requests alone, never by the plan of the other faults.
+    InvalidStructured,
 }
 
 impl Fault {
@@ -139,6 +142,7 @@ impl Fault {
             Fault::Empty => "--empty-rate",
             Fault::NoDone => "--no-done-rate",
             Fault::Dribble => "--dribble-rate",
+            Fault::InvalidStructured => "--invalid-structured-rate",
         }
     }
 }
@@ -186,6 +190,12 @@ impl FaultPlan {
 
     /// Numbers the next request and decides its fault.
     pub(super) fn next(&self) -> (u64, Option<Fault>) {
+        let (k, fault) = self.next_counted();
+        (k, fault.map(|(fault, _)| fault))
+    }
+
+    /// [`Self::next`], with the number of faults of the chosen mode served before this one.
+    pub(super) fn next_counted(&self) -> (u64, Option<(Fault, u128)>) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let k = state.next;
         state.next += 1;
@@ -203,7 +213,7 @@ impl FaultPlan {
             .max_by_key(|&(i, overdue)| (overdue, std::cmp::Reverse(i)));
         let fault = due.map(|(i, _)| {
             state.served[i] += 1;
-            self.modes[i].0
+            (self.modes[i].0, state.served[i] - 1)
         });
         (k, fault)
     }

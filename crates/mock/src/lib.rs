@@ -21,6 +21,8 @@
 //! the server's own record of what it did: `GET /mock/timing` (aggregates over every
 //! stream), `GET /mock/aborted` (the `x-request-id`s of the requests whose client closed
 //! the connection before the answer's last token, as a client that gives up does) and
+//! `GET /mock/structured` (per completions or chat request with an `x-request-id`: its
+//! output constraint and whether the answer kept it, see [`structured`]),
 //! `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
 //! "first_content_ms"}]`, the last the first non-reasoning chunk's time, plus `"metrics"`,
@@ -31,7 +33,10 @@
 //! - Output: token `i` is `reply::WORDS[i % 32]`, each one token for GPT-2, Qwen and
 //!   Llama-3 tokenizers, so a tokenizer count of the text equals `usage.completion_tokens`.
 //! - Length: always exactly `max_tokens` (completions) or `max_completion_tokens`, else
-//!   `max_tokens` (chat); `finish_reason` is `"length"`. The mock has no end-of-sequence
+//!   `max_tokens` (chat); `finish_reason` is `"length"`. A structured-output request (a
+//!   JSON schema or a choice) is the exception: its answer keeps the constraint, in pieces
+//!   of up to four characters per token, and ends after it (`"stop"`) unless `max_tokens`
+//!   cuts it first (see [`structured`]). The mock has no end-of-sequence
 //!   token, so it behaves as if `ignore_eos` were always set; the flag is accepted and
 //!   changes nothing. `max_tokens: 0` is refused with 400, as vLLM does.
 //! - `usage.prompt_tokens` is a rough count: whitespace-separated words of the prompt text
@@ -75,6 +80,7 @@ mod routes;
 mod running;
 mod server;
 mod server_metrics;
+pub mod structured;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -170,6 +176,12 @@ pub struct MockServerArgs {
     /// scheduling), also reported at /mock/requests.
     #[arg(long)]
     pub per_request_metrics: bool,
+    /// Share of the completions and chat requests with a JSON-schema or choice constraint
+    /// (structured output) answered wrongly, from 0.0 to 1.0, in --fail-rate's pattern counted
+    /// over those requests alone: in turn text that is not JSON and JSON the schema refuses,
+    /// or none of the choices.
+    #[arg(long, default_value_t = 0.0, value_parser = faults::parse_rate)]
+    pub invalid_structured_rate: f64,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -206,6 +218,8 @@ pub struct MockConfig {
     pub usage_tokens_per_word: u32,
     /// See [`MockServerArgs::per_request_metrics`].
     pub per_request_metrics: bool,
+    /// See [`MockServerArgs::invalid_structured_rate`] and `structured.rs`.
+    pub invalid_structured_rate: f64,
 }
 
 impl Default for MockConfig {
@@ -227,6 +241,7 @@ impl Default for MockConfig {
             reasoning: Reasoning::default(),
             usage_tokens_per_word: 1,
             per_request_metrics: false,
+            invalid_structured_rate: 0.0,
         }
     }
 }
@@ -250,6 +265,7 @@ impl From<&MockServerArgs> for MockConfig {
             reasoning: args.reasoning,
             usage_tokens_per_word: args.usage_tokens_per_word,
             per_request_metrics: args.per_request_metrics,
+            invalid_structured_rate: args.invalid_structured_rate,
         }
     }
 }
@@ -283,6 +299,7 @@ pub struct MockServer {
     addr: SocketAddr,
     uploads: Arc<audio::Uploads>,
     timing: Arc<timing::TimingRecorder>,
+    structured: Arc<structured::StructuredLog>,
     closes: Arc<closing::CloseStats>,
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
     /// See [`MockServer::profile_calls`].
@@ -310,6 +327,15 @@ impl MockServer {
     /// later request's.
     pub fn requests(&self) -> Vec<timing::RequestTiming> {
         self.timing.requests()
+    }
+
+    /// What each completions or chat request with an `x-request-id` asked of its output
+    /// (structured output) and whether its answer kept it, in the order they were
+    /// answered (see [`structured::StructuredAnswer`]); `GET /mock/structured` serves the
+    /// same. Every such request that was answered has an entry, streamed or not, with a
+    /// constraint or without.
+    pub fn structured(&self) -> Vec<structured::StructuredAnswer> {
+        self.structured.list()
     }
 
     /// The `x-request-id`s of the requests whose client closed the connection before the
@@ -374,6 +400,10 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     if let Err(message) = faults::check_rates(&rates) {
         bail!(message);
     }
+    let invalid_structured = [(Fault::InvalidStructured, config.invalid_structured_rate)];
+    if let Err(message) = faults::check_rates(&invalid_structured) {
+        bail!(message);
+    }
     if !(400..=599).contains(&config.faults.http_error_status) {
         bail!(
             "mock server --http-error-status must be from 400 to 599, got {}",
@@ -393,6 +423,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     let timing = Arc::new(timing::TimingRecorder::default());
     let sessions: Arc<std::sync::Mutex<Vec<Session>>> = Arc::default();
     let uploads: Arc<audio::Uploads> = Arc::default();
+    let structured: Arc<structured::StructuredLog> = Arc::default();
     let shared = Arc::new(Shared {
         ttft: config.ttft,
         itl: config.itl,
@@ -413,6 +444,8 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         uploads: uploads.clone(),
         running: running::Running::new(config.ttft_per_running),
         resets: reset::Resets::default(),
+        invalid_structured: FaultPlan::new(&invalid_structured),
+        structured: structured.clone(),
     });
     let mut stopped = stop.subscribe();
     let closes = Arc::new(closing::CloseStats::default());
@@ -439,6 +472,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         addr,
         uploads,
         timing,
+        structured,
         closes,
         sessions,
         profile,
@@ -484,6 +518,12 @@ pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
     }
     if args.closing != Closing::default() {
         println!("closing: {:?}", args.closing);
+    }
+    if args.invalid_structured_rate > 0.0 {
+        println!(
+            "invalid structured output: {} of the constrained requests",
+            args.invalid_structured_rate
+        );
     }
     tokio::signal::ctrl_c()
         .await

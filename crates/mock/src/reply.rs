@@ -4,6 +4,7 @@
 //! and audio APIs' own) all read it.
 
 use std::io::Write as _;
+use std::sync::Arc;
 
 /// The output vocabulary, cycled in order: output token `i` is `WORDS[i % WORDS.len()]`.
 ///
@@ -115,6 +116,9 @@ pub(super) struct ChunkShape {
     pub(super) open: &'static [u8],
     pub(super) close: &'static [u8],
     pub(super) last_close: &'static [u8],
+    /// The last chunk's close when the answer ended before its limit (a structured answer
+    /// that fits its `max_tokens`): `finish_reason` `"stop"`.
+    pub(super) stop_close: &'static [u8],
 }
 
 const COMPLETIONS_CHUNK: ChunkShape = ChunkShape {
@@ -122,6 +126,7 @@ const COMPLETIONS_CHUNK: ChunkShape = ChunkShape {
     open: br#""text":""#,
     close: b"\",\"logprobs\":null,\"finish_reason\":null}]}\n\n",
     last_close: b"\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n",
+    stop_close: b"\",\"logprobs\":null,\"finish_reason\":\"stop\"}]}\n\n",
 };
 
 const CHAT_CHUNK: ChunkShape = ChunkShape {
@@ -129,6 +134,7 @@ const CHAT_CHUNK: ChunkShape = ChunkShape {
     open: br#""delta":{"content":""#,
     close: b"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
     last_close: b"\"},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n",
+    stop_close: b"\"},\"logprobs\":null,\"finish_reason\":\"stop\"}]}\n\n",
 };
 
 impl Api {
@@ -219,6 +225,28 @@ pub(super) struct Reply<'a> {
     pub usage_per_word: u32,
     /// The usage so far in every chunk of an OpenAI stream (`continuous_usage_stats`).
     pub continuous_usage: bool,
+    /// A structured answer's content tokens (see [`Pieces`]), which take the place of the
+    /// words after the reasoning; `None` for an ordinary answer.
+    pub pieces: Option<Pieces>,
+    /// The answer ended before its limit (`finish_reason` `"stop"`, else `"length"`).
+    pub stop: bool,
+}
+
+/// The content of a structured answer (completions and chat only, see `structured.rs`):
+/// its text in pieces of up to [`PIECE_CHARS`] characters, each one output token, each
+/// already escaped for a JSON string.
+pub(super) type Pieces = Arc<[Box<str>]>;
+
+/// The most characters of a structured answer's text one token carries.
+pub(super) const PIECE_CHARS: usize = 4;
+
+/// Output token `i` of an answer whose first `reasoning` tokens are reasoning: a word, or
+/// for a structured answer's content, its piece.
+pub(super) fn token_text(pieces: Option<&Pieces>, reasoning: u32, i: u32) -> &str {
+    match pieces {
+        Some(pieces) if i >= reasoning => &pieces[(i - reasoning) as usize],
+        _ => word(i),
+    }
 }
 
 /// `"usage":{"prompt_tokens":…,"completion_tokens":…,"total_tokens":…` (unclosed).
@@ -248,7 +276,17 @@ impl Reply<'_> {
     /// The text of the first `n` output tokens.
     pub(super) fn text(&self, n: u32, out: &mut Vec<u8>) {
         for i in 0..n {
-            out.extend_from_slice(word(i).as_bytes());
+            out.extend_from_slice(self.token_text(i).as_bytes());
         }
+    }
+
+    /// The text of output token `i` (see [`token_text`]).
+    pub(super) fn token_text(&self, i: u32) -> &str {
+        token_text(self.pieces.as_ref(), self.reasoning_tokens(), i)
+    }
+
+    /// The answer's `finish_reason`.
+    pub(super) fn finish_reason(&self) -> &'static str {
+        if self.stop { "stop" } else { "length" }
     }
 }

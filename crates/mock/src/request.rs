@@ -12,9 +12,10 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
 use super::reply::Api;
+use super::structured::{Constraint, Fields as StructuredFields};
 
 /// What a generation request asks for, whichever API it came through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Generation {
     /// Rough prompt size (see the module documentation).
     pub prompt_tokens: u32,
@@ -29,6 +30,8 @@ pub(super) struct Generation {
     /// `stream_options.continuous_usage_stats` (vLLM's): the usage so far in every chunk
     /// of an OpenAI stream.
     pub continuous_usage: bool,
+    /// The output constraint (structured output) of a completions or chat request.
+    pub constraint: Option<Constraint>,
 }
 
 /// Parses a request body for `api`; the error names the offending field.
@@ -42,6 +45,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 stream: request.stream.unwrap_or(false),
                 include_usage: include_usage(request.stream_options),
                 continuous_usage: continuous_usage(request.stream_options),
+                constraint: request.structured.constraint().map_err(de::Error::custom)?,
             })
         }
         Api::Chat => {
@@ -58,6 +62,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 stream: request.stream.unwrap_or(false),
                 include_usage: include_usage(request.stream_options),
                 continuous_usage: continuous_usage(request.stream_options),
+                constraint: request.structured.constraint().map_err(de::Error::custom)?,
             })
         }
         Api::Tgi => {
@@ -69,6 +74,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 stream: true,
                 include_usage: false,
                 continuous_usage: false,
+                constraint: None,
             })
         }
         Api::Triton => {
@@ -80,6 +86,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 stream: true,
                 include_usage: false,
                 continuous_usage: false,
+                constraint: None,
             })
         }
         Api::Sglang => {
@@ -99,6 +106,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 stream: request.stream.unwrap_or(false),
                 include_usage: false,
                 continuous_usage: false,
+                constraint: None,
             })
         }
         Api::Audio => {
@@ -123,6 +131,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                     .map_err(de::Error::custom)?,
                 // Its chunks carry the usage themselves (see `audio`).
                 continuous_usage: false,
+                constraint: None,
             })
         }
         Api::Responses => {
@@ -134,6 +143,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 // The terminal event always carries the usage.
                 include_usage: true,
                 continuous_usage: false,
+                constraint: None,
             })
         }
         Api::Messages => {
@@ -151,6 +161,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 // `message_delta` always carries the usage.
                 include_usage: true,
                 continuous_usage: false,
+                constraint: None,
             })
         }
         Api::LlamaCpp => {
@@ -161,6 +172,7 @@ pub(super) fn parse(api: Api, body: &[u8]) -> Result<Generation, serde_json::Err
                 stream: request.stream.unwrap_or(false),
                 include_usage: false,
                 continuous_usage: false,
+                constraint: None,
             })
         }
     }
@@ -259,6 +271,8 @@ struct CompletionRequest {
     max_tokens: Option<u32>,
     stream: Option<bool>,
     stream_options: Option<StreamOptions>,
+    #[serde(flatten)]
+    structured: StructuredFields,
 }
 
 #[derive(Deserialize)]
@@ -268,6 +282,8 @@ struct ChatRequest {
     max_tokens: Option<u32>,
     stream: Option<bool>,
     stream_options: Option<StreamOptions>,
+    #[serde(flatten)]
+    structured: StructuredFields,
 }
 
 #[derive(Deserialize, Clone, Copy)]

@@ -19,8 +19,8 @@ use futures_util::Stream;
 use tokio::time::{Instant, Sleep, sleep_until};
 
 use super::reply::{
-    Api, ChunkShape, Content, Reasoning, ReasoningField, Reply, WORDS, error_object, usage_counts,
-    word,
+    Api, ChunkShape, Content, Pieces, Reasoning, ReasoningField, Reply, WORDS, error_object,
+    token_text, usage_counts, word,
 };
 use super::timing::{PendingRequest, SentMetrics, TimingRecorder};
 
@@ -129,12 +129,17 @@ impl Reply<'_> {
             });
         }
         for i in reasoning..self.completion_tokens {
-            out.extend_from_slice(word(i).as_bytes());
+            out.extend_from_slice(self.token_text(i).as_bytes());
         }
         out.extend_from_slice(match self.api {
-            Api::Chat => br#""},"logprobs":null,"finish_reason":"length"}],"#,
-            _ => br#"","logprobs":null,"finish_reason":"length"}],"#.as_slice(),
+            Api::Chat => br#""},"#,
+            _ => br#"","#.as_slice(),
         });
+        let _ = write!(
+            out,
+            r#""logprobs":null,"finish_reason":"{}"}}],"#,
+            self.finish_reason()
+        );
         self.usage_member(&mut out);
         if let Some(metrics) = metrics {
             metrics.write_member(&mut out);
@@ -281,6 +286,8 @@ impl Reply<'_> {
                 reasoning: self.reasoning_tokens(),
             }),
             shape: self.api.chunk_shape(),
+            pieces: self.pieces.clone(),
+            stop: self.stop,
             reasoning: self.reasoning_tokens(),
             reasoning_field: self.reasoning.field,
             head,
@@ -330,6 +337,10 @@ pub(super) struct TokenStream {
     /// Set for a server's own API, whose chunks [`TokenStream::native_chunk`] formats.
     native: Option<Native>,
     shape: &'static ChunkShape,
+    /// A structured answer's content tokens (see [`Reply::pieces`]).
+    pieces: Option<Pieces>,
+    /// The last chunk says `finish_reason` `"stop"` (see [`Reply::stop`]).
+    stop: bool,
     /// The first `reasoning` token chunks carry reasoning text (under `reasoning_field`).
     reasoning: u32,
     reasoning_field: ReasoningField,
@@ -465,6 +476,8 @@ impl Native {
             reasoning: Reasoning::default(),
             usage_per_word: 1,
             continuous_usage: false,
+            pieces: None,
+            stop: false,
         }
     }
 }
@@ -527,11 +540,15 @@ impl TokenStream {
             // The text's closing quote and everything after it are missing.
             b"\n\n".as_slice()
         } else if Some(i) == self.last {
-            shape.last_close
+            if self.stop {
+                shape.stop_close
+            } else {
+                shape.last_close
+            }
         } else {
             shape.close
         };
-        let text = word(i).as_bytes();
+        let text = token_text(self.pieces.as_ref(), self.reasoning, i).as_bytes();
         self.buf
             .reserve(self.head.len() + open.len() + text.len() + close.len());
         self.buf.extend_from_slice(&self.head);

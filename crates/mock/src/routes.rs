@@ -51,6 +51,7 @@ pub(crate) fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         .route("/mock/timing", get(timing_report))
         .route("/mock/requests", get(requests_report))
         .route("/mock/aborted", get(aborted_report))
+        .route("/mock/structured", get(structured_report))
         .merge(resets())
         .with_state(shared)
 }
@@ -155,6 +156,13 @@ async fn requests_report(
 /// The ids of the requests whose client went away early, for clients in another process.
 async fn aborted_report(State(shared): State<Arc<Shared>>) -> axum::Json<Vec<String>> {
     axum::Json(shared.timing.aborted_ids())
+}
+
+/// The output constraints of the requests and whether their answers kept them.
+async fn structured_report(
+    State(shared): State<Arc<Shared>>,
+) -> axum::Json<Vec<crate::structured::StructuredAnswer>> {
+    axum::Json(shared.structured.list())
 }
 
 /// `POST /v1/responses`.

@@ -17,6 +17,7 @@ use crate::conn::Conn;
 use crate::faults::{Delivery, Fault, FaultPlan, FaultyBody};
 use crate::reply::{Api, Content, Reasoning, Reply};
 use crate::request::Generation;
+use crate::structured::{self, Constraint, StructuredAnswer, StructuredLog};
 use crate::timing::{self, SentMetrics};
 use crate::{audio, prefix_cache, request, reset, response, running, server_metrics};
 
@@ -56,6 +57,11 @@ pub(crate) struct Shared {
     pub(crate) running: running::Running,
     /// The cache resets received (see `reset.rs`).
     pub(crate) resets: reset::Resets,
+    /// Which constrained requests are answered wrongly (`--invalid-structured-rate`),
+    /// numbered apart from `faults`.
+    pub(crate) invalid_structured: FaultPlan,
+    /// See [`MockServer::structured`].
+    pub(crate) structured: Arc<StructuredLog>,
 }
 
 /// A request that carried a conversation's session id (`x-session-id`), as received.
@@ -123,10 +129,53 @@ pub(crate) async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Re
             return error_response(StatusCode::BAD_REQUEST, &format!("invalid request: {err}"));
         }
     };
+    if generation.max_tokens == Some(0) {
+        return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
+    }
+    // Structured output: the text that keeps (or breaks) the request's constraint.
+    let answer = match generation.constraint.as_ref() {
+        Some(constraint) => match structured::answer(constraint, &shared.invalid_structured) {
+            Ok(answer) => answer,
+            Err(unsupported) => {
+                return error_response(StatusCode::BAD_REQUEST, &unsupported.to_string());
+            }
+        },
+        None => None,
+    };
+    let pieces = answer
+        .as_ref()
+        .map(|answer| structured::pieces(&answer.text));
     let cached_tokens = shared.prefix_cache.lookup(&body, generation.prompt_tokens);
-    let completion_tokens = generation.max_tokens.unwrap_or(shared.output_len);
+    // A structured answer ends after its text (reasoning first), unless `max_tokens` cuts
+    // it; any other takes `max_tokens` (else `--output-len`) tokens.
+    let (completion_tokens, stop) = match &pieces {
+        Some(pieces) => {
+            let reasoning = if api.has_reasoning() {
+                shared.reasoning.tokens
+            } else {
+                0
+            };
+            let whole = reasoning.saturating_add(u32::try_from(pieces.len()).unwrap_or(u32::MAX));
+            match generation.max_tokens {
+                Some(max) if max < whole => (max, false),
+                _ => (whole, true),
+            }
+        }
+        None => (generation.max_tokens.unwrap_or(shared.output_len), false),
+    };
     if completion_tokens == 0 {
         return error_response(StatusCode::BAD_REQUEST, "max_tokens must be at least 1");
+    }
+    if api.is_openai()
+        && let Some(id) = &request_id
+    {
+        shared.structured.push(StructuredAnswer {
+            id: id.clone(),
+            constraint: generation.constraint.as_ref().map(Constraint::kind),
+            structured: answer
+                .as_ref()
+                .map(|answer| answer.valid && stop && fault != Some(Fault::Empty)),
+        });
     }
     let tail = shared.itl * (completion_tokens - 1);
     // The wait for the requests already running, which vLLM would count as queueing.
@@ -149,6 +198,8 @@ pub(crate) async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Re
         reasoning: shared.reasoning,
         usage_per_word: shared.usage_tokens_per_word,
         continuous_usage: generation.continuous_usage,
+        pieces,
+        stop,
     };
     let content = match fault {
         Some(f @ Fault::ErrorEvent) => Content::ErrorEvent(on_purpose(k, f)),

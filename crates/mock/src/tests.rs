@@ -802,6 +802,8 @@ fn flags_map_onto_the_config() {
         "--ttft-per-running-ms",
         "10",
         "--per-request-metrics",
+        "--invalid-structured-rate",
+        "0.25",
     ])
     .expect("flags parse")
     .args;
@@ -824,6 +826,7 @@ fn flags_map_onto_the_config() {
             usage_tokens_per_word: 1,
             server_metrics: crate::ServerMetrics::default(),
             per_request_metrics: true,
+            invalid_structured_rate: 0.25,
         }
     );
 
@@ -906,6 +909,7 @@ fn flags_map_onto_the_config() {
         ["--fail-rate", "x"],
         ["--output-len", "0"],
         ["--reset-rate", "2"],
+        ["--invalid-structured-rate", "1.5"],
         ["--http-error-status", "200"],
         ["--http-error-status", "600"],
     ] {
