@@ -482,12 +482,12 @@ const PINNED: &[(&str, &str, &str)] = &[
     (
         "structured-output",
         "0",
-        "927f220571c3c7b5ad1d751917ed59760dce186acd3ac9f8267aca489994c2a0",
+        "172333c277c830e33f7b9ca44a30c1173453bc51e36ef537eeaf993edfca78ea",
     ),
     (
         "structured-output",
         "1",
-        "8f094da58e054953d4b9793f5fa39fcff0bd3c06bb1fecc6170a4cd9ccb9d754",
+        "0c7646c75b809cfa0d55ed1ba5fcecbca9de87730d4ec37f5c4202ec53cc503d",
     ),
     (
         "timed_trace",

@@ -25,7 +25,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::record::{FailureKind, RequestRecord, ServerTiming};
+use crate::record::{FailureKind, OutputValidity, RequestRecord, ServerTiming};
 use crate::runtime::{Chunks, Decoded, ErrorEvent, ErrorKind, EventKind};
 
 use super::RawResponse;
@@ -74,7 +74,18 @@ pub fn build_record(
 ) -> RequestRecord {
     let mut rec = measure(meta, raw, decoded, t0);
     if let (Ok(()), Some(check)) = (&rec.outcome, &meta.check) {
-        rec.output_validity = Some(check.check(&rec.generated_text));
+        let mut validity = check.check(&rec.generated_text);
+        // The usual cause with small models: the answer ran into `max_tokens` (a string
+        // that never closes), which the server's count shows.
+        if let OutputValidity::Invalid { reason } = &mut validity
+            && rec.server_output_tokens == Some(rec.expected_output_len)
+        {
+            reason.push_str(&format!(
+                " (the response used all {} of its max tokens: likely cut short)",
+                rec.expected_output_len
+            ));
+        }
+        rec.output_validity = Some(validity);
     }
     rec
 }
@@ -484,7 +495,6 @@ mod tests {
 
     #[test]
     fn a_completed_response_is_checked_against_its_constraint_and_a_failed_one_is_not() {
-        use crate::record::OutputValidity;
         use crate::runtime::OutputConstraint;
         let t0 = Instant::now();
         let mut meta = meta(t0);
@@ -499,8 +509,15 @@ mod tests {
         assert_eq!(rec.output_validity, Some(OutputValidity::Valid));
         let rec = build_record(&meta, &raw, Ok(decoded(&[(0, 0, 1, false)], vec![])), t0);
         assert!(matches!(
-            rec.output_validity,
-            Some(OutputValidity::Invalid { .. })
+            &rec.output_validity,
+            Some(OutputValidity::Invalid { reason }) if !reason.contains("cut short")
+        ));
+        // All of max_tokens (3 here) used: the reason says so.
+        let cut = decoded(&[(0, 0, 1, false)], vec![usage_at(0, 3)]);
+        let rec = build_record(&meta, &raw, Ok(cut), t0);
+        assert!(matches!(
+            &rec.output_validity,
+            Some(OutputValidity::Invalid { reason }) if reason.contains("all 3 of its max tokens")
         ));
         let failed = decoded(&[(0, 0, 2, false)], vec![error_at(0, "boom")]);
         let rec = build_record(&meta, &raw, Ok(failed), t0);

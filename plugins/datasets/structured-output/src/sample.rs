@@ -604,27 +604,34 @@ mod tests {
         // python3 -c 'import json; s = json.load(open("user_profile.schema.json"));
         //   print("Generate ... schema: " + json.dumps(s))'
         let want = "Generate an example of a brief user profile given the following schema: \
-                    {\"title\": \"Brief user profile\", \"type\": \"object\", \"properties\": \
-                    {\"name\": {\"type\": \"string\", \"description\": \"Full name\"}, \"age\": \
-                    {\"type\": \"integer\", \"minimum\": 13, \"maximum\": 120}, \"email\": \
-                    {\"type\": \"string\"}, \"interests\": {\"type\": \"array\", \"items\": \
-                    {\"type\": \"string\"}, \"minItems\": 1, \"maxItems\": 5}, \"address\": \
-                    {\"type\": \"object\", \"properties\": {\"street\": {\"type\": \"string\"}, \
-                    \"city\": {\"type\": \"string\"}, \"country\": {\"type\": \"string\"}}, \
+                    {\"title\": \"Brief user profile\", \"type\": \"object\", \
+                    \"properties\": {\"name\": {\"type\": \"string\", \
+                    \"description\": \"Full name\", \"maxLength\": 40}, \
+                    \"age\": {\"type\": \"integer\", \"minimum\": 13, \"maximum\": 120}, \
+                    \"email\": {\"type\": \"string\", \"maxLength\": 40}, \
+                    \"interests\": {\"type\": \"array\", \"items\": {\"type\": \"string\", \
+                    \"maxLength\": 20}, \"minItems\": 1, \"maxItems\": 5}, \
+                    \"address\": {\"type\": \"object\", \
+                    \"properties\": {\"street\": {\"type\": \"string\", \"maxLength\": 40}, \
+                    \"city\": {\"type\": \"string\", \"maxLength\": 30}, \
+                    \"country\": {\"type\": \"string\", \"maxLength\": 30}}, \
                     \"required\": [\"street\", \"city\", \"country\"], \
                     \"additionalProperties\": false}}, \"required\": [\"name\", \"age\", \
                     \"email\", \"interests\", \"address\"], \"additionalProperties\": false}";
         // json.dumps(s, separators=(",", ":"))
-        let compact = "{\"title\":\"Brief user profile\",\"type\":\"object\",\"properties\":\
-                       {\"name\":{\"type\":\"string\",\"description\":\"Full name\"},\"age\":\
-                       {\"type\":\"integer\",\"minimum\":13,\"maximum\":120},\"email\":\
-                       {\"type\":\"string\"},\"interests\":{\"type\":\"array\",\"items\":\
-                       {\"type\":\"string\"},\"minItems\":1,\"maxItems\":5},\"address\":\
-                       {\"type\":\"object\",\"properties\":{\"street\":{\"type\":\"string\"},\
-                       \"city\":{\"type\":\"string\"},\"country\":{\"type\":\"string\"}},\
+        let compact = "{\"title\":\"Brief user profile\",\"type\":\"object\",\
+                       \"properties\":{\"name\":{\"type\":\"string\",\"description\":\"Full name\",\
+                       \"maxLength\":40},\"age\":{\"type\":\"integer\",\"minimum\":13,\
+                       \"maximum\":120},\"email\":{\"type\":\"string\",\"maxLength\":40},\
+                       \"interests\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\
+                       \"maxLength\":20},\"minItems\":1,\"maxItems\":5},\
+                       \"address\":{\"type\":\"object\",\
+                       \"properties\":{\"street\":{\"type\":\"string\",\"maxLength\":40},\
+                       \"city\":{\"type\":\"string\",\"maxLength\":30},\
+                       \"country\":{\"type\":\"string\",\"maxLength\":30}},\
                        \"required\":[\"street\",\"city\",\"country\"],\
-                       \"additionalProperties\":false}},\"required\":[\"name\",\"age\",\
-                       \"email\",\"interests\",\"address\"],\"additionalProperties\":false}";
+                       \"additionalProperties\":false}},\"required\":[\"name\",\"age\",\"email\",\
+                       \"interests\",\"address\"],\"additionalProperties\":false}";
         let all = drain(Kind::Json, 0, 3, 1.0, 2);
         for spec in &all {
             assert_eq!(text(spec), want);
