@@ -50,6 +50,7 @@ mod server_metrics;
 mod server_timing;
 mod shard;
 mod startup;
+mod structured_output;
 mod sweep;
 mod sweep_example;
 mod timing_gate;
