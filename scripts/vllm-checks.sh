@@ -52,6 +52,12 @@
 #      prefix-cache reads, which Anthropic's usage reports apart from input_tokens: bench
 #      adds them back (the prompt lengths must still be chat's), and the reads it counts
 #      (cached_prompt_tokens) equal vllm:prefix_cache_hits_total's rise over the run
+#   k  structured output under vLLM's guided decoding: the structured-output dataset's
+#      json-unique workload (100 requests, each its own schema) through openai-chat with
+#      response_format, and its choice workload (20) through openai (completions) with
+#      structured_outputs, 8 at a time, without --ignore-eos: every answer is valid
+#      (valid_output_rate 1.0), and bench's verdict on each equals Python's jsonschema
+#      package's on the same text against the same schema (from `bench dataset sample`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,7 +76,7 @@ if [ "${1:-}" = --readme-from ]; then
   readme_block "bash scripts/vllm-checks.sh, reports of $(for r in "$@"; do basename "$(dirname "$r")"; done | paste -sd, -)" "$@"
   exit 0
 fi
-checks=${CHECKS:-a b c d e f g h i j}
+checks=${CHECKS:-a b c d e f g h i j k}
 [ "$checks" = smoke ] && checks="a b"
 out=${VLLM_CHECKS_OUT:-target/vllm-checks/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -152,8 +158,8 @@ exec > >(tee "$out/report.txt")
 echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruct), $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo "unknown (not a git checkout)"), $(nproc) cores; results in $out"
 bash scripts/vllm-server.sh --setup-report
 
-# a, b and h: one server with the per-request metrics and the prompt token details.
-if want a || want b || want h || want i || want j; then
+# a, b, h, i, j and k: one server with the per-request metrics and the prompt token details.
+if want a || want b || want h || want i || want j || want k; then
   start_server ab --enable-per-request-metrics --enable-prompt-tokens-details || die "vLLM did not start (log: $out/ab.server.log)"
 fi
 
@@ -337,7 +343,52 @@ print(("PASS" if good else "FAIL") + " j: Messages counts equal chat's, streamed
 PY
 )
 fi
-if want a || want b || want h || want i || want j; then stop_server; fi
+if want k; then
+  rc=0
+  json=(--dataset-name structured-output --structured-output-kind json-unique --num-prompts 100
+    --output-len 512 --seed 0)
+  eos_flag= run_bench k-json --backend openai-chat --max-concurrency 8 "${json[@]}" || rc=$?
+  "$bench" dataset sample --tokenizer "$VLLM_TOKENIZER" "${json[@]}" \
+    --output "$out/k-json.requests.jsonl" >"$out/k-json.requests.log" 2>&1 || rc=$?
+  eos_flag= run_bench k-choice --backend openai --backend-option structured-output=structured-outputs \
+    --dataset-name structured-output --structured-output-kind choice --num-prompts 20 \
+    --max-concurrency 8 --seed 0 || rc=$?
+  echo "k. structured output under vLLM's guided decoding (bench exit $rc)"
+  verdict < <("$VLLM_PY" - "$out" <<'PY'
+import json, sys
+import jsonschema
+out = sys.argv[1]
+try:
+    runs = {k: json.load(open(f"{out}/k-{k}.json")) for k in ("json", "choice")}
+    sent = [json.loads(line) for line in open(f"{out}/k-json.requests.jsonl")]
+except (OSError, ValueError) as e:
+    print(f"FAIL k: no result ({e})"); sys.exit()
+good = True
+for name, r, n in [("json-unique, chat, response_format", runs["json"], 100),
+                   ("choice, completions, structured_outputs", runs["choice"], 20)]:
+    rate = r.get("valid_output_rate")
+    good = good and r["completed"] == n and r.get("structured_output_requests") == n and rate == 1.0
+    print(f"   {name}: completed {r['completed']}/{n}, constrained {r.get('structured_output_requests')}, "
+          f"valid {r.get('valid_outputs')}, invalid {r.get('invalid_outputs')}, valid_output_rate "
+          f"{rate}, 95% interval {r.get('valid_output_rate_ci95')}, mean output tokens "
+          f"{r['total_output_tokens'] / max(r['completed'], 1):.1f}, mean E2EL {r['mean_e2el_ms']:.0f} ms")
+r = runs["json"]
+agree = 0
+for i, (request, text, verdict) in enumerate(zip(sent, r["generated_texts"], r["valid_output"])):
+    try:
+        jsonschema.validate(json.loads(text), request["output_constraint"]["json_schema"])
+        theirs = True
+    except (ValueError, jsonschema.ValidationError):
+        theirs = False
+    agree += theirs == verdict
+good = good and len(sent) == 100 and agree == 100
+from importlib.metadata import version
+print(f"   Python's jsonschema {version('jsonschema')} agrees with bench on {agree}/{len(sent)} answers")
+print(("PASS" if good else "FAIL") + " k: every guided answer valid, bench's verdicts equal Python's jsonschema's")
+PY
+)
+fi
+if want a || want b || want h || want i || want j || want k; then stop_server; fi
 
 if want c; then
   if start_server c --num-gpu-blocks-override 24 --max-model-len 384; then
