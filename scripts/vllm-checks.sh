@@ -371,7 +371,7 @@ for name, r, n in [("json-unique, chat, response_format", runs["json"], 100),
     print(f"   {name}: completed {r['completed']}/{n}, constrained {r.get('structured_output_requests')}, "
           f"valid {r.get('valid_outputs')}, invalid {r.get('invalid_outputs')}, valid_output_rate "
           f"{rate}, 95% interval {r.get('valid_output_rate_ci95')}, mean output tokens "
-          f"{r['total_output_tokens'] / max(r['completed'], 1):.1f}, mean E2EL {r['mean_e2el_ms']:.0f} ms")
+          f"{r['total_output_tokens'] / max(r['completed'], 1):.1f}, mean TTFT {r['mean_ttft_ms']:.0f} ms, duration {r['duration']:.1f} s")
 r = runs["json"]
 agree = 0
 for i, (request, text, verdict) in enumerate(zip(sent, r["generated_texts"], r["valid_output"])):
