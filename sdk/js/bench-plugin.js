@@ -153,7 +153,7 @@ export function readText(plugin, path) {
 /**
  * A request spec: a text `prompt` (or a `{tag, val}` prompt), its length in tokens and
  * the output tokens to ask for; any other field of `request-spec` (`loraName`,
- * `extraBody`, `sendAt`, ...) in `fields`.
+ * `extraBody`, `sendAt`, `outputConstraint`, ...) in `fields`.
  */
 export function request(prompt, promptLen, expectedOutputLen, fields = {}) {
   return {
@@ -166,6 +166,7 @@ export function request(prompt, promptLen, expectedOutputLen, fields = {}) {
     extraBody: undefined,
     sendAt: undefined,
     session: undefined,
+    outputConstraint: undefined,
     ...fields,
   };
 }

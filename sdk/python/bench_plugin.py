@@ -152,11 +152,11 @@ def read_text(plugin, path):
 def request(prompt, prompt_len, expected_output_len, **fields):
     """A request spec: a text ``prompt`` (or a ``types.Prompt_*`` value), its length in
     tokens and the output tokens to ask for; any other field of ``request-spec``
-    (``lora_name``, ``extra_body``, ``send_at``, ...) by keyword."""
+    (``lora_name``, ``extra_body``, ``send_at``, ``output_constraint``, ...) by keyword."""
     if isinstance(prompt, str):
         prompt = types.Prompt_Text(prompt)
     spec = dict(multimodal=[], request_id=None, lora_name=None, extra_body=None,
-                send_at=None, session=None)
+                send_at=None, session=None, output_constraint=None)
     spec.update(fields)
     return types.RequestSpec(prompt=prompt, prompt_len=prompt_len,
                              expected_output_len=expected_output_len, **spec)
