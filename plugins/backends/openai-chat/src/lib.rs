@@ -316,7 +316,7 @@ mod tests {
             options: vec![("logprobs".into(), "1".into())],
         });
         assert!(
-            matches!(open, Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"logprobs\" (known: stream, session-header)"))
+            matches!(open, Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"logprobs\" (known: stream, session-header, structured-output)"))
         );
     }
 

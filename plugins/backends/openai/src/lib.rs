@@ -151,7 +151,7 @@ mod tests {
             matches!(open(&[("logprobs", "-1")]), Err(PluginError::InvalidConfig(m)) if m.contains("logprobs"))
         );
         assert!(
-            matches!(open(&[("max_tokens", "3")]), Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"max_tokens\" (known: stream, session-header, logprobs)"))
+            matches!(open(&[("max_tokens", "3")]), Err(PluginError::InvalidConfig(m)) if m.contains("unknown option \"max_tokens\" (known: stream, session-header, structured-output, logprobs)"))
         );
         let names: Vec<String> = Completions::describe()
             .info
@@ -159,7 +159,10 @@ mod tests {
             .into_iter()
             .map(|o| o.name)
             .collect();
-        assert_eq!(names, ["stream", "session-header", "logprobs"]);
+        assert_eq!(
+            names,
+            ["stream", "session-header", "structured-output", "logprobs"]
+        );
     }
 
     /// The checks every completions flavor passes (vllm, lmdeploy and scalellm run them
