@@ -185,6 +185,180 @@ macro_rules! link_host_imports {
     };
 }
 
+/// The conversions of the `dataset` interface's own types, up to the current ones and
+/// down, over a version's own bindings (named `$old` in the calling module, the current
+/// ones `$cur`): 0.3.0's (`without_shards`) or, from 0.4.0 on, with a `shardable`
+/// description and a `shard` in the config (`with_shards`). Their `types` are 0.5.0's,
+/// converted by [`v0_5_0`]. Expanded by [`v0_3_0`] (without shards) and
+/// [`v0_4_1`] and [`v0_5_0`] (with shards).
+macro_rules! dataset_conversions {
+    ($old:ident, $cur:ident, without_shards) => {
+        // 0.3.0's datasets are never shardable.
+        dataset_conversions!(@description $old, $cur, |_| false);
+
+        pub(crate) fn dataset_config_down(c: &$cur::DatasetConfig) -> $old::DatasetConfig {
+            $old::DatasetConfig {
+                num_requests: c.num_requests,
+                path: c.path.clone(),
+                options: c.options.clone(),
+            }
+        }
+    };
+    ($old:ident, $cur:ident, with_shards) => {
+        dataset_conversions!(@description $old, $cur, |d| d.shardable);
+
+        pub(crate) fn dataset_config_down(c: &$cur::DatasetConfig) -> $old::DatasetConfig {
+            $old::DatasetConfig {
+                num_requests: c.num_requests,
+                path: c.path.clone(),
+                options: c.options.clone(),
+                shard: c.shard.as_ref().map(|s| $old::Shard {
+                    index: s.index,
+                    count: s.count,
+                }),
+            }
+        }
+    };
+    // What both have: `$shardable` says, from the old description, whether the dataset is.
+    (@description $old:ident, $cur:ident, $shardable:expr) => {
+        pub(crate) fn dataset_description_up(
+            d: $old::DatasetDescription,
+        ) -> $cur::DatasetDescription {
+            let shardable: fn(&$old::DatasetDescription) -> bool = $shardable;
+            $cur::DatasetDescription {
+                shardable: shardable(&d),
+                info: crate::bindings::v0_5_0::plugin_info_up(d.info),
+                path: match d.path {
+                    $old::PathUse::Refused => $cur::PathUse::Refused,
+                    $old::PathUse::Optional => $cur::PathUse::Optional,
+                    $old::PathUse::Required => $cur::PathUse::Required,
+                },
+                ignore_eos_by_default: d.ignore_eos_by_default,
+                align_to_server_tokenizer: d.align_to_server_tokenizer,
+                multi_turn: d.multi_turn,
+            }
+        }
+
+        pub(crate) fn turn_result_down(t: &$cur::TurnResult) -> $old::TurnResult {
+            $old::TurnResult {
+                session: crate::bindings::v0_5_0::session_down(&t.session),
+                success: t.success,
+                generated_text: t.generated_text.clone(),
+                ttft: t.ttft,
+                latency: t.latency,
+                finished_at: t.finished_at,
+            }
+        }
+    };
+}
+
+/// The conversions of the `backend` interface as 0.3.0 defined it, up to the current one
+/// and down; 0.4.0 and 0.4.1 kept it unchanged, and 0.5.0 only added the `server-timing`
+/// event (its arm of `event_kind_up` given as `more_events`), so [`v0_3_0`], [`v0_4_1`] and
+/// [`v0_5_0`] expand them, over their own bindings (named `$old` in the calling
+/// module, the current ones `$cur`). Each version's bindgen makes types of its own for an
+/// interface its plugins export, even one the same as another version's, so the
+/// conversions are written once and made for each.
+macro_rules! backend_conversions {
+    ($old:ident, $cur:ident $(, more_events: { $($more_events:tt)* })?) => {
+        pub(crate) fn backend_description_up(
+            d: $old::BackendDescription,
+        ) -> $cur::BackendDescription {
+            $cur::BackendDescription {
+                info: crate::bindings::v0_5_0::plugin_info_up(d.info),
+                openai_compatible: d.openai_compatible,
+            }
+        }
+
+        pub(crate) fn client_config_down(c: &$cur::ClientConfig) -> $old::ClientConfig {
+            $old::ClientConfig {
+                model: c.model.clone(),
+                ignore_eos: c.ignore_eos,
+                stream: c.stream,
+                extra_body: c.extra_body.clone(),
+                options: c.options.clone(),
+            }
+        }
+
+        pub(crate) fn framing_up(f: $old::Framing) -> $cur::Framing {
+            match f {
+                $old::Framing::Sse => $cur::Framing::Sse,
+                $old::Framing::Ndjson => $cur::Framing::Ndjson,
+                $old::Framing::Raw => $cur::Framing::Raw,
+            }
+        }
+
+        pub(crate) fn http_request_up(r: $old::HttpRequest) -> $cur::HttpRequest {
+            $cur::HttpRequest {
+                method: r.method,
+                headers: r.headers,
+                body: r.body,
+            }
+        }
+
+        pub(crate) fn response_head_down(h: &$cur::ResponseHead) -> $old::ResponseHead {
+            $old::ResponseHead {
+                status: h.status,
+                headers: h.headers.clone(),
+            }
+        }
+
+        fn event_kind_up(k: $old::EventKind) -> $cur::EventKind {
+            match k {
+                $old::EventKind::Usage(u) => $cur::EventKind::Usage($cur::Usage {
+                    prompt_tokens: u.prompt_tokens,
+                    completion_tokens: u.completion_tokens,
+                    cached_prompt_tokens: u.cached_prompt_tokens,
+                }),
+                $old::EventKind::Finish(reason) => $cur::EventKind::Finish(reason),
+                $old::EventKind::Error(e) => $cur::EventKind::Error($cur::ErrorEvent {
+                    kind: match e.kind {
+                        $old::ErrorKind::Server => $cur::ErrorKind::Server,
+                        $old::ErrorKind::MalformedFrame => $cur::ErrorKind::MalformedFrame,
+                    },
+                    message: e.message,
+                }),
+                $old::EventKind::Pooled(p) => $cur::EventKind::Pooled($cur::Pooled {
+                    kind: match p.kind {
+                        $old::PooledKind::Embedding => $cur::PooledKind::Embedding,
+                        $old::PooledKind::Score => $cur::PooledKind::Score,
+                        $old::PooledKind::Classification => $cur::PooledKind::Classification,
+                        $old::PooledKind::Other => $cur::PooledKind::Other,
+                    },
+                    count: p.count,
+                    dimension: p.dimension,
+                }),
+                $($($more_events)*)?
+            }
+        }
+
+        pub(crate) fn decoded_up(d: $old::Decoded) -> $cur::Decoded {
+            let $old::Chunks {
+                frames,
+                spans,
+                escaped,
+                tokens,
+            } = d.chunks;
+            $cur::Decoded {
+                chunks: $cur::Chunks {
+                    frames,
+                    spans,
+                    escaped,
+                    tokens,
+                },
+                events: d
+                    .events
+                    .into_iter()
+                    .map(|e| $cur::Event {
+                        frame: e.frame,
+                        kind: event_kind_up(e.kind),
+                    })
+                    .collect(),
+            }
+        }
+    };
+}
+
 // The macros come before the modules that expand them.
 pub mod current;
 pub mod v0_2_0;

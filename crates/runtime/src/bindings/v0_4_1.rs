@@ -6,9 +6,9 @@
 //! 0.5.0 only added the `server-timing` event to the `backend` interface, and 0.6.0 output
 //! constraints to `types`. 0.4.1's `types` is 0.5.0's, taken from [`super::v0_5_0`], which
 //! converts it; its `dataset` is 0.5.0's too, converted by the same macro
-//! ([`super::v0_3_0::dataset_conversions`], with shards); its host imports are the current
+//! ([`super`]'s `dataset_conversions!`, with shards); its host imports are the current
 //! ones, linked under 0.4.1's names. The backend's conversions are 0.3.0's
-//! ([`super::v0_3_0::backend_conversions`]): 0.4.0 and 0.4.1 did not change it.
+//! ([`super`]'s `backend_conversions!`): 0.4.0 and 0.4.1 did not change it.
 
 use super::current::backend::exports::bench::plugin::backend as cur_backend;
 use super::current::dataset::exports::bench::plugin::dataset as cur_dataset;
@@ -43,8 +43,8 @@ pass_on_host_imports!(
 
 // The exported interfaces, in types of 0.4.1's own: the `dataset` of 0.4.0 (with shards)
 // and the `backend` of 0.3.0.
-super::v0_3_0::dataset_conversions!(old_dataset, cur_dataset, with_shards);
-super::v0_3_0::backend_conversions!(old_backend, cur_backend);
+dataset_conversions!(old_dataset, cur_dataset, with_shards);
+backend_conversions!(old_backend, cur_backend);
 
 #[cfg(test)]
 mod tests {

@@ -14,8 +14,8 @@
 //! while the user asked for structured output.
 //!
 //! The exported interfaces did not change in 0.6.0, but each version's bindgen makes types
-//! of its own for them: their conversions are the macros of [`super::v0_3_0`], expanded
-//! here over 0.5.0's bindings.
+//! of its own for them: their conversions are [`super`]'s macros (`dataset_conversions!`,
+//! `backend_conversions!`), expanded here over 0.5.0's bindings.
 
 use super::current::backend::exports::bench::plugin::backend as cur_backend;
 use super::current::dataset::bench::plugin::types as cur;
@@ -238,9 +238,9 @@ pub(crate) fn request_spec_down(
 // The exported interfaces, in types of 0.5.0's own: the `dataset` of 0.4.0 (with shards)
 // and the `backend` of 0.3.0 with 0.5.0's `server-timing` event.
 
-super::v0_3_0::dataset_conversions!(old_dataset, cur_dataset, with_shards);
+dataset_conversions!(old_dataset, cur_dataset, with_shards);
 
-super::v0_3_0::backend_conversions!(old_backend, cur_backend, more_events: {
+backend_conversions!(old_backend, cur_backend, more_events: {
     old_backend::EventKind::ServerTiming(t) => {
         cur_backend::EventKind::ServerTiming(cur_backend::ServerTiming {
             queue_time_ms: t.queue_time_ms,
