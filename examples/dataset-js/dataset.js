@@ -7,10 +7,11 @@
 // whole file. Lines repeat in order when the run asks for more requests than the file
 // has.
 //
-// componentize-js builds this module as the world's `dataset` export: `describe` and the
-// `RequestSource` resource class.
+// componentize-js builds this module as the world's `dataset` export: `describe`, `grade`
+// and the `RequestSource` resource class. The lines carry no right answers, so its samples
+// have no reference and `grade` answers `unsupported` (bench never asks).
 
-import { encodeBatch } from 'bench:plugin/tokenizer@0.6.0';
+import { encodeBatch } from 'bench:plugin/tokenizer@0.7.0';
 import {
   guard,
   invalidConfig,
@@ -19,6 +20,8 @@ import {
   readOptions,
   readText,
   request,
+  samples,
+  ungraded,
 } from '../../sdk/js/bench-plugin.js';
 
 const NAME = 'jsonl-prompts';
@@ -83,7 +86,8 @@ class RequestSource {
   nextBatch(max) {
     const batch = this.requests.slice(this.next, this.next + max);
     this.next += batch.length;
-    return batch;
+    // Ungraded samples: requests without a reference.
+    return samples(batch);
   }
 
   nextTurn() {
@@ -107,6 +111,8 @@ export const dataset = {
       shardable: false,
     };
   },
+  // The lines hold no right answers: bench never asks, and the contract still needs it.
+  grade: ungraded,
   // Exceptions become plugin errors with their message and stack.
   RequestSource: guard(RequestSource),
 };

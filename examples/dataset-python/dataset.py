@@ -7,7 +7,9 @@ run's tokenizer, in one call for the whole file; ``shuffle`` draws the order fro
 ``--seed``. Rows repeat in order when the run asks for more requests than the file has.
 
 componentize-py builds the module named ``dataset``: it must define the ``Dataset`` class
-(the world's export) and the ``RequestSource`` resource class.
+(the world's export: ``describe`` and ``grade``) and the ``RequestSource`` resource class.
+The rows carry no right answers, so its samples have no reference and ``grade`` answers
+``unsupported`` (bench never asks).
 """
 
 import csv
@@ -52,6 +54,9 @@ class Dataset(exports.Dataset):
             multi_turn=False,
             shardable=False,
         )
+
+    # The rows hold no right answers: bench never asks, and the contract still needs it.
+    grade = bp.ungraded
 
 
 def rows(path, text, prompt_column, output_len_column, output_len):
@@ -109,7 +114,8 @@ class RequestSource(dataset.RequestSource):
     def next_batch(self, max):
         batch = self.requests[self.next:self.next + max]
         self.next += len(batch)
-        return batch
+        # Ungraded samples: requests without a reference.
+        return bp.samples(batch)
 
     def next_turn(self, turn):
         return None

@@ -16,6 +16,11 @@
 // - `readText` reads the file bench granted (`--dataset-path`) through wasi:filesystem
 //   (JavaScript has no `open`); `request` builds a request spec from the three fields that
 //   matter, the rest defaulted; `stringSpan` finds a JSON string's bytes for `decode`.
+// - Datasets: `nextBatch` returns samples, each a request with what a right answer to it
+//   is: `samples(requests)` for an ordinary dataset, `samples(requests, references)` or
+//   `sample(request, reference)` for one that grades answers. The `dataset` object exports
+//   `grade` next to `describe`: `grade: ungraded` answers `unsupported`, and a grading
+//   dataset returns `verdict(correct, extracted)`.
 
 import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
 
@@ -28,8 +33,9 @@ export const unsupported = (message) => ({ tag: 'unsupported', val: message });
 
 const ERROR_KINDS = new Set(['invalid-config', 'invalid-input', 'unsupported', 'internal']);
 
-/** The contract's methods that return a result, so can fail with a plugin-error. */
-const FALLIBLE = ['open', 'nextBatch', 'nextTurn', 'buildRequest', 'decode'];
+/** The contract's methods and functions that return a result, so can fail with a
+ * plugin-error. */
+const FALLIBLE = ['open', 'nextBatch', 'nextTurn', 'grade', 'buildRequest', 'decode'];
 
 /**
  * Wraps a function so that any exception it throws becomes an `internal` plugin-error
@@ -49,9 +55,13 @@ export function guardFunction(fn) {
 }
 
 /** Applies `guardFunction` to a resource class's fallible contract methods (`open`,
- * `nextBatch`, `nextTurn`, `buildRequest`, `decode`), static or not; returns the class. */
+ * `nextBatch`, `nextTurn`, `buildRequest`, `decode`), static or not, and returns the
+ * class. On an interface's export object (`guard({ describe() {...}, grade(...) {...},
+ * RequestSource })`) it wraps its `grade` the same way and returns the object. */
 export function guard(cls) {
   for (const owner of [cls, cls.prototype]) {
+    // A plain object has no prototype property: its own functions are all there is.
+    if (owner === undefined || owner === null) continue;
     for (const name of FALLIBLE) {
       if (Object.hasOwn(owner, name) && typeof owner[name] === 'function') {
         owner[name] = guardFunction(owner[name]);
@@ -169,6 +179,53 @@ export function request(prompt, promptLen, expectedOutputLen, fields = {}) {
     outputConstraint: undefined,
     ...fields,
   };
+}
+
+/**
+ * One of the samples `nextBatch` returns: a request spec (`request(...)`) and, for a
+ * dataset that grades answers, its `reference`, the text `grade` gets back with the
+ * response (a final number, a letter). Undefined, the default, leaves the request
+ * ungraded: bench never sends the reference to the server, and asks `grade` only about
+ * requests that had one.
+ */
+export function sample(request, reference = undefined) {
+  return { request, reference: reference ?? undefined };
+}
+
+/**
+ * `nextBatch`'s list from an array of request specs: ungraded (an ordinary dataset:
+ * `return samples(batch)`), or each with the reference at the same position of
+ * `references` (undefined there leaves that one ungraded).
+ */
+export function samples(requests, references = undefined) {
+  if (references === undefined) return requests.map((r) => sample(r));
+  if (references.length !== requests.length) {
+    throw new Error(`samples: ${requests.length} requests but ${references.length} references`);
+  }
+  return requests.map((r, i) => sample(r, references[i]));
+}
+
+/**
+ * What `grade` returns: whether the answer is right, what the grader read as the answer
+ * (undefined when it found none: bench counts an invalid answer) and a score from 0 to
+ * 1, by default 1 when right and 0 when wrong (a grader without partial credit).
+ */
+export function verdict(correct, extracted = undefined, score = undefined) {
+  return {
+    correct: Boolean(correct),
+    score: score ?? (correct ? 1 : 0),
+    extracted: extracted ?? undefined,
+  };
+}
+
+/**
+ * `grade` for a dataset that knows no right answers: `grade: ungraded` in the `dataset`
+ * export object. componentize-js needs every function of the interface exported; bench
+ * only asks about samples that carried a reference, so this answers `unsupported` to a
+ * call that should not happen.
+ */
+export function ungraded(_reference, _output) {
+  throw unsupported('this dataset does not grade answers (its samples carry no reference)');
 }
 
 const QUOTE = 0x22;

@@ -14,6 +14,11 @@ generates (``wit_world``), so it works in a dataset and in a backend plugin alik
   the defaults and refuses a key the plugin does not declare, naming it.
 - ``read_text`` reads the file bench granted (``--dataset-path``), ``request`` builds a
   request spec from the three fields that matter, the rest defaulted.
+- Datasets: ``next_batch`` returns samples, each a request with what a right answer to it
+  is: ``samples(requests)`` for an ordinary dataset, ``samples(requests, references)`` or
+  ``sample(request, reference)`` for one that grades answers. Every dataset defines
+  ``grade``: ``grade = ungraded`` in the ``Dataset`` class answers ``unsupported``, and a
+  grading dataset returns ``verdict(correct, extracted)``.
 """
 
 import functools
@@ -41,16 +46,18 @@ def unsupported(message):
 
 # The contract's methods that return a result, so can fail with a plugin-error: ``guard``
 # on a class wraps these (the others, such as ``describe``, cannot carry an error).
-_FALLIBLE = ("open", "next_batch", "next_turn", "build_request", "decode")
+_FALLIBLE = ("open", "next_batch", "next_turn", "grade", "build_request", "decode")
 
 
 def guard(target):
     """Makes any exception of a method an ``internal`` plugin-error with its traceback.
 
     On a class, wraps its fallible contract methods (``open``, ``next_batch``,
-    ``next_turn``, ``build_request``, ``decode``); on a function, wraps that function
-    (put it under ``@classmethod``). Errors raised with ``invalid_config`` and its
-    siblings pass through unchanged.
+    ``next_turn``, ``grade``, ``build_request``, ``decode``) that the class itself defines;
+    on a function, wraps that function (put it under ``@classmethod``). Errors raised with
+    ``invalid_config`` and its siblings pass through unchanged. A grading ``Dataset`` class
+    takes it too: a grader that meets an output it did not foresee then fails that one
+    call with its traceback instead of trapping the plugin.
     """
     if isinstance(target, type):
         for name in _FALLIBLE:
@@ -160,6 +167,53 @@ def request(prompt, prompt_len, expected_output_len, **fields):
     spec.update(fields)
     return types.RequestSpec(prompt=prompt, prompt_len=prompt_len,
                              expected_output_len=expected_output_len, **spec)
+
+
+def _dataset():
+    # The dataset interface's bindings exist only in a dataset plugin's build; importing
+    # them when called keeps this module usable in a backend plugin.
+    from wit_world.exports import dataset
+    return dataset
+
+
+def sample(request, reference=None):
+    """One of the samples ``next_batch`` returns: a request spec (``request(...)``) and,
+    for a dataset that grades answers, its ``reference``, the text ``grade`` gets back
+    with the response (a final number, a letter). None, the default, leaves the request
+    ungraded: bench never sends the reference to the server, and asks ``grade`` only about
+    requests that had one."""
+    return _dataset().Sample(request=request, reference=reference)
+
+
+def samples(requests, references=None):
+    """``next_batch``'s list from a list of request specs: ungraded (an ordinary dataset:
+    ``return samples(batch)``), or each with the reference at the same position of
+    ``references`` (None there leaves that one ungraded)."""
+    make = _dataset().Sample
+    if references is None:
+        return [make(request=r, reference=None) for r in requests]
+    if len(references) != len(requests):
+        raise ValueError(
+            f"samples: {len(requests)} requests but {len(references)} references")
+    return [make(request=r, reference=ref) for r, ref in zip(requests, references)]
+
+
+def verdict(correct, extracted=None, score=None):
+    """What ``grade`` returns: whether the answer is right, what the grader read as the
+    answer (None when it found none: bench counts an invalid answer) and a score from 0
+    to 1, by default 1 when right and 0 when wrong (a grader without partial credit)."""
+    if score is None:
+        score = 1.0 if correct else 0.0
+    return _dataset().Verdict(correct=bool(correct), score=float(score), extracted=extracted)
+
+
+def ungraded(self, reference, output):
+    """``grade`` for a dataset that knows no right answers: put ``grade = ungraded`` in
+    the ``Dataset`` class. componentize-py needs every function of the interface defined
+    (``exports.Dataset`` declares ``grade`` abstract, so the class would not instantiate);
+    bench only asks about samples that carried a reference, so this answers
+    ``unsupported`` to a call that should not happen."""
+    raise unsupported("this dataset does not grade answers (its samples carry no reference)")
 
 
 def string_span(buffer, start, end, key):

@@ -117,6 +117,35 @@ pub fn jsonl_objects(text: &str, name: &str) -> Result<Vec<JsonlObject>, PluginE
     Ok(objects)
 }
 
+/// The JSON objects of a JSONL file given as bytes, for a dataset whose file may carry
+/// comments (the graded datasets, whose files follow vLLM's `read_jsonl`): the bytes must
+/// be UTF-8 (else an error naming the plugin, the file and the line of the first bad
+/// byte), lines that start with `#` are skipped as `read_jsonl` skips them, and the rest is
+/// read by [`jsonl_objects`], its errors prefixed with `{plugin}: `. A comment line is
+/// blanked rather than dropped, so the line numbers given with the objects and in the
+/// errors are the file's.
+pub fn commented_jsonl_objects(
+    plugin: &str,
+    bytes: &[u8],
+    name: &str,
+) -> Result<Vec<JsonlObject>, PluginError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+        PluginError::InvalidInput(format!(
+            "{plugin}: {name}:{line}: not UTF-8 (byte {at} of the file)"
+        ))
+    })?;
+    let kept: Vec<&str> = text
+        .lines()
+        .map(|line| if line.starts_with('#') { "" } else { line })
+        .collect();
+    jsonl_objects(&kept.join("\n"), name).map_err(|e| match e {
+        PluginError::InvalidInput(m) => PluginError::InvalidInput(format!("{plugin}: {m}")),
+        other => other,
+    })
+}
+
 /// What is wrong with line `at` of file `name`, as [`jsonl_objects`] says it.
 pub fn line_error(name: &str, at: usize, why: String) -> PluginError {
     PluginError::InvalidInput(format!("{name}:{at}: {why}"))
@@ -331,6 +360,48 @@ pub fn output_len(row: &PromptRow, option: i64, name: &str) -> Result<u32, Plugi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commented_jsonl_skips_comments_and_keeps_line_numbers() {
+        let text = "# header\n{\"a\": 1}\n\n  # indented: not a comment\n";
+        match commented_jsonl_objects("p", text.as_bytes(), "c.jsonl") {
+            Err(PluginError::InvalidInput(m)) => {
+                assert!(
+                    m.starts_with("p: c.jsonl:4: expected value at column 3"),
+                    "{m}"
+                )
+            }
+            other => panic!("expected an input error, got {other:?}"),
+        }
+        let text = "# header\n{\"a\": 1}\n\n# {\"a\": 2}\n{\"a\": 3}";
+        let got = commented_jsonl_objects("p", text.as_bytes(), "c.jsonl").unwrap();
+        let view: Vec<(usize, &Value)> = got.iter().map(|(at, f)| (*at, &f["a"])).collect();
+        assert_eq!(view, [(2, &Value::from(1)), (5, &Value::from(3))]);
+        assert!(
+            commented_jsonl_objects("p", b"# only\n\n", "e.jsonl")
+                .unwrap()
+                .is_empty()
+        );
+        for (bytes, want) in [
+            (
+                &b"{}\n# a comment\n[1]\n"[..],
+                "p: q.jsonl:3: expected a JSON object",
+            ),
+            (
+                &b"{}\n\xff\n"[..],
+                "p: q.jsonl:2: not UTF-8 (byte 3 of the file)",
+            ),
+            (
+                &b"# \xc3\n{}"[..],
+                "p: q.jsonl:1: not UTF-8 (byte 2 of the file)",
+            ),
+        ] {
+            match commented_jsonl_objects("p", bytes, "q.jsonl") {
+                Err(PluginError::InvalidInput(m)) => assert_eq!(m, want),
+                other => panic!("expected {want:?}, got {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn output_tokens_are_read_as_python_int_reads_them() {

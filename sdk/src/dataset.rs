@@ -3,7 +3,9 @@
 use std::cell::RefCell;
 
 use crate::dataset_bindings::exports::bench::plugin::dataset::{GuestRequestSource, RequestSource};
-use crate::{DatasetConfig, DatasetDescription, PluginError, RequestSpec, TurnResult};
+use crate::{
+    DatasetConfig, DatasetDescription, PluginError, RequestSpec, Sample, TurnResult, Verdict,
+};
 
 /// A workload: opened once per run, then drained in batches by the host before the
 /// clock starts.
@@ -21,6 +23,26 @@ pub trait Dataset: Sized + 'static {
     /// Up to `max` more requests; an empty vector means the source is exhausted. A
     /// multi-turn dataset returns the first turns of its conversations here.
     fn next_batch(&mut self, max: u32) -> Result<Vec<RequestSpec>, PluginError>;
+    /// What the host drains: up to `max` more samples, each a request and what a right
+    /// answer to it is. The default takes [`Dataset::next_batch`]'s requests, ungraded; a
+    /// dataset that knows its answers returns them here with their references (and
+    /// implements [`Dataset::grade`]).
+    fn next_samples(&mut self, max: u32) -> Result<Vec<Sample>, PluginError> {
+        Ok(self
+            .next_batch(max)?
+            .into_iter()
+            .map(Sample::ungraded)
+            .collect())
+    }
+    /// Judges `output` (a completed response's generated text) against the `reference` its
+    /// sample carried: called by the host after the run, on any instance and in any order,
+    /// so it depends on its arguments alone. [`crate::grading`] has the usual graders.
+    fn grade(reference: &str, output: &str) -> Result<Verdict, PluginError> {
+        let _ = (reference, output);
+        Err(PluginError::Unsupported(
+            "this dataset does not grade answers (its samples carry no reference)".into(),
+        ))
+    }
     /// A multi-turn dataset's next turn of the conversation `turn` belongs to, built from
     /// the server's real answer (`turn.generated_text`); `None` ends the conversation.
     /// Only called for datasets described as multi-turn.
@@ -90,6 +112,24 @@ impl Positions {
     }
 }
 
+impl Sample {
+    /// A request without a reference: nothing to grade.
+    pub fn ungraded(request: RequestSpec) -> Sample {
+        Sample {
+            request,
+            reference: None,
+        }
+    }
+
+    /// A request and what a right answer to it is, handed back to [`Dataset::grade`].
+    pub fn graded(request: RequestSpec, reference: impl Into<String>) -> Sample {
+        Sample {
+            request,
+            reference: Some(reference.into()),
+        }
+    }
+}
+
 /// Adapts a [`Dataset`] to the generated resource trait (resources take `&self`).
 #[doc(hidden)]
 pub struct Source<T>(RefCell<T>);
@@ -103,8 +143,8 @@ impl<T: Dataset> GuestRequestSource for Source<T> {
         self.0.borrow().size_hint()
     }
 
-    fn next_batch(&self, max: u32) -> Result<Vec<RequestSpec>, PluginError> {
-        self.0.borrow_mut().next_batch(max)
+    fn next_batch(&self, max: u32) -> Result<Vec<Sample>, PluginError> {
+        self.0.borrow_mut().next_samples(max)
     }
 
     fn next_turn(&self, turn: TurnResult) -> Result<Option<RequestSpec>, PluginError> {
@@ -124,6 +164,13 @@ macro_rules! export_dataset {
 
             fn describe() -> $crate::DatasetDescription {
                 <$t as $crate::Dataset>::describe()
+            }
+
+            fn grade(
+                reference: String,
+                output: String,
+            ) -> Result<$crate::Verdict, $crate::PluginError> {
+                <$t as $crate::Dataset>::grade(&reference, &output)
             }
         }
 

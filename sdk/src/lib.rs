@@ -30,6 +30,7 @@ pub mod conversation;
 pub mod custom;
 pub mod dataset;
 pub mod delta_shape;
+pub mod grading;
 pub mod host;
 pub mod json;
 pub mod lengths;
@@ -40,6 +41,7 @@ pub mod native;
 pub mod openai;
 pub mod options;
 pub mod pooling;
+pub mod questions;
 pub mod rng;
 pub mod sampling;
 mod server_error;
@@ -68,7 +70,7 @@ pub use dataset_bindings::bench::plugin::types::{
     PluginError, PluginInfo, Prompt, RequestSpec, RerankInput, Session, SharedFlag,
 };
 pub use dataset_bindings::exports::bench::plugin::dataset::{
-    DatasetConfig, DatasetDescription, PathUse, Shard, TurnResult,
+    DatasetConfig, DatasetDescription, PathUse, Sample, Shard, TurnResult, Verdict,
 };
 pub use options::OptionReader;
 

@@ -1,9 +1,9 @@
 //! Plugins built for an older contract run unchanged: `tests/fixtures/api-0.2.0/`,
-//! `api-0.3.0/`, `api-0.4.0/`, `api-0.4.1/` and `api-0.5.0/` hold the first-party `random`
-//! dataset and `openai-chat` backend as built for `bench:plugin@0.2.0`, `@0.3.0`, `@0.4.0`,
-//! `@0.4.1` and `@0.5.0`. Each run through the host's adapter for that version must give
-//! what the current plugins give: the same requests, the same measurements, the same
-//! failure kinds.
+//! `api-0.3.0/`, `api-0.4.0/`, `api-0.4.1/`, `api-0.5.0/` and `api-0.6.0/` hold the
+//! first-party `random` dataset and `openai-chat` backend as built for `bench:plugin@0.2.0`,
+//! `@0.3.0`, `@0.4.0`, `@0.4.1`, `@0.5.0` and `@0.6.0`. Each run through the host's adapter
+//! for that version must give what the current plugins give: the same requests, the same
+//! measurements, the same failure kinds.
 
 use bench::mock::{Faults, MockConfig};
 use serde_json::Value;
@@ -103,6 +103,33 @@ fn plugins_built_for_0_5_0_run_through_the_0_5_0_adapter() {
     assert_eq!(errors(&old), errors(&current));
     assert_eq!(old["completed"], 15, "{old:#}");
     assert_eq!(old["failures_by_kind"]["invalid-chunk"], 5, "{old:#}");
+}
+
+/// 0.7.0 let datasets grade answers (samples with references, `grade`): plugins built for
+/// 0.6.0 run through the 0.6.0 adapter, whose `types` is the current one, and give what
+/// the current plugins give; their requests carry no reference, so nothing is graded.
+#[test]
+fn plugins_built_for_0_6_0_run_through_the_0_6_0_adapter() {
+    let plugin = plugin_for("0.6.0", "random");
+    let out = bench(&["plugin", "inspect", &plugin]).assert_success();
+    assert!(
+        out.stdout
+            .starts_with("random 0.1.0 (dataset plugin, API bench:plugin@0.6.0)"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("--random-input-len"), "{out}");
+    assert_eq!(sample(&plugin), sample("random"));
+
+    let old = serve_with(
+        &plugin_for("0.6.0", "openai-chat"),
+        &plugin_for("0.6.0", "random"),
+    );
+    let current = serve_with("openai-chat", "random");
+    assert_same_measurements(&old, &current);
+    assert_eq!(errors(&old), errors(&current));
+    assert_eq!(old["completed"], 15, "{old:#}");
+    assert_eq!(old["failures_by_kind"]["invalid-chunk"], 5, "{old:#}");
+    assert!(old.get("graded_requests").is_none(), "{old:#}");
 }
 
 #[test]
@@ -233,7 +260,7 @@ fn a_multi_turn_source_continues_a_conversation_from_the_reported_answer() {
     ];
     let first = dataset.sample(10, options).unwrap();
     assert_eq!(first.len(), 2);
-    let session = first[1].session.clone().unwrap();
+    let session = first[1].request.session.clone().unwrap();
     assert_eq!((session.id.as_str(), session.turn), ("conv-1", 0));
 
     let answer = |turn: u32, text: &str| TurnResult {

@@ -511,7 +511,7 @@ fn random_mm_sharded_preparation_makes_the_same_requests() {
     assert_eq!(whole.len(), 70);
     let videos = whole
         .iter()
-        .filter(|r| format!("{:?}", r.multimodal).contains("VideoUrl"))
+        .filter(|r| format!("{:?}", r.request.multimodal).contains("VideoUrl"))
         .count();
     assert!(videos > 0, "the set holds videos too");
     for shards in [3, 4] {

@@ -144,7 +144,7 @@ fn long_prompts_never_run_into_the_call_budget() {
             Err(e) => panic!("{e:#}"),
         };
         assert_eq!(requests.len(), 400);
-        assert!(requests.iter().all(|r| r.prompt_len == 8192));
+        assert!(requests.iter().all(|r| r.request.prompt_len == 8192));
         Ok(())
     });
 }
@@ -302,10 +302,10 @@ fn probe(
     let mut dataset = runtime
         .load_dataset(&fixture("sandbox-probe"), host, path)
         .unwrap();
-    let requests: Vec<RequestSpec> = dataset.sample(100, options).unwrap();
-    requests
+    let samples = dataset.sample(100, options).unwrap();
+    samples
         .into_iter()
-        .map(|r| match r.prompt {
+        .map(|s| match s.request.prompt {
             Prompt::Text(line) => {
                 let (k, v) = line.split_once('=').unwrap();
                 (k.to_owned(), v.to_owned())

@@ -121,6 +121,10 @@ pub struct Workload {
     /// for it).
     pub description: DatasetDescription,
     pub specs: Vec<RequestSpec>,
+    /// What a right answer to each request is, one per spec, where the dataset grades its
+    /// answers (accuracy under load, see [`crate::grading`]); empty where no sample
+    /// carried a reference.
+    pub references: Vec<Option<String>>,
     /// A multi-turn dataset, its conversations still open: it makes their next turns
     /// during the run.
     pub conversations: Option<Conversations>,
@@ -147,6 +151,7 @@ impl Workload {
             seed: self.seed,
             description: self.description.clone(),
             specs,
+            references: Vec::new(),
             conversations: None,
         }
     }
@@ -254,7 +259,7 @@ pub fn load_with_tokenizer(
             }
         },
     );
-    let mut specs = match specs {
+    let samples = match specs {
         Err(e) if skipped => {
             return Err(anyhow::Error::from(e).context(format!(
                 "sampling the '{}' dataset with no tokenizer loaded (--skip-tokenizer-init; \
@@ -262,7 +267,18 @@ pub fn load_with_tokenizer(
                 description.info.name
             )));
         }
-        specs => specs?,
+        samples => samples?,
+    };
+    // References only where some sample carries one: a dataset that grades nothing
+    // costs nothing.
+    let graded = samples.iter().any(|s| s.reference.is_some());
+    let (mut specs, references): (Vec<RequestSpec>, Vec<Option<String>>) = if graded {
+        samples
+            .into_iter()
+            .map(|s| (s.request, s.reference))
+            .unzip()
+    } else {
+        (samples.into_iter().map(|s| s.request).collect(), Vec::new())
     };
     if config.progress {
         observer.event(Event::Prepared {
@@ -295,6 +311,7 @@ pub fn load_with_tokenizer(
         ),
         description,
         specs,
+        references,
     })
 }
 

@@ -11,6 +11,7 @@ use super::bindings::v0_2_0::{self, backend::BackendPlugin as BindingsV0_2_0};
 use super::bindings::v0_3_0::{self, backend::BackendPlugin as BindingsV0_3_0};
 use super::bindings::v0_4_1::{self, backend::BackendPlugin as BindingsV0_4_1};
 use super::bindings::v0_5_0::{self, backend::BackendPlugin as BindingsV0_5_0};
+use super::bindings::v0_6_0::{self, backend::BackendPlugin as BindingsV0_6_0};
 use super::{
     BackendDescription, CallFailure, Chunks, ClientConfig, Decoded, Framing, HostContext,
     HttpRequest, Loaded, PluginCallError, PluginError, PluginInfo, RequestSpec, ResponseHead,
@@ -24,6 +25,7 @@ enum Guest {
     V0_3_0(BindingsV0_3_0),
     V0_4_1(BindingsV0_4_1),
     V0_5_0(BindingsV0_5_0),
+    V0_6_0(BindingsV0_6_0),
 }
 
 /// The `client` resource's functions, by contract version.
@@ -33,6 +35,7 @@ enum Client<'a> {
     V0_3_0(v0_3_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
     V0_4_1(v0_4_1::backend::exports::bench::plugin::backend::GuestClient<'a>),
     V0_5_0(v0_5_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
+    V0_6_0(v0_6_0::backend::exports::bench::plugin::backend::GuestClient<'a>),
 }
 
 impl<'a> Client<'a> {
@@ -43,6 +46,7 @@ impl<'a> Client<'a> {
             Guest::V0_3_0(b) => Client::V0_3_0(b.bench_plugin_backend().client()),
             Guest::V0_4_1(b) => Client::V0_4_1(b.bench_plugin_backend().client()),
             Guest::V0_5_0(b) => Client::V0_5_0(b.bench_plugin_backend().client()),
+            Guest::V0_6_0(b) => Client::V0_6_0(b.bench_plugin_backend().client()),
         }
     }
 }
@@ -65,6 +69,7 @@ impl BackendPlugin {
                 | TypedPre::BackendV0_3_0(_)
                 | TypedPre::BackendV0_4_1(_)
                 | TypedPre::BackendV0_5_0(_)
+                | TypedPre::BackendV0_6_0(_)
         ) {
             bail!("plugin '{}' is not a backend plugin", loaded.name);
         }
@@ -80,6 +85,9 @@ impl BackendPlugin {
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             TypedPre::BackendV0_5_0(pre) => Guest::V0_5_0(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            TypedPre::BackendV0_6_0(pre) => Guest::V0_6_0(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             TypedPre::Backend(pre) => Guest::Current(
@@ -157,6 +165,12 @@ impl BackendPlugin {
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_5_0::backend_description_up)
             }
+            Guest::V0_6_0(b) => {
+                let guest = b.bench_plugin_backend();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_6_0::backend_description_up)
+            }
         }
     }
 
@@ -187,6 +201,11 @@ impl BackendPlugin {
             }
             Client::V0_5_0(c) => {
                 let old = v0_5_0::client_config_down(&config);
+                self.sandbox
+                    .call("open", |store| c.call_open(store, &old))?
+            }
+            Client::V0_6_0(c) => {
+                let old = v0_6_0::client_config_down(&config);
                 self.sandbox
                     .call("open", |store| c.call_open(store, &old))?
             }
@@ -225,6 +244,10 @@ impl BackendPlugin {
                 .sandbox
                 .call_infallible("framing", |store| c.call_framing(store, handle))
                 .map(v0_5_0::framing_up),
+            Client::V0_6_0(c) => self
+                .sandbox
+                .call_infallible("framing", |store| c.call_framing(store, handle))
+                .map(v0_6_0::framing_up),
         }
     }
 
@@ -245,6 +268,9 @@ impl BackendPlugin {
                 .sandbox
                 .call_infallible("default-path", |store| c.call_default_path(store, handle)),
             Client::V0_5_0(c) => self
+                .sandbox
+                .call_infallible("default-path", |store| c.call_default_path(store, handle)),
+            Client::V0_6_0(c) => self
                 .sandbox
                 .call_infallible("default-path", |store| c.call_default_path(store, handle)),
         }
@@ -301,6 +327,13 @@ impl BackendPlugin {
                     })
                     .map(v0_5_0::http_request_up)
             }
+            // 0.6.0's request is the current one.
+            Client::V0_6_0(c) => self
+                .sandbox
+                .call("build-request", |store| {
+                    c.call_build_request(store, handle, spec)
+                })
+                .map(v0_6_0::http_request_up),
         }
     }
 
@@ -351,6 +384,14 @@ impl BackendPlugin {
                         c.call_decode(store, handle, &head, buffer, frame_ends)
                     })
                     .map(v0_5_0::decoded_up)?
+            }
+            Client::V0_6_0(c) => {
+                let head = v0_6_0::response_head_down(head);
+                self.sandbox
+                    .call("decode", |store| {
+                        c.call_decode(store, handle, &head, buffer, frame_ends)
+                    })
+                    .map(v0_6_0::decoded_up)?
             }
         };
         check_decoded(&decoded, buffer.len(), frame_ends)

@@ -14,9 +14,10 @@ use super::bindings::v0_2_0::{self, dataset::DatasetPlugin as BindingsV0_2_0};
 use super::bindings::v0_3_0::{self, dataset::DatasetPlugin as BindingsV0_3_0};
 use super::bindings::v0_4_1::{self, dataset::DatasetPlugin as BindingsV0_4_1};
 use super::bindings::v0_5_0::{self, dataset::DatasetPlugin as BindingsV0_5_0};
+use super::bindings::v0_6_0::{self, dataset::DatasetPlugin as BindingsV0_6_0};
 use super::{
     CallFailure, DatasetConfig, DatasetDescription, Fault, HostContext, Loaded, PluginCallError,
-    PluginInfo, RequestSpec, Sandbox, TurnResult, TypedPre,
+    PluginInfo, RequestSpec, Sample, Sandbox, TurnResult, TypedPre, Verdict,
 };
 
 /// How many requests the first `next-batch` call asks for. Later calls are sized from
@@ -68,6 +69,7 @@ enum Guest {
     V0_3_0(BindingsV0_3_0),
     V0_4_1(BindingsV0_4_1),
     V0_5_0(BindingsV0_5_0),
+    V0_6_0(BindingsV0_6_0),
 }
 
 /// An instantiated dataset plugin in its own sandbox.
@@ -107,6 +109,9 @@ impl DatasetPlugin {
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
             DatasetPre::V0_5_0(pre) => Guest::V0_5_0(
+                sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
+            ),
+            DatasetPre::V0_6_0(pre) => Guest::V0_6_0(
                 sandbox.call_infallible("instantiate", |store| pre.instantiate(store))?,
             ),
         };
@@ -168,16 +173,23 @@ impl DatasetPlugin {
                     .call_infallible("describe", |store| guest.call_describe(store))
                     .map(v0_5_0::dataset_description_up)
             }
+            Guest::V0_6_0(b) => {
+                let guest = b.bench_plugin_dataset();
+                self.sandbox
+                    .call_infallible("describe", |store| guest.call_describe(store))
+                    .map(v0_6_0::dataset_description_up)
+            }
         }
     }
 
-    /// Opens the source with `options` and collects up to `num_requests` requests, asking
-    /// for them in batches until the source has given that many or reports it is exhausted.
+    /// Opens the source with `options` and collects up to `num_requests` samples (requests,
+    /// with their references when the dataset grades its answers), asking for them in
+    /// batches until the source has given that many or reports it is exhausted.
     pub fn sample(
         &mut self,
         num_requests: u32,
         options: Vec<(String, String)>,
-    ) -> Result<Vec<RequestSpec>, PluginCallError> {
+    ) -> Result<Vec<Sample>, PluginCallError> {
         self.sample_with_progress(num_requests, options, &mut |_, _| {})
     }
 
@@ -189,7 +201,7 @@ impl DatasetPlugin {
         num_requests: u32,
         options: Vec<(String, String)>,
         progress: &mut dyn FnMut(u64, Duration),
-    ) -> Result<Vec<RequestSpec>, PluginCallError> {
+    ) -> Result<Vec<Sample>, PluginCallError> {
         // A multi-turn source from an earlier call is done with.
         if let Some(old) = self.open_source.take() {
             self.sandbox
@@ -230,7 +242,7 @@ impl DatasetPlugin {
         count: u32,
         started: Instant,
         progress: &mut dyn FnMut(u64, Duration),
-    ) -> Result<Vec<RequestSpec>, PluginCallError> {
+    ) -> Result<Vec<Sample>, PluginCallError> {
         let mut forks = Vec::with_capacity(count as usize - 1);
         for _ in 1..count {
             let fork = DatasetPlugin::new(
@@ -259,7 +271,7 @@ impl DatasetPlugin {
         let share = |index: u32| (num_requests - index).div_ceil(count);
         let made = AtomicU64::new(0);
         let configs: Vec<DatasetConfig> = (0..count).map(config).collect();
-        let mut parts: Vec<Vec<RequestSpec>> = std::thread::scope(|scope| {
+        let mut parts: Vec<Vec<Sample>> = std::thread::scope(|scope| {
             let workers: Vec<_> = forks
                 .iter_mut()
                 .zip(&configs[1..])
@@ -314,7 +326,7 @@ impl DatasetPlugin {
         config: &DatasetConfig,
         limit: u32,
         made: &mut dyn FnMut(u64),
-    ) -> Result<Vec<RequestSpec>, PluginCallError> {
+    ) -> Result<Vec<Sample>, PluginCallError> {
         let (requests, handle) = self.drain(config, limit, made)?;
         self.sandbox
             .call_infallible("drop request-source", |store| handle.resource_drop(store))?;
@@ -329,7 +341,7 @@ impl DatasetPlugin {
         config: &DatasetConfig,
         limit: u32,
         made: &mut dyn FnMut(u64),
-    ) -> Result<(Vec<RequestSpec>, wasmtime::component::ResourceAny), PluginCallError> {
+    ) -> Result<(Vec<Sample>, wasmtime::component::ResourceAny), PluginCallError> {
         let source = Source::of(&self.bindings);
         let handle = match &source {
             Source::Current(s) => self
@@ -355,6 +367,11 @@ impl DatasetPlugin {
                 self.sandbox
                     .call("open", |store| s.call_open(store, &config))?
             }
+            Source::V0_6_0(s) => {
+                let config = v0_6_0::dataset_config_down(config);
+                self.sandbox
+                    .call("open", |store| s.call_open(store, &config))?
+            }
         };
         let mut requests = Vec::with_capacity(limit.min(1 << 16) as usize);
         let mut sizer = BatchSizer::new();
@@ -365,7 +382,8 @@ impl DatasetPlugin {
             }
             let max = remaining.min(sizer.size);
             let call_started = Instant::now();
-            // 0.3.0 to 0.5.0 share their request type (`v0_5_0`'s).
+            // 0.3.0 to 0.5.0 share their request type (`v0_5_0`'s); 0.6.0's is the current
+            // one. Before 0.7.0 a batch was requests alone: none is graded.
             let batch = match &source {
                 Source::Current(s) => self
                     .sandbox
@@ -373,21 +391,25 @@ impl DatasetPlugin {
                 Source::V0_2_0(s) => self
                     .sandbox
                     .call("next-batch", |store| s.call_next_batch(store, handle, max))
-                    .map(|batch| batch.into_iter().map(v0_2_0::request_spec_up).collect()),
+                    .map(|batch| ungraded(batch.into_iter().map(v0_2_0::request_spec_up))),
                 Source::V0_3_0(s) => self
                     .sandbox
                     .call("next-batch", |store| s.call_next_batch(store, handle, max))
-                    .map(|batch| batch.into_iter().map(v0_5_0::request_spec_up).collect()),
+                    .map(|batch| ungraded(batch.into_iter().map(v0_5_0::request_spec_up))),
                 Source::V0_4_1(s) => self
                     .sandbox
                     .call("next-batch", |store| s.call_next_batch(store, handle, max))
-                    .map(|batch| batch.into_iter().map(v0_5_0::request_spec_up).collect()),
+                    .map(|batch| ungraded(batch.into_iter().map(v0_5_0::request_spec_up))),
                 Source::V0_5_0(s) => self
                     .sandbox
                     .call("next-batch", |store| s.call_next_batch(store, handle, max))
-                    .map(|batch| batch.into_iter().map(v0_5_0::request_spec_up).collect()),
+                    .map(|batch| ungraded(batch.into_iter().map(v0_5_0::request_spec_up))),
+                Source::V0_6_0(s) => self
+                    .sandbox
+                    .call("next-batch", |store| s.call_next_batch(store, handle, max))
+                    .map(ungraded),
             };
-            let batch: Vec<RequestSpec> = batch?;
+            let batch: Vec<Sample> = batch?;
             sizer.record(max, call_started.elapsed());
             if batch.is_empty() {
                 break;
@@ -435,8 +457,37 @@ impl DatasetPlugin {
                     .call("next-turn", |store| s.call_next_turn(store, handle, &turn))
                     .map(|next| next.map(v0_5_0::request_spec_up))
             }
+            Source::V0_6_0(s) => {
+                let turn = v0_6_0::turn_result_down(turn);
+                self.sandbox
+                    .call("next-turn", |store| s.call_next_turn(store, handle, &turn))
+            }
             // 0.2.0 had no conversations: its sources are never multi-turn.
             Source::V0_2_0(_) => Err(self.sandbox.error("next-turn", CallFailure::NotOpen)),
+        }
+    }
+}
+
+impl DatasetPlugin {
+    /// The dataset's verdict on `output`, the generated text of a completed request whose
+    /// sample carried `reference`. Only a dataset built for 0.7.0 or later attaches
+    /// references, so only such a dataset is asked; any other is a contract error.
+    pub fn grade(&mut self, reference: &str, output: &str) -> Result<Verdict, PluginCallError> {
+        match &self.bindings {
+            Guest::Current(b) => {
+                let dataset = b.bench_plugin_dataset();
+                self.sandbox.call("grade", |store| {
+                    dataset.call_grade(store, reference, output)
+                })
+            }
+            _ => Err(self.sandbox.error(
+                "grade",
+                CallFailure::Contract(format!(
+                    "a dataset built for bench:plugin@{} cannot grade answers (graders came \
+                     with 0.7.0)",
+                    self.sandbox.loaded.version
+                )),
+            )),
         }
     }
 }
@@ -448,6 +499,7 @@ pub(crate) enum DatasetPre {
     V0_3_0(v0_3_0::dataset::DatasetPluginPre<super::host::StoreState>),
     V0_4_1(v0_4_1::dataset::DatasetPluginPre<super::host::StoreState>),
     V0_5_0(v0_5_0::dataset::DatasetPluginPre<super::host::StoreState>),
+    V0_6_0(v0_6_0::dataset::DatasetPluginPre<super::host::StoreState>),
 }
 
 impl TypedPre {
@@ -458,6 +510,7 @@ impl TypedPre {
             TypedPre::DatasetV0_3_0(pre) => DatasetPre::V0_3_0(pre.clone()),
             TypedPre::DatasetV0_4_1(pre) => DatasetPre::V0_4_1(pre.clone()),
             TypedPre::DatasetV0_5_0(pre) => DatasetPre::V0_5_0(pre.clone()),
+            TypedPre::DatasetV0_6_0(pre) => DatasetPre::V0_6_0(pre.clone()),
             _ => bail!("plugin '{name}' is not a dataset plugin"),
         })
     }
@@ -472,6 +525,7 @@ enum Source<'a> {
     V0_3_0(v0_3_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
     V0_4_1(v0_4_1::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
     V0_5_0(v0_5_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
+    V0_6_0(v0_6_0::dataset::exports::bench::plugin::dataset::GuestRequestSource<'a>),
 }
 
 impl<'a> Source<'a> {
@@ -482,8 +536,21 @@ impl<'a> Source<'a> {
             Guest::V0_3_0(b) => Source::V0_3_0(b.bench_plugin_dataset().request_source()),
             Guest::V0_4_1(b) => Source::V0_4_1(b.bench_plugin_dataset().request_source()),
             Guest::V0_5_0(b) => Source::V0_5_0(b.bench_plugin_dataset().request_source()),
+            Guest::V0_6_0(b) => Source::V0_6_0(b.bench_plugin_dataset().request_source()),
         }
     }
+}
+
+/// Samples without references: the batch of a source built before 0.7.0, when datasets
+/// could not grade their answers.
+fn ungraded(requests: impl IntoIterator<Item = RequestSpec>) -> Vec<Sample> {
+    requests
+        .into_iter()
+        .map(|request| Sample {
+            request,
+            reference: None,
+        })
+        .collect()
 }
 
 /// How many shards to make `num_requests` in: up to `max_shards` (one per core by

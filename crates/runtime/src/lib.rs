@@ -36,7 +36,7 @@ pub use bindings::current::dataset::bench::plugin::types::{
     PluginInfo, Prompt, RequestSpec, RerankInput, Session, SharedFlag,
 };
 pub use bindings::current::dataset::exports::bench::plugin::dataset::{
-    DatasetConfig, DatasetDescription, PathUse, TurnResult,
+    DatasetConfig, DatasetDescription, PathUse, Sample, TurnResult, Verdict,
 };
 pub use bindings::{CURRENT_VERSION as API_VERSION, SUPPORTED_VERSIONS};
 pub use dataset::DatasetPlugin;
@@ -200,6 +200,8 @@ pub(crate) enum TypedPre {
     BackendV0_4_1(bindings::v0_4_1::backend::BackendPluginPre<StoreState>),
     DatasetV0_5_0(bindings::v0_5_0::dataset::DatasetPluginPre<StoreState>),
     BackendV0_5_0(bindings::v0_5_0::backend::BackendPluginPre<StoreState>),
+    DatasetV0_6_0(bindings::v0_6_0::dataset::DatasetPluginPre<StoreState>),
+    BackendV0_6_0(bindings::v0_6_0::backend::BackendPluginPre<StoreState>),
 }
 
 impl TypedPre {
@@ -215,6 +217,8 @@ impl TypedPre {
             TypedPre::BackendV0_4_1(pre) => pre.engine(),
             TypedPre::DatasetV0_5_0(pre) => pre.engine(),
             TypedPre::BackendV0_5_0(pre) => pre.engine(),
+            TypedPre::DatasetV0_6_0(pre) => pre.engine(),
+            TypedPre::BackendV0_6_0(pre) => pre.engine(),
         }
     }
 }
@@ -257,6 +261,9 @@ impl Runtime {
         bindings::v0_5_0::add_to_linker(&mut linker)
             .map_err(wasm_error)
             .context("linking the plugin host interfaces of bench:plugin@0.5.0")?;
+        bindings::v0_6_0::add_to_linker(&mut linker)
+            .map_err(wasm_error)
+            .context("linking the plugin host interfaces of bench:plugin@0.6.0")?;
         let cache_dir = config.cache_dir.clone();
         Ok(Runtime {
             engine,
@@ -358,6 +365,12 @@ impl Runtime {
             }
             (PluginKind::Backend, bindings::v0_5_0::VERSION) => {
                 bindings::v0_5_0::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_5_0)
+            }
+            (PluginKind::Dataset, bindings::v0_6_0::VERSION) => {
+                bindings::v0_6_0::dataset::DatasetPluginPre::new(pre).map(TypedPre::DatasetV0_6_0)
+            }
+            (PluginKind::Backend, bindings::v0_6_0::VERSION) => {
+                bindings::v0_6_0::backend::BackendPluginPre::new(pre).map(TypedPre::BackendV0_6_0)
             }
             (PluginKind::Dataset, _) => {
                 bindings::current::dataset::DatasetPluginPre::new(pre).map(TypedPre::Dataset)
@@ -725,7 +738,7 @@ mod tests {
     #[test]
     fn plugins_of_every_older_version_load_through_their_adapter() {
         let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-        for version in ["0.2.0", "0.3.0", "0.4.0", "0.4.1", "0.5.0"] {
+        for version in ["0.2.0", "0.3.0", "0.4.0", "0.4.1", "0.5.0", "0.6.0"] {
             for (name, kind) in [
                 ("random", PluginKind::Dataset),
                 ("openai-chat", PluginKind::Backend),
@@ -738,6 +751,21 @@ mod tests {
                 assert_eq!(summary.info.name, name);
             }
         }
+    }
+
+    /// A dataset built before 0.7.0 has no `grade`: it attaches no references, so the host
+    /// never asks, and asking anyway is a contract error naming its version, not a trap.
+    #[test]
+    fn a_dataset_built_for_0_6_0_is_never_a_grader() {
+        let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+        let mut dataset = runtime
+            .load_dataset(&fixture("0.6.0", "random"), HostContext::default(), None)
+            .unwrap();
+        let err = dataset.grade("18", "#### 18").unwrap_err().to_string();
+        assert!(
+            err.contains("bench:plugin@0.6.0 cannot grade answers"),
+            "{err}"
+        );
     }
 
     /// A backend built before 0.6.0 cannot send an output constraint: such a request is

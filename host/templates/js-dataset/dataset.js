@@ -2,8 +2,17 @@
 //
 //     bench --plugin {{name}}.wasm --dataset-path prompts.txt --{{name}}-output-len 64 ...
 
-import { encodeBatch } from 'bench:plugin/tokenizer@0.6.0';
-import { guard, invalidInput, option, readOptions, readText, request } from './bench-plugin.js';
+import { encodeBatch } from 'bench:plugin/tokenizer@0.7.0';
+import {
+  guard,
+  invalidInput,
+  option,
+  readOptions,
+  readText,
+  request,
+  samples,
+  ungraded,
+} from './bench-plugin.js';
 
 const NAME = '{{name}}';
 
@@ -45,7 +54,8 @@ class RequestSource {
   nextBatch(max) {
     const batch = this.requests.slice(this.next, this.next + max);
     this.next += batch.length;
-    return batch;
+    // Samples without a reference: `samples(batch, references)` would grade them.
+    return samples(batch);
   }
 
   nextTurn(_turn) {
@@ -71,5 +81,9 @@ export const dataset = {
       shardable: false,
     };
   },
+  // Judges an answer against a sample's reference. These samples carry none, so bench
+  // never asks; a dataset that knows its answers returns `verdict(...)` here (see the
+  // JavaScript plugin guide's "Graded datasets").
+  grade: ungraded,
   RequestSource: guard(RequestSource),
 };

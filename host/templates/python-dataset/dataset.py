@@ -8,7 +8,8 @@ from wit_world.exports import dataset
 from wit_world.imports import tokenizer
 from wit_world.imports import bench_plugin_types as types
 
-from bench_plugin import guard, invalid_input, option, read_options, read_text, request
+from bench_plugin import (guard, invalid_input, option, read_options, read_text, request,
+                          samples, ungraded)
 
 NAME = "{{name}}"
 
@@ -35,6 +36,11 @@ class Dataset(exports.Dataset):
             multi_turn=False,
             shardable=False,
         )
+
+    # Judges an answer against a sample's reference. These samples carry none, so bench
+    # never asks; a dataset that knows its answers returns `verdict(...)` here (see the
+    # Python plugin guide's "Graded datasets").
+    grade = ungraded
 
 
 # componentize-py finds the resource class by its name in this module. `guard` turns an
@@ -65,7 +71,8 @@ class RequestSource(dataset.RequestSource):
     def next_batch(self, max):
         batch = self.requests[self.next:self.next + max]
         self.next += len(batch)
-        return batch
+        # Samples without a reference: `samples(batch, references)` would grade them.
+        return samples(batch)
 
     def next_turn(self, turn):
         return None

@@ -1,17 +1,17 @@
 //! Host-side bindings of the plugin worlds, one set per contract version the host runs.
 //!
 //! `current` is generated from `wit/current` (the newest `since_vX.Y.Z` folder) and its
-//! types are the host's own: everything outside this module speaks them. Each older
-//! version a host still loads has a module of its own (`v0_2_0`, `v0_3_0`, `v0_4_1`,
-//! `v0_5_0`) that generates bindings from its frozen folder and holds only what changed
+//! types are the host's own: everything outside this module speaks them. Each older version
+//! a host still loads has a module of its own (`v0_2_0`, `v0_3_0`, `v0_4_1`, `v0_5_0`,
+//! `v0_6_0`) that generates bindings from its frozen folder and holds only what changed
 //! since: an interface the version shares with another is not generated again but taken
 //! from that version's bindings (bindgen's `with`), and what is left are the conversions
 //! between the version's types and the current ones, and the host imports, which every
-//! version must link under its own name. 0.3.0, 0.4.x and 0.5.0 share one `types`
-//! interface (requests, prompts, descriptions, errors), generated once by `v0_5_0`, which
-//! converts it for all three; 0.2.0's is its own. A version whose interfaces its successor
-//! keeps as they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs no adapter, only its
-//! place in [`SUPPORTED_VERSIONS`].
+//! version must link under its own name. 0.3.0, 0.4.x and 0.5.0 share one `types` interface
+//! (requests, prompts, descriptions, errors), generated once by `v0_5_0`, which converts it
+//! for all three; 0.2.0's is its own, and 0.6.0's is the current one. A version whose
+//! interfaces its successor keeps as they were (`v0_4_0`, run by `v0_4_1`'s adapter) needs
+//! no adapter, only its place in [`SUPPORTED_VERSIONS`].
 
 /// Generates a contract version's bindings from its WIT folder `$wit`, for the module
 /// `$this` that expands it: `dataset` (the `dataset-plugin` world, with the shared
@@ -61,10 +61,37 @@ macro_rules! plugin_worlds {
 /// tokenizer's text functions; the version's chat-template functions, which did change,
 /// come after the names, in the tokenizer's `impl`. `chat_template_of_0_5_0` writes them
 /// for a version whose chat messages are those of 0.3.0 to 0.5.0 (`v0_5_0`'s types):
-/// `apply-chat-template`, and with `tools` (0.4.0 on) `apply-chat-template-with-tools`.
+/// `apply-chat-template`, and with `tools` (0.4.0 on) `apply-chat-template-with-tools`;
+/// `chat_template_current` for a version whose `types` is the current one (0.6.0).
 /// Every version still needs these impls: a component imports the interfaces under its own
 /// version's names, which the linker keeps apart.
 macro_rules! pass_on_host_imports {
+    // 0.6.0 on: `types` is the current one, so chat messages pass as they are.
+    ($tokenizer:ident, $seed:ident, $log:ident, chat_template_current) => {
+        pass_on_host_imports!($tokenizer, $seed, $log, {
+            fn apply_chat_template(
+                &mut self,
+                messages: Vec<crate::bindings::current::dataset::bench::plugin::types::ChatMessage>,
+                add_generation_prompt: bool,
+            ) -> Result<String, String> {
+                cur_tokenizer::Host::apply_chat_template(self, messages, add_generation_prompt)
+            }
+
+            fn apply_chat_template_with_tools(
+                &mut self,
+                messages: Vec<crate::bindings::current::dataset::bench::plugin::types::ChatMessage>,
+                tools: String,
+                add_generation_prompt: bool,
+            ) -> Result<String, String> {
+                cur_tokenizer::Host::apply_chat_template_with_tools(
+                    self,
+                    messages,
+                    tools,
+                    add_generation_prompt,
+                )
+            }
+        });
+    };
     ($tokenizer:ident, $seed:ident, $log:ident, chat_template_of_0_5_0 { $($tools:ident)? }) => {
         pass_on_host_imports!($tokenizer, $seed, $log, {
             fn apply_chat_template(
@@ -188,13 +215,16 @@ macro_rules! link_host_imports {
 /// The conversions of the `dataset` interface's own types, up to the current ones and
 /// down, over a version's own bindings (named `$old` in the calling module, the current
 /// ones `$cur`): 0.3.0's (`without_shards`) or, from 0.4.0 on, with a `shardable`
-/// description and a `shard` in the config (`with_shards`). Their `types` are 0.5.0's,
-/// converted by [`v0_5_0`]. Expanded by [`v0_3_0`] (without shards) and
-/// [`v0_4_1`] and [`v0_5_0`] (with shards).
+/// description and a `shard` in the config (`with_shards`). `types:` names the module that
+/// converts the version's `types` (`plugin_info_up`, `session_down`): [`v0_5_0`] for 0.3.0
+/// to 0.5.0, [`v0_6_0`] (whose `types` is the current one) for 0.6.0. Expanded by
+/// [`v0_3_0`] (without shards) and [`v0_4_1`], [`v0_5_0`] and [`v0_6_0`] (with shards).
+/// 0.7.0 changed what `next-batch` returns (samples, with references), which
+/// `crate::dataset` wraps for every older version.
 macro_rules! dataset_conversions {
-    ($old:ident, $cur:ident, without_shards) => {
+    ($old:ident, $cur:ident, types: $types:ident, without_shards) => {
         // 0.3.0's datasets are never shardable.
-        dataset_conversions!(@description $old, $cur, |_| false);
+        dataset_conversions!(@description $old, $cur, $types, |_| false);
 
         pub(crate) fn dataset_config_down(c: &$cur::DatasetConfig) -> $old::DatasetConfig {
             $old::DatasetConfig {
@@ -204,8 +234,8 @@ macro_rules! dataset_conversions {
             }
         }
     };
-    ($old:ident, $cur:ident, with_shards) => {
-        dataset_conversions!(@description $old, $cur, |d| d.shardable);
+    ($old:ident, $cur:ident, types: $types:ident, with_shards) => {
+        dataset_conversions!(@description $old, $cur, $types, |d| d.shardable);
 
         pub(crate) fn dataset_config_down(c: &$cur::DatasetConfig) -> $old::DatasetConfig {
             $old::DatasetConfig {
@@ -220,14 +250,14 @@ macro_rules! dataset_conversions {
         }
     };
     // What both have: `$shardable` says, from the old description, whether the dataset is.
-    (@description $old:ident, $cur:ident, $shardable:expr) => {
+    (@description $old:ident, $cur:ident, $types:ident, $shardable:expr) => {
         pub(crate) fn dataset_description_up(
             d: $old::DatasetDescription,
         ) -> $cur::DatasetDescription {
             let shardable: fn(&$old::DatasetDescription) -> bool = $shardable;
             $cur::DatasetDescription {
                 shardable: shardable(&d),
-                info: crate::bindings::v0_5_0::plugin_info_up(d.info),
+                info: crate::bindings::$types::plugin_info_up(d.info),
                 path: match d.path {
                     $old::PathUse::Refused => $cur::PathUse::Refused,
                     $old::PathUse::Optional => $cur::PathUse::Optional,
@@ -241,7 +271,7 @@ macro_rules! dataset_conversions {
 
         pub(crate) fn turn_result_down(t: &$cur::TurnResult) -> $old::TurnResult {
             $old::TurnResult {
-                session: crate::bindings::v0_5_0::session_down(&t.session),
+                session: crate::bindings::$types::session_down(&t.session),
                 success: t.success,
                 generated_text: t.generated_text.clone(),
                 ttft: t.ttft,
@@ -254,18 +284,19 @@ macro_rules! dataset_conversions {
 
 /// The conversions of the `backend` interface as 0.3.0 defined it, up to the current one
 /// and down; 0.4.0 and 0.4.1 kept it unchanged, and 0.5.0 only added the `server-timing`
-/// event (its arm of `event_kind_up` given as `more_events`), so [`v0_3_0`], [`v0_4_1`] and
-/// [`v0_5_0`] expand them, over their own bindings (named `$old` in the calling
-/// module, the current ones `$cur`). Each version's bindgen makes types of its own for an
+/// event (its arm of `event_kind_up` given as `more_events`), which 0.6.0 and 0.7.0 kept, so
+/// [`v0_3_0`], [`v0_4_1`], [`v0_5_0`] and [`v0_6_0`] expand them, over their own bindings
+/// (named `$old` in the calling module, the current ones `$cur`; `types:` as for
+/// `dataset_conversions!`). Each version's bindgen makes types of its own for an
 /// interface its plugins export, even one the same as another version's, so the
 /// conversions are written once and made for each.
 macro_rules! backend_conversions {
-    ($old:ident, $cur:ident $(, more_events: { $($more_events:tt)* })?) => {
+    ($old:ident, $cur:ident, types: $types:ident $(, more_events: { $($more_events:tt)* })?) => {
         pub(crate) fn backend_description_up(
             d: $old::BackendDescription,
         ) -> $cur::BackendDescription {
             $cur::BackendDescription {
-                info: crate::bindings::v0_5_0::plugin_info_up(d.info),
+                info: crate::bindings::$types::plugin_info_up(d.info),
                 openai_compatible: d.openai_compatible,
             }
         }
@@ -366,6 +397,7 @@ pub mod v0_3_0;
 pub mod v0_4_0;
 pub mod v0_4_1;
 pub mod v0_5_0;
+pub mod v0_6_0;
 
 /// The contract version of `current` (the `package` line of `wit/current/plugin.wit`, read
 /// by `build.rs`: the one place it is written).
@@ -374,6 +406,7 @@ pub const CURRENT_VERSION: &str = env!("BENCH_PLUGIN_API_VERSION");
 /// The versions this host loads, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &[
     CURRENT_VERSION,
+    v0_6_0::VERSION,
     v0_5_0::VERSION,
     v0_4_1::VERSION,
     v0_4_0::VERSION,
@@ -428,6 +461,7 @@ mod tests {
             ("since_v0.4.0/plugin.wit", v0_4_0::FROZEN_SHA256),
             ("since_v0.4.1/plugin.wit", v0_4_1::FROZEN_SHA256),
             ("since_v0.5.0/plugin.wit", v0_5_0::FROZEN_SHA256),
+            ("since_v0.6.0/plugin.wit", v0_6_0::FROZEN_SHA256),
         ];
         for (file, want) in frozen {
             let bytes = std::fs::read(wit(file)).unwrap();

@@ -37,9 +37,9 @@ link_host_imports!(VERSION, old_tokenizer, old_seed, old_log);
 
 pass_on_host_imports!(old_tokenizer, old_seed, old_log, chat_template_of_0_5_0 {});
 
-dataset_conversions!(old_dataset, cur_dataset, without_shards);
+dataset_conversions!(old_dataset, cur_dataset, types: v0_5_0, without_shards);
 
-backend_conversions!(old_backend, cur_backend);
+backend_conversions!(old_backend, cur_backend, types: v0_5_0);
 
 #[cfg(test)]
 mod tests {

@@ -43,8 +43,8 @@ pass_on_host_imports!(
 
 // The exported interfaces, in types of 0.4.1's own: the `dataset` of 0.4.0 (with shards)
 // and the `backend` of 0.3.0.
-dataset_conversions!(old_dataset, cur_dataset, with_shards);
-backend_conversions!(old_backend, cur_backend);
+dataset_conversions!(old_dataset, cur_dataset, types: v0_5_0, with_shards);
+backend_conversions!(old_backend, cur_backend, types: v0_5_0);
 
 #[cfg(test)]
 mod tests {

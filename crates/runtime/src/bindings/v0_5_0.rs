@@ -238,9 +238,9 @@ pub(crate) fn request_spec_down(
 // The exported interfaces, in types of 0.5.0's own: the `dataset` of 0.4.0 (with shards)
 // and the `backend` of 0.3.0 with 0.5.0's `server-timing` event.
 
-dataset_conversions!(old_dataset, cur_dataset, with_shards);
+dataset_conversions!(old_dataset, cur_dataset, types: v0_5_0, with_shards);
 
-backend_conversions!(old_backend, cur_backend, more_events: {
+backend_conversions!(old_backend, cur_backend, types: v0_5_0, more_events: {
     old_backend::EventKind::ServerTiming(t) => {
         cur_backend::EventKind::ServerTiming(cur_backend::ServerTiming {
             queue_time_ms: t.queue_time_ms,
