@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod accuracy;
 mod backends_anthropic;
 mod backends_openai_api;
 mod backends_pooling;

@@ -513,3 +513,81 @@ fn continue_on_error_records_a_failed_combination_and_finishes_the_sweep() {
     assert_eq!(summary[0]["run_number"], json!(0));
     s.assert_servers_gone();
 }
+
+/// Accuracy against load: `bench sweep serve` over two servers (every answer right, half of
+/// them wrong) and two concurrencies of the `gsm8k` dataset, then `bench sweep plot` with
+/// `--var-y accuracy`: each run's accuracy is the one its server was told to give, and the
+/// figure has a curve per server with a point per concurrency.
+#[test]
+fn sweep_plots_accuracy_against_load() {
+    let s = Setup::new();
+    let key = crate::common::data("datasets/gsm8k/test.jsonl");
+    let serve = s.write(
+        "serve.json",
+        &json!([{"wrong_answer_rate": 0}, {"wrong_answer_rate": 0.5}]),
+    );
+    let bench = s.write(
+        "bench.json",
+        &json!([{"max_concurrency": 1}, {"max_concurrency": 4}]),
+    );
+    let bench_cmd = format!(
+        "bench serve --model mock --tokenizer {} --base-url http://127.0.0.1:{} \
+         --dataset-name gsm8k --dataset-path {} --num-prompts 8 --disable-tqdm \
+         --ready-check-timeout-sec 0",
+        gpt2(),
+        s.port,
+        key.display()
+    );
+    let run = s
+        .sweep("serve")
+        .args([
+            "--serve-cmd",
+            &s.serve_cmd(&format!("--answer-key {}", key.display())),
+        ])
+        .args(["--bench-cmd", &bench_cmd])
+        .arg("--serve-params")
+        .arg(&serve)
+        .arg("--bench-params")
+        .arg(&bench)
+        .run()
+        .assert_success();
+    s.assert_servers_gone();
+    let mut measured = Vec::new();
+    for entry in std::fs::read_dir(s.exp()).unwrap() {
+        let dir = entry.unwrap().path();
+        if dir.join("run=0.json").exists() {
+            let doc = read_json(&dir.join("run=0.json"));
+            assert_eq!(doc["graded_requests"], json!(8), "{doc}");
+            measured.push((
+                doc["wrong_answer_rate"].as_f64().unwrap(),
+                doc["max_concurrency"].as_u64().unwrap(),
+                doc["accuracy"].as_f64().unwrap(),
+            ));
+        }
+    }
+    measured.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(
+        measured,
+        [(0.0, 1, 1.0), (0.0, 4, 1.0), (0.5, 1, 0.5), (0.5, 4, 0.5)],
+        "{run}"
+    );
+
+    let plot = Bench::new()
+        .args(["sweep", "plot"])
+        .arg(s.exp())
+        .args(["--var-x", "max_concurrency", "--var-y", "accuracy"])
+        .args(["--curve-by", "wrong_answer_rate"])
+        .args(["--fig-format", "svg", "--fig-name", "accuracy"])
+        .run()
+        .assert_success();
+    assert!(
+        plot.stdout.contains("accuracy vs max_concurrency"),
+        "{plot}"
+    );
+    let svg = std::fs::read_to_string(s.exp().join("accuracy.svg")).unwrap();
+    assert!(
+        svg.contains("wrong_answer_rate=0.5"),
+        "the legend names the curves"
+    );
+    assert_eq!(svg.matches("<circle").count(), 4, "a point per run: {svg}");
+}

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result, bail};
 
 use crate::client::stop::{Signal, StopSignal};
+use crate::grading::Grader;
 use crate::metrics::{self, Metrics, MetricsConfig};
 use crate::observer::{Event, Observer};
 use crate::prepare::HostHeaders;
@@ -186,6 +187,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         Some(shard) => Some(split_shard(shard, &mut workload, config, &rt)?),
         None => None,
     };
+    let grader = Grader::of(&mut workload, &config.workload)?;
     let target = HttpTarget::prepare(&config.http, &model, served_model, workload, &rt, observer)?;
     let plan = Plan {
         drive: Drive {
@@ -208,7 +210,7 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         }),
         num_prompts: config.workload.num_prompts as usize,
     };
-    measure(&rt, target, tokenizer.as_deref(), &plan, observer)
+    measure(&rt, target, tokenizer.as_deref(), &plan, grader, observer)
 }
 
 /// `bench serve --backend native`: the workload on the native engine, at the run's rate
@@ -229,6 +231,7 @@ fn serve_native(
     )?;
     let rt = runtime()?;
     let send_at = self_timed(&config.load, &opened.workload.specs)?;
+    let grader = Grader::of(&mut opened.workload, &config.workload)?;
     let specs = std::mem::take(&mut opened.workload.specs);
     if specs.is_empty() {
         bail!(
@@ -266,7 +269,14 @@ fn serve_native(
         num_prompts: config.workload.num_prompts as usize,
         endpoints: None,
     };
-    measure(&rt, target, Some(&opened.tokenizer), &plan, observer)
+    measure(
+        &rt,
+        target,
+        Some(&opened.tokenizer),
+        &plan,
+        grader,
+        observer,
+    )
 }
 
 /// A shard's part of the workload (the whole one sampled, this shard's requests kept
@@ -285,6 +295,9 @@ fn split_shard(
         );
     }
     let plan = ShardPlan::split(config, &mut workload.specs, workload.seed);
+    if !workload.references.is_empty() {
+        workload.references = config.shard.select(&workload.references);
+    }
     if workload.specs.is_empty() {
         bail!(
             "--shard {}: the workload has {} requests, none of them this shard's",
@@ -555,12 +568,13 @@ fn measure<T: Target>(
     target: T,
     tokenizer: Option<&Tokenizer>,
     plan: &Plan,
+    grader: Option<Grader>,
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
     let load = plan.drive.load;
     let mut gpu_observer = crate::gpu_observer::GpuObserver::new(observer, load.gpu_telemetry);
     let Executed {
-        output,
+        mut output,
         requests,
         backend,
         rps_change_events,
@@ -569,6 +583,12 @@ fn measure<T: Target>(
         started_late_s,
     } = execute(rt, target, &plan.drive, &mut gpu_observer)?;
     let gpu = gpu_observer.finish();
+    // Accuracy under load: the answers are judged now that the load is over, by the
+    // shard's own indices (the references are the shard's).
+    let grading_warnings = match grader {
+        Some(grader) => grader.grade(&mut output.records),
+        None => Vec::new(),
+    };
 
     let counter = |text: &str| match tokenizer {
         Some(tokenizer) => tokenizer.count_tokens(text),
@@ -593,6 +613,7 @@ fn measure<T: Target>(
     if let Some(probe) = &output.probe {
         computed.warnings.extend(probe.warning());
     }
+    computed.warnings.extend(grading_warnings);
     computed.per_request.clock_origin_s = output.clock_origin_s;
     computed.set_rtfx(&output.audio_seconds);
     // The theoretical prefix reuse counts prompt tokens: none without a tokenizer. A

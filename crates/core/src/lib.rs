@@ -9,6 +9,7 @@ pub mod benchmark;
 pub mod clock_offset;
 pub(crate) mod gpu_observer;
 pub mod gpu_telemetry;
+pub mod grading;
 pub mod metrics;
 pub mod observer;
 pub mod offline;

@@ -675,6 +675,7 @@ mod tests {
             server_timing: None,
             endpoint: 0,
             output_validity: None,
+            grade: None,
         };
         // Prompt "a"'s first copy failed: its second counts the prompt; "b" counts once.
         let records: Vec<_> = (0..6).map(|i| record(i, i != 0)).collect();

@@ -126,6 +126,9 @@ pub(super) enum Fault {
     /// A structured-output answer that breaks its constraint (`--invalid-structured-rate`),
     /// planned over the constrained requests alone, never by the plan of the other faults.
     InvalidStructured,
+    /// A wrong answer to a question of the answer key (`--wrong-answer-rate`), planned over
+    /// the requests that ask one alone, never by the plan of the other faults.
+    WrongAnswer,
 }
 
 impl Fault {
@@ -143,6 +146,7 @@ impl Fault {
             Fault::NoDone => "--no-done-rate",
             Fault::Dribble => "--dribble-rate",
             Fault::InvalidStructured => "--invalid-structured-rate",
+            Fault::WrongAnswer => "--wrong-answer-rate",
         }
     }
 }

@@ -23,6 +23,8 @@
 //! the connection before the answer's last token, as a client that gives up does) and
 //! `GET /mock/structured` (per completions or chat request with an `x-request-id`: its
 //! output constraint and whether the answer kept it, see [`structured`]),
+//! `GET /mock/answers` (per request that asked a question of `--answer-key`: its
+//! `x-request-id`, the question and whether the answer was right, see [`answers`]),
 //! `GET /mock/requests` (per streamed
 //! request with an `x-request-id` header: `[{"id", "ttft_ms", "itl_ms": [...],
 //! "first_content_ms"}]`, the last the first non-reasoning chunk's time, plus `"metrics"`,
@@ -36,7 +38,10 @@
 //!   `max_tokens` (chat); `finish_reason` is `"length"`. A structured-output request (a
 //!   JSON schema or a choice) is the exception: its answer keeps the constraint, in pieces
 //!   of up to four characters per token, and ends after it (`"stop"`) unless `max_tokens`
-//!   cuts it first (see [`structured`]). The mock has no end-of-sequence
+//!   cuts it first (see [`structured`]). So is a request whose prompt asks a question of
+//!   the `--answer-key` file (GSM8K or multiple choice): it gets that question's answer
+//!   (`The answer is N.\n#### N`, `Answer: X`), wrong for `--wrong-answer-rate` of them
+//!   in a fixed pattern (see [`answers`]). The mock has no end-of-sequence
 //!   token, so it behaves as if `ignore_eos` were always set; the flag is accepted and
 //!   changes nothing. `max_tokens: 0` is refused with 400, as vLLM does.
 //! - `usage.prompt_tokens` is a rough count: whitespace-separated words of the prompt text
@@ -62,6 +67,7 @@
 //! busy still gets its first token `ttft` after it arrived, and the recorded TTFT includes
 //! that wait; where the kernel gives no timestamp, it is when the handler starts.
 
+pub mod answers;
 mod arrival;
 mod audio;
 mod closing;
@@ -99,6 +105,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use answers::GradedAnswer;
 pub use audio::Upload;
 pub use closing::{Closing, SilentClose};
 use conn::{Conn, FaultListener};
@@ -182,6 +189,19 @@ pub struct MockServerArgs {
     /// or none of the choices.
     #[arg(long, default_value_t = 0.0, value_parser = faults::parse_rate)]
     pub invalid_structured_rate: f64,
+    /// A JSONL file of graded questions, read at start: GSM8K lines `{"question",
+    /// "answer"}` (a solution ending in `#### N`) or multiple-choice lines `{"question",
+    /// "choices", "answer"}` (a letter or a 0-based index). A completions or chat request
+    /// whose prompt contains a question (the last one found, past a few-shot prompt's
+    /// solved ones) is answered `The answer is N.\n#### N` or `Answer: X`, ending with
+    /// "stop", so that a client's accuracy has a known value (see /mock/answers).
+    #[arg(long, value_name = "FILE")]
+    pub answer_key: Option<std::path::PathBuf>,
+    /// Share of the requests that ask an --answer-key question answered wrongly, from 0.0
+    /// to 1.0, in --fail-rate's pattern counted over those requests alone: GSM8K's number
+    /// plus one, or the next choice's letter.
+    #[arg(long, default_value_t = 0.0, value_parser = faults::parse_rate)]
+    pub wrong_answer_rate: f64,
 }
 
 /// Everything that shapes the mock server's behaviour; `Default` is a zero-delay server on
@@ -220,6 +240,10 @@ pub struct MockConfig {
     pub per_request_metrics: bool,
     /// See [`MockServerArgs::invalid_structured_rate`] and `structured.rs`.
     pub invalid_structured_rate: f64,
+    /// See [`MockServerArgs::answer_key`] and [`answers`]; read by [`spawn`].
+    pub answer_key: Option<std::path::PathBuf>,
+    /// See [`MockServerArgs::wrong_answer_rate`]; more than 0 needs an `answer_key`.
+    pub wrong_answer_rate: f64,
 }
 
 impl Default for MockConfig {
@@ -242,6 +266,8 @@ impl Default for MockConfig {
             usage_tokens_per_word: 1,
             per_request_metrics: false,
             invalid_structured_rate: 0.0,
+            answer_key: None,
+            wrong_answer_rate: 0.0,
         }
     }
 }
@@ -266,6 +292,8 @@ impl From<&MockServerArgs> for MockConfig {
             usage_tokens_per_word: args.usage_tokens_per_word,
             per_request_metrics: args.per_request_metrics,
             invalid_structured_rate: args.invalid_structured_rate,
+            answer_key: args.answer_key.clone(),
+            wrong_answer_rate: args.wrong_answer_rate,
         }
     }
 }
@@ -300,6 +328,7 @@ pub struct MockServer {
     uploads: Arc<audio::Uploads>,
     timing: Arc<timing::TimingRecorder>,
     structured: Arc<structured::StructuredLog>,
+    answers: Arc<answers::AnswerLog>,
     closes: Arc<closing::CloseStats>,
     sessions: Arc<std::sync::Mutex<Vec<Session>>>,
     /// See [`MockServer::profile_calls`].
@@ -336,6 +365,14 @@ impl MockServer {
     /// constraint or without.
     pub fn structured(&self) -> Vec<structured::StructuredAnswer> {
         self.structured.list()
+    }
+
+    /// What the mock answered to each request that asked a question of the answer key
+    /// (`--answer-key`), in the order they were answered (see [`answers::GradedAnswer`]);
+    /// `GET /mock/answers` serves the same. Only such requests have an entry, with an
+    /// `x-request-id` or without.
+    pub fn answers(&self) -> Vec<answers::GradedAnswer> {
+        self.answers.list()
     }
 
     /// The `x-request-id`s of the requests whose client closed the connection before the
@@ -404,6 +441,17 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     if let Err(message) = faults::check_rates(&invalid_structured) {
         bail!(message);
     }
+    let wrong_answers = [(Fault::WrongAnswer, config.wrong_answer_rate)];
+    if let Err(message) = faults::check_rates(&wrong_answers) {
+        bail!(message);
+    }
+    let answer_key = match &config.answer_key {
+        Some(path) => Some(answers::AnswerKey::read(path)?),
+        None if config.wrong_answer_rate > 0.0 => {
+            bail!("mock server --wrong-answer-rate needs an --answer-key");
+        }
+        None => None,
+    };
     if !(400..=599).contains(&config.faults.http_error_status) {
         bail!(
             "mock server --http-error-status must be from 400 to 599, got {}",
@@ -424,6 +472,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     let sessions: Arc<std::sync::Mutex<Vec<Session>>> = Arc::default();
     let uploads: Arc<audio::Uploads> = Arc::default();
     let structured: Arc<structured::StructuredLog> = Arc::default();
+    let answers: Arc<answers::AnswerLog> = Arc::default();
     let shared = Arc::new(Shared {
         ttft: config.ttft,
         itl: config.itl,
@@ -446,6 +495,9 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         resets: reset::Resets::default(),
         invalid_structured: FaultPlan::new(&invalid_structured),
         structured: structured.clone(),
+        answer_key,
+        wrong_answers: FaultPlan::new(&wrong_answers),
+        answers: answers.clone(),
     });
     let mut stopped = stop.subscribe();
     let closes = Arc::new(closing::CloseStats::default());
@@ -473,6 +525,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
         uploads,
         timing,
         structured,
+        answers,
         closes,
         sessions,
         profile,
@@ -523,6 +576,13 @@ pub async fn run(args: MockServerArgs) -> anyhow::Result<()> {
         println!(
             "invalid structured output: {} of the constrained requests",
             args.invalid_structured_rate
+        );
+    }
+    if let Some(key) = &args.answer_key {
+        println!(
+            "answer key: {} ({} of the requests that ask its questions answered wrongly)",
+            key.display(),
+            args.wrong_answer_rate
         );
     }
     tokio::signal::ctrl_c()

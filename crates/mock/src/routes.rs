@@ -52,6 +52,7 @@ pub(crate) fn router(shared: Arc<Shared>, tokenize: bool) -> Router {
         .route("/mock/requests", get(requests_report))
         .route("/mock/aborted", get(aborted_report))
         .route("/mock/structured", get(structured_report))
+        .route("/mock/answers", get(answers_report))
         .merge(resets())
         .with_state(shared)
 }
@@ -163,6 +164,14 @@ async fn structured_report(
     State(shared): State<Arc<Shared>>,
 ) -> axum::Json<Vec<crate::structured::StructuredAnswer>> {
     axum::Json(shared.structured.list())
+}
+
+/// The requests that asked a question of the answer key and whether their answers were
+/// right.
+async fn answers_report(
+    State(shared): State<Arc<Shared>>,
+) -> axum::Json<Vec<crate::answers::GradedAnswer>> {
+    axum::Json(shared.answers.list())
 }
 
 /// `POST /v1/responses`.

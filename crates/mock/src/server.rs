@@ -13,6 +13,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::answers::{self, AnswerKey, AnswerLog, GradedAnswer};
 use crate::conn::Conn;
 use crate::faults::{Delivery, Fault, FaultPlan, FaultyBody};
 use crate::reply::{Api, Content, Reasoning, Reply};
@@ -62,6 +63,13 @@ pub(crate) struct Shared {
     pub(crate) invalid_structured: FaultPlan,
     /// See [`MockServer::structured`].
     pub(crate) structured: Arc<StructuredLog>,
+    /// The questions of `--answer-key`, if given (see `answers.rs`).
+    pub(crate) answer_key: Option<AnswerKey>,
+    /// Which requests that ask a key question are answered wrongly
+    /// (`--wrong-answer-rate`), numbered apart from `faults`.
+    pub(crate) wrong_answers: FaultPlan,
+    /// See [`MockServer::answers`].
+    pub(crate) answers: Arc<AnswerLog>,
 }
 
 /// A request that carried a conversation's session id (`x-session-id`), as received.
@@ -142,12 +150,22 @@ pub(crate) async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Re
         },
         None => None,
     };
+    // A question of the answer key: its answer, right or wrong, where no structured
+    // answer takes the place of the ordinary text already.
+    let graded = match (&shared.answer_key, &answer) {
+        (Some(key), None) if api.is_openai() => {
+            answers::answer(key, api, &body, &shared.wrong_answers)
+        }
+        _ => None,
+    };
     let pieces = answer
         .as_ref()
-        .map(|answer| structured::pieces(&answer.text));
+        .map(|answer| &answer.text)
+        .or(graded.as_ref().map(|graded| &graded.text))
+        .map(|text| structured::pieces(text));
     let cached_tokens = shared.prefix_cache.lookup(&body, generation.prompt_tokens);
-    // A structured answer ends after its text (reasoning first), unless `max_tokens` cuts
-    // it; any other takes `max_tokens` (else `--output-len`) tokens.
+    // A structured or graded answer ends after its text (reasoning first), unless
+    // `max_tokens` cuts it; any other takes `max_tokens` (else `--output-len`) tokens.
     let (completion_tokens, stop) = match &pieces {
         Some(pieces) => {
             let reasoning = if api.has_reasoning() {
@@ -175,6 +193,13 @@ pub(crate) async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Re
             structured: answer
                 .as_ref()
                 .map(|answer| answer.valid && stop && fault != Some(Fault::Empty)),
+        });
+    }
+    if let Some(graded) = &graded {
+        shared.answers.push(GradedAnswer {
+            id: request_id.clone(),
+            question: graded.question,
+            correct: graded.right && stop && fault != Some(Fault::Empty),
         });
     }
     let tail = shared.itl * (completion_tokens - 1);

@@ -804,6 +804,10 @@ fn flags_map_onto_the_config() {
         "--per-request-metrics",
         "--invalid-structured-rate",
         "0.25",
+        "--answer-key",
+        "key.jsonl",
+        "--wrong-answer-rate",
+        "0.5",
     ])
     .expect("flags parse")
     .args;
@@ -827,6 +831,8 @@ fn flags_map_onto_the_config() {
             server_metrics: crate::ServerMetrics::default(),
             per_request_metrics: true,
             invalid_structured_rate: 0.25,
+            answer_key: Some("key.jsonl".into()),
+            wrong_answer_rate: 0.5,
         }
     );
 
@@ -910,6 +916,8 @@ fn flags_map_onto_the_config() {
         ["--output-len", "0"],
         ["--reset-rate", "2"],
         ["--invalid-structured-rate", "1.5"],
+        ["--wrong-answer-rate", "1.5"],
+        ["--wrong-answer-rate", "-0.5"],
         ["--http-error-status", "200"],
         ["--http-error-status", "600"],
     ] {

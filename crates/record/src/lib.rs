@@ -241,6 +241,24 @@ pub struct RequestRecord {
     /// complete.
     #[serde(default)]
     pub output_validity: Option<OutputValidity>,
+    /// What the dataset's grader made of the answer (accuracy under load); `None` for a
+    /// request whose sample carried no reference, or one that did not complete.
+    #[serde(default)]
+    pub grade: Option<Graded>,
+}
+
+/// A completed response judged by its dataset's grader against the reference its sample
+/// carried (the dataset plugin's `grade`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Graded {
+    /// What a right answer is, as the dataset wrote it (a GSM8K problem's final number).
+    pub reference: String,
+    pub correct: bool,
+    /// From 0 to 1 (1 or 0 for a grader that only tells right from wrong).
+    pub score: f64,
+    /// What the grader read as the answer; `None` when it found none (an invalid answer,
+    /// graded wrong).
+    pub extracted: Option<String>,
 }
 
 /// A completed response checked against its request's output constraint.
@@ -342,6 +360,7 @@ impl Default for RequestRecord {
             server_timing: None,
             endpoint: 0,
             output_validity: None,
+            grade: None,
         }
     }
 }

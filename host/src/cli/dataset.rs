@@ -83,14 +83,15 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
     }
     // No run, no signals: only the preparation's messages reach it.
     let mut console = Console::new(false, Duration::ZERO);
-    let specs = workload::load(&config, tokenizer, &mut console)?.specs;
+    let workload = workload::load(&config, tokenizer, &mut console)?;
+    let (specs, references) = (workload.specs, workload.references);
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    for spec in &specs {
+    for (i, spec) in specs.iter().enumerate() {
         let prompt = match &spec.prompt {
             Prompt::Text(t) => serde_json::json!(t),
             Prompt::TokenIds(ids) => serde_json::json!(ids),
@@ -128,6 +129,10 @@ pub fn run(cmd: DatasetCommand, plugins: &Parsed) -> Result<()> {
         }
         if let Some(constraint) = &spec.output_constraint {
             line["output_constraint"] = constraint_json(constraint);
+        }
+        // A graded dataset's reference (what its grader will compare the answer with).
+        if let Some(Some(reference)) = references.get(i) {
+            line["reference"] = serde_json::json!(reference);
         }
         writeln!(out, "{line}")?;
     }

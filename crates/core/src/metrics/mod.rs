@@ -3,6 +3,7 @@
 //! `vllm bench serve`, plus client-side diagnostics vLLM lacks (schedule lag, achieved
 //! rates, server-versus-tokenizer output token counts).
 
+pub mod accuracy;
 pub mod client;
 pub mod config;
 pub mod embeddings;
@@ -20,6 +21,7 @@ pub mod turns;
 
 use anyhow::{Context, Result, ensure};
 
+pub use accuracy::AccuracyStats;
 pub use client::{ClientStats, LagSummary, PromptTokenCheck, TokenCountCheck};
 pub use config::{
     DEFAULT_METRIC_PERCENTILES, DEFAULT_PERCENTILE_METRICS, InputTokenSource, MetricsConfig,
@@ -108,6 +110,9 @@ pub struct Metrics {
     /// A run whose requests carried output constraints: how many responses were valid;
     /// `None` when no completed request carried one.
     pub structured: Option<StructuredStats>,
+    /// A run whose dataset graded its answers: how many were right; `None` when no
+    /// completed request was graded.
+    pub accuracy: Option<AccuracyStats>,
     /// With `--split-itl-by-tokens`, the successful requests whose ITL was split by their
     /// chunks' token counts (the others kept vLLM's); `None` without the flag.
     pub itl_split_requests: Option<usize>,
@@ -302,6 +307,7 @@ pub fn calculate(
     }
     let reasoning = tokens::reasoning(ordered, count_tokens.map(|_| reasoning_tokens), percentiles);
     let structured = structured::stats(ordered, duration_s);
+    let accuracy = accuracy::stats(ordered, duration_s);
     let cancelled = ordered.iter().filter(|r| r.cancelled()).count();
     let failed = ordered.len() - completed - cancelled;
     let server_timing = server_timing::stats(ordered, percentiles);
@@ -355,6 +361,7 @@ pub fn calculate(
         embedding,
         reasoning,
         structured,
+        accuracy,
         itl_split_requests,
         server_timing,
         per_request,

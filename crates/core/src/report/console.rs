@@ -280,6 +280,7 @@ fn vllm_block(out: &mut String, m: &Metrics, side: &SideReports, run: &RunInfo) 
     }
     probe_lines(out, side);
     structured_lines(out, m);
+    accuracy_lines(out, m);
     for (metric, name, title) in reported_sections(m, run) {
         section(out, m.summary(metric), name, title);
         // A reasoning run's time to the first content token, beside vLLM's TTFT (which
@@ -359,6 +360,26 @@ fn structured_lines(out: &mut String, m: &Metrics) {
         );
     }
     line_f(out, "Valid outputs per second:", s.valid_throughput);
+}
+
+/// The "Accuracy" block (not vLLM's), after the structured-output one: how many graded
+/// answers were right, with the interval, and the rate of right answers.
+fn accuracy_lines(out: &mut String, m: &Metrics) {
+    let Some(a) = &m.accuracy else {
+        return;
+    };
+    let (lo, hi) = a.accuracy_interval();
+    header(out, "Accuracy", '-');
+    line(out, "Graded requests:", a.graded);
+    line(out, "Correct answers:", a.correct);
+    line(out, "Answers the grader found none in:", a.invalid);
+    line_f(out, "Accuracy (%):", a.accuracy() * 100.0);
+    line(
+        out,
+        "Accuracy, 95% interval (%):",
+        format!("{:.2} to {:.2}", lo * 100.0, hi * 100.0),
+    );
+    line_f(out, "Correct answers per second:", a.correct_throughput);
 }
 
 /// vLLM's "Probe Requests" block (`--probe-request-rate`), where it prints it: after the

@@ -60,6 +60,9 @@ pub(super) enum List {
     Endpoints,
     ValidOutput,
     InvalidOutputReasons,
+    Correct,
+    ExtractedAnswers,
+    ReferenceAnswers,
 }
 
 /// A value of the result: a small JSON value, or a per-request list read from the
@@ -92,6 +95,21 @@ impl Serialize for Field<'_> {
             List::Endpoints => s.collect_seq(p.records.iter().map(|r| r.endpoint)),
             List::ValidOutput => s.collect_seq(p.valid_outputs()),
             List::InvalidOutputReasons => s.collect_seq(p.invalid_output_reasons()),
+            List::Correct => s.collect_seq(
+                p.records
+                    .iter()
+                    .map(|r| r.grade.as_ref().map(|g| g.correct)),
+            ),
+            List::ExtractedAnswers => s.collect_seq(
+                p.records
+                    .iter()
+                    .map(|r| r.grade.as_ref().and_then(|g| g.extracted.as_deref())),
+            ),
+            List::ReferenceAnswers => s.collect_seq(
+                p.records
+                    .iter()
+                    .map(|r| r.grade.as_ref().map(|g| g.reference.as_str())),
+            ),
         }
     }
 }

@@ -344,6 +344,26 @@ pub fn result_doc<'m>(
             );
         }
     }
+    if let Some(accuracy) = &m.accuracy {
+        // Accuracy under load (not vLLM's keys): completed answers judged by the dataset's
+        // grader against the references its samples carried.
+        let (lo, hi) = accuracy.accuracy_interval();
+        r.insert("graded_requests", json!(accuracy.graded));
+        r.insert("correct_requests", json!(accuracy.correct));
+        r.insert("invalid_answers", json!(accuracy.invalid));
+        r.insert("accuracy", float(accuracy.accuracy()));
+        r.insert("accuracy_ci95", json!([float(lo), float(hi)]));
+        r.insert("mean_grade_score", float(accuracy.mean_score));
+        r.insert(
+            "correct_request_throughput",
+            float(accuracy.correct_throughput),
+        );
+        if detailed {
+            r.insert_field("correct".into(), list(List::Correct));
+            r.insert_field("extracted_answers".into(), list(List::ExtractedAnswers));
+            r.insert_field("reference_answers".into(), list(List::ReferenceAnswers));
+        }
+    }
     if let Some(split) = m.itl_split_requests {
         r.insert("itl_split_by_tokens_requests", json!(split));
     }

@@ -309,6 +309,7 @@ impl Target for EngineTarget<'_> {
                 endpoint: 0,
                 // Refused in `prepare`: the engine sends no constraint to check.
                 output_validity: None,
+                grade: None,
             });
         }
         let cpu_total = (cpu::process() - cpu_before).as_secs_f64();
