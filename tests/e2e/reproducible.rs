@@ -3,7 +3,9 @@
 //!
 //! Each dataset is sampled with two seeds through `bench dataset sample`; the JSONL it
 //! writes is hashed (SHA-256) and compared with the hash pinned below, taken when the
-//! dataset was added. A pinned hash that differs means the request set changed:
+//! dataset was added (a dataset that takes no seed, such as `gsm8k`, whose questions come
+//! in file order as in vLLM's evaluation, must give the same set for both). A pinned hash
+//! that differs means the request set changed:
 //! either a bug (threads, hash-map order, float formatting leaking into the output) or an
 //! intended change of the sampling, in which case the new hash goes here in the same
 //! commit (run with `BENCH_PRINT_HASHES=1` and `--nocapture` to see them). The test also
@@ -19,10 +21,26 @@ use crate::common::{Bench, data, gpt2};
 struct Case {
     dataset: &'static str,
     args: &'static [&'static str],
+    /// Whether the seed chooses the requests (else they must not depend on it).
+    seeded: bool,
 }
 
 const fn case(dataset: &'static str, args: &'static [&'static str]) -> Case {
-    Case { dataset, args }
+    Case {
+        dataset,
+        args,
+        seeded: true,
+    }
+}
+
+/// A dataset whose requests the seed does not choose (file order, as its reference
+/// tool's).
+const fn unseeded(dataset: &'static str, args: &'static [&'static str]) -> Case {
+    Case {
+        dataset,
+        args,
+        seeded: false,
+    }
 }
 
 const SEEDS: [&str; 2] = ["0", "1"];
@@ -220,6 +238,26 @@ const CASES: &[Case] = &[
             "10",
         ],
     ),
+    unseeded(
+        "gsm8k",
+        &[
+            "--dataset-path",
+            "@gsm8k/test.jsonl",
+            "--num-prompts",
+            "8",
+            "--gsm8k-num-shots",
+            "2",
+        ],
+    ),
+    unseeded(
+        "mcq",
+        &[
+            "--dataset-path",
+            "@mcq/arithmetic.jsonl",
+            "--num-prompts",
+            "45",
+        ],
+    ),
     case(
         "structured-output",
         &[
@@ -263,10 +301,14 @@ fn every_dataset_gives_the_same_requests_for_a_seed_and_other_requests_for_anoth
     let mut wrong = Vec::new();
     for case in CASES {
         let hashes: Vec<String> = SEEDS.iter().map(|seed| sample(case, seed)).collect();
-        assert_ne!(
-            hashes[0], hashes[1],
-            "{}: seeds {} and {} gave the same requests",
-            case.dataset, SEEDS[0], SEEDS[1]
+        assert_eq!(
+            hashes[0] != hashes[1],
+            case.seeded,
+            "{}: seeds {} and {} gave {} requests",
+            case.dataset,
+            SEEDS[0],
+            SEEDS[1],
+            if case.seeded { "the same" } else { "different" }
         );
         // A second run in this process: the same bytes again.
         assert_eq!(
@@ -478,6 +520,26 @@ const PINNED: &[(&str, &str, &str)] = &[
         "speed_bench",
         "1",
         "2159e431a0c57f42717d726a8c00bac8c6a9084909cf74eb677164b5afe6553b",
+    ),
+    (
+        "gsm8k",
+        "0",
+        "fe04282529735980af2aaf8af034b98ebd3656ad1f224971dc88ffe7ee197159",
+    ),
+    (
+        "gsm8k",
+        "1",
+        "fe04282529735980af2aaf8af034b98ebd3656ad1f224971dc88ffe7ee197159",
+    ),
+    (
+        "mcq",
+        "0",
+        "88cf84d1332e65ed5b2cb88d8ac2bcecbb664ed3fe78cca550c7f6c487850d49",
+    ),
+    (
+        "mcq",
+        "1",
+        "88cf84d1332e65ed5b2cb88d8ac2bcecbb664ed3fe78cca550c7f6c487850d49",
     ),
     (
         "structured-output",
