@@ -33,6 +33,11 @@ fn mock_answering(key: &str, wrong: f64, fail: f64) -> Mock {
 /// A graded run of `dataset` over `path` with `args`, without the ready check (its request
 /// would take a place in the mock's plan of wrong answers), with per-request lists.
 fn run(m: &Mock, dataset: &str, path: &str, prompts: u64, args: &[&str]) -> Value {
+    run_shown(m, dataset, path, prompts, args).json()
+}
+
+/// [`run`], keeping what the run printed.
+fn run_shown(m: &Mock, dataset: &str, path: &str, prompts: u64, args: &[&str]) -> Run {
     Bench::against(&m.url)
         .prompts(prompts)
         .args(["--dataset-name", dataset, "--dataset-path", path])
@@ -46,7 +51,6 @@ fn run(m: &Mock, dataset: &str, path: &str, prompts: u64, args: &[&str]) -> Valu
         .save_detailed()
         .run()
         .assert_success()
-        .json()
 }
 
 /// The mock's verdict on each answer it made, by request id.
@@ -108,7 +112,8 @@ fn assert_figures(r: &Value, graded: u64, correct: u64) {
 #[test]
 fn gsm8k_verdicts_equal_the_mocks_answers() {
     let m = mock_answering(&gsm8k(), 0.25, 0.0);
-    let r = run(&m, "gsm8k", &gsm8k(), 40, &["--backend", "openai"]);
+    let shown = run_shown(&m, "gsm8k", &gsm8k(), 40, &["--backend", "openai"]);
+    let r = shown.json();
     let mock = mock_verdicts(&m);
     assert_eq!(mock.len(), 40, "the mock matched every question");
     assert_eq!(mock.values().filter(|&&c| !c).count(), 10, "{mock:?}");
@@ -132,8 +137,20 @@ fn gsm8k_verdicts_equal_the_mocks_answers() {
             "q-{i}"
         );
     }
-    // The console shows the block.
-    assert_eq!(r["completed"], 40);
+    // The console shows the block, with the interval in percent.
+    let (lo, hi) = wilson(30.0, 40.0);
+    for line in [
+        "Graded requests:                         40".to_string(),
+        "Correct answers:                         30".to_string(),
+        "Accuracy (%):                            75.00".to_string(),
+        format!(
+            "Accuracy, 95% interval (%):              {:.2} to {:.2}",
+            lo * 100.0,
+            hi * 100.0
+        ),
+    ] {
+        assert!(shown.stdout.contains(&line), "{line:?} missing: {shown}");
+    }
 }
 
 /// The chat API answers the same questions the same way: the grader reads the content.

@@ -372,7 +372,7 @@ fn accuracy_lines(out: &mut String, m: &Metrics) {
     header(out, "Accuracy", '-');
     line(out, "Graded requests:", a.graded);
     line(out, "Correct answers:", a.correct);
-    line(out, "Answers the grader found none in:", a.invalid);
+    line(out, "Invalid answers (none found):", a.invalid);
     line_f(out, "Accuracy (%):", a.accuracy() * 100.0);
     line(
         out,
