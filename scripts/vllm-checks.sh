@@ -58,6 +58,13 @@
 #      structured_outputs, 8 at a time, without --ignore-eos: every answer is valid
 #      (valid_output_rate 1.0), and bench's verdict on each equals Python's jsonschema
 #      package's on the same text against the same schema (from `bench dataset sample`)
+#   l  accuracy under load: the gsm8k dataset (120 questions of GSM8K's test split, vLLM's
+#      5-shot prompt and stop strings) through openai (completions), greedy
+#      (--temperature 0), one at a time twice with the same seed and then 16 at a time:
+#      every request completes and is graded; the two serial runs give the same answers
+#      and verdicts (reproducible); bench's verdict on every answer of the three runs equals
+#      a Python reimplementation of vLLM's get_answer_value's; the accuracies, their Wilson
+#      intervals and how many verdicts load changed are printed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,7 +83,7 @@ if [ "${1:-}" = --readme-from ]; then
   readme_block "bash scripts/vllm-checks.sh, reports of $(for r in "$@"; do basename "$(dirname "$r")"; done | paste -sd, -)" "$@"
   exit 0
 fi
-checks=${CHECKS:-a b c d e f g h i j k}
+checks=${CHECKS:-a b c d e f g h i j k l}
 [ "$checks" = smoke ] && checks="a b"
 out=${VLLM_CHECKS_OUT:-target/vllm-checks/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -159,7 +166,7 @@ echo "bench $("$bench" --version) against vLLM 0.32.0 (CPU, SmolLM2-135M-Instruc
 bash scripts/vllm-server.sh --setup-report
 
 # a, b, h, i, j and k: one server with the per-request metrics and the prompt token details.
-if want a || want b || want h || want i || want j || want k; then
+if want a || want b || want h || want i || want j || want k || want l; then
   start_server ab --enable-per-request-metrics --enable-prompt-tokens-details || die "vLLM did not start (log: $out/ab.server.log)"
 fi
 
@@ -388,7 +395,55 @@ print(("PASS" if good else "FAIL") + " k: every guided answer valid, bench's ver
 PY
 )
 fi
-if want a || want b || want h || want i || want j || want k; then stop_server; fi
+if want l; then
+  rc=0
+  gsm=(--dataset-name gsm8k --dataset-path tests/data/datasets/gsm8k/test.jsonl --num-prompts 120
+    --temperature 0 --seed 0 --backend openai)
+  for run in serial:1 serial-again:1 load:16; do
+    eos_flag= run_bench "l-${run%%:*}" "${gsm[@]}" --max-concurrency "${run##*:}" || rc=$?
+  done
+  echo "l. accuracy under load: GSM8K on SmolLM2-135M, greedy (bench exit $rc)"
+  verdict < <(python3 - "$out" tests/data/datasets/gsm8k/test.jsonl <<'PY'
+import ast, json, re, sys
+out, path = sys.argv[1:3]
+def answer(text):  # vLLM's tests/evals/gsm8k get_answer_value, written out again
+    numbers = re.findall(r"\d+", text.replace(",", ""))
+    if not numbers:
+        return None
+    try:
+        return ast.literal_eval(numbers[-1])
+    except SyntaxError:
+        return None
+problems = [json.loads(l) for l in open(path) if not l.startswith("#")]
+labels = [answer(p["answer"]) for p in problems[5:]]  # five shots, then the questions
+try:
+    runs = {k: json.load(open(f"{out}/l-{k}.json")) for k in ("serial", "serial-again", "load")}
+except (OSError, ValueError) as e:
+    print(f"FAIL l: no result ({e})"); sys.exit()
+good = True
+for name, r in runs.items():
+    ours = [answer(t) == labels[i % len(labels)] for i, t in enumerate(r["generated_texts"])]
+    agree = sum(a == b for a, b in zip(ours, r["correct"]))
+    lo, hi = r["accuracy_ci95"]
+    good = good and r["completed"] == 120 and r["graded_requests"] == 120 and agree == 120
+    print(f"   {name}: completed {r['completed']}/120, graded {r['graded_requests']}, correct "
+          f"{r['correct_requests']}, accuracy {r['accuracy']:.4f} (95% interval {lo:.4f} to "
+          f"{hi:.4f}), invalid answers {r['invalid_answers']}, correct answers/s "
+          f"{r['correct_request_throughput']:.3f}, mean output tokens "
+          f"{r['total_output_tokens'] / max(r['completed'], 1):.1f}, duration {r['duration']:.1f} s; "
+          f"Python's get_answer_value agrees on {agree}/120")
+a, b, c = runs["serial"], runs["serial-again"], runs["load"]
+same_texts = sum(x == y for x, y in zip(a["generated_texts"], b["generated_texts"]))
+good = good and a["correct"] == b["correct"] and same_texts == 120
+changed = sum(x != y for x, y in zip(a["correct"], c["correct"]))
+print(f"   same seed again, one at a time: {same_texts}/120 answers identical, verdicts "
+      f"{'identical' if a['correct'] == b['correct'] else 'different'}; 16 at a time: "
+      f"{changed} verdicts differ from the serial run's")
+print(("PASS" if good else "FAIL") + " l: every answer graded as Python grades it, the same seed gives the same verdicts")
+PY
+)
+fi
+if want a || want b || want h || want i || want j || want k || want l; then stop_server; fi
 
 if want c; then
   if start_server c --num-gpu-blocks-override 24 --max-model-len 384; then
