@@ -247,3 +247,22 @@ fn references_are_sampled_and_ungraded_runs_have_no_accuracy() {
         assert!(r.get(key).is_none(), "{key}: {r:#}");
     }
 }
+
+/// A run in shards (`--workers 2`): each process grades its own requests against its own
+/// references, and the merged result's verdicts, by global position, equal the mock's.
+#[test]
+fn shards_grade_their_own_requests_and_merge_the_verdicts() {
+    let m = mock_answering(&gsm8k(), 0.25, 0.0);
+    let r = run(
+        &m,
+        "gsm8k",
+        &gsm8k(),
+        24,
+        &["--backend", "openai", "--workers", "2"],
+    );
+    assert_eq!(r["shards"].as_array().unwrap().len(), 2, "{r:#}");
+    assert_eq!(bench_verdicts(&r), mock_verdicts(&m));
+    assert_figures(&r, 24, 18);
+    // The references follow their requests: the first is the sixth line's, 64.
+    assert_eq!(r["reference_answers"][0], "64");
+}
