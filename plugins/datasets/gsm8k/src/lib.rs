@@ -15,9 +15,10 @@
 //! more requests (`--num-prompts`) than there are questions left, they start over from
 //! the first question, in the same order each pass, so a load test can run longer than
 //! the file (accuracy then counts a question once per time it was asked); `--num-prompts
-//! 0` asks each question once. The prompt is sent as it is (no chat template; a chat
-//! backend sends it as the user message, as vLLM's `--use-chat-completions` does) and
-//! `prompt_len` is its token count with the run's tokenizer, special tokens included.
+//! 1314` asks each of `test.jsonl`'s questions once (5 shots). The prompt is sent as it
+//! is (no chat template; a chat backend sends it as the user message, as vLLM's
+//! `--use-chat-completions` does) and `prompt_len` is its token count with the run's
+//! tokenizer, special tokens included.
 //! Every request carries vLLM's and SGLang's stop strings as its extra body,
 //! `{"stop":["Question","Assistant:","<|separator|>"]}`, and EOS is left alone: an answer
 //! must stop by itself.

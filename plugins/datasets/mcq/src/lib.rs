@@ -32,9 +32,10 @@
 //! Questions are asked in file order; when the run wants more requests (`--num-prompts`)
 //! than the file has, they start over from the first, in the same order each pass, so a
 //! load test can run longer than the file (accuracy then counts a question once per time
-//! it was asked); `--num-prompts 0` asks each question once. The prompt is sent as it is
-//! (no chat template; a chat backend sends it as the user message) and `prompt_len` is
-//! its token count with the run's tokenizer, special tokens included. Every request
+//! it was asked); `--num-prompts` equal to the file's questions asks each once. The
+//! prompt is sent as it is (no chat template; a chat backend sends it as the user
+//! message) and `prompt_len` is its token count with the run's tokenizer, special tokens
+//! included. Every request
 //! carries `{"stop":["Question:"]}` as its extra body, so that a model that goes on after
 //! its answer with a question of its own stops before writing an `Answer:` line that
 //! would be graded instead; EOS is left alone.
