@@ -174,3 +174,14 @@ pub fn raise_open_file_limit() -> u64 {
         .expect("reading the open-file limit")
         .soft
 }
+
+/// Wilson's 95% score interval for `k` successes of `n`, written out here independently
+/// of bench's (the structured-output and accuracy tests check bench's intervals with it).
+pub fn wilson(k: f64, n: f64) -> (f64, f64) {
+    let z = 1.959_963_984_540_054_f64;
+    let p = k / n;
+    let d = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / d;
+    let half = z / d * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}

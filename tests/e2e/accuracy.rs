@@ -75,16 +75,6 @@ fn bench_verdicts(r: &Value) -> BTreeMap<String, bool> {
         .collect()
 }
 
-/// Wilson's 95% score interval, written out here independently of bench's.
-fn wilson(k: f64, n: f64) -> (f64, f64) {
-    let z = 1.959_963_984_540_054_f64;
-    let p = k / n;
-    let d = 1.0 + z * z / n;
-    let centre = (p + z * z / (2.0 * n)) / d;
-    let half = z / d * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
-    ((centre - half).max(0.0), (centre + half).min(1.0))
-}
-
 /// The counts, the rate, its interval and the correct answers per second follow from the
 /// per-request verdicts.
 #[track_caller]

@@ -69,16 +69,6 @@ fn bench_verdicts(r: &Value) -> BTreeMap<String, Option<bool>> {
         .collect()
 }
 
-/// Wilson's 95% score interval, written out here independently of bench's.
-fn wilson(k: f64, n: f64) -> (f64, f64) {
-    let z = 1.959_963_984_540_054_f64;
-    let p = k / n;
-    let d = 1.0 + z * z / n;
-    let centre = (p + z * z / (2.0 * n)) / d;
-    let half = z / d * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
-    ((centre - half).max(0.0), (centre + half).min(1.0))
-}
-
 fn close(a: &Value, b: f64) {
     let a = a.as_f64().unwrap_or_else(|| panic!("{a} is not a number"));
     assert!((a - b).abs() < 1e-9, "{a} != {b}");
