@@ -31,7 +31,9 @@
 #                copy bandwidth (PyTorch) over the weights' bytes: each decoded token at batch
 #                1 reads every weight once
 #   telemetry    `bench serve` against the mock server with GPU telemetry on: PASS when the
-#                result names the GPU (gpu_devices) with its memory (gpu_memory_total_bytes)
+#                result names the GPU (gpu_devices) with its memory (gpu_memory_total_bytes),
+#                and, with --cost-per-hour 3.5, its energy and price per token agree with
+#                gpu_energy_j, duration and the token totals
 #   workers      scripts/perf.sh's workers rows on the machine's CPU cores (clients on the
 #                lower cores, the mock server on the rest): figures, no verdict
 set -euo pipefail
@@ -208,7 +210,7 @@ mock=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.05; done
 if "$bench" --backend openai --model mock --tokenizer tests/data/tokenizers/gpt2 \
   --base-url "http://127.0.0.1:$port" --random-input-len 64 --random-output-len 64 --num-prompts 200 \
-  --max-concurrency 16 --disable-tqdm --save-result --result-dir "$tmp" \
+  --max-concurrency 16 --disable-tqdm --save-result --result-dir "$tmp" --cost-per-hour 3.5 \
   --result-filename telemetry.json >"$tmp/telemetry.log" 2>&1; then
   verdict "$(python3 - "$tmp/telemetry.json" <<'PY'
 import json, sys
@@ -216,8 +218,12 @@ r = json.load(open(sys.argv[1]))
 devices = r.get("gpu_devices") or []
 total = r.get("gpu_memory_total_bytes") or 0
 ok = bool(devices) and total > 0
+tokens, energy = r["total_input_tokens"] + r["total_output_tokens"], r.get("gpu_energy_j") or 0
+ok = ok and energy > 0 and abs((r.get("gpu_energy_per_token_j") or 0) * tokens - energy) <= 1e-9 * energy \
+  and abs(r["cost_per_million_tokens_usd"] * tokens / 1e6 - 3.5 * r["duration"] / 3600) <= 1e-9 * r["run_cost_usd"]
 print(f"{'PASS' if ok else 'FAIL'} telemetry: gpu_devices {devices}, gpu_memory_total_bytes {total}, "
-      f"gpu_mean_power_w {r.get('gpu_mean_power_w')}, gpu_max_utilization_pct {r.get('gpu_max_utilization_pct')}")
+      f"gpu_mean_power_w {r.get('gpu_mean_power_w')}, gpu_max_utilization_pct {r.get('gpu_max_utilization_pct')}, "
+      f"gpu_energy_per_token_j {r.get('gpu_energy_per_token_j')}, cost_per_million_tokens_usd {r.get('cost_per_million_tokens_usd')}")
 PY
 )"
 else

@@ -12,7 +12,7 @@ pub mod cli;
 pub use bench_core::{
     benchmark, client, engine, gpu_telemetry, metrics, observer, offline, prefix_reuse, prepare,
     probe, profiler, pyjson, record, report, runtime, schedule, server_metrics, server_tokenizer,
-    shard, targets, tokenizer, workload,
+    shard, targets, tokenizer, until_confident, workload,
 };
 /// The mock server (crate `bench-mock`).
 pub use bench_mock as mock;

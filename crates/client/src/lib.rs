@@ -18,6 +18,7 @@ mod exchange;
 pub mod failure;
 pub mod framing;
 pub mod h1;
+pub mod live;
 pub mod load;
 pub mod stop;
 pub mod structured;

@@ -150,6 +150,11 @@ pub async fn run(
         let (stop, cancel) = (stop.clone(), cancel.clone());
         async move {
             stop.stopped().await;
+            // A run that met its own stopping rule lets its requests in flight finish;
+            // a signal after that starts the grace period as usual.
+            if stop.reason().is_some_and(|r| r.is_goal()) {
+                stop.signalled().await;
+            }
             tokio::time::sleep(grace).await;
             cancel.stop(format!("still running {grace:?} after the run was stopped"));
         }

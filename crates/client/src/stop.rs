@@ -43,6 +43,9 @@ pub enum StopReason {
     /// A part of the run that cannot go on (a backend plugin that keeps faulting), or
     /// a caller's own reason.
     Other(String),
+    /// The run's own stopping rule was met (`--until-confident`, its maximum duration):
+    /// the run is complete, not interrupted, and requests in flight finish unhurried.
+    Goal(String),
 }
 
 impl StopReason {
@@ -50,8 +53,13 @@ impl StopReason {
     pub fn signal(&self) -> Option<Signal> {
         match self {
             StopReason::Signal(signal) => Some(*signal),
-            StopReason::Other(_) => None,
+            StopReason::Other(_) | StopReason::Goal(_) => None,
         }
+    }
+
+    /// Whether the run's own stopping rule ended it (not an interruption).
+    pub fn is_goal(&self) -> bool {
+        matches!(self, StopReason::Goal(_))
     }
 }
 
@@ -60,7 +68,7 @@ impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StopReason::Signal(signal) => write!(f, "{} received", signal.name()),
-            StopReason::Other(message) => f.write_str(message),
+            StopReason::Other(message) | StopReason::Goal(message) => f.write_str(message),
         }
     }
 }
@@ -131,6 +139,18 @@ impl StopSignal {
         self.signal.get().copied()
     }
 
+    /// Completes once a signal (Ctrl-C, SIGTERM) has raised it, whatever stopped the run
+    /// first.
+    pub async fn signalled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.signal().is_some() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Completes once the signal is raised.
     pub async fn stopped(&self) {
         loop {
@@ -163,6 +183,23 @@ mod tests {
         assert_eq!(reason, StopReason::Signal(Signal::Interrupt));
         assert_eq!(reason.to_string(), "SIGINT received");
         assert_eq!(s.signal().map(Signal::exit_code), Some(130));
+    }
+
+    #[tokio::test]
+    async fn a_goal_is_no_interruption_and_a_later_signal_still_wakes() {
+        let s = std::sync::Arc::new(StopSignal::new());
+        s.stop(StopReason::Goal("p99_ttft_ms within 5%".into()));
+        assert!(s.reason().unwrap().is_goal());
+        let waiter = tokio::spawn({
+            let s = s.clone();
+            async move { s.signalled().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        s.stop(Signal::Interrupt);
+        waiter.await.unwrap();
+        assert!(s.reason().unwrap().is_goal());
+        assert_eq!(s.signal(), Some(Signal::Interrupt));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 
 use super::RawResponse;
 use super::decode::{RequestMeta, build_record};
+use super::live::LiveStats;
 use super::stop::StopSignal;
 use crate::record::RequestRecord;
 use crate::runtime::{BackendPlugin, Chunks, Decoded, ResponseHead};
@@ -55,11 +56,12 @@ impl DecodeWorker {
     /// A worker that raises `stop`, naming the plugin, when the plugin keeps faulting
     /// (the run's signal, so the load generator stops releasing requests). With `turns`,
     /// the record of every request that is a turn of a conversation is also sent there,
-    /// as soon as it is built.
+    /// as soon as it is built. With `live`, every record is added there as it is built.
     pub fn spawn_with_stop(
         backend: BackendPlugin,
         stop: Arc<StopSignal>,
         turns: Option<mpsc::Sender<TurnDone>>,
+        live: Option<Arc<LiveStats>>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>();
         let handle = std::thread::Builder::new()
@@ -75,6 +77,9 @@ impl DecodeWorker {
                         if let (Some(turns), Some(session)) = (&turns, &job.meta.session) {
                             // The driver is gone only once the run has ended.
                             let _ = turns.send(turn_done(&record, session, &job));
+                        }
+                        if let Some(live) = &live {
+                            live.add(&record);
                         }
                         record
                     })

@@ -18,6 +18,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::client::stop::{Signal, StopSignal};
 use crate::grading::Grader;
+use crate::metrics::goals::{Ended, Verdicts};
 use crate::metrics::{self, Metrics, MetricsConfig};
 use crate::observer::{Event, Observer};
 use crate::prepare::HostHeaders;
@@ -92,6 +93,9 @@ pub struct LoadConfig {
     /// Requests the client cancels on purpose (`--request-cancellation-rate` and
     /// `-delay`); `None`: none. HTTP servers only.
     pub cancellation: Option<crate::client::cancellation::Cancellation>,
+    /// `--until-confident`: stop once these figures are known well enough; `None`: send
+    /// the whole workload.
+    pub until_confident: Option<crate::metrics::goals::UntilConfident>,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -99,8 +103,9 @@ pub struct LoadConfig {
 pub struct ReportConfig {
     /// The result's label; `None` names it after the backend.
     pub label: Option<String>,
-    /// Extra top-level keys of the result.
-    pub metadata: Vec<(String, String)>,
+    /// Extra top-level keys of the result: `--metadata`'s strings, and values such as the
+    /// scenario file's record (`--config`), which is an object.
+    pub metadata: Vec<(String, serde_json::Value)>,
     /// The command line as vLLM's `vars(args)`, for the PyTorch records.
     pub command_line: serde_json::Map<String, serde_json::Value>,
     /// Where and how to save the result. `interrupted` is the run's to set.
@@ -508,6 +513,19 @@ pub(crate) fn execute<T: Target>(
         self_timed: drive.send_at.is_some(),
     });
     let backend = target.name().to_owned();
+    // `--until-confident`: the run's figures so far, looked at while it goes on.
+    let live = load
+        .until_confident
+        .as_ref()
+        .map(|_| Arc::new(crate::client::live::LiveStats::default()));
+    let watcher = load
+        .until_confident
+        .clone()
+        .zip(live.clone())
+        .map(|(goals, live)| {
+            let _runtime = rt.enter();
+            crate::until_confident::watch(goals, live, stop.clone())
+        });
     let options = RunOptions {
         max_concurrency: load.max_concurrency,
         stop: stop.clone(),
@@ -517,10 +535,21 @@ pub(crate) fn execute<T: Target>(
         start: start_at.map(crate::shard::instant_at),
         cancellation: load.cancellation,
         workload_index: plan.map(|p| Arc::new(p.global_index.clone())),
+        live,
     };
     let started_at = start_at.map_or_else(chrono::Local::now, chrono::DateTime::from);
     let output = rt.block_on(target.run(&offsets, options, observer))?;
+    // A watcher still looking when the run ended saw the workload run out first.
+    let ended = watcher.map(|watcher| {
+        if watcher.is_finished() {
+            rt.block_on(watcher).unwrap_or(Ended::Workload)
+        } else {
+            watcher.abort();
+            Ended::Workload
+        }
+    });
     Ok(Executed {
+        ended,
         output,
         requests,
         backend,
@@ -557,6 +586,8 @@ pub(crate) struct Executed {
     pub started_at: chrono::DateTime<chrono::Local>,
     /// How long after its shared start a shard was ready (0 when on time, or unsharded).
     pub started_late_s: f64,
+    /// How a run with `--until-confident` ended; `None` without it.
+    pub ended: Option<Ended>,
 }
 
 /// `bench serve`'s whole measurement: [`execute`] (schedule, warm-up, the measured run),
@@ -581,6 +612,7 @@ fn measure<T: Target>(
         stop,
         started_at,
         started_late_s,
+        ended,
     } = execute(rt, target, &plan.drive, &mut gpu_observer)?;
     let gpu = gpu_observer.finish();
     // Accuracy under load: the answers are judged now that the load is over, by the
@@ -616,6 +648,11 @@ fn measure<T: Target>(
     computed.warnings.extend(grading_warnings);
     computed.per_request.clock_origin_s = output.clock_origin_s;
     computed.set_rtfx(&output.audio_seconds);
+    // Judged on the result's own exact figures, over every request completed.
+    if let (Some(goals), Some(ended)) = (&load.until_confident, ended) {
+        let verdicts = Verdicts::new(goals, ended, output.not_sent, |m| computed.summary(m));
+        computed.until_confident = Some(verdicts);
+    }
     // The theoretical prefix reuse counts prompt tokens: none without a tokenizer. A
     // shard keeps each prompt's block keys for the merge, which counts all shards'.
     let mut prefix_keys = None;
@@ -671,11 +708,15 @@ fn measure<T: Target>(
         run: &run,
     });
     stop_profiler(plan.drive.profiler.as_ref(), rt, observer);
-    let interrupted = output.stopped.map(|reason| Interruption {
-        reason: reason.to_string(),
-        not_sent: output.not_sent,
-        cancelled: output.cancelled,
-    });
+    // A run that met its own stopping rule is complete, not interrupted.
+    let interrupted = output
+        .stopped
+        .filter(|r| !r.is_goal())
+        .map(|reason| Interruption {
+            reason: reason.to_string(),
+            not_sent: output.not_sent,
+            cancelled: output.cancelled,
+        });
     if let Some(interruption) = &interrupted {
         observer.event(Event::Interrupted {
             interruption,

@@ -162,6 +162,14 @@ pub struct DeviceReport {
     pub energy_source: EnergySource,
 }
 
+/// The run's tokens that the GPUs' energy is divided by: its result's
+/// `total_input_tokens` and `total_output_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenTotals {
+    pub input: u64,
+    pub output: u64,
+}
+
 /// The GPUs over the window from [`start`] to [`GpuSampler::finish`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuReport {
@@ -191,11 +199,12 @@ impl GpuReport {
             .any(|d| d.energy_source != EnergySource::Unmeasured)
     }
 
-    /// [`GpuReport::energy_j`] per output token (J); `None` for 0 tokens or when no
-    /// device measured energy, rather than a division by zero or a false 0.
-    pub fn energy_per_output_token_j(&self, output_tokens: u64) -> Option<f64> {
-        (output_tokens > 0 && self.energy_measured())
-            .then(|| self.energy_j() / output_tokens as f64)
+    /// [`GpuReport::energy_j`] per token of a count (J): the whole energy over output
+    /// tokens, input tokens or both, each taking all of it, so the three are not
+    /// additive; `None` for 0 tokens or when no device measured energy, rather than a
+    /// division by zero or a false 0.
+    pub fn energy_per_token_j(&self, tokens: u64) -> Option<f64> {
+        (tokens > 0 && self.energy_measured()).then(|| self.energy_j() / tokens as f64)
     }
 
     /// Mean power of all devices together (W): the sum of the devices' means.
@@ -241,22 +250,22 @@ impl GpuReport {
 
     /// The result-file keys (bench's own; vLLM has no GPU figures), to append after vLLM's:
     /// `gpu_duration_s`, `gpu_energy_j`, `gpu_energy_per_output_token_j`,
-    /// `gpu_mean_power_w`, `gpu_max_power_w`, `gpu_mean_utilization_pct`,
+    /// `gpu_energy_per_input_token_j`, `gpu_energy_per_token_j` (input and output
+    /// together), `gpu_mean_power_w`, `gpu_max_power_w`, `gpu_mean_utilization_pct`,
     /// `gpu_max_utilization_pct`, `gpu_peak_memory_used_bytes`, `gpu_memory_total_bytes`
     /// (all devices together, as the methods above define them) and `gpu_devices`, one
     /// object per device with [`DeviceReport`]'s figures under the same names. A figure
     /// nothing measured is `null`, so the keys are the same on every GPU run.
-    pub fn result_keys(&self, output_tokens: u64) -> Map<String, Value> {
+    pub fn result_keys(&self, tokens: TokenTotals) -> Map<String, Value> {
         let mut keys = Map::new();
         keys.insert("gpu_duration_s".into(), float(self.duration_s));
         keys.insert(
             "gpu_energy_j".into(),
             opt_float(self.energy_measured().then(|| self.energy_j())),
         );
-        keys.insert(
-            "gpu_energy_per_output_token_j".into(),
-            opt_float(self.energy_per_output_token_j(output_tokens)),
-        );
+        for (key, _, count) in Self::energy_per_token_counts(tokens) {
+            keys.insert(key.into(), opt_float(self.energy_per_token_j(count)));
+        }
         keys.insert("gpu_mean_power_w".into(), opt_float(self.mean_power_w()));
         keys.insert("gpu_max_power_w".into(), opt_float(self.peak_power_w));
         keys.insert(
@@ -284,7 +293,7 @@ impl GpuReport {
     /// heading centred in 50 `=`), one line per element without the newline. Figures
     /// nothing measured are left out; energy per token is in mJ, where two decimals
     /// still show it (J per token is mostly below 0.1).
-    pub fn console_lines(&self, output_tokens: u64) -> Vec<String> {
+    pub fn console_lines(&self, tokens: TokenTotals) -> Vec<String> {
         let mut out = vec![format!("{:=^50}", " GPU (NVML) ")];
         let line = |out: &mut Vec<String>, label: &str, value: &dyn fmt::Display| {
             out.push(format!("{label:<40} {value:<10}"));
@@ -316,8 +325,10 @@ impl GpuReport {
         }
         if self.energy_measured() {
             line_f(&mut out, "GPU energy (J):", self.energy_j());
-            if let Some(e) = self.energy_per_output_token_j(output_tokens) {
-                line_f(&mut out, "GPU energy per output token (mJ):", e * 1000.0);
+            for (_, label, count) in Self::energy_per_token_counts(tokens) {
+                if let Some(e) = self.energy_per_token_j(count) {
+                    line_f(&mut out, label, e * 1000.0);
+                }
             }
             line(&mut out, "GPU energy from:", &self.energy_sources());
         }
@@ -334,6 +345,28 @@ impl GpuReport {
         }
         out.push("=".repeat(50));
         out
+    }
+
+    /// The energy-per-token figures: each one's result key, console label, and the count
+    /// it divides the energy by; output first (the key bench had before the others).
+    fn energy_per_token_counts(tokens: TokenTotals) -> [(&'static str, &'static str, u64); 3] {
+        [
+            (
+                "gpu_energy_per_output_token_j",
+                "GPU energy per output token (mJ):",
+                tokens.output,
+            ),
+            (
+                "gpu_energy_per_input_token_j",
+                "GPU energy per input token (mJ):",
+                tokens.input,
+            ),
+            (
+                "gpu_energy_per_token_j",
+                "GPU energy per token (mJ):",
+                tokens.input + tokens.output,
+            ),
+        ]
     }
 
     /// "counter", "integrated power", or both joined where devices differ.
@@ -1034,7 +1067,7 @@ mod tests {
     }
 
     #[test]
-    fn energy_per_output_token_and_none_without_tokens_or_energy() {
+    fn energy_per_token_and_none_without_tokens_or_energy() {
         let report = tally(
             1,
             &[
@@ -1042,8 +1075,8 @@ mod tests {
                 (1.0, vec![full(0.0, GB, 100.0, 500_000)]),
             ],
         );
-        assert_eq!(report.energy_per_output_token_j(1000), Some(0.5));
-        assert_eq!(report.energy_per_output_token_j(0), None);
+        assert_eq!(report.energy_per_token_j(1000), Some(0.5));
+        assert_eq!(report.energy_per_token_j(0), None);
 
         // Neither counter nor power: unmeasured, not 0 J per token.
         let only_util = Sample {
@@ -1053,7 +1086,7 @@ mod tests {
         let report = tally(1, &[(0.0, vec![only_util]), (1.0, vec![only_util])]);
         assert_eq!(report.devices[0].energy_source, EnergySource::Unmeasured);
         assert!(!report.energy_measured());
-        assert_eq!(report.energy_per_output_token_j(1000), None);
+        assert_eq!(report.energy_per_token_j(1000), None);
     }
 
     #[test]
@@ -1113,18 +1146,24 @@ mod tests {
         assert_eq!(report.devices[0].power_samples, 0);
         assert_eq!(report.mean_power_w(), None);
         assert_eq!(report.peak_power_w, None);
-        let keys = report.result_keys(100);
+        let keys = report.result_keys(tokens(50, 100));
         assert_eq!(keys["gpu_mean_power_w"], Value::Null);
         assert_eq!(keys["gpu_max_power_w"], Value::Null);
         assert_eq!(keys["gpu_energy_j"], Value::Null);
         assert_eq!(keys["gpu_energy_per_output_token_j"], Value::Null);
+        assert_eq!(keys["gpu_energy_per_input_token_j"], Value::Null);
+        assert_eq!(keys["gpu_energy_per_token_j"], Value::Null);
         assert_eq!(keys["gpu_devices"][0]["mean_power_w"], Value::Null);
         assert_eq!(keys["gpu_devices"][0]["energy_source"], "unmeasured");
         assert_eq!(keys["gpu_mean_utilization_pct"], json!(50.0));
-        let lines = report.console_lines(100).join("\n");
+        let lines = report.console_lines(tokens(50, 100)).join("\n");
         assert!(!lines.contains("power"), "{lines}");
         assert!(!lines.contains("energy"), "{lines}");
         assert!(lines.contains("Mean GPU utilization (%):"), "{lines}");
+    }
+
+    fn tokens(input: u64, output: u64) -> TokenTotals {
+        TokenTotals { input, output }
     }
 
     fn two_second_run() -> GpuReport {
@@ -1139,7 +1178,7 @@ mod tests {
 
     #[test]
     fn result_keys_hold_the_figures() {
-        let keys = two_second_run().result_keys(2000);
+        let keys = two_second_run().result_keys(tokens(1000, 2000));
         let names: Vec<&str> = keys.keys().map(String::as_str).collect();
         assert_eq!(
             names,
@@ -1147,6 +1186,8 @@ mod tests {
                 "gpu_duration_s",
                 "gpu_energy_j",
                 "gpu_energy_per_output_token_j",
+                "gpu_energy_per_input_token_j",
+                "gpu_energy_per_token_j",
                 "gpu_mean_power_w",
                 "gpu_max_power_w",
                 "gpu_mean_utilization_pct",
@@ -1158,7 +1199,10 @@ mod tests {
         );
         assert_eq!(keys["gpu_duration_s"], json!(2.0));
         assert_eq!(keys["gpu_energy_j"], json!(600.0));
+        // The whole 600 J over each count.
         assert_eq!(keys["gpu_energy_per_output_token_j"], json!(0.3));
+        assert_eq!(keys["gpu_energy_per_input_token_j"], json!(0.6));
+        assert_eq!(keys["gpu_energy_per_token_j"], json!(0.2));
         assert_eq!(keys["gpu_mean_power_w"], json!(300.0));
         assert_eq!(keys["gpu_max_power_w"], json!(400.0));
         assert_eq!(keys["gpu_mean_utilization_pct"], json!(60.0));
@@ -1181,15 +1225,16 @@ mod tests {
                 "energy_source": "counter",
             }])
         );
-        assert_eq!(
-            two_second_run().result_keys(0)["gpu_energy_per_output_token_j"],
-            Value::Null
-        );
+        // Input tokens only (a pooling run): no output figure, the others stay.
+        let keys = two_second_run().result_keys(tokens(1000, 0));
+        assert_eq!(keys["gpu_energy_per_output_token_j"], Value::Null);
+        assert_eq!(keys["gpu_energy_per_input_token_j"], json!(0.6));
+        assert_eq!(keys["gpu_energy_per_token_j"], json!(0.6));
     }
 
     #[test]
     fn console_lines_in_vllm_columns() {
-        let lines = two_second_run().console_lines(2000);
+        let lines = two_second_run().console_lines(tokens(1000, 2000));
         let expected = [
             "=================== GPU (NVML) ===================",
             "GPU 0:                                   Fake GPU 0",
@@ -1202,14 +1247,16 @@ mod tests {
             "Max GPU power (W):                       400.00    ",
             "GPU energy (J):                          600.00    ",
             "GPU energy per output token (mJ):        300.00    ",
+            "GPU energy per input token (mJ):         600.00    ",
+            "GPU energy per token (mJ):               200.00    ",
             "GPU energy from:                         counter   ",
             "==================================================",
         ];
         assert_eq!(lines, expected);
         // No tokens: no per-token line, the rest stays.
-        let lines = two_second_run().console_lines(0);
-        assert!(!lines.iter().any(|l| l.contains("per output token")));
-        assert_eq!(lines.len(), expected.len() - 1);
+        let lines = two_second_run().console_lines(TokenTotals::default());
+        assert!(!lines.iter().any(|l| l.contains(" token")));
+        assert_eq!(lines.len(), expected.len() - 3);
     }
 
     #[test]
@@ -1223,7 +1270,7 @@ mod tests {
                 (1.0, vec![full(50.0, GB, 100.0, 40_000), no_counter]),
             ],
         );
-        let lines = report.console_lines(10);
+        let lines = report.console_lines(tokens(10, 10));
         for wanted in [
             "GPU 0:                                   Fake GPU 0",
             "GPU 1:                                   Fake GPU 1",

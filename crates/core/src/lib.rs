@@ -26,6 +26,7 @@ pub mod shard;
 pub mod side_reports;
 pub mod steady_state;
 pub mod targets;
+pub mod until_confident;
 pub mod workload;
 
 // The crates below the core, under the names the code uses.

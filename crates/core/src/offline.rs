@@ -397,6 +397,7 @@ pub fn latency(
             start: None,
             cancellation: None,
             workload_index: None,
+            live: None,
         };
         let offsets = vec![0.0; batch_size];
         let check = WarmUp {

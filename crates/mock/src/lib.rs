@@ -137,6 +137,15 @@ pub struct MockServerArgs {
     /// grows with load and a load search has a known capacity to find.
     #[arg(long, default_value_t = 0)]
     pub ttft_per_running_ms: u64,
+    /// Spread the time to first token: request k (from 0) waits --ttft-ms plus this many
+    /// milliseconds times a uniform draw in [0, 1) from k and --latency-seed, so the
+    /// TTFTs follow a known distribution (uniform from --ttft-ms to --ttft-ms plus this)
+    /// against which a client's confidence intervals can be checked.
+    #[arg(long, default_value_t = 0)]
+    pub ttft_spread_ms: u64,
+    /// The seed of --ttft-spread-ms's draws.
+    #[arg(long, default_value_t = 0)]
+    pub latency_seed: u64,
     /// Output tokens for requests that set no max_tokens.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
     pub output_len: u32,
@@ -216,6 +225,10 @@ pub struct MockConfig {
     pub itl: Duration,
     /// See [`MockServerArgs::ttft_per_running_ms`].
     pub ttft_per_running: Duration,
+    /// See [`MockServerArgs::ttft_spread_ms`].
+    pub ttft_spread: Duration,
+    /// See [`MockServerArgs::latency_seed`].
+    pub latency_seed: u64,
     /// Output tokens when a request sets no max_tokens; at least 1.
     pub output_len: u32,
     pub model: String,
@@ -254,6 +267,8 @@ impl Default for MockConfig {
             ttft: Duration::ZERO,
             itl: Duration::ZERO,
             ttft_per_running: Duration::ZERO,
+            ttft_spread: Duration::ZERO,
+            latency_seed: 0,
             output_len: 128,
             model: "mock".to_owned(),
             fail_rate: 0.0,
@@ -280,6 +295,8 @@ impl From<&MockServerArgs> for MockConfig {
             ttft: Duration::from_millis(args.ttft_ms),
             itl: Duration::from_millis(args.itl_ms),
             ttft_per_running: Duration::from_millis(args.ttft_per_running_ms),
+            ttft_spread: Duration::from_millis(args.ttft_spread_ms),
+            latency_seed: args.latency_seed,
             output_len: args.output_len,
             model: args.model.clone(),
             fail_rate: args.fail_rate,
@@ -475,6 +492,8 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     let answers: Arc<answers::AnswerLog> = Arc::default();
     let shared = Arc::new(Shared {
         ttft: config.ttft,
+        ttft_spread: config.ttft_spread,
+        latency_seed: config.latency_seed,
         itl: config.itl,
         output_len: config.output_len,
         model_json: serde_json::to_string(&config.model).context("encoding the model name")?,

@@ -29,6 +29,9 @@ pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) ttft: Duration,
+    /// `--ttft-spread-ms`: each request's TTFT gains this times its uniform draw.
+    pub(crate) ttft_spread: Duration,
+    pub(crate) latency_seed: u64,
     pub(crate) itl: Duration,
     pub(crate) output_len: u32,
     pub(crate) model: String,
@@ -205,7 +208,8 @@ pub(crate) async fn generate(shared: &Shared, api: Api, conn: &Conn, request: Re
     let tail = shared.itl * (completion_tokens - 1);
     // The wait for the requests already running, which vLLM would count as queueing.
     let load_wait = shared.running.admit(arrival, shared.ttft, tail);
-    let ttft = shared.ttft + load_wait;
+    let ttft =
+        shared.ttft + shared.ttft_spread.mul_f64(uniform(k, shared.latency_seed)) + load_wait;
     let last_token_at = arrival + ttft + tail;
     shared.load.admit(last_token_at, completion_tokens);
     let reply = Reply {
@@ -313,6 +317,18 @@ pub(crate) fn delivery(shared: &Shared, fault: Option<Fault>, half: usize) -> Op
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
 /// What a request that fails on purpose says, naming the flag that asked for it.
+/// Request `k`'s draw in [0, 1) for `--ttft-spread-ms`: SplitMix64 of `k` and the seed
+/// (a stateless mix, so concurrent requests need no shared generator), top 53 bits.
+fn uniform(k: u64, seed: u64) -> f64 {
+    let mut z = k
+        .wrapping_add(seed.wrapping_mul(0xD6E8_FEB8_6659_FD93))
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
 pub(crate) fn on_purpose(k: u64, fault: Fault) -> String {
     format!(
         "mock server: request {k} fails on purpose ({})",

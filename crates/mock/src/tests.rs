@@ -808,6 +808,10 @@ fn flags_map_onto_the_config() {
         "key.jsonl",
         "--wrong-answer-rate",
         "0.5",
+        "--ttft-spread-ms",
+        "200",
+        "--latency-seed",
+        "7",
     ])
     .expect("flags parse")
     .args;
@@ -819,6 +823,8 @@ fn flags_map_onto_the_config() {
             ttft: Duration::from_millis(25),
             itl: Duration::from_millis(5),
             ttft_per_running: Duration::from_millis(10),
+            ttft_spread: Duration::from_millis(200),
+            latency_seed: 7,
             output_len: 64,
             model: "m".to_owned(),
             fail_rate: 0.1,

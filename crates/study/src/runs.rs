@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
 use bench_core::benchmark::{Outcome, ServeConfig, serve};
+use bench_core::metrics::confidence::t_critical;
 use bench_core::observer::{Event, Observer};
 use bench_core::report::{self, json::float};
 
@@ -66,6 +67,21 @@ impl Spread {
         }
     }
 
+    /// Student's t 95% confidence interval of the figure's mean over runs like these
+    /// (`mean -+ t(0.975, n - 1) std / sqrt(n)`): where the figure of many more runs
+    /// would settle, which one run's own intervals (`ci95`) cannot say, since they miss
+    /// what changes between runs (the server's state, the machine's other work). `None`
+    /// for fewer than two runs.
+    pub fn ci95(&self) -> Option<(f64, f64)> {
+        let n = self.values.len();
+        if n < 2 {
+            return None;
+        }
+        let dof = u32::try_from(n - 1).unwrap_or(u32::MAX);
+        let half = t_critical(dof) * self.std / (n as f64).sqrt();
+        Some((self.mean - half, self.mean + half))
+    }
+
     /// The coefficient of variation (std / |mean|); `None` when the mean is 0.
     pub fn cv(&self) -> Option<f64> {
         (self.mean != 0.0).then(|| self.std / self.mean.abs())
@@ -118,7 +134,7 @@ impl RunsSummary {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let title = format!(" Summary of {} runs ", self.runs);
-        let _ = writeln!(out, "{title:=^96}");
+        let _ = writeln!(out, "{title:=^122}");
         if self.runs < self.requested {
             let _ = writeln!(
                 out,
@@ -128,20 +144,23 @@ impl RunsSummary {
         }
         let _ = writeln!(
             out,
-            "{:<40} {:>12} {:>10} {:>7} {:>11} {:>11}",
-            "Metric", "Mean", "Std", "CV %", "Min", "Max"
+            "{:<40} {:>12} {:>10} {:>7} {:>11} {:>11} {:>25}",
+            "Metric", "Mean", "Std", "CV %", "Min", "Max", "Mean's 95% CI (t)"
         );
         for s in &self.metrics {
             let cv = s
                 .cv()
                 .map_or("-".to_string(), |cv| format!("{:.2}", cv * 100.0));
+            let ci = s
+                .ci95()
+                .map_or("-".to_string(), |(lo, hi)| format!("{lo:.2} to {hi:.2}"));
             let _ = writeln!(
                 out,
-                "{:<40} {:>12.2} {:>10.2} {:>7} {:>11.2} {:>11.2}",
-                s.key, s.mean, s.std, cv, s.min, s.max
+                "{:<40} {:>12.2} {:>10.2} {:>7} {:>11.2} {:>11.2} {:>25}",
+                s.key, s.mean, s.std, cv, s.min, s.max, ci
             );
         }
-        let _ = writeln!(out, "{}", "=".repeat(96));
+        let _ = writeln!(out, "{}", "=".repeat(122));
         out
     }
 
@@ -157,6 +176,7 @@ impl RunsSummary {
                     "cv": s.cv().map_or(Value::Null, float),
                     "min": float(s.min),
                     "max": float(s.max),
+                    "ci95": s.ci95().map_or(Value::Null, |(lo, hi)| json!([float(lo), float(hi)])),
                     "values": s.values.iter().map(|&v| float(v)).collect::<Vec<_>>(),
                 });
                 (s.key.clone(), spread)
@@ -329,6 +349,21 @@ mod tests {
             "ttfts": [0.1], "oversaturated": false,
         });
         measured(doc.as_object().unwrap())
+    }
+
+    #[test]
+    fn the_mean_over_runs_gets_student_t_interval() {
+        let runs: Vec<_> = [1.0, 2.0, 3.0, 4.0, 5.0].map(|t| run(t, 1.0)).into();
+        let s = RunsSummary::new(5, &runs, vec![]);
+        // mean 3, sample std sqrt(2.5), t(0.975, 4) = 2.776445105197793.
+        let half = 2.776_445_105_197_793 * 2.5f64.sqrt() / 5f64.sqrt();
+        let (lo, hi) = s.get("mean_ttft_ms").unwrap().ci95().unwrap();
+        assert!((lo - (3.0 - half)).abs() < 1e-9 && (hi - (3.0 + half)).abs() < 1e-9);
+        assert_eq!(
+            RunsSummary::new(1, &runs[..1], vec![]).metrics[0].ci95(),
+            None
+        );
+        assert!(s.table().contains("Mean's 95% CI (t)"));
     }
 
     #[test]

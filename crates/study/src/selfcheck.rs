@@ -266,6 +266,7 @@ fn serve_config(setup: &Setup, base_url: String, load: &Load) -> Result<ServeCon
             // The client's own ceiling: nothing beside the run.
             gpu_telemetry: false,
             cancellation: None,
+            until_confident: None,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {

@@ -14,6 +14,7 @@ pub mod offline;
 pub mod plugin;
 pub mod plugin_flags;
 mod report;
+pub mod scenario;
 pub mod selfcheck;
 pub mod serve;
 mod serve_plots;
@@ -172,8 +173,24 @@ fn parse(argv: &[String]) -> anyhow::Result<(Cli, plugin_flags::Parsed)> {
     let command = Cli::command()
         .mut_subcommand("throughput", offline_flags)
         .mut_subcommand("latency", offline_flags);
-    let parsed = plugin_flags::parse(command, argv, &mut describe, &builtins)?;
-    let cli = Cli::from_arg_matches(&parsed.matches).unwrap_or_else(|e| e.exit());
+    // `--config`: the scenario file's flags join the command line before anything reads it.
+    let serve = command
+        .find_subcommand("serve")
+        .expect("bench has a serve subcommand");
+    let expanded = scenario::expand(argv, serve, &mut describe, &builtins)?;
+    let parsed = plugin_flags::parse(command, &expanded.argv, &mut describe, &builtins)?;
+    let mut cli = Cli::from_arg_matches(&parsed.matches).unwrap_or_else(|e| e.exit());
+    match &mut cli.command {
+        None => cli.serve.scenario.resolution = expanded.resolution,
+        Some(Command::Serve(args)) => args.scenario.resolution = expanded.resolution,
+        Some(Command::Throughput(offline::ThroughputArgs { offline, .. }))
+        | Some(Command::Latency(offline::LatencyArgs { offline, .. }))
+            if offline.serve.scenario.config.is_some() || offline.serve.scenario.dry_run =>
+        {
+            anyhow::bail!("--config and --dry-run are `bench serve`'s flags")
+        }
+        Some(_) => {}
+    }
     Ok((cli, parsed))
 }
 
@@ -187,23 +204,41 @@ fn parse_serve(argv: &[String]) -> anyhow::Result<(serve::ServeArgs, plugin_flag
 }
 
 /// The offline commands' flags are serve's, but for the backend's default and
-/// `--num-runs` and the scaling-out flags (refused there: see `offline::resolve`), which
-/// their help leaves out.
+/// `--num-runs`, `--until-confident`, `--cost-per-hour`, the scaling-out flags (refused or
+/// ignored there: see `offline::resolve`) and the scenario flags (refused by `parse`),
+/// which their help leaves out.
 fn offline_flags(cmd: clap::Command) -> clap::Command {
-    ["num_runs", "shard", "start_at", "shard_output", "workers"]
-        .into_iter()
-        .fold(cmd, |cmd, flag| cmd.mut_arg(flag, |a| a.hide(true)))
-        .mut_arg("backend", |a| {
-            a.default_value(plugin_flags::NATIVE_BACKEND).help(
-                "`native` (the default: the model runs in this process), or a backend plugin \
+    [
+        "num_runs",
+        "until_confident",
+        "until_confident_max_duration",
+        "cost_per_hour",
+        "shard",
+        "start_at",
+        "shard_output",
+        "workers",
+        "config",
+        "dry_run",
+    ]
+    .into_iter()
+    .fold(cmd, |cmd, flag| cmd.mut_arg(flag, |a| a.hide(true)))
+    .mut_arg("backend", |a| {
+        a.default_value(plugin_flags::NATIVE_BACKEND).help(
+            "`native` (the default: the model runs in this process), or a backend plugin \
              for a server: a first-party name (openai, openai-chat, ...) or a .wasm file",
-            )
-        })
+        )
+    })
 }
 
 /// `bench serve`: one run in this process, or (`--workers N`) as N client processes
 /// merged here.
 fn run_serve(args: serve::ServeArgs, parsed: &plugin_flags::Parsed) -> anyhow::Result<ExitCode> {
+    if args.scenario.dry_run {
+        // Parsed and checked by clap like a run's flags, but nothing is loaded or sent.
+        let resolution = args.scenario.resolution.unwrap_or_default();
+        print!("{}", resolution.to_toml());
+        return Ok(ExitCode::SUCCESS);
+    }
     args.model.check_tokenizer_mode()?;
     if args.workers > 1 && !serve::is_worker() {
         return workers::run(args, parsed);

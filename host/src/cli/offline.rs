@@ -97,6 +97,7 @@ const SERVE_ONLY: &[(&str, &str)] = &[
     ("metric_percentiles", "--metric-percentiles"),
     ("prefix_cache_block_size", "--prefix-cache-block-size"),
     ("split_itl_by_tokens", "--split-itl-by-tokens"),
+    ("cost_per_hour", "--cost-per-hour"),
     ("save_result", "--save-result"),
     ("save_detailed", "--save-detailed"),
     ("append_result", "--append-result"),
@@ -152,6 +153,9 @@ fn resolve(
             format!("{flag} is ignored: it is bench serve's, and bench {command} does not use it")
         })
         .collect();
+    if !args.serve.until_confident.is_empty() {
+        bail!("--until-confident is bench serve's: throughput and latency run a fixed workload");
+    }
     if args.serve.num_runs != 1 {
         bail!(
             "--num-runs is bench serve's: throughput runs its workload once and latency \

@@ -18,6 +18,7 @@ use crate::client::endpoints::Routing;
 use crate::client::{HttpClientKind, Tls};
 use crate::engine::{Device, EngineConfig};
 use crate::metrics;
+use crate::metrics::goals::{Goal, UntilConfident};
 use crate::report::SaveOptions;
 use crate::runtime::PluginRef;
 use crate::schedule::{RampUp, RampUpStrategy};
@@ -55,6 +56,11 @@ pub fn given_flags(args: &ServeArgs) -> std::collections::BTreeSet<String> {
 /// minus sign so that a negative value is refused by the flag's own parser, naming it.
 #[derive(Args, Debug, Clone, serde::Serialize)]
 pub struct ServeArgs {
+    /// `--config` and `--dry-run`: recorded as the result's `scenario`, not as arguments.
+    #[command(flatten)]
+    #[serde(skip)]
+    pub scenario: super::scenario::ScenarioArgs,
+
     #[command(flatten)]
     #[serde(flatten)]
     pub model: ModelArgs,
@@ -181,6 +187,15 @@ pub struct ServeArgs {
     /// entry per chunk, however many tokens it carries. Other responses keep that.
     #[arg(long)]
     pub split_itl_by_tokens: bool,
+
+    /// The deployment's price in US dollars per hour, e.g. --cost-per-hour 3.5 for a
+    /// $3.50/h GPU instance: the result adds the run's cost (price x duration) and that
+    /// whole cost per million input tokens, per million output tokens, per million tokens
+    /// and per request (each takes all of it, so they do not add up), with the GPUs'
+    /// energy per token beside it where GPU telemetry ran. Serve runs only: throughput and
+    /// latency warn and report no cost.
+    #[arg(long, value_name = "USD", value_parser = parse_price, allow_negative_numbers = true)]
+    pub cost_per_hour: Option<f64>,
 
     /// Save the results to a JSON file.
     #[arg(long)]
@@ -388,6 +403,23 @@ pub struct ServeArgs {
     )]
     pub num_runs: u32,
 
+    /// Keep sending until the 95% confidence interval of FIGURE lies within REL of it,
+    /// then stop: FIGURE is mean_, median_ or pNN_ of ttft, tpot, itl or e2el (as the
+    /// result names it, p99_ttft for p99_ttft_ms), REL a percentage or fraction
+    /// (p99_ttft:5%). Repeatable: the run stops once every goal is met. Looked at every
+    /// 0.2 s from the 30th completed request; requests in flight then finish, unhurried.
+    /// --num-prompts is the most it sends, and --until-confident-max-duration ends it if
+    /// the goals are not met by then. The result's `until_confident` says whether each
+    /// goal holds for the result's own figures (`ci95`) and what ended the run.
+    #[arg(long, value_name = "FIGURE:REL", value_parser = parse_goal)]
+    pub until_confident: Vec<String>,
+
+    /// With --until-confident: stop after this many seconds whether or not the goals are
+    /// met (the result then says they were not).
+    #[arg(long, value_name = "SECONDS", default_value = "600", value_parser = parse_interval, requires = "until_confident")]
+    #[serde(serialize_with = "seconds")]
+    pub until_confident_max_duration: Duration,
+
     /// Do not sample this machine's GPUs during the run (by default utilisation, memory,
     /// power and energy are read every 100 ms where NVIDIA's management library is
     /// present, giving energy per output token; absent, one note says so).
@@ -441,6 +473,30 @@ pub struct ServeArgs {
 }
 
 /// `--server-metrics-interval`: a positive number of seconds.
+/// `--cost-per-hour`: refused unless a number of dollars, 0 or more, so that clap's
+/// message names the flag before any work.
+fn parse_price(s: &str) -> Result<f64, String> {
+    let price: f64 = s
+        .parse()
+        .map_err(|_| format!("expected US dollars per hour, got {s:?}"))?;
+    metrics::cost::check_price(price)
+        .map(|()| price)
+        .map_err(|e| e.to_string())
+}
+
+/// An `--until-confident` goal, checked here and kept as written (the arguments are
+/// serialised into the result as given).
+fn parse_goal(s: &str) -> Result<String, String> {
+    s.parse::<Goal>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// A duration as its seconds, for the serialised arguments.
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
 fn parse_interval(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(Duration::from_secs_f64(x)),
@@ -539,6 +595,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         input_tokens: _,
         prefix_cache_block_size: _,
         split_itl_by_tokens: _,
+        cost_per_hour: _,
         // report_config
         save_result: _,
         save_detailed: _,
@@ -547,6 +604,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         result_filename: _,
         metadata: _,
         label: _,
+        scenario: _,
         // shard_config
         shard: _,
         start_at: _,
@@ -556,6 +614,8 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         // (run), --shard-output (run), --workers (cli::run_serve)
         plots: _,
         num_runs: _,
+        until_confident: _,
+        until_confident_max_duration: _,
         shard_output: _,
         workers: _,
         // accepted as `vllm bench serve` accepts it, read by nothing (see its help)
@@ -837,6 +897,20 @@ fn load_config(
         profile: args.profile,
         gpu_telemetry: !args.no_gpu_telemetry,
         cancellation: cancellation(args)?,
+        until_confident: until_confident(args),
+    })
+}
+
+/// `--until-confident`'s goals (checked by the flag's parser) and deadline.
+fn until_confident(args: &ServeArgs) -> Option<UntilConfident> {
+    let goals: Vec<Goal> = args
+        .until_confident
+        .iter()
+        .filter_map(|g| g.parse().ok())
+        .collect();
+    (!goals.is_empty()).then_some(UntilConfident {
+        goals,
+        max_duration: args.until_confident_max_duration,
     })
 }
 
@@ -878,16 +952,21 @@ fn metrics_config(args: &ServeArgs) -> Result<metrics::MetricsConfig> {
         input_tokens: args.input_tokens,
         prefix_block_size: args.prefix_cache_block_size,
         split_itl_by_tokens: args.split_itl_by_tokens,
+        cost_per_hour_usd: args.cost_per_hour,
     })
 }
 
 /// What the result says about itself and where it is saved.
 fn report_config(args: &ServeArgs) -> Result<ReportConfig> {
-    let metadata = args
+    let mut metadata = args
         .metadata
         .iter()
-        .map(|h| split_key_value(h).with_context(|| format!("--metadata {h:?}")))
+        .map(|h| {
+            let (key, value) = split_key_value(h).with_context(|| format!("--metadata {h:?}"))?;
+            Ok((key, serde_json::Value::String(value)))
+        })
         .collect::<Result<Vec<_>>>()?;
+    metadata.extend(args.scenario.record());
     Ok(ReportConfig {
         label: args.label.clone(),
         metadata,
@@ -972,6 +1051,12 @@ fn shard_config(args: &ServeArgs) -> Result<Option<ShardConfig>> {
     }
     if args.num_runs > 1 {
         bail!("--shard and --workers run one run: leave out --num-runs");
+    }
+    if !args.until_confident.is_empty() {
+        bail!(
+            "--until-confident judges the figures of the whole run, which no shard or worker \
+             process sees: leave it out with --shard and --workers"
+        );
     }
     if matches!(args.start_at, Some(StartAt::Gate)) && !is_worker() {
         bail!(

@@ -2,6 +2,7 @@
 //! (`--percentile-metrics`, `--metric-percentiles`), which prompt length counts, and the
 //! token counter. Plain settings, below everything that computes.
 
+use crate::pyjson::float_repr;
 use anyhow::{Context, Result, bail, ensure};
 
 use super::goodput::Goodput;
@@ -139,6 +140,12 @@ pub struct MetricsConfig {
     /// ITL has one entry per token, each chunk's gap split evenly among its tokens
     /// ([`tokens::split_itl`]); off, ITL is vLLM's, one entry per chunk.
     pub split_itl_by_tokens: bool,
+    /// `--cost-per-hour`: the deployment's price in US dollars per hour, turned into the
+    /// run's cost ([`super::cost`]); `None` leaves cost out. Carried to `bench merge` with
+    /// the rest, so that a merged run's cost is its merged duration's and totals'; a shard
+    /// written before the flag existed has none.
+    #[serde(default)]
+    pub cost_per_hour_usd: Option<f64>,
 }
 
 impl Default for MetricsConfig {
@@ -155,6 +162,16 @@ impl Default for MetricsConfig {
             input_tokens: InputTokenSource::default(),
             prefix_block_size: crate::prefix_reuse::DEFAULT_BLOCK_SIZE,
             split_itl_by_tokens: false,
+            cost_per_hour_usd: None,
         }
+    }
+}
+
+/// vLLM's label for a percentile: `P99`, `P99.9` (`str(int(p))` when integral).
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{}", p as i64)
+    } else {
+        float_repr(p)
     }
 }

@@ -5,9 +5,12 @@
 
 pub mod accuracy;
 pub mod client;
+pub mod confidence;
 pub mod config;
+pub mod cost;
 pub mod embeddings;
 pub mod endpoints;
+pub mod goals;
 pub mod goodput;
 pub mod per_request;
 mod rtfx;
@@ -27,6 +30,7 @@ pub use config::{
     DEFAULT_METRIC_PERCENTILES, DEFAULT_PERCENTILE_METRICS, InputTokenSource, MetricsConfig,
     PercentileMetric, TokenCounter, parse_percentile_metrics, parse_percentiles,
 };
+pub use cost::Cost;
 pub use embeddings::EmbeddingStats;
 pub use goodput::{Goodput, parse_goodput};
 pub use per_request::PerRequest;
@@ -39,6 +43,7 @@ pub use turns::{ReportedCache, TurnStats};
 pub use crate::client::cpu::ClientCpu;
 use per_request::client_queue_time;
 
+use crate::gpu_telemetry::TokenTotals;
 use crate::record::{Failure, FailureKind, RequestRecord};
 use crate::steady_state::saturation::{self, Saturation};
 use crate::steady_state::{self as steady, NoSteadyState, SteadyState};
@@ -113,6 +118,9 @@ pub struct Metrics {
     /// A run whose dataset graded its answers: how many were right; `None` when no
     /// completed request was graded.
     pub accuracy: Option<AccuracyStats>,
+    /// `--cost-per-hour`: what the run cost at that price, and per token and request;
+    /// `None` without a price.
+    pub cost: Option<Cost>,
     /// With `--split-itl-by-tokens`, the successful requests whose ITL was split by their
     /// chunks' token counts (the others kept vLLM's); `None` without the flag.
     pub itl_split_requests: Option<usize>,
@@ -125,6 +133,9 @@ pub struct Metrics {
     /// Whether waiting grew without bound during the run; `None` when the run could not
     /// be assessed ([`crate::steady_state::saturation`]).
     pub saturation: Option<Saturation>,
+    /// `--until-confident`: whether the run's figures met their goals; set by the run,
+    /// which knows the goals and how it ended.
+    pub until_confident: Option<goals::Verdicts>,
 }
 
 /// Counts failures by kind, most frequent first, ties in name order.
@@ -308,6 +319,18 @@ pub fn calculate(
     let reasoning = tokens::reasoning(ordered, count_tokens.map(|_| reasoning_tokens), percentiles);
     let structured = structured::stats(ordered, duration_s);
     let accuracy = accuracy::stats(ordered, duration_s);
+    let cost = config
+        .cost_per_hour_usd
+        .map(|price| {
+            let totals = cost::RunTotals {
+                duration_s,
+                input_tokens: total_input,
+                output_tokens: total_output,
+                completed,
+            };
+            Cost::of_run(price, totals)
+        })
+        .transpose()?;
     let cancelled = ordered.iter().filter(|r| r.cancelled()).count();
     let failed = ordered.len() - completed - cancelled;
     let server_timing = server_timing::stats(ordered, percentiles);
@@ -362,11 +385,13 @@ pub fn calculate(
         reasoning,
         structured,
         accuracy,
+        cost,
         itl_split_requests,
         server_timing,
         per_request,
         steady_state,
         saturation,
+        until_confident: None,
     })
 }
 
@@ -431,6 +456,14 @@ impl Metrics {
             PercentileMetric::E2el => &self.e2el,
             PercentileMetric::ClientQueueTime => &self.client_queue_time,
             PercentileMetric::E2elIncludingClientQueue => &self.e2el_including_client_queue,
+        }
+    }
+
+    /// The run's input and output tokens, which the GPUs' energy per token divides.
+    pub fn token_totals(&self) -> TokenTotals {
+        TokenTotals {
+            input: self.total_input,
+            output: self.total_output,
         }
     }
 }

@@ -7,6 +7,8 @@
 //! the population one (`ddof = 0`) computed from the pairwise mean, and percentiles use
 //! numpy's default `linear` method including its two-sided interpolation (`_lerp`).
 
+use super::confidence::{Interval, mean_interval, percentile_interval};
+
 /// Mean, median, population standard deviation and the selected percentiles of one
 /// metric, all in milliseconds (vLLM's `mean_ttft_ms`, `percentiles_ttft_ms`, ...).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -16,6 +18,17 @@ pub struct Summary {
     pub std: f64,
     /// `(percentile, value)` pairs in the order the percentiles were requested.
     pub percentiles: Vec<(f64, f64)>,
+    /// 95% confidence intervals of the mean, the median and each percentile (in the
+    /// order of `percentiles`), in milliseconds ([`super::confidence`]).
+    pub intervals: Intervals,
+}
+
+/// A [`Summary`]'s confidence intervals.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Intervals {
+    pub mean: Interval,
+    pub median: Interval,
+    pub percentiles: Vec<Interval>,
 }
 
 impl Summary {
@@ -31,7 +44,19 @@ impl Summary {
         let std = std_about(&values, mean);
         // Unstable sorting needs no buffer; values equal under `total_cmp` are identical bits.
         values.sort_unstable_by(f64::total_cmp);
+        let intervals = Intervals {
+            // Durations: a mean below 0 is impossible, so the interval stops at 0.
+            mean: mean_interval(mean, std, values.len())
+                .at_least(0.0)
+                .scaled(1000.0),
+            median: percentile_interval(&values, 50.0).scaled(1000.0),
+            percentiles: percentiles
+                .iter()
+                .map(|&p| percentile_interval(&values, p).scaled(1000.0))
+                .collect(),
+        };
         Summary {
+            intervals,
             mean: mean * 1000.0,
             median: median_of_sorted(&values) * 1000.0,
             std: std * 1000.0,

@@ -79,6 +79,7 @@ pub(crate) fn config() -> MetricsConfig {
         input_tokens: InputTokenSource::Usage,
         prefix_block_size: 16,
         split_itl_by_tokens: false,
+        cost_per_hour_usd: None,
     }
 }
 

@@ -37,7 +37,7 @@ pub fn console(metrics: &Metrics, side: &SideReports, run: &RunInfo) -> String {
     steady_state_block(&mut out, metrics);
     super::server_metrics::server_block(&mut out, side);
     if let Some(gpu) = &side.gpu {
-        for line in gpu.console_lines(metrics.total_output) {
+        for line in gpu.console_lines(metrics.token_totals()) {
             let _ = writeln!(out, "{line}");
         }
     }
@@ -281,6 +281,8 @@ fn vllm_block(out: &mut String, m: &Metrics, side: &SideReports, run: &RunInfo) 
     probe_lines(out, side);
     structured_lines(out, m);
     accuracy_lines(out, m);
+    cost_lines(out, m);
+    until_confident_lines(out, m);
     for (metric, name, title) in reported_sections(m, run) {
         section(out, m.summary(metric), name, title);
         // A reasoning run's time to the first content token, beside vLLM's TTFT (which
@@ -380,6 +382,81 @@ fn accuracy_lines(out: &mut String, m: &Metrics) {
         format!("{:.2} to {:.2}", lo * 100.0, hi * 100.0),
     );
     line_f(out, "Correct answers per second:", a.correct_throughput);
+}
+
+/// The "Until confident" block (not vLLM's), with `--until-confident` only: whether each
+/// goal holds for the result's figures, with the interval, and what ended the run.
+fn until_confident_lines(out: &mut String, m: &Metrics) {
+    let Some(v) = &m.until_confident else {
+        return;
+    };
+    header(out, "Until confident", '-');
+    line(
+        out,
+        "Goals reached:",
+        if v.reached() { "yes" } else { "no" },
+    );
+    line(out, "Ended by:", v.ended.name());
+    line(out, "Requests not sent:", v.not_sent);
+    let end = |e: Option<f64>| e.map_or("unbounded".to_owned(), |v| format!("{v:.2}"));
+    for (goal, figure) in &v.goals {
+        let text = match figure {
+            Some((value, i)) => format!(
+                "{value:.2}, 95% CI {} to {}, {}",
+                end(i.lo),
+                end(i.hi),
+                if i.within(*value, goal.rel) {
+                    "met"
+                } else {
+                    "not met"
+                }
+            ),
+            None => "not reported".to_owned(),
+        };
+        line(
+            out,
+            &format!("{} (within {}%):", goal.key(), goal.rel * 100.0),
+            text,
+        );
+    }
+}
+
+/// The "Cost" block (not vLLM's), after the accuracy one, with `--cost-per-hour` only:
+/// the run's whole cost and that whole cost per million tokens of each kind and per
+/// request (so the lines do not add up), each left out where nothing divides it. Prices
+/// per million tokens have four decimals (a cheap deployment's are cents), the run's cost
+/// and a request's six (a short run costs a fraction of a cent).
+fn cost_lines(out: &mut String, m: &Metrics) {
+    let Some(c) = &m.cost else {
+        return;
+    };
+    header(out, "Cost", '-');
+    let usd = |out: &mut String, label: &str, value: Option<f64>, decimals: usize| {
+        if let Some(x) = value {
+            line(out, label, format!("{x:.decimals$}"));
+        }
+    };
+    line_f(out, "Price (USD/hour):", c.per_hour_usd);
+    usd(out, "Run cost (USD):", Some(c.run_usd), 6);
+    usd(
+        out,
+        "Cost per 1M input tokens (USD):",
+        c.per_million_input_tokens_usd,
+        4,
+    );
+    usd(
+        out,
+        "Cost per 1M output tokens (USD):",
+        c.per_million_output_tokens_usd,
+        4,
+    );
+    usd(
+        out,
+        "Cost per 1M tokens (USD):",
+        c.per_million_tokens_usd,
+        4,
+    );
+    usd(out, "Cost per request (USD):", c.per_request_usd, 6);
 }
 
 /// vLLM's "Probe Requests" block (`--probe-request-rate`), where it prints it: after the

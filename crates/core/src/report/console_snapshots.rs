@@ -121,6 +121,20 @@ fn without_a_tokenizer_capped_at_an_infinite_rate() {
     insta::assert_snapshot!(console(&m, &SideReports::default(), &run));
 }
 
+/// `--cost-per-hour`: the "Cost" block after the throughputs, at vLLM's defaults
+/// otherwise.
+#[test]
+fn cost_block_with_a_price() {
+    let m = metrics(
+        MetricsConfig {
+            cost_per_hour_usd: Some(3.5),
+            ..MetricsConfig::default()
+        },
+        true,
+    );
+    insta::assert_snapshot!(console(&m, &SideReports::default(), &run()));
+}
+
 /// The fixture's metrics, its tokens counted by words or not at all.
 fn metrics(config: MetricsConfig, tokenizer: bool) -> Metrics {
     let count: Option<TokenCounter> = if tokenizer { Some(&words) } else { None };

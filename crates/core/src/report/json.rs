@@ -15,6 +15,7 @@ use super::doc::{Field, List};
 pub use super::doc::{ResultDoc, float};
 use super::run_info::{RunInfo, rps_change_timestamp, strategy_name};
 use super::sections::{percentile_word, reported_sections, steady_state_sections};
+use crate::metrics::cost::Cost;
 use crate::metrics::{EmbeddingStats, Metrics, PercentileMetric, Summary};
 use crate::side_reports::SideReports;
 
@@ -161,13 +162,24 @@ pub fn result_doc<'m>(
         r.insert("rps_change_events", Value::Array(events));
     }
     super::server_metrics::vllm_keys(&mut r, side);
+    // Each reported figure's 95% confidence interval (not vLLM's), by the figure's key.
+    let mut ci95 = Map::new();
     for (metric, _, _) in reported_sections(m, run) {
         summary_keys(&mut r, metric.name(), m.summary(metric));
+        interval_keys(&mut ci95, metric.name(), m.summary(metric));
         // A reasoning run's time to the first content token, beside TTFT, under a name
         // vLLM does not use.
         if let (PercentileMetric::Ttft, Some(reasoning)) = (metric, &m.reasoning) {
             summary_keys(&mut r, "ttfc", &reasoning.ttfc);
+            interval_keys(&mut ci95, "ttfc", &reasoning.ttfc);
         }
+    }
+    if !ci95.is_empty() {
+        r.insert("ci95", Value::Object(ci95));
+        r.insert("ci95_method", json!(CI95_METHOD));
+    }
+    if let Some(verdicts) = &m.until_confident {
+        r.insert("until_confident", verdicts.to_json());
     }
 
     // Client diagnostics (not in vLLM).
@@ -245,9 +257,12 @@ pub fn result_doc<'m>(
     }
     super::server_metrics::extra_keys(&mut r, side);
     if let Some(gpu) = &side.gpu {
-        for (key, value) in gpu.result_keys(m.total_output) {
+        for (key, value) in gpu.result_keys(m.token_totals()) {
             r.insert(key, value);
         }
+    }
+    if let Some(cost) = &m.cost {
+        cost_keys(&mut r, cost);
     }
     if let Some(cache) = &m.reported_cache {
         r.insert("requests_with_cached_tokens", json!(cache.requests));
@@ -387,6 +402,28 @@ pub fn result_doc<'m>(
     r
 }
 
+/// `--cost-per-hour`'s keys (not vLLM's): the price, the run's whole cost, and that
+/// whole cost per million input, output and all tokens and per completed request, each
+/// `null` where its denominator is 0 ([`crate::metrics::cost`]).
+fn cost_keys(r: &mut ResultDoc<'_>, cost: &Cost) {
+    let usd = |x: Option<f64>| x.map_or(Value::Null, float);
+    r.insert("cost_per_hour_usd", float(cost.per_hour_usd));
+    r.insert("run_cost_usd", float(cost.run_usd));
+    r.insert(
+        "cost_per_million_input_tokens_usd",
+        usd(cost.per_million_input_tokens_usd),
+    );
+    r.insert(
+        "cost_per_million_output_tokens_usd",
+        usd(cost.per_million_output_tokens_usd),
+    );
+    r.insert(
+        "cost_per_million_tokens_usd",
+        usd(cost.per_million_tokens_usd),
+    );
+    r.insert("cost_per_request_usd", usd(cost.per_request_usd));
+}
+
 /// The steady state's figures (`steady_state_*`, its latencies as vLLM names the whole
 /// run's, without `std`) and the over-saturation check's (`oversaturated` and the slopes),
 /// where the run had them.
@@ -424,6 +461,27 @@ fn steady_state_keys(r: &mut ResultDoc<'_>, m: &Metrics) {
             float(s.client_queue.slope * 1000.0),
         );
         r.insert("concurrency_slope_per_s", float(s.concurrency.slope));
+    }
+}
+
+/// How the intervals under `ci95` are computed (`crate::metrics::confidence`).
+pub const CI95_METHOD: &str = "mean: Student's t over the values; median and percentiles: \
+distribution-free order-statistic interval (binomial, exact up to 100000 values); null: too \
+few values to bound that end";
+
+/// The 95% intervals of a summary's mean, median and percentiles, under the keys
+/// [`summary_keys`] gives the figures, as `[lo, hi]` (an end is null when unbounded).
+fn interval_keys(ci95: &mut Map<String, Value>, name: &str, s: &Summary) {
+    let pair = |i: crate::metrics::confidence::Interval| {
+        json!([
+            i.lo.map_or(Value::Null, float),
+            i.hi.map_or(Value::Null, float)
+        ])
+    };
+    ci95.insert(format!("mean_{name}_ms"), pair(s.intervals.mean));
+    ci95.insert(format!("median_{name}_ms"), pair(s.intervals.median));
+    for (&(p, _), &interval) in s.percentiles.iter().zip(&s.intervals.percentiles) {
+        ci95.insert(format!("p{}_{name}_ms", percentile_word(p)), pair(interval));
     }
 }
 

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use serde_json::{Map, Value, json};
 
 use crate::engine::ModelInfo;
-use crate::gpu_telemetry::GpuReport;
+use crate::gpu_telemetry::{GpuReport, TokenTotals};
 use crate::pyjson::float_repr;
 use crate::record::RequestRecord;
 
@@ -114,6 +114,14 @@ impl ThroughputResult {
         self.total_output_tokens as f64 / self.elapsed_time
     }
 
+    /// The tokens the GPUs' energy per token divides.
+    fn token_totals(&self) -> TokenTotals {
+        TokenTotals {
+            input: self.total_prompt_tokens,
+            output: self.total_output_tokens,
+        }
+    }
+
     /// The result file: vLLM's five keys in its order, then bench's.
     pub fn to_json(&self) -> Map<String, Value> {
         let mut doc = Map::new();
@@ -145,7 +153,7 @@ impl ThroughputResult {
             &mut doc,
             self.engine.as_ref(),
             self.gpu.as_ref(),
-            self.total_output_tokens,
+            self.token_totals(),
         );
         doc
     }
@@ -209,6 +217,15 @@ impl LatencyResult {
         self.output_tokens_per_iter as f64 / self.avg_latency()
     }
 
+    /// The tokens of every measured iteration, which the GPUs' energy per token divides.
+    fn token_totals(&self) -> TokenTotals {
+        let iterations = self.latencies.len() as u64;
+        TokenTotals {
+            input: self.prompt_tokens_per_iter * iterations,
+            output: self.output_tokens_per_iter * iterations,
+        }
+    }
+
     /// The result file: vLLM's three keys, then bench's.
     pub fn to_json(&self) -> Map<String, Value> {
         let mut doc = Map::new();
@@ -236,12 +253,11 @@ impl LatencyResult {
         doc.insert("backend".into(), json!(self.backend));
         doc.insert("model".into(), json!(self.model));
         self.concurrency.extend(&mut doc);
-        let output_tokens = self.output_tokens_per_iter * self.latencies.len() as u64;
         extend_engine_and_gpu(
             &mut doc,
             self.engine.as_ref(),
             self.gpu.as_ref(),
-            output_tokens,
+            self.token_totals(),
         );
         doc
     }
@@ -275,7 +291,7 @@ fn extend_engine_and_gpu(
     doc: &mut Map<String, Value>,
     engine: Option<&EngineSummary>,
     gpu: Option<&GpuReport>,
-    output_tokens: u64,
+    tokens: TokenTotals,
 ) {
     if let Some(e) = engine {
         doc.insert("engine_device".into(), json!(e.device));
@@ -284,7 +300,7 @@ fn extend_engine_and_gpu(
         doc.insert("engine_parameters".into(), json!(e.parameters));
     }
     if let Some(gpu) = gpu {
-        doc.extend(gpu.result_keys(output_tokens));
+        doc.extend(gpu.result_keys(tokens));
     }
 }
 
@@ -309,7 +325,7 @@ pub fn throughput(r: &ThroughputResult) -> String {
         );
     }
     if let Some(gpu) = &r.gpu {
-        for line in gpu.console_lines(r.total_output_tokens) {
+        for line in gpu.console_lines(r.token_totals()) {
             let _ = writeln!(out, "{line}");
         }
     }
@@ -336,8 +352,7 @@ pub fn latency(r: &LatencyResult) -> String {
         r.output_tokens_per_second()
     );
     if let Some(gpu) = &r.gpu {
-        let tokens = r.output_tokens_per_iter * r.latencies.len() as u64;
-        for line in gpu.console_lines(tokens) {
+        for line in gpu.console_lines(r.token_totals()) {
             let _ = writeln!(out, "{line}");
         }
     }

@@ -37,8 +37,9 @@ pub struct RunInfo {
     /// The whole request rates a ramp-up passed through (from the schedule).
     pub rps_change_events: Vec<RpsChange>,
     /// `--metadata KEY=VALUE` pairs (vLLM splits at the first `=` and trims both
-    /// sides), written as top-level keys of the result.
-    pub metadata: Vec<(String, String)>,
+    /// sides, and the values are strings), and the scenario file's record (`--config`),
+    /// written as top-level keys of the result.
+    pub metadata: Vec<(String, Value)>,
     /// The parsed command line as vLLM's `vars(args)` (snake_case keys, secrets such as
     /// headers redacted, infinite floats as `"inf"`), for the `.pytorch.json` records.
     pub args: Map<String, Value>,

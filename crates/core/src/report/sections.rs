@@ -3,16 +3,8 @@
 
 use super::run_info::RunInfo;
 use crate::metrics::{Metrics, PercentileMetric, Summary};
-use crate::pyjson::float_repr;
 
-/// vLLM's label for a percentile: `P99`, `P99.9` (`str(int(p))` when integral).
-pub(crate) fn percentile_word(p: f64) -> String {
-    if p.fract() == 0.0 {
-        format!("{}", p as i64)
-    } else {
-        float_repr(p)
-    }
-}
+pub(crate) use crate::metrics::config::percentile_word;
 
 /// The metric sections vLLM prints, in its order, with their labels and headers.
 pub(crate) fn reported_sections(

@@ -272,6 +272,8 @@ fn result_json_has_every_vllm_key() {
         vec![
             "achieved_request_rate",
             "achieved_send_rate",
+            "ci95",
+            "ci95_method",
             "connection_retries",
             "failures_by_kind",
             "input_tokens_source",
@@ -1051,4 +1053,27 @@ fn the_servers_per_request_timing_is_reported_when_responses_carried_it() {
         text.contains(&line("Mean client overhead (ms):", "62.50")),
         "{text}"
     );
+}
+
+/// `--cost-per-hour` on a run where every request failed: the price and the run's cost
+/// are there, each figure with nothing to divide it by is `null`, not an infinity.
+#[test]
+fn cost_keys_are_null_where_nothing_divides_them() {
+    let failed = fixture().into_iter().filter(|r| !r.succeeded()).collect();
+    let config = MetricsConfig {
+        cost_per_hour_usd: Some(3.5),
+        ..MetricsConfig::default()
+    };
+    let m = calculate(failed, 10.0, Some(&words), &config).unwrap();
+    let v = result_json(&m, &run(), false);
+    assert_eq!(v["cost_per_hour_usd"], json!(3.5));
+    assert_eq!(v["run_cost_usd"], json!(3.5 * 10.0 / 3600.0));
+    for key in [
+        "cost_per_million_input_tokens_usd",
+        "cost_per_million_output_tokens_usd",
+        "cost_per_million_tokens_usd",
+        "cost_per_request_usd",
+    ] {
+        assert_eq!(v[key], Value::Null, "{key}");
+    }
 }

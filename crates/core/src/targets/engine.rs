@@ -224,6 +224,7 @@ impl Target for EngineTarget<'_> {
             finished: vec![None; requests.len()],
             stop: &options.stop,
             progress: &options.progress,
+            live: options.live.as_deref(),
         };
         let gen_options = GenOptions {
             max_in_flight: options.max_concurrency,
@@ -346,6 +347,7 @@ struct Collector<'a> {
     finished: Vec<Option<(FinishReason, Instant)>>,
     stop: &'a StopSignal,
     progress: &'a indicatif::ProgressBar,
+    live: Option<&'a crate::client::live::LiveStats>,
 }
 
 impl Events for Collector<'_> {
@@ -363,6 +365,22 @@ impl Events for Collector<'_> {
         debug_assert!(at >= self.t0 + std::time::Duration::from_secs_f64(self.offsets[index]));
         self.finished[index] = Some((reason, at));
         self.progress.inc(1);
+        if let Some(live) = self.live {
+            // The send, as the records take it: the arrival, or when the cap released it.
+            let arrival = self.t0 + std::time::Duration::from_secs_f64(self.offsets[index]);
+            let start = self.released[index].map_or(arrival, |held| held.max(arrival));
+            let times = &self.times[index];
+            if let Some(&first) = times.first() {
+                let gaps = times.windows(2).map(|w| (w[1] - w[0]).as_secs_f64());
+                let tokens = u32::try_from(times.len()).unwrap_or(u32::MAX);
+                live.add_success(
+                    (first - start).as_secs_f64(),
+                    (at - start).as_secs_f64(),
+                    gaps,
+                    tokens,
+                );
+            }
+        }
     }
 
     fn stop(&self) -> bool {

@@ -337,7 +337,12 @@ impl Target for HttpTarget {
                 (Some(done_tx), Some(more), Some(driver))
             }
         };
-        let worker = DecodeWorker::spawn_with_stop(self.backend, options.stop.clone(), turns)?;
+        let worker = DecodeWorker::spawn_with_stop(
+            self.backend,
+            options.stop.clone(),
+            turns,
+            options.live.clone(),
+        )?;
         let load = load::LoadOptions {
             max_concurrency: options.max_concurrency,
             stop: options.stop.clone(),

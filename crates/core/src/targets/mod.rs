@@ -99,6 +99,9 @@ pub struct RunOptions {
     /// A shard's requests' places in the whole workload (see the load generator's
     /// `LoadOptions::workload_index`); `None` for a whole run.
     pub workload_index: Option<Arc<Vec<usize>>>,
+    /// Where each request's figures go as it is measured, for whoever watches the run
+    /// while it goes on (`--until-confident`); `None`: nobody does.
+    pub live: Option<Arc<crate::client::live::LiveStats>>,
 }
 
 /// What a run measured.

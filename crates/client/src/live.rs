@@ -1,0 +1,166 @@
+//! What a run has measured so far, while it goes on: for whoever watches a run before its
+//! result exists (`--until-confident`'s check, and any live view).
+//!
+//! The decode worker adds each request's record once it is built ([`LiveStats::add`]):
+//! one short lock per request, on the decode thread, never per chunk and never on the
+//! send or receive paths. Readers take a [`LiveSnapshot`] (a copy, a few kilobytes) as
+//! often as they like. Latencies go into HdrHistograms (microseconds, three significant
+//! digits: a value is off by at most 0.1%), so memory stays bounded however long the run
+//! is; the result's own figures are still computed exactly from the records at the end.
+
+use std::sync::{Mutex, PoisonError};
+
+use hdrhistogram::Histogram;
+
+use crate::record::RequestRecord;
+
+/// The longest latency the histograms hold, in microseconds (a day); longer ones are
+/// clamped to it.
+const MAX_MICROS: u64 = 86_400_000_000;
+
+/// A latency the live view follows, as vLLM names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveMetric {
+    Ttft,
+    Tpot,
+    Itl,
+    E2el,
+}
+
+impl LiveMetric {
+    pub const ALL: [LiveMetric; 4] = [
+        LiveMetric::Ttft,
+        LiveMetric::Tpot,
+        LiveMetric::Itl,
+        LiveMetric::E2el,
+    ];
+
+    /// vLLM's name (`ttft`, as in `p99_ttft_ms`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LiveMetric::Ttft => "ttft",
+            LiveMetric::Tpot => "tpot",
+            LiveMetric::Itl => "itl",
+            LiveMetric::E2el => "e2el",
+        }
+    }
+}
+
+/// The run's figures so far.
+#[derive(Debug, Clone)]
+pub struct LiveSnapshot {
+    pub completed: u64,
+    pub failed: u64,
+    /// Output tokens of the completed requests (the server's usage, else one per chunk).
+    pub output_tokens: u64,
+    histograms: [Histogram<u64>; 4],
+}
+
+impl LiveSnapshot {
+    fn new() -> LiveSnapshot {
+        let histogram =
+            || Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid histogram bounds");
+        LiveSnapshot {
+            completed: 0,
+            failed: 0,
+            output_tokens: 0,
+            histograms: std::array::from_fn(|_| histogram()),
+        }
+    }
+
+    /// The values of one latency so far, in microseconds.
+    pub fn histogram(&self, metric: LiveMetric) -> &Histogram<u64> {
+        &self.histograms[metric as usize]
+    }
+
+    fn add(&mut self, record: &RequestRecord) {
+        if !record.succeeded() {
+            if record.failure().is_some() {
+                self.failed += 1;
+            }
+            return;
+        }
+        // The live count is the server's usage or, without it, one token per chunk.
+        let tokens = record
+            .output_tokens
+            .unwrap_or_else(|| u32::try_from(record.itl.len() + 1).unwrap_or(u32::MAX));
+        self.add_success(
+            record.ttft,
+            record.latency,
+            record.itl.iter().copied(),
+            tokens,
+        );
+    }
+
+    fn add_success(
+        &mut self,
+        ttft: f64,
+        latency: f64,
+        itl: impl Iterator<Item = f64>,
+        tokens: u32,
+    ) {
+        self.completed += 1;
+        self.output_tokens += u64::from(tokens);
+        let mut put = |metric: LiveMetric, seconds: f64| {
+            let micros = (seconds * 1e6).round().clamp(1.0, MAX_MICROS as f64) as u64;
+            // In bounds by the clamp: recording cannot fail.
+            let _ = self.histograms[metric as usize].record(micros);
+        };
+        put(LiveMetric::Ttft, ttft);
+        put(LiveMetric::E2el, latency);
+        // Like vLLM's TPOT: over requests with more than one output token.
+        if tokens > 1 {
+            put(LiveMetric::Tpot, (latency - ttft) / f64::from(tokens - 1));
+        }
+        for gap in itl {
+            put(LiveMetric::Itl, gap);
+        }
+    }
+}
+
+/// The shared, growing figures of one run.
+#[derive(Debug)]
+pub struct LiveStats {
+    inner: Mutex<LiveSnapshot>,
+}
+
+impl Default for LiveStats {
+    fn default() -> Self {
+        LiveStats {
+            inner: Mutex::new(LiveSnapshot::new()),
+        }
+    }
+}
+
+impl LiveStats {
+    /// A request's record, once it is built.
+    pub fn add(&self, record: &RequestRecord) {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(record);
+    }
+
+    /// A successful request measured without a record (the native engine's): its TTFT,
+    /// end-to-end latency and gaps in seconds, and its output tokens.
+    pub fn add_success(
+        &self,
+        ttft: f64,
+        latency: f64,
+        itl: impl Iterator<Item = f64>,
+        tokens: u32,
+    ) {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add_success(ttft, latency, itl, tokens);
+    }
+
+    /// A copy of the figures so far.
+    pub fn snapshot(&self) -> LiveSnapshot {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
