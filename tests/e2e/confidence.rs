@@ -46,6 +46,8 @@ fn true_ttft_ms(q: f64) -> f64 {
 /// wide), so an interval cannot pass by being huge.
 #[test]
 fn intervals_cover_the_known_ttft_distribution_near_their_level() {
+    // The client's own overhead must stay small against the intervals: measured alone.
+    let _alone = gate::exclusive();
     let m = spread_mock(7);
     let out = Bench::against(&m.url)
         .random(16, 2)
