@@ -170,6 +170,9 @@ fn until_confident_stops_once_the_figure_is_known_well_enough() {
         .prompts(20_000)
         .args(["--max-concurrency", "64"])
         .args(["--until-confident", "median_ttft:10%"])
+        // A percentile the result would not report (vLLM's default is the p99 alone):
+        // reported because a goal names it.
+        .args(["--until-confident", "p90_ttft:10%"])
         .save_result()
         .run()
         .assert_success();
@@ -185,6 +188,9 @@ fn until_confident_stops_once_the_figure_is_known_well_enough() {
         verdict["requests_not_sent"].as_u64().unwrap() + completed,
         20_000
     );
+    assert_eq!(verdict["goals"][1]["figure"], "p90_ttft_ms");
+    assert_eq!(verdict["goals"][1]["value"], r["p90_ttft_ms"], "{verdict}");
+    assert_eq!(verdict["goals"][1]["reached"], true, "{verdict}");
     // The verdict is the result's own figure and interval.
     let goal = &verdict["goals"][0];
     assert_eq!(goal["figure"], "median_ttft_ms");

@@ -939,7 +939,7 @@ fn cancellation(args: &ServeArgs) -> Result<Option<Cancellation>> {
 
 /// Which statistics are reported, and how tokens are counted.
 fn metrics_config(args: &ServeArgs) -> Result<metrics::MetricsConfig> {
-    Ok(metrics::MetricsConfig {
+    let mut config = metrics::MetricsConfig {
         percentiles: metrics::parse_percentiles(&args.metric_percentiles)
             .context("--metric-percentiles")?,
         percentile_metrics: metrics::parse_percentile_metrics(
@@ -953,7 +953,11 @@ fn metrics_config(args: &ServeArgs) -> Result<metrics::MetricsConfig> {
         prefix_block_size: args.prefix_cache_block_size,
         split_itl_by_tokens: args.split_itl_by_tokens,
         cost_per_hour_usd: args.cost_per_hour,
-    })
+    };
+    if let Some(goals) = until_confident(args) {
+        goals.report_in(&mut config);
+    }
+    Ok(config)
 }
 
 /// What the result says about itself and where it is saved.

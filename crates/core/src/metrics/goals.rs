@@ -151,19 +151,23 @@ impl Goal {
         }
     }
 
+    /// The result's section of the goal's latency.
+    fn percentile_metric(&self) -> PercentileMetric {
+        match self.metric {
+            LiveMetric::Ttft => PercentileMetric::Ttft,
+            LiveMetric::Tpot => PercentileMetric::Tpot,
+            LiveMetric::Itl => PercentileMetric::Itl,
+            LiveMetric::E2el => PercentileMetric::E2el,
+        }
+    }
+
     /// The figure and its interval as the result reports them (milliseconds); `None`
     /// when the result does not report this latency or percentile.
     fn reported<'m>(
         &self,
         summary: impl Fn(PercentileMetric) -> &'m Summary,
     ) -> Option<(f64, Interval)> {
-        let metric = match self.metric {
-            LiveMetric::Ttft => PercentileMetric::Ttft,
-            LiveMetric::Tpot => PercentileMetric::Tpot,
-            LiveMetric::Itl => PercentileMetric::Itl,
-            LiveMetric::E2el => PercentileMetric::E2el,
-        };
-        let s = summary(metric);
+        let s = summary(self.percentile_metric());
         match self.statistic {
             Statistic::Mean => Some((s.mean, s.intervals.mean)),
             Statistic::Median => Some((s.median, s.intervals.median)),
@@ -183,6 +187,25 @@ pub struct UntilConfident {
     pub goals: Vec<Goal>,
     /// The run stops here whether or not the goals are met.
     pub max_duration: Duration,
+}
+
+impl UntilConfident {
+    /// Makes the result report every goal's figure: its latency's section
+    /// (`--percentile-metrics`) and its percentile (`--metric-percentiles`), added where
+    /// the flags left them out, so that the verdict has a figure to judge.
+    pub fn report_in(&self, config: &mut super::config::MetricsConfig) {
+        for goal in &self.goals {
+            let metric = goal.percentile_metric();
+            if !config.percentile_metrics.contains(&metric) {
+                config.percentile_metrics.push(metric);
+            }
+            if let Statistic::Percentile(p) = goal.statistic
+                && !config.percentiles.contains(&p)
+            {
+                config.percentiles.push(p);
+            }
+        }
+    }
 }
 
 /// Why a run with goals ended.
