@@ -34,6 +34,7 @@ mod faults;
 mod help;
 mod interrupts;
 mod k8s;
+mod live_metrics;
 mod load;
 mod multi_turn;
 mod offline;

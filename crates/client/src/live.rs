@@ -8,11 +8,12 @@
 //! digits: a value is off by at most 0.1%), so memory stays bounded however long the run
 //! is; the result's own figures are still computed exactly from the records at the end.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use hdrhistogram::Histogram;
 
-use crate::record::RequestRecord;
+use crate::record::{FailureKind, RequestRecord};
 
 /// The longest latency the histograms hold, in microseconds (a day); longer ones are
 /// clamped to it.
@@ -49,8 +50,14 @@ impl LiveMetric {
 /// The run's figures so far.
 #[derive(Debug, Clone)]
 pub struct LiveSnapshot {
+    /// Requests sent so far (in flight: sent less completed, failed and cancelled).
+    pub sent: u64,
     pub completed: u64,
     pub failed: u64,
+    /// Requests the client cancelled on purpose (`--request-cancellation-rate`).
+    pub cancelled: u64,
+    /// Failed requests by kind, in the order the kinds first failed.
+    pub failures_by_kind: Vec<(FailureKind, u64)>,
     /// Output tokens of the completed requests (the server's usage, else one per chunk).
     pub output_tokens: u64,
     histograms: [Histogram<u64>; 4],
@@ -61,8 +68,11 @@ impl LiveSnapshot {
         let histogram =
             || Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid histogram bounds");
         LiveSnapshot {
+            sent: 0,
             completed: 0,
             failed: 0,
+            cancelled: 0,
+            failures_by_kind: Vec::new(),
             output_tokens: 0,
             histograms: std::array::from_fn(|_| histogram()),
         }
@@ -75,8 +85,20 @@ impl LiveSnapshot {
 
     fn add(&mut self, record: &RequestRecord) {
         if !record.succeeded() {
-            if record.failure().is_some() {
-                self.failed += 1;
+            match record.failure() {
+                _ if record.cancelled() => self.cancelled += 1,
+                Some(failure) => {
+                    self.failed += 1;
+                    match self
+                        .failures_by_kind
+                        .iter_mut()
+                        .find(|(k, _)| *k == failure.kind)
+                    {
+                        Some((_, n)) => *n += 1,
+                        None => self.failures_by_kind.push((failure.kind, 1)),
+                    }
+                }
+                None => {}
             }
             return;
         }
@@ -122,17 +144,25 @@ impl LiveSnapshot {
 #[derive(Debug)]
 pub struct LiveStats {
     inner: Mutex<LiveSnapshot>,
+    /// Counted apart, without the lock: the load generator adds one per request it sends.
+    sent: AtomicU64,
 }
 
 impl Default for LiveStats {
     fn default() -> Self {
         LiveStats {
             inner: Mutex::new(LiveSnapshot::new()),
+            sent: AtomicU64::new(0),
         }
     }
 }
 
 impl LiveStats {
+    /// A request was sent (one relaxed atomic add on the send path: no lock).
+    pub fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A request's record, once it is built.
     pub fn add(&self, record: &RequestRecord) {
         self.inner
@@ -158,9 +188,12 @@ impl LiveStats {
 
     /// A copy of the figures so far.
     pub fn snapshot(&self) -> LiveSnapshot {
-        self.inner
+        let mut snapshot = self
+            .inner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        snapshot.sent = self.sent.load(Ordering::Relaxed);
+        snapshot
     }
 }

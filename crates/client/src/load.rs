@@ -56,6 +56,8 @@ pub struct LoadOptions {
     /// requests carry the latter): the cancellation choice is made by the former, so that
     /// every shard cancels what one process would. `None`: the requests' own indices.
     pub workload_index: Option<Arc<Vec<usize>>>,
+    /// Counts each request sent, for whoever watches the run; `None`: nobody does.
+    pub live: Option<Arc<super::live::LiveStats>>,
 }
 
 /// What the load generator measured.
@@ -133,6 +135,7 @@ pub async fn run(
         start,
         cancellation,
         workload_index,
+        live,
     } = options;
     let total = requests.len();
     let transport = endpoints.first().transport();
@@ -180,6 +183,7 @@ pub async fn run(
         t0,
         cancellation,
         workload_index,
+        live,
     };
     let dispatcher = std::thread::Builder::new()
         .name("bench-dispatch".into())
@@ -253,6 +257,7 @@ struct Spawner {
     t0: Instant,
     cancellation: Option<Cancellation>,
     workload_index: Option<Arc<Vec<usize>>>,
+    live: Option<Arc<super::live::LiveStats>>,
 }
 
 type Tasks = Vec<tokio::task::JoinHandle<Outcome>>;
@@ -380,6 +385,7 @@ impl Spawner {
             self.cancel.clone(),
         );
         let (grace, t0) = (self.grace, self.t0);
+        let live = self.live.clone();
         // The request's index in the whole workload (a shard's requests are numbered
         // from 0): what the seeded choices go by.
         let index = slot.request().index;
@@ -413,6 +419,9 @@ impl Spawner {
             // outstanding endpoint is the one now.
             let endpoint = endpoints.pick(global, req.session.as_ref().map(|s| s.id.as_str()));
             let start = Instant::now();
+            if let Some(live) = &live {
+                live.sent();
+            }
             // Started: the gate may hand the next request its turn.
             let permit = permit.map(Turn::started);
             let (raw, outcome) = tokio::select! {

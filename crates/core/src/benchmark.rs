@@ -96,6 +96,9 @@ pub struct LoadConfig {
     /// `--until-confident`: stop once these figures are known well enough; `None`: send
     /// the whole workload.
     pub until_confident: Option<crate::metrics::goals::UntilConfident>,
+    /// `--metrics-port`: serve the run's live figures as Prometheus text here during the
+    /// run; `None`: not served.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -514,10 +517,18 @@ pub(crate) fn execute<T: Target>(
     });
     let backend = target.name().to_owned();
     // `--until-confident`: the run's figures so far, looked at while it goes on.
-    let live = load
-        .until_confident
-        .as_ref()
-        .map(|_| Arc::new(crate::client::live::LiveStats::default()));
+    let live = (load.until_confident.is_some() || load.metrics_addr.is_some())
+        .then(|| Arc::new(crate::client::live::LiveStats::default()));
+    let metrics_server = match (load.metrics_addr, &live) {
+        (Some(addr), Some(live)) => {
+            let (bound, task) = rt.block_on(crate::live_metrics::serve(addr, live.clone()))?;
+            observer.event(Event::Note(&format!(
+                "--metrics-port: the run's live figures at http://{bound}/metrics"
+            )));
+            Some(task)
+        }
+        _ => None,
+    };
     let watcher = load
         .until_confident
         .clone()
@@ -538,7 +549,11 @@ pub(crate) fn execute<T: Target>(
         live,
     };
     let started_at = start_at.map_or_else(chrono::Local::now, chrono::DateTime::from);
-    let output = rt.block_on(target.run(&offsets, options, observer))?;
+    let output = rt.block_on(target.run(&offsets, options, observer));
+    if let Some(task) = metrics_server {
+        task.abort();
+    }
+    let output = output?;
     // A watcher still looking when the run ended saw the workload run out first.
     let ended = watcher.map(|watcher| {
         if watcher.is_finished() {

@@ -10,6 +10,7 @@ pub mod clock_offset;
 pub(crate) mod gpu_observer;
 pub mod gpu_telemetry;
 pub mod grading;
+pub mod live_metrics;
 pub mod metrics;
 pub mod observer;
 pub mod offline;

@@ -267,6 +267,7 @@ fn serve_config(setup: &Setup, base_url: String, load: &Load) -> Result<ServeCon
             gpu_telemetry: false,
             cancellation: None,
             until_confident: None,
+            metrics_addr: None,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {

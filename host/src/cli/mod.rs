@@ -204,7 +204,7 @@ fn parse_serve(argv: &[String]) -> anyhow::Result<(serve::ServeArgs, plugin_flag
 }
 
 /// The offline commands' flags are serve's, but for the backend's default and
-/// `--num-runs`, `--until-confident`, `--cost-per-hour`, the scaling-out flags (refused or
+/// `--num-runs`, `--until-confident`, `--cost-per-hour`, `--metrics-port`, the scaling-out flags (refused or
 /// ignored there: see `offline::resolve`) and the scenario flags (refused by `parse`),
 /// which their help leaves out.
 fn offline_flags(cmd: clap::Command) -> clap::Command {
@@ -213,6 +213,8 @@ fn offline_flags(cmd: clap::Command) -> clap::Command {
         "until_confident",
         "until_confident_max_duration",
         "cost_per_hour",
+        "metrics_port",
+        "metrics_host",
         "shard",
         "start_at",
         "shard_output",
@@ -240,6 +242,13 @@ fn run_serve(args: serve::ServeArgs, parsed: &plugin_flags::Parsed) -> anyhow::R
         return Ok(ExitCode::SUCCESS);
     }
     args.model.check_tokenizer_mode()?;
+    if args.workers > 1 && args.metrics_port.is_some() {
+        anyhow::bail!(
+            "--metrics-port with --workers: each client process sees only its share of the \
+             run, and all would take the one port; serve it from processes of their own \
+             (--shard I/N, one per machine)"
+        );
+    }
     if args.workers > 1 && !serve::is_worker() {
         return workers::run(args, parsed);
     }

@@ -153,6 +153,9 @@ fn resolve(
             format!("{flag} is ignored: it is bench serve's, and bench {command} does not use it")
         })
         .collect();
+    if args.serve.metrics_port.is_some() {
+        bail!("--metrics-port is bench serve's: throughput and latency serve no live figures");
+    }
     if !args.serve.until_confident.is_empty() {
         bail!("--until-confident is bench serve's: throughput and latency run a fixed workload");
     }

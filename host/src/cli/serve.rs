@@ -420,6 +420,24 @@ pub struct ServeArgs {
     #[serde(serialize_with = "seconds")]
     pub until_confident_max_duration: Duration,
 
+    /// Serve the run's figures so far as Prometheus (OpenMetrics) text on
+    /// http://--metrics-host:PORT/metrics while the run goes on: requests sent, completed,
+    /// failed (by kind) and in flight, output tokens, and TTFT, TPOT, ITL and E2EL at the
+    /// 0.5, 0.9, 0.95 and 0.99 quantiles (`bench_ttft_seconds{quantile="0.99"}`), for the
+    /// Prometheus a team already runs. Port 0 picks a free one (the run says which).
+    #[arg(long, value_name = "PORT", help_heading = "Observability")]
+    pub metrics_port: Option<u16>,
+
+    /// The address --metrics-port listens on (0.0.0.0 for a Prometheus on another host).
+    #[arg(
+        long,
+        value_name = "HOST",
+        default_value = "127.0.0.1",
+        requires = "metrics_port",
+        help_heading = "Observability"
+    )]
+    pub metrics_host: std::net::IpAddr,
+
     /// Do not sample this machine's GPUs during the run (by default utilisation, memory,
     /// power and energy are read every 100 ms where NVIDIA's management library is
     /// present, giving energy per output token; absent, one note says so).
@@ -616,6 +634,8 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         num_runs: _,
         until_confident: _,
         until_confident_max_duration: _,
+        metrics_port: _,
+        metrics_host: _,
         shard_output: _,
         workers: _,
         // accepted as `vllm bench serve` accepts it, read by nothing (see its help)
@@ -898,6 +918,9 @@ fn load_config(
         gpu_telemetry: !args.no_gpu_telemetry,
         cancellation: cancellation(args)?,
         until_confident: until_confident(args),
+        metrics_addr: args
+            .metrics_port
+            .map(|port| std::net::SocketAddr::new(args.metrics_host, port)),
     })
 }
 

@@ -353,6 +353,9 @@ struct Collector<'a> {
 impl Events for Collector<'_> {
     fn released(&mut self, index: usize, held_until: Option<Instant>) {
         self.released[index] = held_until;
+        if let Some(live) = self.live {
+            live.sent();
+        }
     }
 
     fn token(&mut self, index: usize, token: u32, at: Instant) {

@@ -351,6 +351,7 @@ impl Target for HttpTarget {
             start: options.start,
             cancellation: options.cancellation,
             workload_index: options.workload_index,
+            live: options.live.clone(),
         };
         // vLLM starts its probe loop just before the benchmark clock, and ends it once the
         // workload has been answered.
