@@ -27,8 +27,11 @@ fn scrape(port: u16) -> Option<String> {
     Some(body.to_owned())
 }
 
+/// A scrape's samples: the value by metric name and sorted labels.
+type Samples = HashMap<(String, Vec<(String, String)>), f64>;
+
 /// The scrape's samples by name and labels, parsed by `prometheus-parse`.
-fn parse(body: &str) -> HashMap<(String, Vec<(String, String)>), f64> {
+fn parse(body: &str) -> Samples {
     let lines = body.lines().map(|l| Ok(l.to_owned()));
     let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text that parses");
     scrape
@@ -52,11 +55,7 @@ fn parse(body: &str) -> HashMap<(String, Vec<(String, String)>), f64> {
         .collect()
 }
 
-fn get(
-    samples: &HashMap<(String, Vec<(String, String)>), f64>,
-    name: &str,
-    labels: &[(&str, &str)],
-) -> f64 {
+fn get(samples: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
     let labels: Vec<(String, String)> = labels
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -126,6 +125,8 @@ fn the_runs_live_figures_are_served_as_prometheus_text() {
                 let ttft = get(s, "bench_ttft_seconds", &[("quantile", q)]);
                 assert!((0.05..0.2).contains(&ttft), "p{q} TTFT {ttft} s");
             }
+            // Requests go out at once (no rate): none is late by a whole TTFT.
+            assert!(get(s, "bench_schedule_lag_seconds", &[("quantile", "0.5")]) < 0.05);
             assert_eq!(
                 get(s, "bench_ttft_observations_total", &[]),
                 completed,

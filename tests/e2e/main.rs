@@ -21,6 +21,7 @@ mod console;
 mod contract_versions;
 mod conversations;
 mod cost;
+mod dashboard;
 mod datasets_audio;
 mod datasets_hf;
 mod datasets_random;

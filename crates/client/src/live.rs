@@ -61,6 +61,9 @@ pub struct LiveSnapshot {
     /// Output tokens of the completed requests (the server's usage, else one per chunk).
     pub output_tokens: u64,
     histograms: [Histogram<u64>; 4],
+    /// How late each recorded request was sent against its schedule, beyond any wait for
+    /// a concurrency permit (the result's `schedule_lag_ms_*`), in microseconds.
+    schedule_lag: Histogram<u64>,
 }
 
 impl LiveSnapshot {
@@ -75,7 +78,15 @@ impl LiveSnapshot {
             failures_by_kind: Vec::new(),
             output_tokens: 0,
             histograms: std::array::from_fn(|_| histogram()),
+            schedule_lag: Histogram::new_with_bounds(1, MAX_MICROS, 3)
+                .expect("valid histogram bounds"),
         }
+    }
+
+    /// The schedule lag of the requests recorded so far, in microseconds (none from the
+    /// native engine, which has no schedule of sends).
+    pub fn schedule_lag(&self) -> &Histogram<u64> {
+        &self.schedule_lag
     }
 
     /// The values of one latency so far, in microseconds.
@@ -84,6 +95,10 @@ impl LiveSnapshot {
     }
 
     fn add(&mut self, record: &RequestRecord) {
+        let lag = record.start_time - record.intended_start_time - record.concurrency_wait;
+        let micros = (lag.max(0.0) * 1e6).round().min(MAX_MICROS as f64) as u64;
+        // In bounds by the clamp: recording cannot fail.
+        let _ = self.schedule_lag.record(micros);
         if !record.succeeded() {
             match record.failure() {
                 _ if record.cancelled() => self.cancelled += 1,

@@ -516,9 +516,12 @@ pub(crate) fn execute<T: Target>(
         self_timed: drive.send_at.is_some(),
     });
     let backend = target.name().to_owned();
-    // `--until-confident`: the run's figures so far, looked at while it goes on.
-    let live = (load.until_confident.is_some() || load.metrics_addr.is_some())
-        .then(|| Arc::new(crate::client::live::LiveStats::default()));
+    // The run's figures so far, looked at while it goes on: by the observer's live view
+    // (`--ui dashboard`), `--until-confident` and `--metrics-port`, all the same counts.
+    let live = observer.live_stats().or_else(|| {
+        (load.until_confident.is_some() || load.metrics_addr.is_some())
+            .then(|| Arc::new(crate::client::live::LiveStats::default()))
+    });
     let metrics_server = match (load.metrics_addr, &live) {
         (Some(addr), Some(live)) => {
             let (bound, task) = rt.block_on(crate::live_metrics::serve(addr, live.clone()))?;

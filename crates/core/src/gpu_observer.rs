@@ -64,4 +64,8 @@ impl Observer for GpuObserver<'_> {
     fn await_start(&mut self) -> Result<std::time::SystemTime> {
         self.inner.await_start()
     }
+
+    fn live_stats(&mut self) -> Option<Arc<crate::client::live::LiveStats>> {
+        self.inner.live_stats()
+    }
 }

@@ -158,6 +158,26 @@ pub fn render(s: &LiveSnapshot, elapsed: f64) -> String {
             h.len(),
         );
     }
+    let lag = s.schedule_lag();
+    let lag_quantiles = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
+    if !lag.is_empty() {
+        for q in QUANTILES {
+            lag_quantiles
+                .get_or_create(&vec![("quantile".to_owned(), q.to_string())])
+                .set(lag.value_at_quantile(q) as f64 / 1e6);
+        }
+    }
+    registry.register(
+        "schedule_lag_seconds",
+        "How late requests were sent against their schedule so far, by quantile",
+        lag_quantiles,
+    );
+    gauge(
+        &mut registry,
+        "schedule_lag_max_seconds",
+        "The latest a request was sent against its schedule so far",
+        lag.max() as f64 / 1e6,
+    );
     let mut text = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut text, &registry);

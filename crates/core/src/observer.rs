@@ -17,6 +17,7 @@ use std::time::Duration;
 use anyhow::Result;
 use indicatif::ProgressBar;
 
+use crate::client::live::LiveStats;
 use crate::client::stop::StopSignal;
 use crate::metrics::Metrics;
 use crate::report::RunInfo;
@@ -136,6 +137,14 @@ pub trait Observer {
     fn arm_stop(&mut self, stop: &Arc<StopSignal>) -> Result<()> {
         let _ = stop;
         Ok(())
+    }
+
+    /// Figures for this observer to watch while the measured run goes on (a live view):
+    /// called once per measured run, right after [`Event::RunStarting`]; the run counts
+    /// into what is returned (a fresh one per call) as its requests end. Default: `None`,
+    /// nothing watched (the run then counts only where its own flags need it).
+    fn live_stats(&mut self) -> Option<Arc<LiveStats>> {
+        None
     }
 
     /// A shard started with `--start-at gate` is ready (warmed up, connections open): the

@@ -10,8 +10,10 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context as _, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::dashboard::{Dashboard, RunShape, Ui};
 use super::interrupt::{self, ServerInterrupt};
 use crate::benchmark::Outcome;
+use crate::client::live::LiveStats;
 use crate::client::stop::{Signal, StopSignal};
 use crate::observer::{Event, Observer};
 use crate::profiler::ProfilerStep;
@@ -91,6 +93,12 @@ pub struct Console {
     /// A series of runs (`--num-runs`): one Ctrl-C listener for all of them, so that a
     /// signal between two runs (or while the next one loads) ends the series too.
     series: Option<ServerInterrupt>,
+    /// `--ui`: [`Ui::Dashboard`] draws [`Dashboard`] during each measured run.
+    ui: Ui,
+    /// The measured run as announced, for the dashboard's header.
+    shape: RunShape,
+    /// The dashboard of the run in flight.
+    dashboard: Option<Dashboard>,
 }
 
 impl Console {
@@ -101,6 +109,43 @@ impl Console {
             shutdown_grace,
             preparation: None,
             series: None,
+            ui: Ui::Console,
+            shape: RunShape {
+                requests: 0,
+                request_rate: f64::INFINITY,
+                max_concurrency: None,
+            },
+            dashboard: None,
+        }
+    }
+
+    /// `--ui`. The dashboard needs a terminal on standard output and standard error:
+    /// without one, a warning, and the console.
+    pub fn with_ui(mut self, ui: Ui) -> Console {
+        self.ui = match ui {
+            Ui::Dashboard if !super::dashboard::terminal_available() => {
+                eprintln!(
+                    "WARNING: --ui dashboard needs standard output and standard error to be a \
+                     terminal; showing the console instead"
+                );
+                Ui::Console
+            }
+            ui => ui,
+        };
+        self
+    }
+
+    /// Takes the dashboard down (the terminal as it was) and prints what the run said
+    /// meanwhile.
+    fn end_dashboard(&mut self) {
+        let Some(dashboard) = self.dashboard.take() else {
+            return;
+        };
+        for held in dashboard.finish() {
+            match held.stderr {
+                true => eprintln!("{}", held.line),
+                false => println!("{}", held.line),
+            }
         }
     }
 
@@ -119,6 +164,16 @@ impl Console {
 
 impl Observer for Console {
     fn event(&mut self, event: Event<'_>) {
+        if let Some((line, stderr)) = message(&event) {
+            match &self.dashboard {
+                Some(dashboard) => dashboard.hold(line, stderr),
+                None if stderr => eprintln!("{line}"),
+                None => println!("{line}"),
+            }
+            return;
+        }
+        // Anything else (the result, an interruption) is for the normal screen.
+        self.end_dashboard();
         match event {
             Event::FetchingModel => {
                 println!("Model not specified, fetching first model from server...");
@@ -143,6 +198,7 @@ impl Observer for Console {
                 }
             }
             Event::Prepared { requests, took } => {
+                self.shape.requests = requests as u64;
                 if let Some(bar) = self.preparation.take() {
                     bar.finish_and_clear();
                     eprintln!(
@@ -167,6 +223,8 @@ impl Observer for Console {
                 max_concurrency,
                 self_timed,
             } => {
+                self.shape.request_rate = request_rate;
+                self.shape.max_concurrency = max_concurrency;
                 println!("Starting main benchmark run...");
                 if self_timed {
                     println!("Self timing is set, using the timestamps from the trace file.");
@@ -196,20 +254,6 @@ impl Observer for Console {
                     None => println!("Maximum request concurrency: None"),
                 }
             }
-            Event::Profiler(step) => println!(
-                "{}",
-                match step {
-                    ProfilerStep::Starting => "Starting profiler...",
-                    ProfilerStep::Started => "Profiler started",
-                    ProfilerStep::Stopping => "Stopping profiler...",
-                    ProfilerStep::Stopped => "Profiler stopped",
-                }
-            ),
-            Event::ProbeStarting { rate } => {
-                println!("Probe request rate: {} req/s", float_repr(rate));
-            }
-            Event::Warning(w) => eprintln!("WARNING: {w}"),
-            Event::Note(n) => eprintln!("note: {n}"),
             Event::Results { metrics, side, run } => {
                 print!("{}", report::console(metrics, side, run))
             }
@@ -265,7 +309,9 @@ impl Observer for Console {
     }
 
     fn progress_bar(&mut self, requests: u64) -> ProgressBar {
-        if !self.progress_bar {
+        self.shape.requests = requests;
+        // The dashboard shows the run's progress itself.
+        if !self.progress_bar || self.ui == Ui::Dashboard {
             return ProgressBar::hidden();
         }
         let pb = ProgressBar::new(requests);
@@ -291,11 +337,50 @@ impl Observer for Console {
         Ok(())
     }
 
+    /// `--ui dashboard`: the run's figures, drawn while it goes on.
+    fn live_stats(&mut self) -> Option<Arc<LiveStats>> {
+        if self.ui != Ui::Dashboard {
+            return None;
+        }
+        self.end_dashboard();
+        let live = Arc::new(LiveStats::default());
+        match Dashboard::start(live.clone(), self.shape) {
+            Ok(dashboard) => self.dashboard = Some(dashboard),
+            Err(e) => eprintln!("WARNING: --ui dashboard: {e}; showing the console instead"),
+        }
+        Some(live)
+    }
+
     /// A client process of `--workers`: says it is ready on standard output and reads the
     /// shared start from standard input ([`super::workers`] holds the other end).
     fn await_start(&mut self) -> Result<std::time::SystemTime> {
         await_start()
     }
+}
+
+/// The line of an event that is one line of text (a warning, a note, the profiler's and
+/// the probes' announcements), and whether it goes to standard error: while the
+/// dashboard is up, such lines are shown in it and printed once it is gone.
+fn message(event: &Event<'_>) -> Option<(String, bool)> {
+    Some(match event {
+        Event::Profiler(step) => (
+            match step {
+                ProfilerStep::Starting => "Starting profiler...",
+                ProfilerStep::Started => "Profiler started",
+                ProfilerStep::Stopping => "Stopping profiler...",
+                ProfilerStep::Stopped => "Profiler stopped",
+            }
+            .to_owned(),
+            false,
+        ),
+        Event::ProbeStarting { rate } => (
+            format!("Probe request rate: {} req/s", float_repr(*rate)),
+            false,
+        ),
+        Event::Warning(w) => (format!("WARNING: {w}"), true),
+        Event::Note(n) => (format!("note: {n}"), true),
+        _ => return None,
+    })
 }
 
 /// vLLM's messages about the prompt re-alignment, with what bench adds in parentheses.

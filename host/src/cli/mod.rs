@@ -4,6 +4,7 @@
 pub mod args;
 mod compare;
 mod console;
+mod dashboard;
 pub mod dataset;
 mod engine_args;
 mod interrupt;
@@ -204,9 +205,9 @@ fn parse_serve(argv: &[String]) -> anyhow::Result<(serve::ServeArgs, plugin_flag
 }
 
 /// The offline commands' flags are serve's, but for the backend's default and
-/// `--num-runs`, `--until-confident`, `--cost-per-hour`, `--metrics-port`, the scaling-out flags (refused or
-/// ignored there: see `offline::resolve`) and the scenario flags (refused by `parse`),
-/// which their help leaves out.
+/// `--num-runs`, `--until-confident`, `--cost-per-hour`, `--metrics-port`, `--ui`, the
+/// scaling-out flags (refused or ignored there: see `offline::resolve`) and the scenario
+/// flags (refused by `parse`), which their help leaves out.
 fn offline_flags(cmd: clap::Command) -> clap::Command {
     [
         "num_runs",
@@ -215,6 +216,7 @@ fn offline_flags(cmd: clap::Command) -> clap::Command {
         "cost_per_hour",
         "metrics_port",
         "metrics_host",
+        "ui",
         "shard",
         "start_at",
         "shard_output",
@@ -247,6 +249,12 @@ fn run_serve(args: serve::ServeArgs, parsed: &plugin_flags::Parsed) -> anyhow::R
             "--metrics-port with --workers: each client process sees only its share of the \
              run, and all would take the one port; serve it from processes of their own \
              (--shard I/N, one per machine)"
+        );
+    }
+    if args.workers > 1 && args.ui == dashboard::Ui::Dashboard {
+        anyhow::bail!(
+            "--ui dashboard with --workers: each client process sees only its share of the \
+             run; use the console (--ui console, the default)"
         );
     }
     if args.workers > 1 && !serve::is_worker() {

@@ -438,6 +438,22 @@ pub struct ServeArgs {
     )]
     pub metrics_host: std::net::IpAddr,
 
+    /// How the run is shown. `console`: vLLM's lines and progress bar. `dashboard`: while
+    /// the measured run goes on, a full-screen view redrawn 4 times a second: requests
+    /// sent, completed, failed and in flight, throughput so far (requests/s, output
+    /// tokens/s), TTFT, TPOT, ITL and E2EL percentiles so far, failures by kind, and the
+    /// warnings of the run; it gives way to the normal result block when the run ends.
+    /// Needs standard output and standard error to be a terminal: otherwise a warning,
+    /// and the console. Example: `bench serve --ui dashboard --base-url ... --num-prompts 1000`.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "console",
+        help_heading = "Observability"
+    )]
+    #[serde(skip)]
+    pub ui: super::dashboard::Ui,
+
     /// Do not sample this machine's GPUs during the run (by default utilisation, memory,
     /// power and energy are read every 100 ms where NVIDIA's management library is
     /// present, giving energy per output token; absent, one note says so).
@@ -629,13 +645,14 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         // the ServeConfig itself
         skip_tokenizer_init,
         // read after the run or around it: the plots (serve_plots::write), --num-runs
-        // (run), --shard-output (run), --workers (cli::run_serve)
+        // (run), --shard-output (run), --workers (cli::run_serve), --ui (run's console)
         plots: _,
         num_runs: _,
         until_confident: _,
         until_confident_max_duration: _,
         metrics_port: _,
         metrics_host: _,
+        ui: _,
         shard_output: _,
         workers: _,
         // accepted as `vllm bench serve` accepts it, read by nothing (see its help)
@@ -1267,7 +1284,8 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     let mut console = Console::new(
         !args.disable_tqdm && !is_worker(),
         config.load.shutdown_grace,
-    );
+    )
+    .with_ui(args.ui);
     if args.num_runs > 1 {
         console = console.for_series()?;
     }

@@ -1,0 +1,208 @@
+//! `--ui dashboard`: the live view of a run, drawn in a real terminal (a tmux pane of
+//! 120x40) and read back as a user sees it (`tmux capture-pane`); then the normal result
+//! block on the main screen, with the terminal restored.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use bench::mock::MockConfig;
+
+use crate::common::*;
+
+/// A tmux server of this test's own (`-L`, no user configuration), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("running tmux")
+    }
+
+    /// The pane's screen and the lines above it, as text.
+    fn screen(&self) -> String {
+        let out = self.run(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "bench"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// One of tmux's formats for the pane (`#{alternate_on}`).
+    fn format(&self, format: &str) -> String {
+        let out = self.run(&["display-message", "-p", "-t", "bench", format]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// A shell word, quoted.
+fn quoted(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// The number after `label` on the screen.
+fn number_after(screen: &str, label: &str) -> Option<u64> {
+    let (_, rest) = screen.split_once(label)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// The numbers of the latency table's row of `metric` (count, mean, p50, p90, p99).
+fn row(screen: &str, metric: &str) -> Option<Vec<f64>> {
+    let line = screen
+        .lines()
+        .find(|l| l.trim_start_matches(['│', ' ']).starts_with(metric))?;
+    let numbers: Vec<f64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (numbers.len() == 5).then_some(numbers)
+}
+
+#[test]
+fn the_dashboard_shows_the_run_live_then_the_result() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        skip::skipped(format_args!(
+            "tmux is not on PATH: the dashboard is not drawn in a real terminal"
+        ));
+        return;
+    }
+    // TTFT uniform on [50 ms, 150 ms), then 7 gaps of 20 ms: about 0.24 s a request,
+    // 100 requests 8 at a time, about 3 s.
+    let m = mock(MockConfig {
+        ttft: Duration::from_millis(50),
+        ttft_spread: Duration::from_millis(100),
+        output_len: 8,
+        itl: Duration::from_millis(20),
+        ..MockConfig::default()
+    });
+    let results = tempfile::tempdir().unwrap();
+    let (prompts, cap) = (100u64, 8u64);
+    let mut command = String::from("env");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("BENCH_") {
+            command.push_str(&format!(" -u {key}"));
+        }
+    }
+    command.push_str(" BENCH_LOG=warn");
+    let args = [
+        env!("CARGO_BIN_EXE_bench"),
+        "serve",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        &prompts.to_string(),
+        "--max-concurrency",
+        &cap.to_string(),
+        "--save-result",
+        "--result-dir",
+        results.path().to_str().unwrap(),
+        "--ui",
+        "dashboard",
+    ];
+    for arg in args {
+        command.push(' ');
+        command.push_str(&quoted(arg));
+    }
+    // The pane stays open after the run (tmux shows a dead pane's cursor hidden, whatever
+    // bench left), saying how bench exited.
+    command.push_str("; echo bench-exit=$?; sleep 60");
+    let tmux = Tmux {
+        socket: format!("bench-dashboard-{}", std::process::id()),
+    };
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-s",
+        "bench",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+
+    // The dashboard, once a request has completed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (screen, ttft) = loop {
+        let screen = tmux.screen();
+        if let Some(ttft) = row(&screen, "TTFT").filter(|r| r[0] > 0.0) {
+            break (screen, ttft);
+        }
+        assert!(
+            Instant::now() < deadline && !screen.contains("bench-exit="),
+            "no dashboard with a TTFT row:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(screen.contains("bench serve: live dashboard"), "{screen}");
+    assert_eq!(
+        tmux.format("#{alternate_on}"),
+        "1",
+        "drawn on the alternate screen"
+    );
+    let completed = number_after(&screen, "Completed:").expect("a completed count");
+    let in_flight = number_after(&screen, "In flight:").expect("an in-flight count");
+    assert!((1..=prompts).contains(&completed), "{completed}:\n{screen}");
+    assert!(in_flight <= cap, "{in_flight} in flight:\n{screen}");
+    // Milliseconds: p50 <= p90 <= p99 within the mock's TTFT (and some slack).
+    let (p50, p90, p99) = (ttft[2], ttft[3], ttft[4]);
+    assert!(p50 <= p90 && p90 <= p99, "{ttft:?}");
+    assert!((40.0..400.0).contains(&p50), "p50 TTFT {p50} ms:\n{screen}");
+    assert!(row(&screen, "E2EL").is_some(), "{screen}");
+
+    // The run ends: the main screen back, its cursor shown, and the result block on it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !tmux.screen().contains("bench-exit=") {
+        assert!(
+            Instant::now() < deadline,
+            "still running:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let screen = tmux.screen();
+    assert!(screen.contains("bench-exit=0"), "{screen}");
+    assert_eq!(tmux.format("#{alternate_on}"), "0", "{screen}");
+    assert_eq!(tmux.format("#{cursor_flag}"), "1", "the cursor is shown");
+    assert!(screen.contains("Serving Benchmark Result"), "{screen}");
+    assert!(!screen.contains("live dashboard"), "{screen}");
+    let result = result_json(results.path());
+    assert_eq!(result["completed"].as_u64(), Some(prompts));
+}
+
+#[test]
+fn the_dashboard_without_a_terminal_is_the_console_with_a_warning() {
+    let m = mock(MockConfig::default());
+    let out = Bench::against(&m.url)
+        .random(16, 4)
+        .prompts(5)
+        .args(["--ui", "dashboard"])
+        .run()
+        .assert_success();
+    assert!(
+        out.stderr.contains(
+            "WARNING: --ui dashboard needs standard output and standard error to be a terminal; \
+             showing the console instead"
+        ),
+        "{out}"
+    );
+    assert!(out.stdout.contains("Serving Benchmark Result"), "{out}");
+    // Nothing of the dashboard's screen in the output.
+    assert!(!out.stdout.contains("\x1b[?1049h"), "{out}");
+}
