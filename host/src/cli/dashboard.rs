@@ -9,6 +9,7 @@
 //! block is printed, which then reads as it does with the console.
 
 use std::io::{IsTerminal as _, Write as _};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -80,6 +81,7 @@ impl Dashboard {
             terminal::EnterAlternateScreen,
             cursor::Hide
         )?;
+        SHOWN.store(true, Ordering::SeqCst);
         let held: Arc<Mutex<Vec<Held>>> = Arc::default();
         let (done, stopped) = mpsc::channel::<()>();
         let shown = held.clone();
@@ -155,8 +157,21 @@ impl Drop for Dashboard {
     }
 }
 
+/// Whether a dashboard holds the terminal (on the alternate screen), for a process that
+/// ends without dropping it ([`restore_if_shown`]).
+static SHOWN: AtomicBool = AtomicBool::new(false);
+
+/// The main screen back if a dashboard holds it: for a second Ctrl-C, which ends the
+/// process at once (`interrupt::watch`) without the dashboard's own restore.
+pub(super) fn restore_if_shown() {
+    if SHOWN.load(Ordering::SeqCst) {
+        restore();
+    }
+}
+
 /// The main screen back, with its cursor.
 fn restore() {
+    SHOWN.store(false, Ordering::SeqCst);
     let mut out = std::io::stdout();
     let _ = execute!(out, terminal::LeaveAlternateScreen, cursor::Show);
     let _ = out.flush();

@@ -38,6 +38,7 @@ pub fn watch(stop: Arc<StopSignal>, grace: Duration) -> Result<()> {
         );
         stop.stop(signal);
         let again = next(&mut int, &mut term).await;
+        super::dashboard::restore_if_shown();
         eprintln!("{} received again: quitting without saving.", again.name());
         std::process::exit(i32::from(again.exit_code()));
     });
