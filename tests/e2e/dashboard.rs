@@ -80,6 +80,11 @@ fn the_dashboard_shows_the_run_live_then_the_result() {
         ttft_spread: Duration::from_millis(100),
         output_len: 8,
         itl: Duration::from_millis(20),
+        // vLLM's /metrics, whose gauges follow the load: read during the run.
+        server_metrics: bench::mock::ServerMetrics {
+            family: Some(bench::mock::ServerFamily::Vllm),
+            ..Default::default()
+        },
         ..MockConfig::default()
     });
     let results = tempfile::tempdir().unwrap();
@@ -111,6 +116,8 @@ fn the_dashboard_shows_the_run_live_then_the_result() {
         "--save-result",
         "--result-dir",
         results.path().to_str().unwrap(),
+        "--server-metrics-interval",
+        "0.2",
         "--ui",
         "dashboard",
     ];
@@ -137,11 +144,13 @@ fn the_dashboard_shows_the_run_live_then_the_result() {
     ]);
     assert!(started.status.success(), "{started:?}");
 
-    // The dashboard, once a request has completed.
+    // The dashboard, once a request has completed and the server's /metrics was read.
     let deadline = Instant::now() + Duration::from_secs(60);
     let (screen, ttft) = loop {
         let screen = tmux.screen();
-        if let Some(ttft) = row(&screen, "TTFT").filter(|r| r[0] > 0.0) {
+        if let Some(ttft) = row(&screen, "TTFT").filter(|r| r[0] > 0.0)
+            && screen.contains("vllm:num_requests_running:")
+        {
             break (screen, ttft);
         }
         assert!(
@@ -165,6 +174,10 @@ fn the_dashboard_shows_the_run_live_then_the_result() {
     assert!(p50 <= p90 && p90 <= p99, "{ttft:?}");
     assert!((40.0..400.0).contains(&p50), "p50 TTFT {p50} ms:\n{screen}");
     assert!(row(&screen, "E2EL").is_some(), "{screen}");
+    // The server's own count of requests running, within the client's cap.
+    let running = number_after(&screen, "vllm:num_requests_running:").expect("a gauge");
+    assert!(running <= cap, "{running} running:\n{screen}");
+    assert!(screen.contains("Schedule lag (ms):"), "{screen}");
 
     // The run ends: the main screen back, its cursor shown, and the result block on it.
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -73,6 +73,10 @@ fn the_runs_live_figures_are_served_as_prometheus_text() {
         ttft_spread: Duration::from_millis(100),
         output_len: 2,
         fail_rate: 0.05,
+        server_metrics: bench::mock::ServerMetrics {
+            family: Some(bench::mock::ServerFamily::Vllm),
+            ..Default::default()
+        },
         ..MockConfig::default()
     });
     let port = {
@@ -88,6 +92,7 @@ fn the_runs_live_figures_are_served_as_prometheus_text() {
             "--metrics-port",
             &port.to_string(),
         ])
+        .args(["--server-metrics-interval", "0.2"])
         .save_result()
         .spawn();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -134,6 +139,24 @@ fn the_runs_live_figures_are_served_as_prometheus_text() {
             );
         }
     }
+    // The server's own gauges, as bench last read them (every 0.2 s), by server and name.
+    let is_running = |labels: &Vec<(String, String)>| {
+        labels.contains(&("name".to_owned(), "vllm:num_requests_running".to_owned()))
+            && labels.contains(&("server".to_owned(), m.url.clone()))
+    };
+    let running: Vec<f64> = scrapes
+        .iter()
+        .filter_map(|s| {
+            s.iter()
+                .find(|((name, labels), _)| name == "bench_server_gauge" && is_running(labels))
+                .map(|(_, v)| *v)
+        })
+        .collect();
+    assert!(!running.is_empty(), "no server gauge in any scrape");
+    assert!(
+        running.iter().all(|&r| (0.0..=8.0).contains(&r)),
+        "{running:?}"
+    );
     // Seen while it ran: a part of the run, never more than the result's.
     let completed = result["completed"].as_f64().unwrap();
     assert!(last_completed > 0.0 && last_completed <= completed);

@@ -64,6 +64,9 @@ pub struct LiveSnapshot {
     /// How late each recorded request was sent against its schedule, beyond any wait for
     /// a concurrency permit (the result's `schedule_lag_ms_*`), in microseconds.
     schedule_lag: Histogram<u64>,
+    /// The server's own gauges at its latest `/metrics` read (`--server-metrics-interval`),
+    /// by server (its name or URL): KV-cache usage, requests running and waiting.
+    pub server_gauges: Vec<(String, Vec<(&'static str, f64)>)>,
 }
 
 impl LiveSnapshot {
@@ -80,6 +83,7 @@ impl LiveSnapshot {
             histograms: std::array::from_fn(|_| histogram()),
             schedule_lag: Histogram::new_with_bounds(1, MAX_MICROS, 3)
                 .expect("valid histogram bounds"),
+            server_gauges: Vec::new(),
         }
     }
 
@@ -199,6 +203,16 @@ impl LiveStats {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .add_success(ttft, latency, itl, tokens);
+    }
+
+    /// The gauges of the latest `/metrics` read of server `source` (a few times a second
+    /// at most, from the scraping task).
+    pub fn set_server_gauges(&self, source: &str, gauges: Vec<(&'static str, f64)>) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        match inner.server_gauges.iter_mut().find(|(s, _)| s == source) {
+            Some((_, values)) => *values = gauges,
+            None => inner.server_gauges.push((source.to_owned(), gauges)),
+        }
     }
 
     /// A copy of the figures so far.

@@ -178,6 +178,23 @@ pub fn render(s: &LiveSnapshot, elapsed: f64) -> String {
         "The latest a request was sent against its schedule so far",
         lag.max() as f64 / 1e6,
     );
+    let server = Family::<Vec<(String, String)>, Gauge<f64, AtomicU64>>::default();
+    for (source, gauges) in &s.server_gauges {
+        for (name, value) in gauges {
+            server
+                .get_or_create(&vec![
+                    ("server".to_owned(), source.clone()),
+                    ("name".to_owned(), (*name).to_owned()),
+                ])
+                .set(*value);
+        }
+    }
+    registry.register(
+        "server_gauge",
+        "The server's own gauges at bench's latest read of its /metrics \
+         (--server-metrics-interval)",
+        server,
+    );
     let mut text = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut text, &registry);

@@ -270,7 +270,7 @@ fn draw(
         latencies,
     );
 
-    let failure_lines: Vec<Line> = if s.failures_by_kind.is_empty() {
+    let mut failure_lines: Vec<Line> = if s.failures_by_kind.is_empty() {
         vec![Line::from("none")]
     } else {
         s.failures_by_kind
@@ -278,8 +278,24 @@ fn draw(
             .map(|(kind, n)| Line::from(format!("{kind}: {n}")))
             .collect()
     };
+    // The server's gauges at the latest read of its /metrics, under the failures.
+    if !s.server_gauges.is_empty() {
+        failure_lines.push(Line::from(""));
+        failure_lines.push(Line::from("Server /metrics:".bold()));
+    }
+    for (source, gauges) in &s.server_gauges {
+        if s.server_gauges.len() > 1 {
+            failure_lines.push(Line::from(source.as_str()));
+        }
+        failure_lines.extend(
+            gauges
+                .iter()
+                .map(|(name, value)| Line::from(format!("{name}: {value}"))),
+        );
+    }
     frame.render_widget(
-        Paragraph::new(failure_lines).block(Block::bordered().title(" Failures by kind ")),
+        Paragraph::new(failure_lines)
+            .block(Block::bordered().title(" Failures by kind, server gauges ")),
         failures,
     );
     // The latest messages that fit.

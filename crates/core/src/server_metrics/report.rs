@@ -135,6 +135,30 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
+/// The family's gauges in `s` (KV-cache usage, requests running and waiting), each as
+/// its peak reads it: a ratio's largest series, a count's sum.
+fn gauge_values(family: &Family, s: &Snapshot) -> Vec<(&'static str, f64)> {
+    let ratios = family.kv_usage.iter().map(|&n| (n, true));
+    let counts = family
+        .running
+        .iter()
+        .chain(family.waiting)
+        .map(|&n| (n, false));
+    ratios
+        .chain(counts)
+        .filter_map(|(name, ratio)| {
+            let v = if ratio { s.max(name) } else { s.total(name) };
+            v.map(|v| (name, v))
+        })
+        .collect()
+}
+
+/// The gauges of one scrape during the run, for the live views (`--ui dashboard`,
+/// `--metrics-port`); none when no family bench knows is in it.
+pub fn live_gauges(s: &Snapshot) -> Vec<(&'static str, f64)> {
+    family_of(s).map_or_else(Vec::new, |family| gauge_values(family, s))
+}
+
 /// The family whose metrics `snapshot` holds, first in [`FAMILIES`] order.
 fn family_of(snapshot: &Snapshot) -> Option<&'static Family> {
     FAMILIES.iter().find(|f| snapshot.has_prefix(f.prefix))
@@ -344,30 +368,11 @@ impl ServerReport {
                 "requests running/waiting",
             );
         }
-        // Each gauge as its peak reads it: a ratio's largest series, a count's sum.
-        let gauges: Vec<(&'static str, bool)> = family
-            .kv_usage
-            .iter()
-            .map(|&n| (n, true))
-            .chain(
-                family
-                    .running
-                    .iter()
-                    .chain(family.waiting)
-                    .map(|&n| (n, false)),
-            )
-            .collect();
         let timeline = during
             .iter()
             .map(|(t, s)| TimelinePoint {
                 t: *t,
-                values: gauges
-                    .iter()
-                    .filter_map(|&(name, max)| {
-                        let v = if max { s.max(name) } else { s.total(name) };
-                        v.map(|v| (name, v))
-                    })
-                    .collect(),
+                values: gauge_values(family, s),
             })
             .collect();
         Some(ServerReport {

@@ -1,6 +1,7 @@
 //! The scrapes of one run: before the clock, at an interval during the run (an option),
 //! after the last response, and the notes that say what was not found.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -10,6 +11,7 @@ use tokio::task::JoinHandle;
 use super::report::ServerReport;
 use super::scrape::{Scraper, Snapshot, scrape};
 use crate::client::Tls;
+use crate::client::live::LiveStats;
 use crate::observer::{Event, Observer};
 
 /// Whether and how often a run reads the server's `/metrics`.
@@ -50,7 +52,13 @@ pub struct Interval {
 
 impl Interval {
     /// Starts reading `{base_url}/metrics` every `every` (the first read at once).
-    pub fn start(base_url: &str, every: Duration, tls: Tls) -> Result<Interval> {
+    /// With `live`, each read's gauges also go there, under `source`.
+    pub fn start(
+        base_url: &str,
+        every: Duration,
+        tls: Tls,
+        live: Option<(Arc<LiveStats>, String)>,
+    ) -> Result<Interval> {
         // Shorter than the interval, so a slow server never has two reads in flight.
         let timeout = every.mul_f64(0.8).min(Duration::from_secs(5));
         let scraper = Scraper::new(base_url, timeout, tls)?;
@@ -70,7 +78,13 @@ impl Interval {
                 tokio::select! {
                     _ = stopped.changed() => break,
                     read = scraper.scrape() => match read {
-                        Ok(snapshot) => scrapes.points.push((t, snapshot)),
+                        Ok(snapshot) => {
+                            if let Some((live, source)) = &live {
+                                let gauges = super::report::live_gauges(&snapshot);
+                                live.set_server_gauges(source, gauges);
+                            }
+                            scrapes.points.push((t, snapshot));
+                        }
                         Err(_) => scrapes.failed += 1,
                     },
                 }
@@ -130,10 +144,13 @@ impl RunScrapes {
     }
 
     /// Starts the scrapes during the run, where asked and where the one before worked: a
-    /// server without `/metrics` is not asked again and again.
-    pub fn start(&mut self) -> Result<()> {
+    /// server without `/metrics` is not asked again and again. With `live`, each read's
+    /// gauges also go there (under the server's name, or its URL).
+    pub fn start(&mut self, live: Option<&Arc<LiveStats>>) -> Result<()> {
         if let (Some(Ok(_)), Some(every)) = (&self.before, self.config.interval) {
-            self.during = Some(Interval::start(&self.base_url, every, self.tls)?);
+            let source = self.name.clone().unwrap_or_else(|| self.base_url.clone());
+            let live = live.map(|l| (l.clone(), source));
+            self.during = Some(Interval::start(&self.base_url, every, self.tls, live)?);
         }
         Ok(())
     }

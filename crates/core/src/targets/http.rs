@@ -364,7 +364,7 @@ impl Target for HttpTarget {
         };
         let mut server_metrics = self.server_metrics;
         for scrapes in &mut server_metrics {
-            scrapes.start()?;
+            scrapes.start(options.live.as_ref())?;
         }
         let measured = load::run(self.endpoints, self.requests, offsets, worker, load, more).await;
         let mut during = Vec::with_capacity(server_metrics.len());
