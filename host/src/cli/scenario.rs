@@ -43,11 +43,11 @@ pub struct ScenarioArgs {
     /// result records the file, its SHA-256 and the resolved flags (`scenario`). Example,
     /// run as `bench serve --config short.toml --base-url http://gpu1:8000`:
     ///
-    ///     dataset-name = "random"
-    ///     random-input-len = 128
-    ///     num-prompts = 200
-    ///     max-concurrency = 8
-    ///     metadata = ["team=infra"]
+    ///   dataset-name = "random"
+    ///   random-input-len = 128
+    ///   num-prompts = 200
+    ///   max-concurrency = 8
+    ///   metadata = ["team=infra"]
     ///
     /// See docs/scenarios.md and examples/scenarios/.
     #[arg(long, value_name = "FILE", verbatim_doc_comment)]
