@@ -39,6 +39,7 @@ mod live_metrics;
 mod load;
 mod multi_turn;
 mod offline;
+mod otlp;
 mod plots;
 mod plugin_cache;
 mod plugin_flags;

@@ -12,6 +12,7 @@ mod k8s;
 pub mod limits;
 mod merge;
 pub mod offline;
+mod otlp;
 pub mod plugin;
 pub mod plugin_flags;
 mod report;
@@ -205,7 +206,8 @@ fn parse_serve(argv: &[String]) -> anyhow::Result<(serve::ServeArgs, plugin_flag
 }
 
 /// The offline commands' flags are serve's, but for the backend's default and
-/// `--num-runs`, `--until-confident`, `--cost-per-hour`, `--metrics-port`, `--ui`, the
+/// `--num-runs`, `--until-confident`, `--cost-per-hour`, `--metrics-port`, the OTLP
+/// export, `--ui`, the
 /// scaling-out flags (refused or ignored there: see `offline::resolve`) and the scenario
 /// flags (refused by `parse`), which their help leaves out.
 fn offline_flags(cmd: clap::Command) -> clap::Command {
@@ -216,6 +218,9 @@ fn offline_flags(cmd: clap::Command) -> clap::Command {
         "cost_per_hour",
         "metrics_port",
         "metrics_host",
+        "otlp_endpoint",
+        "otlp_header",
+        "otlp_timeout",
         "ui",
         "shard",
         "start_at",

@@ -156,6 +156,12 @@ fn resolve(
     if args.serve.metrics_port.is_some() {
         bail!("--metrics-port is bench serve's: throughput and latency serve no live figures");
     }
+    if args.serve.otlp_endpoint.is_some() {
+        bail!(
+            "--otlp-endpoint is bench serve's: throughput and latency measure batches, not \
+             requests with times of their own to send as spans"
+        );
+    }
     if !args.serve.until_confident.is_empty() {
         bail!("--until-confident is bench serve's: throughput and latency run a fixed workload");
     }

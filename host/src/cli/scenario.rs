@@ -74,7 +74,7 @@ impl ScenarioArgs {
             .map(|s| {
                 // Secrets travel in headers: the result is shared, as `args` keeps them out.
                 let value = match s.flag.as_str() {
-                    "header" => serde_json::json!("<redacted>"),
+                    "header" | "otlp_header" => serde_json::json!("<redacted>"),
                     _ => s.value.to_json(),
                 };
                 (s.flag.clone(), value)

@@ -438,6 +438,39 @@ pub struct ServeArgs {
     )]
     pub metrics_host: std::net::IpAddr,
 
+    /// Once the run ends, send it to the OpenTelemetry collector at URL over OTLP/HTTP
+    /// (protobuf; URL is the base, as OTEL_EXPORTER_OTLP_ENDPOINT: `/v1/traces` and
+    /// `/v1/metrics` are added): each request as a span after the GenAI semantic
+    /// conventions (`chat MODEL`, its token counts, time to first chunk, error type, and
+    /// the server's own timing where known), the conventions' client histograms
+    /// (duration, token usage, time to first chunk, time per output chunk), and every
+    /// figure of the result as a gauge `bench.<key>`. Example: `--otlp-endpoint
+    /// http://127.0.0.1:4318`.
+    #[arg(long, value_name = "URL", help_heading = "Observability")]
+    pub otlp_endpoint: Option<String>,
+
+    /// A header on every OTLP request, KEY=VALUE (repeatable): a collector's API key, say.
+    /// Kept out of the result.
+    #[arg(
+        long,
+        value_name = "KEY=VALUE",
+        requires = "otlp_endpoint",
+        help_heading = "Observability"
+    )]
+    pub otlp_header: Vec<String>,
+
+    /// How long each OTLP request may take before it is tried again (3 tries in all).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = "10",
+        value_parser = parse_interval,
+        requires = "otlp_endpoint",
+        help_heading = "Observability"
+    )]
+    #[serde(serialize_with = "seconds")]
+    pub otlp_timeout: Duration,
+
     /// How the run is shown. `console`: vLLM's lines and progress bar. `dashboard`: while
     /// the measured run goes on, a full-screen view redrawn 4 times a second: requests
     /// sent, completed, failed and in flight, throughput so far (requests/s, output
@@ -644,9 +677,13 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         start_at: _,
         // the ServeConfig itself
         skip_tokenizer_init,
-        // read after the run or around it: the plots (serve_plots::write), --num-runs
-        // (run), --shard-output (run), --workers (cli::run_serve), --ui (run's console)
+        // read after the run or around it: the plots (serve_plots::write), the OTLP
+        // export (otlp::export, its endpoint checked in run), --num-runs (run),
+        // --shard-output (run), --workers (cli::run_serve), --ui (run's console)
         plots: _,
+        otlp_endpoint: _,
+        otlp_header: _,
+        otlp_timeout: _,
         num_runs: _,
         until_confident: _,
         until_confident_max_duration: _,
@@ -1281,6 +1318,8 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     for w in &warnings {
         eprintln!("WARNING: {w}");
     }
+    // A bad --otlp-endpoint or --otlp-header fails now, not after the run.
+    let otlp = super::otlp::exporter(&args)?;
     let mut console = Console::new(
         !args.disable_tqdm && !is_worker(),
         config.load.shutdown_grace,
@@ -1294,9 +1333,13 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         args.num_runs as usize,
         &mut console,
         |run, outcome| match is_worker() {
-            // The parent draws them from the merged result.
+            // The parent draws and exports them from the merged result.
             true => Ok(()),
-            false => super::serve_plots::write(&args.plots, run, outcome),
+            false => {
+                super::serve_plots::write(&args.plots, run, outcome)?;
+                super::otlp::export(otlp.as_ref(), run, outcome);
+                Ok(())
+            }
         },
     )
     .map_err(|e| name_the_tokenizer_flag(e, &args.model))?;
@@ -1507,8 +1550,13 @@ fn args_record(args: &ServeArgs) -> Result<serde_json::Map<String, serde_json::V
     let serde_json::Value::Object(mut map) = serde_json::to_value(args)? else {
         bail!("arguments did not serialize to an object");
     };
-    if !args.header.is_empty() {
-        map.insert("header".into(), serde_json::json!("<redacted>"));
+    for (key, given) in [
+        ("header", !args.header.is_empty()),
+        ("otlp_header", !args.otlp_header.is_empty()),
+    ] {
+        if given {
+            map.insert(key.into(), serde_json::json!("<redacted>"));
+        }
     }
     if args.request_rate.is_infinite() {
         map.insert("request_rate".into(), serde_json::json!("inf"));

@@ -64,6 +64,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     {
         bail!("--max-concurrency {cap} is fewer than the {workers} --workers: each needs a slot");
     }
+    let otlp = super::otlp::exporter(&args)?;
     for w in &warnings {
         eprintln!("WARNING: {w}");
     }
@@ -154,6 +155,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     let mut outcome: Outcome =
         super::merge::show_and_save(merged, &config.report.save, &mut console)?;
     super::serve_plots::write(&args.plots, &config, &outcome)?;
+    super::otlp::export(otlp.as_ref(), &config, &outcome);
     if signals.interrupted() {
         outcome.signal = Some(crate::client::stop::Signal::Interrupt);
     }
