@@ -36,6 +36,60 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// A 120x40 pane running `command` in a session of its own; `None`, and a skip said
+    /// where CI shows it, without tmux.
+    fn start(command: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            skip::skipped(format_args!(
+                "tmux is not on PATH: the dashboard is not drawn in a real terminal"
+            ));
+            return None;
+        }
+        static SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let tmux = Tmux {
+            socket: format!(
+                "bench-dashboard-{}-{}",
+                std::process::id(),
+                SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
+        };
+        let started = tmux.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            "bench",
+            command,
+        ]);
+        assert!(started.status.success(), "{started:?}");
+        Some(tmux)
+    }
+}
+
+/// `bench` with `args` as a shell command for the pane, without the test run's `BENCH_*`
+/// settings; the pane stays open after it (tmux shows a dead pane's cursor hidden, whatever
+/// bench left), saying how bench exited (`bench-exit=N`).
+fn bench_in_pane(args: &[&str]) -> String {
+    let mut command = String::from("env");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("BENCH_") {
+            command.push_str(&format!(" -u {key}"));
+        }
+    }
+    command.push_str(" BENCH_LOG=warn ");
+    command.push_str(&quoted(env!("CARGO_BIN_EXE_bench")));
+    for arg in args {
+        command.push(' ');
+        command.push_str(&quoted(arg));
+    }
+    command.push_str("; echo bench-exit=$?; sleep 60");
+    command
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
@@ -67,12 +121,6 @@ fn row(screen: &str, metric: &str) -> Option<Vec<f64>> {
 
 #[test]
 fn the_dashboard_shows_the_run_live_then_the_result() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        skip::skipped(format_args!(
-            "tmux is not on PATH: the dashboard is not drawn in a real terminal"
-        ));
-        return;
-    }
     // TTFT uniform on [50 ms, 150 ms), then 7 gaps of 20 ms: about 0.24 s a request,
     // 100 requests 8 at a time, about 3 s.
     let m = mock(MockConfig {
@@ -89,15 +137,7 @@ fn the_dashboard_shows_the_run_live_then_the_result() {
     });
     let results = tempfile::tempdir().unwrap();
     let (prompts, cap) = (100u64, 8u64);
-    let mut command = String::from("env");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("BENCH_") {
-            command.push_str(&format!(" -u {key}"));
-        }
-    }
-    command.push_str(" BENCH_LOG=warn");
-    let args = [
-        env!("CARGO_BIN_EXE_bench"),
+    let command = bench_in_pane(&[
         "serve",
         "--model",
         "mock",
@@ -120,29 +160,10 @@ fn the_dashboard_shows_the_run_live_then_the_result() {
         "0.2",
         "--ui",
         "dashboard",
-    ];
-    for arg in args {
-        command.push(' ');
-        command.push_str(&quoted(arg));
-    }
-    // The pane stays open after the run (tmux shows a dead pane's cursor hidden, whatever
-    // bench left), saying how bench exited.
-    command.push_str("; echo bench-exit=$?; sleep 60");
-    let tmux = Tmux {
-        socket: format!("bench-dashboard-{}", std::process::id()),
-    };
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-s",
-        "bench",
-        &command,
     ]);
-    assert!(started.status.success(), "{started:?}");
+    let Some(tmux) = Tmux::start(&command) else {
+        return;
+    };
 
     // The dashboard, once a request has completed and the server's /metrics was read.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -220,4 +241,80 @@ fn the_dashboard_without_a_terminal_is_the_console_with_a_warning() {
     assert!(out.stdout.contains("Serving Benchmark Result"), "{out}");
     // Nothing of the dashboard's screen in the output.
     assert!(!out.stdout.contains("\x1b[?1049h"), "{out}");
+}
+
+/// `--ui dashboard` in a sweep's `--bench-cmd`: each run of the sweep is drawn on the
+/// dashboard, which gives way to that run's result block before the next run starts.
+#[test]
+fn each_run_of_a_sweep_is_on_the_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bench_bin = env!("CARGO_BIN_EXE_bench");
+    // 40 requests of 8 chunks (TTFT 50 ms, gaps 20 ms), 4 at a time: about 2 s a run.
+    let serve_cmd = format!(
+        "{bench_bin} mock-server --host 127.0.0.1 --port {port} --ttft-ms 50 --itl-ms 20 \
+         --output-len 8"
+    );
+    let bench_cmd = format!(
+        "bench serve --model mock --tokenizer {} --base-url http://127.0.0.1:{port} \
+         --dataset-name random --random-input-len 8 --random-output-len 8 \
+         --num-prompts 40 --ui dashboard",
+        gpt2()
+    );
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        r#"[{"max_concurrency": 2}, {"max_concurrency": 4}]"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let command = bench_in_pane(&[
+        "sweep",
+        "serve",
+        "-e",
+        "exp",
+        "-o",
+        out.to_str().unwrap(),
+        "--serve-cmd",
+        &serve_cmd,
+        "--bench-cmd",
+        &bench_cmd,
+        "--bench-params",
+        params.to_str().unwrap(),
+        "--num-runs",
+        "1",
+        "--after-bench-cmd",
+        "true",
+    ]);
+    let Some(tmux) = Tmux::start(&command) else {
+        return;
+    };
+    // Count the dashboard's appearances: drawn, gone, drawn again.
+    let (mut shown, mut drawn) = (0, false);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let screen = loop {
+        let screen = tmux.screen();
+        let now = screen.contains("bench serve: live dashboard");
+        if now && !drawn {
+            shown += 1;
+        }
+        drawn = now;
+        if screen.contains("bench-exit=") {
+            break screen;
+        }
+        assert!(Instant::now() < deadline, "still running:\n{screen}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(screen.contains("bench-exit=0"), "{screen}");
+    assert_eq!(shown, 2, "one dashboard per run of the sweep:\n{screen}");
+    assert_eq!(tmux.format("#{alternate_on}"), "0", "{screen}");
+    assert_eq!(
+        screen.matches("Serving Benchmark Result").count(),
+        2,
+        "each run's result block:\n{screen}"
+    );
 }

@@ -406,11 +406,13 @@ impl Driver for CliDriver<'_> {
         for w in &resolved.warnings {
             eprintln!("WARNING: {w}");
         }
+        let otlp = super::otlp::exporter(&args)?;
         let mut observer = SweepObserver {
             console: super::console::Console::new(
                 !args.disable_tqdm,
                 resolved.config.load.shutdown_grace,
-            ),
+            )
+            .with_ui(args.ui),
             run: self.interrupt.run_slot(),
         };
         let outcome = crate::benchmark::serve(&resolved.config, &mut observer);
@@ -420,6 +422,7 @@ impl Driver for CliDriver<'_> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
         let outcome = outcome?;
+        super::otlp::export(otlp.as_ref(), &resolved.config, &outcome);
         if self.interrupt.interrupted() || outcome.signal.is_some() {
             bail!("interrupted");
         }
@@ -562,6 +565,11 @@ impl Observer for SweepObserver<'_> {
     fn arm_stop(&mut self, stop: &Arc<StopSignal>) -> Result<()> {
         *self.run.lock().unwrap_or_else(PoisonError::into_inner) = Some(stop.clone());
         Ok(())
+    }
+
+    /// `--ui dashboard` in `--bench-cmd`: each run of the sweep on the dashboard.
+    fn live_stats(&mut self) -> Option<Arc<crate::client::live::LiveStats>> {
+        self.console.live_stats()
     }
 }
 
