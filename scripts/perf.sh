@@ -50,6 +50,9 @@
 #              on 2 cores the server keeps core 1 and every client process shares core 0,
 #              so the rows there show what the shard path costs, not what more cores give.
 #              "client CPU %" is the processes' CPU together, in % of one core.
+#   dashboard: the live view's cost: ceiling-64 on a pseudo-terminal (`script`, 120 x 40)
+#              with `--ui dashboard` and with the console, alternated DASHBOARD_ROUNDS (3)
+#              times; median and range of req/s, and client CPU. Not in the default rows.
 #   decode:    the plugin boundary's cost: `cargo bench -p bench --bench decode` (the OpenAI
 #              completions decoder natively, in the `openai` wasm plugin, and the floor of
 #              any wasm decoder; CPU time of the calling thread per chunk), its tables.
@@ -90,7 +93,7 @@ kept = [b for b in blocks if not (b[0].startswith("|") and len(b) <= 2)]
 open(sys.argv[1], "w").write("\n\n".join("\n".join(b) for b in kept) + "\n")
 PY
   command="${ROWS:+ROWS=\"$ROWS\" }"
-  for v in BENCH_BIN PROFILE N_CEILING ROUNDS RATE_SECONDS WORKERS_CLIENT_CORES ENGINE_THREADS ENGINE_ITERS; do
+  for v in BENCH_BIN PROFILE N_CEILING ROUNDS RATE_SECONDS WORKERS_CLIENT_CORES ENGINE_THREADS ENGINE_ITERS DASHBOARD_ROUNDS; do
     [ -n "${!v:-}" ] && command+="$v=${!v} "
   done
   python3 scripts/readme_block.py --markdown "$marker" "${command}bash scripts/perf.sh --write-readme $marker" "$report"
@@ -134,10 +137,15 @@ run() {
   ${PIN_SERVER-$pin_server} "$bench" mock-server --port "$port" --ttft-ms "$ttft" --itl-ms "$itl" >/dev/null 2>&1 &
   local server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.05; done
-  peak_rss "$tmp/$label.rss" ${PIN_CLIENT-$pin_client} "$bench" --backend "${BACKEND:-openai}" --model mock \
-    --tokenizer tests/data/tokenizers/gpt2 --base-url "http://127.0.0.1:$port" \
-    --random-input-len 128 --random-output-len "$out" --num-prompts "$n" "${conc_flag[@]}" \
-    --disable-tqdm --save-result --result-dir "$tmp" --result-filename "$label.json" "$@" \
+  local cmd=(${PIN_CLIENT-$pin_client} "$bench" --backend "${BACKEND:-openai}" --model mock
+    --tokenizer tests/data/tokenizers/gpt2 --base-url "http://127.0.0.1:$port"
+    --random-input-len 128 --random-output-len "$out" --num-prompts "$n" "${conc_flag[@]}"
+    --disable-tqdm --save-result --result-dir "$tmp" --result-filename "$label.json" "$@")
+  # PTY=1: on a pseudo-terminal of 120 x 40 (util-linux `script`), as a user's terminal.
+  if [ -n "${PTY:-}" ]; then
+    cmd=(script -qec "stty cols 120 rows 40; exec $(printf '%q ' "${cmd[@]}")" /dev/null)
+  fi
+  peak_rss "$tmp/$label.rss" "${cmd[@]}" </dev/null \
     >"$tmp/$label.log" 2>&1 || { cat "$tmp/$label.log"; kill $server; exit 1; }
   curl -sf "http://127.0.0.1:$port/mock/timing" >"$tmp/$label.server.json"
   if [[ $label == timing-* ]]; then
@@ -372,6 +380,35 @@ for c in 64 256 1024; do
     speed_row "timing-$c" "$c" 50
   }
 done
+
+# The live dashboard's cost (ROWS=dashboard): ceiling-64 on a pseudo-terminal, with
+# `--ui dashboard` and with the console, alternated DASHBOARD_ROUNDS times (3), so that a
+# drift of the machine falls on both; median, min and max of each.
+if want dashboard; then
+  echo
+  echo "| scenario (pty, conc. 64) | runs | req/s median | req/s min-max | client CPU % median |"
+  echo "|--------------------------|-----:|-------------:|--------------:|--------------------:|"
+  for round in $(seq "${DASHBOARD_ROUNDS:-3}"); do
+    for ui in console dashboard; do
+      PTY=1 run "ui-$ui-$round" 64 "${N_CEILING:-20000}" 0 0 128 --ui "$ui"
+      # A dashboard that fell back to the console would measure nothing.
+      if grep -q "showing the console instead" "$tmp/ui-$ui-$round.log"; then
+        echo "perf.sh: --ui dashboard was not shown on the pseudo-terminal" >&2
+        exit 1
+      fi
+    done
+  done
+  python3 - "$tmp" "${DASHBOARD_ROUNDS:-3}" <<'PY'
+import json, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+for ui in ("console", "dashboard"):
+    runs = [json.load(open(f"{tmp}/ui-{ui}-{i}.json")) for i in range(1, rounds + 1)]
+    rates = [r["request_throughput"] for r in runs]
+    busy = [100 * r["client_cpu_seconds"] / r["duration"] for r in runs]
+    print(f"| --ui {ui:<19} | {rounds:>4} | {statistics.median(rates):>12.0f} "
+          f"| {min(rates):>6.0f}-{max(rates):<6.0f} | {statistics.median(busy):>19.0f} |")
+PY
+fi
 
 echo
 echo "| scenario  | target req/s | reqs | achieved send rate | error % | lag mean ms | lag p99 ms | lag max ms |"
