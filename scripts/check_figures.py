@@ -87,6 +87,7 @@ PERF_BLOCKS = {
     "perf-prepare": "prepare-1024 prepare-128 prepare-100k",
     "perf-data": "data",
     "perf-decode": "decode",
+    "perf-dashboard": "dashboard",
 }
 for _marker, _rows in PERF_BLOCKS.items():
     FIGURES[_marker] = {
