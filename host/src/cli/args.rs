@@ -189,6 +189,19 @@ pub fn split_key_value(item: &str) -> Result<(String, String)> {
     }
 }
 
+/// A duration as its seconds, for the serialised arguments.
+pub fn seconds<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// A flag's positive number of seconds.
+pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(std::time::Duration::from_secs_f64(x)),
+        _ => Err(format!("expected a positive number of seconds, got {s:?}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

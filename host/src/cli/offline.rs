@@ -156,7 +156,7 @@ fn resolve(
     if args.serve.metrics_port.is_some() {
         bail!("--metrics-port is bench serve's: throughput and latency serve no live figures");
     }
-    if args.serve.otlp_endpoint.is_some() {
+    if args.serve.otlp.otlp_endpoint.is_some() {
         bail!(
             "--otlp-endpoint is bench serve's: throughput and latency measure batches, not \
              requests with times of their own to send as spans"

@@ -8,8 +8,44 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use bench_otlp::{Exporter, Request, Run, Server};
 
-use super::serve::ServeArgs;
 use crate::benchmark::{Outcome, ServeConfig};
+
+/// `bench serve`'s flags of the OTLP export (under "Observability").
+#[derive(clap::Args, Debug, Clone, serde::Serialize)]
+pub struct OtlpArgs {
+    /// Once the run ends, send it to the OpenTelemetry collector at URL over OTLP/HTTP
+    /// (protobuf; URL is the base, as OTEL_EXPORTER_OTLP_ENDPOINT: `/v1/traces` and
+    /// `/v1/metrics` are added): each request as a span after the GenAI semantic
+    /// conventions (`chat MODEL`, its token counts, time to first chunk, error type, and
+    /// the server's own timing where known), the conventions' client histograms
+    /// (duration, token usage, time to first chunk, time per output chunk), and every
+    /// figure of the result as a gauge `bench.<key>`. Example: `--otlp-endpoint
+    /// http://127.0.0.1:4318`.
+    #[arg(long, value_name = "URL", help_heading = "Observability")]
+    pub otlp_endpoint: Option<String>,
+
+    /// A header on every OTLP request, KEY=VALUE (repeatable): a collector's API key, say.
+    /// Kept out of the result.
+    #[arg(
+        long,
+        value_name = "KEY=VALUE",
+        requires = "otlp_endpoint",
+        help_heading = "Observability"
+    )]
+    pub otlp_header: Vec<String>,
+
+    /// How long each OTLP request may take before it is tried again (3 tries in all).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = "10",
+        value_parser = super::args::parse_interval,
+        requires = "otlp_endpoint",
+        help_heading = "Observability"
+    )]
+    #[serde(serialize_with = "super::args::seconds")]
+    pub otlp_timeout: Duration,
+}
 
 /// The collector to send to, as the flags name it.
 pub(super) struct Otlp {
@@ -19,7 +55,7 @@ pub(super) struct Otlp {
 
 /// The exporter the flags ask for (`None` without `--otlp-endpoint`), checked before the run
 /// so that a bad URL or header fails before anything is sent.
-pub(super) fn exporter(args: &ServeArgs) -> Result<Option<Otlp>> {
+pub(super) fn exporter(args: &OtlpArgs) -> Result<Option<Otlp>> {
     let Some(endpoint) = &args.otlp_endpoint else {
         return Ok(None);
     };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 
-use super::args::{DatasetArgs, ModelArgs, split_key_value};
+use super::args::{DatasetArgs, ModelArgs, parse_interval, seconds, split_key_value};
 use super::console::Console;
 use super::limits;
 use super::plugin_flags::{Parsed, Role, SharedValues};
@@ -438,38 +438,9 @@ pub struct ServeArgs {
     )]
     pub metrics_host: std::net::IpAddr,
 
-    /// Once the run ends, send it to the OpenTelemetry collector at URL over OTLP/HTTP
-    /// (protobuf; URL is the base, as OTEL_EXPORTER_OTLP_ENDPOINT: `/v1/traces` and
-    /// `/v1/metrics` are added): each request as a span after the GenAI semantic
-    /// conventions (`chat MODEL`, its token counts, time to first chunk, error type, and
-    /// the server's own timing where known), the conventions' client histograms
-    /// (duration, token usage, time to first chunk, time per output chunk), and every
-    /// figure of the result as a gauge `bench.<key>`. Example: `--otlp-endpoint
-    /// http://127.0.0.1:4318`.
-    #[arg(long, value_name = "URL", help_heading = "Observability")]
-    pub otlp_endpoint: Option<String>,
-
-    /// A header on every OTLP request, KEY=VALUE (repeatable): a collector's API key, say.
-    /// Kept out of the result.
-    #[arg(
-        long,
-        value_name = "KEY=VALUE",
-        requires = "otlp_endpoint",
-        help_heading = "Observability"
-    )]
-    pub otlp_header: Vec<String>,
-
-    /// How long each OTLP request may take before it is tried again (3 tries in all).
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value = "10",
-        value_parser = parse_interval,
-        requires = "otlp_endpoint",
-        help_heading = "Observability"
-    )]
-    #[serde(serialize_with = "seconds")]
-    pub otlp_timeout: Duration,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub otlp: super::otlp::OtlpArgs,
 
     /// How the run is shown. `console`: vLLM's lines and progress bar. `dashboard`: while
     /// the measured run goes on, a full-screen view redrawn 4 times a second: requests
@@ -557,18 +528,6 @@ fn parse_goal(s: &str) -> Result<String, String> {
     s.parse::<Goal>()
         .map(|_| s.to_owned())
         .map_err(|e| e.to_string())
-}
-
-/// A duration as its seconds, for the serialised arguments.
-fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
-}
-
-fn parse_interval(s: &str) -> Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(Duration::from_secs_f64(x)),
-        _ => Err(format!("expected a positive number of seconds, got {s:?}")),
-    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -681,9 +640,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         // export (otlp::export, its endpoint checked in run), --num-runs (run),
         // --shard-output (run), --workers (cli::run_serve), --ui (run's console)
         plots: _,
-        otlp_endpoint: _,
-        otlp_header: _,
-        otlp_timeout: _,
+        otlp: _,
         num_runs: _,
         until_confident: _,
         until_confident_max_duration: _,
@@ -1319,7 +1276,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
         eprintln!("WARNING: {w}");
     }
     // A bad --otlp-endpoint or --otlp-header fails now, not after the run.
-    let otlp = super::otlp::exporter(&args)?;
+    let otlp = super::otlp::exporter(&args.otlp)?;
     let mut console = Console::new(
         !args.disable_tqdm && !is_worker(),
         config.load.shutdown_grace,
@@ -1552,7 +1509,7 @@ fn args_record(args: &ServeArgs) -> Result<serde_json::Map<String, serde_json::V
     };
     for (key, given) in [
         ("header", !args.header.is_empty()),
-        ("otlp_header", !args.otlp_header.is_empty()),
+        ("otlp_header", !args.otlp.otlp_header.is_empty()),
     ] {
         if given {
             map.insert(key.into(), serde_json::json!("<redacted>"));

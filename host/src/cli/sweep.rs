@@ -406,7 +406,7 @@ impl Driver for CliDriver<'_> {
         for w in &resolved.warnings {
             eprintln!("WARNING: {w}");
         }
-        let otlp = super::otlp::exporter(&args)?;
+        let otlp = super::otlp::exporter(&args.otlp)?;
         let mut observer = SweepObserver {
             console: super::console::Console::new(
                 !args.disable_tqdm,

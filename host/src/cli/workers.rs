@@ -64,7 +64,7 @@ pub fn run(args: ServeArgs, plugins: &Parsed) -> Result<ExitCode> {
     {
         bail!("--max-concurrency {cap} is fewer than the {workers} --workers: each needs a slot");
     }
-    let otlp = super::otlp::exporter(&args)?;
+    let otlp = super::otlp::exporter(&args.otlp)?;
     for w in &warnings {
         eprintln!("WARNING: {w}");
     }
