@@ -44,6 +44,7 @@ mod plots;
 mod plugin_cache;
 mod plugin_flags;
 mod plugin_new;
+mod record_file;
 mod report;
 mod reproducible;
 mod sandbox;

@@ -56,12 +56,14 @@ impl DecodeWorker {
     /// A worker that raises `stop`, naming the plugin, when the plugin keeps faulting
     /// (the run's signal, so the load generator stops releasing requests). With `turns`,
     /// the record of every request that is a turn of a conversation is also sent there,
-    /// as soon as it is built. With `live`, every record is added there as it is built.
+    /// as soon as it is built. With `live`, every record is added there as it is built;
+    /// with `copies`, a copy of every record is sent there (the record file's writer).
     pub fn spawn_with_stop(
         backend: BackendPlugin,
         stop: Arc<StopSignal>,
         turns: Option<mpsc::Sender<TurnDone>>,
         live: Option<Arc<LiveStats>>,
+        copies: Option<mpsc::Sender<RequestRecord>>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>();
         let handle = std::thread::Builder::new()
@@ -80,6 +82,10 @@ impl DecodeWorker {
                         }
                         if let Some(live) = &live {
                             live.add(&record);
+                        }
+                        if let Some(copies) = &copies {
+                            // Gone only if its writer failed, which stopped the run.
+                            let _ = copies.send(record.clone());
                         }
                         record
                     })

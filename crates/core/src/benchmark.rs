@@ -29,7 +29,10 @@ use crate::report::save::Interruption;
 use crate::report::{self, RunInfo, SaveOptions};
 use crate::runtime::RequestSpec;
 use crate::schedule::{self, RampUp, ScheduleConfig};
-use crate::shard::{ShardConfig, ShardDoc, ShardPlan, ShardRun, StartAt};
+use crate::shard::record_file::{self, RecordFile};
+use crate::shard::{
+    Shard, ShardConfig, ShardDiagnostics, ShardDoc, ShardPlan, ShardRun, StartAt, WorkloadId,
+};
 use crate::side_reports::SideReports;
 use crate::targets::http::{self, HttpConfig, HttpTarget};
 use crate::targets::{RunOptions, Target, WarmUp};
@@ -113,6 +116,8 @@ pub struct ReportConfig {
     pub command_line: serde_json::Map<String, serde_json::Value>,
     /// Where and how to save the result. `interrupted` is the run's to set.
     pub save: SaveOptions,
+    /// `--record-file`: where each finished request is written as it finishes.
+    pub record_file: Option<PathBuf>,
 }
 
 /// How a run went: what [`serve`] returns when the benchmark itself did not break.
@@ -196,6 +201,11 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
         None => None,
     };
     let grader = Grader::of(&mut workload, &config.workload)?;
+    let workload_id = config
+        .report
+        .record_file
+        .as_ref()
+        .map(|_| WorkloadId::of(&workload.specs, config.workload.seed));
     let target = HttpTarget::prepare(&config.http, &model, served_model, workload, &rt, observer)?;
     let plan = Plan {
         drive: Drive {
@@ -217,8 +227,9 @@ pub fn serve(config: &ServeConfig, observer: &mut dyn Observer) -> Result<Outcom
             routing: config.http.routing.name().to_owned(),
         }),
         num_prompts: config.workload.num_prompts as usize,
+        workload: workload_id,
     };
-    measure(&rt, target, tokenizer.as_deref(), &plan, grader, observer)
+    measure(&rt, target, tokenizer.as_ref(), &plan, grader, observer)
 }
 
 /// `bench serve --backend native`: the workload on the native engine, at the run's rate
@@ -256,6 +267,9 @@ fn serve_native(
              process shares; shard a run against a server"
         );
     }
+    if config.report.record_file.is_some() {
+        bail!("--record-file: --backend native does not write one yet; run against a server");
+    }
     let target = crate::targets::engine::EngineTarget::prepare(
         &mut opened.engine,
         &specs,
@@ -276,6 +290,7 @@ fn serve_native(
         tokenizer_id: Some(&opened.model),
         num_prompts: config.workload.num_prompts as usize,
         endpoints: None,
+        workload: None,
     };
     measure(
         &rt,
@@ -419,6 +434,8 @@ struct Plan<'a> {
     num_prompts: usize,
     /// Several servers' URLs and routing, for the reports; `None` with one.
     endpoints: Option<crate::report::EndpointsInfo>,
+    /// The whole workload's identity, for `--record-file`'s head; `None` without the flag.
+    workload: Option<WorkloadId>,
 }
 
 /// The block keys of each sent request's prompt ([`crate::prefix_reuse::block_keys`]), in
@@ -450,6 +467,7 @@ pub(crate) fn execute<T: Target>(
     rt: &tokio::runtime::Runtime,
     mut target: T,
     drive: &Drive,
+    record_file: Option<RecordFileSpec>,
     observer: &mut dyn Observer,
 ) -> Result<Executed> {
     let load = drive.load;
@@ -470,6 +488,14 @@ pub(crate) fn execute<T: Target>(
         Some(plan) => plan.offsets(&schedule.offsets)?,
         None => schedule.offsets,
     };
+    // Raised by the caller (Ctrl-C), and by the target when a part of the run cannot go
+    // on; armed before the run is announced, so a stop after the announcement is honoured.
+    let stop = Arc::new(StopSignal::new());
+    // Opened before any request goes out, so that a path that cannot be written fails
+    // the run before the server sees it.
+    let record_file = record_file
+        .map(|spec| RecordFile::create(&spec.path, &spec.head, spec.tokenizer, stop.clone()))
+        .transpose()?;
     rt.block_on(target.warm_up(
         &WarmUp {
             ready_check: load.ready_check,
@@ -478,10 +504,6 @@ pub(crate) fn execute<T: Target>(
         },
         observer,
     ))?;
-
-    // Raised by the caller (Ctrl-C), and by the target when a part of the run cannot go
-    // on; armed before the run is announced, so a stop after the announcement is honoured.
-    let stop = Arc::new(StopSignal::new());
     {
         let _runtime = rt.enter();
         observer.arm_stop(&stop)?;
@@ -550,6 +572,7 @@ pub(crate) fn execute<T: Target>(
         cancellation: load.cancellation,
         workload_index: plan.map(|p| Arc::new(p.global_index.clone())),
         live,
+        record_copies: record_file.as_ref().and_then(RecordFile::sink),
     };
     let started_at = start_at.map_or_else(chrono::Local::now, chrono::DateTime::from);
     let output = rt.block_on(target.run(&offsets, options, observer));
@@ -568,6 +591,7 @@ pub(crate) fn execute<T: Target>(
     });
     Ok(Executed {
         ended,
+        record_file,
         output,
         requests,
         backend,
@@ -606,6 +630,44 @@ pub(crate) struct Executed {
     pub started_late_s: f64,
     /// How a run with `--until-confident` ended; `None` without it.
     pub ended: Option<Ended>,
+    /// `--record-file`, written during the run: its end line is the caller's to write.
+    pub record_file: Option<RecordFile>,
+}
+
+/// `--record-file`: where, what the run is, and the tokenizer that counts the records'
+/// texts.
+pub(crate) struct RecordFileSpec {
+    pub path: PathBuf,
+    pub head: record_file::Head,
+    pub tokenizer: Option<Arc<Tokenizer>>,
+}
+
+/// The run's settings as the reports give them, from its plan and what the run learned.
+fn run_info(
+    plan: &Plan,
+    backend: String,
+    started_at: chrono::DateTime<chrono::Local>,
+    rps_change_events: Vec<crate::schedule::RpsChange>,
+) -> RunInfo {
+    let (load, report) = (plan.drive.load, plan.report);
+    RunInfo {
+        date: chrono::Local::now(),
+        started_at,
+        backend,
+        label: report.label.clone(),
+        model_id: plan.model_id.to_owned(),
+        tokenizer_id: plan.tokenizer_id.map(str::to_owned),
+        num_prompts: plan.num_prompts,
+        request_rate: load.request_rate,
+        burstiness: load.burstiness,
+        max_concurrency: load.max_concurrency,
+        ramp_up: load.ramp_up,
+        rps_change_events,
+        metadata: report.metadata.clone(),
+        args: report.command_line.clone(),
+        cancellation: load.cancellation,
+        endpoints: plan.endpoints.clone(),
+    }
 }
 
 /// `bench serve`'s whole measurement: [`execute`] (schedule, warm-up, the measured run),
@@ -615,12 +677,33 @@ pub(crate) struct Executed {
 fn measure<T: Target>(
     rt: &tokio::runtime::Runtime,
     target: T,
-    tokenizer: Option<&Tokenizer>,
+    tokenizer: Option<&Arc<Tokenizer>>,
     plan: &Plan,
     grader: Option<Grader>,
     observer: &mut dyn Observer,
 ) -> Result<Outcome> {
     let load = plan.drive.load;
+    let record_file = match (&plan.report.record_file, &plan.workload) {
+        (Some(path), Some(workload)) => Some(RecordFileSpec {
+            path: path.clone(),
+            head: record_file::Head {
+                workload: workload.clone(),
+                run: run_info(
+                    plan,
+                    target.name().to_owned(),
+                    chrono::Local::now(),
+                    Vec::new(),
+                ),
+                metrics_config: plan.metrics.clone(),
+                has_tokenizer: tokenizer.is_some(),
+                shutdown_grace_s: load.shutdown_grace.as_secs_f64(),
+                host: crate::shard::host_name(),
+                cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            },
+            tokenizer: tokenizer.cloned(),
+        }),
+        _ => None,
+    };
     let mut gpu_observer = crate::gpu_observer::GpuObserver::new(observer, load.gpu_telemetry);
     let Executed {
         mut output,
@@ -631,7 +714,8 @@ fn measure<T: Target>(
         started_at,
         started_late_s,
         ended,
-    } = execute(rt, target, &plan.drive, &mut gpu_observer)?;
+        record_file,
+    } = execute(rt, target, &plan.drive, record_file, &mut gpu_observer)?;
     let gpu = gpu_observer.finish();
     // Accuracy under load: the answers are judged now that the load is over, by the
     // shard's own indices (the references are the shard's).
@@ -702,24 +786,7 @@ fn measure<T: Target>(
         observer.event(Event::Note(n));
     }
     let report = plan.report;
-    let run = RunInfo {
-        date: chrono::Local::now(),
-        started_at,
-        backend,
-        label: report.label.clone(),
-        model_id: plan.model_id.to_owned(),
-        tokenizer_id: plan.tokenizer_id.map(str::to_owned),
-        num_prompts: plan.num_prompts,
-        request_rate: load.request_rate,
-        burstiness: load.burstiness,
-        max_concurrency: load.max_concurrency,
-        ramp_up: load.ramp_up,
-        rps_change_events,
-        metadata: report.metadata.clone(),
-        args: report.command_line.clone(),
-        cancellation: load.cancellation,
-        endpoints: plan.endpoints.clone(),
-    };
+    let run = run_info(plan, backend, started_at, rps_change_events);
     observer.event(Event::Results {
         metrics: &computed,
         side: &side,
@@ -752,6 +819,51 @@ fn measure<T: Target>(
             path,
             interrupted: interrupted.is_some(),
         });
+    }
+    if let Some(file) = record_file {
+        let end = record_file::End {
+            run: run.clone(),
+            clock_origin_s: computed.per_request.clock_origin_s,
+            diagnostics: ShardDiagnostics {
+                shard: Shard { index: 0, count: 1 },
+                host: crate::shard::host_name(),
+                cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+                requests,
+                sent: computed.client.sent,
+                duration_s: computed.duration_s,
+                schedule_lag_ms: computed.client.schedule_lag_ms,
+                cpu: side.client_cpu,
+                http_client: side.http_client.map(str::to_owned),
+                start_at: None,
+                started_late_s,
+                clock_offset: None,
+                clock_offset_note: None,
+            },
+            interrupted: interrupted.clone(),
+            server_metrics: side.server_metrics.clone(),
+            endpoint_server_metrics: side.endpoint_server_metrics.clone(),
+            probe: side.probe,
+            prefix_keys: prefix_keys.as_ref().map(|keys| {
+                let records = &computed.per_request.records;
+                records
+                    .iter()
+                    .zip(keys)
+                    .filter_map(|(r, k)| Some((r.index, k.clone()?)))
+                    .collect()
+            }),
+            audio_seconds: output
+                .audio_seconds
+                .iter()
+                .enumerate()
+                .filter(|&(_, &seconds)| seconds != 0.0)
+                .map(|(index, &seconds)| (index, seconds))
+                .collect(),
+        };
+        let path = file.finish(&end)?;
+        observer.event(Event::Note(&format!(
+            "--record-file: every request's record in {}",
+            path.display()
+        )));
     }
     let shard = match &plan.drive.shard {
         Some(shard) => Some(ShardDoc::new(

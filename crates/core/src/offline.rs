@@ -263,7 +263,7 @@ pub fn throughput(
                 let (specs, copies) = replicate(std::mem::take(&mut n.workload.specs), offline.n);
                 let target =
                     EngineTarget::prepare(&mut n.engine, &specs, &n.tokenizer, n.run.clone())?;
-                let executed = execute(&rt, target, &drive, &mut observer)?;
+                let executed = execute(&rt, target, &drive, None, &mut observer)?;
                 (executed, copies, Some(n.tokenizer.clone()))
             }
             Opened::Http {
@@ -289,7 +289,7 @@ pub fn throughput(
                     &rt,
                     &mut observer,
                 )?;
-                let executed = execute(&rt, target, &drive, &mut observer)?;
+                let executed = execute(&rt, target, &drive, None, &mut observer)?;
                 (executed, copies, tokenizer)
             }
         };
@@ -398,6 +398,7 @@ pub fn latency(
             cancellation: None,
             workload_index: None,
             live: None,
+            record_copies: None,
         };
         let offsets = vec![0.0; batch_size];
         let check = WarmUp {

@@ -275,6 +275,7 @@ fn serve_config(setup: &Setup, base_url: String, load: &Load) -> Result<ServeCon
             metadata: Vec::new(),
             command_line: serde_json::Map::new(),
             save: SaveOptions::default(),
+            record_file: None,
         },
         shard: None,
     })

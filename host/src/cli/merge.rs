@@ -1,5 +1,6 @@
 //! `bench merge`: the shards of one run (`bench serve --shard I/N`) into one result, every
-//! metric recomputed from all their records (`bench_core::shard`).
+//! metric recomputed from all their records (`bench_core::shard`); also a run's
+//! `--record-file`, one shard of itself.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +19,8 @@ use crate::shard::merge::{self, Merged};
 pub struct MergeArgs {
     /// The shards' records: the files `--shard-output` wrote, or any text holding
     /// `bench-shard-result: ` lines (`kubectl logs` of the shards). Every shard of the run
-    /// once.
+    /// once. Or the file of a run's `--record-file`: its result, also when the run was
+    /// killed before it ended (then of the requests it had finished, marked interrupted).
     #[arg(required = true, value_name = "SHARD_RESULTS")]
     pub inputs: Vec<PathBuf>,
 
@@ -105,12 +107,16 @@ pub(super) fn show_and_save(
     })
 }
 
-/// Every shard document in `paths` (each a shard file or a log holding several), each
-/// with the file it came from.
+/// Every shard document in `paths` (each a shard file, a log holding several, or a
+/// `--record-file`), each with the file it came from.
 pub(super) fn read_inputs(paths: &[PathBuf]) -> Result<Vec<(String, ShardDoc)>> {
     let mut docs = Vec::new();
     for path in paths {
-        for doc in ShardDoc::read_all(path)? {
+        let in_file = match crate::shard::record_file::read(path)? {
+            Some(doc) => vec![doc],
+            None => ShardDoc::read_all(path)?,
+        };
+        for doc in in_file {
             docs.push((path.display().to_string(), doc));
         }
     }

@@ -85,7 +85,8 @@ enum Command {
     /// kubectl steps that run them and merge the shards.
     K8s(k8s::K8sArgs),
     /// The shards of one run (`bench serve --shard I/N`) into one result: every metric
-    /// recomputed from all their per-request records, so percentiles are exact.
+    /// recomputed from all their per-request records, so percentiles are exact; or a
+    /// run's `--record-file` into its result (also of a run killed midway).
     Merge(merge::MergeArgs),
 }
 
@@ -218,6 +219,7 @@ fn offline_flags(cmd: clap::Command) -> clap::Command {
         "cost_per_hour",
         "metrics_port",
         "metrics_host",
+        "record_file",
         "otlp_endpoint",
         "otlp_header",
         "otlp_timeout",
@@ -254,6 +256,13 @@ fn run_serve(args: serve::ServeArgs, parsed: &plugin_flags::Parsed) -> anyhow::R
             "--metrics-port with --workers: each client process sees only its share of the \
              run, and all would take the one port; serve it from processes of their own \
              (--shard I/N, one per machine)"
+        );
+    }
+    if args.record_file.is_some() && (args.workers > 1 || args.num_runs > 1) {
+        anyhow::bail!(
+            "--record-file holds one run of one process: with --workers, each client process \
+             writes its records for the merge already; with --num-runs, run each run with a \
+             file of its own"
         );
     }
     if args.workers > 1 && args.ui == dashboard::Ui::Dashboard {

@@ -13,8 +13,9 @@ use bench_study::html_report::{self, Report};
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Result files (`bench serve --save-result`, vLLM's too; `--save-detailed` adds the
-    /// latency distributions, the timeline and throughput over time) or sweep output
-    /// directories (every run=N.json under them). Several are shown side by side,
+    /// latency distributions, the timeline and throughput over time), sweep output
+    /// directories (every run=N.json under them) or `--record-file`s (read as `bench
+    /// merge` reads them, marked interrupted when their run did not end). Several are shown side by side,
     /// differences taken from the first.
     #[arg(required = true, value_name = "RESULT")]
     pub results: Vec<PathBuf>,

@@ -205,6 +205,14 @@ pub struct ServeArgs {
     #[arg(long)]
     pub save_detailed: bool,
 
+    /// Write each request's record to PATH (JSON lines) as it finishes, flushed at least
+    /// every second, so that a run killed midway keeps what it measured: `bench merge PATH
+    /// -o RESULT` makes the result of what the file holds (marked interrupted when the run
+    /// did not end; of a run that ended, the run's own result). One run of one process:
+    /// refused with --num-runs, --workers and --shard.
+    #[arg(long, value_name = "PATH")]
+    pub record_file: Option<PathBuf>,
+
     /// Append the result to an existing JSON file.
     #[arg(long)]
     pub append_result: bool,
@@ -625,6 +633,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         // report_config
         save_result: _,
         save_detailed: _,
+        record_file: _,
         append_result: _,
         result_dir: _,
         result_filename: _,
@@ -1023,6 +1032,7 @@ fn report_config(args: &ServeArgs) -> Result<ReportConfig> {
             interrupted: None,
             run_suffix: None,
         },
+        record_file: args.record_file.clone(),
     })
 }
 
@@ -1089,6 +1099,12 @@ fn shard_config(args: &ServeArgs) -> Result<Option<ShardConfig>> {
     }
     if args.num_runs > 1 {
         bail!("--shard and --workers run one run: leave out --num-runs");
+    }
+    if args.record_file.is_some() {
+        bail!(
+            "--record-file with --shard or --workers: a shard writes its records with \
+             --shard-output, and `bench merge` makes the run's result of them"
+        );
     }
     if !args.until_confident.is_empty() {
         bail!(

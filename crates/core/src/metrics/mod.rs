@@ -395,25 +395,31 @@ pub fn calculate(
     })
 }
 
+/// The schedule lag of `records` (how late each went out against its schedule, beyond a
+/// concurrency cap's wait), in milliseconds.
+pub fn lag_summary(records: &[RequestRecord]) -> LagSummary {
+    let lags: Vec<f64> = records
+        .iter()
+        .map(|r| r.start_time - r.intended_start_time - r.concurrency_wait)
+        .collect();
+    LagSummary {
+        mean: stats::mean(&lags) * 1000.0,
+        median: stats::median(&lags) * 1000.0,
+        p99: stats::percentile(&lags, 99.0) * 1000.0,
+        max: stats::max(&lags) * 1000.0,
+    }
+}
+
 fn client_stats(
     ordered: &[RequestRecord],
     completed: usize,
     duration_s: f64,
     token_counts: Option<TokenCountCheck>,
 ) -> ClientStats {
-    let lags: Vec<f64> = ordered
-        .iter()
-        .map(|r| r.start_time - r.intended_start_time - r.concurrency_wait)
-        .collect();
     let last_send = stats::max(&ordered.iter().map(|r| r.start_time).collect::<Vec<_>>());
     ClientStats {
         sent: ordered.len(),
-        schedule_lag_ms: LagSummary {
-            mean: stats::mean(&lags) * 1000.0,
-            median: stats::median(&lags) * 1000.0,
-            p99: stats::percentile(&lags, 99.0) * 1000.0,
-            max: stats::max(&lags) * 1000.0,
-        },
+        schedule_lag_ms: lag_summary(ordered),
         achieved_request_rate: completed as f64 / duration_s,
         achieved_send_rate: match ordered.len() {
             0 => 0.0,

@@ -17,6 +17,7 @@
 
 pub mod diagnostics;
 pub mod merge;
+pub mod record_file;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -360,7 +361,8 @@ impl ShardDoc {
 
     /// Every shard document in the file at `path`: the file is one document (what
     /// `--shard-output FILE` writes), or any text holding [`LOG_PREFIX`] lines (what
-    /// `--shard-output -` prints, collected by `kubectl logs`).
+    /// `--shard-output -` prints, collected by `kubectl logs`). A record file
+    /// (`--record-file`) is [`record_file::read`]'s.
     pub fn read_all(path: &Path) -> Result<Vec<ShardDoc>> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading shard results {}", path.display()))?;
@@ -409,7 +411,7 @@ impl ShardDoc {
 }
 
 /// This machine's name, for the per-shard diagnostics (a pod's name on Kubernetes).
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_owned())
         .ok()

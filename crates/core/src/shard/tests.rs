@@ -75,32 +75,35 @@ fn an_instant_is_found_for_a_wall_clock_time_either_side_of_now() {
     assert!(now.duration_since(behind).abs_diff(Duration::from_secs(2)) < tolerance);
 }
 
+/// A run's settings for the tests of shard documents.
+pub(super) fn run_info() -> crate::report::RunInfo {
+    use crate::report::RunInfo;
+    let now = chrono::Local::now();
+    RunInfo {
+        date: now,
+        started_at: now,
+        backend: "openai".into(),
+        label: None,
+        model_id: "m".into(),
+        tokenizer_id: Some("t".into()),
+        num_prompts: 4,
+        request_rate: f64::INFINITY,
+        burstiness: 1.0,
+        max_concurrency: None,
+        ramp_up: None,
+        rps_change_events: Vec::new(),
+        metadata: Vec::new(),
+        args: serde_json::Map::new(),
+        cancellation: None,
+        endpoints: None,
+    }
+}
+
 mod merging {
     use super::super::*;
+    use super::run_info;
     use crate::metrics::tests::{config, fixture, fixture_metrics, words};
     use crate::record::FailureKind;
-
-    fn run_info() -> RunInfo {
-        let now = chrono::Local::now();
-        RunInfo {
-            date: now,
-            started_at: now,
-            backend: "openai".into(),
-            label: None,
-            model_id: "m".into(),
-            tokenizer_id: Some("t".into()),
-            num_prompts: 4,
-            request_rate: f64::INFINITY,
-            burstiness: 1.0,
-            max_concurrency: None,
-            ramp_up: None,
-            rps_change_events: Vec::new(),
-            metadata: Vec::new(),
-            args: serde_json::Map::new(),
-            cancellation: None,
-            endpoints: None,
-        }
-    }
 
     /// Shard `index` of `count` of the metrics fixture (4 requests over 10 s), as a shard
     /// would write it, read back from JSON.

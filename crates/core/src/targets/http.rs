@@ -342,6 +342,7 @@ impl Target for HttpTarget {
             options.stop.clone(),
             turns,
             options.live.clone(),
+            options.record_copies.clone(),
         )?;
         let load = load::LoadOptions {
             max_concurrency: options.max_concurrency,

@@ -102,6 +102,9 @@ pub struct RunOptions {
     /// Where each request's figures go as it is measured, for whoever watches the run
     /// while it goes on (`--until-confident`); `None`: nobody does.
     pub live: Option<Arc<crate::client::live::LiveStats>>,
+    /// Where a copy of each record goes as it is built (`--record-file`'s writer); `None`:
+    /// nowhere. Only the HTTP target takes it (the native engine refuses the flag).
+    pub record_copies: Option<std::sync::mpsc::Sender<RequestRecord>>,
 }
 
 /// What a run measured.

@@ -122,7 +122,10 @@ pub fn load(path: &Path) -> Result<Vec<ReportRun>> {
 /// The results in the file at `path`, named `name` (`name #k` in an appended file)
 /// unless they have a label.
 fn load_file(path: &Path, name: &str) -> Result<Vec<ReportRun>> {
-    let docs = crate::results::read(path)?;
+    let docs = match record_file_result(path)? {
+        Some(result) => vec![result],
+        None => crate::results::read(path)?,
+    };
     let several = docs.len() > 1;
     docs.into_iter()
         .enumerate()
@@ -155,6 +158,25 @@ fn load_file(path: &Path, name: &str) -> Result<Vec<ReportRun>> {
             })
         })
         .collect()
+}
+
+/// The result in a `--record-file` (`bench serve`): what `bench merge` makes of it, with
+/// the per-request lists, marked interrupted when the run did not end; `None` when the
+/// file is not a record file.
+fn record_file_result(path: &Path) -> Result<Option<Map<String, Value>>> {
+    let Some(doc) = bench_core::shard::record_file::read(path)? else {
+        return Ok(None);
+    };
+    let merged = bench_core::shard::merge::merge(vec![(path.display().to_string(), doc)])?;
+    let mut result =
+        bench_core::report::result_doc(&merged.metrics, &merged.side, &merged.run, true);
+    if let Some(interruption) = &merged.interrupted {
+        interruption.mark(&mut result);
+    }
+    match serde_json::to_value(&result).context("the record file's result as JSON")? {
+        Value::Object(result) => Ok(Some(result)),
+        _ => bail!("a result did not serialise to an object"),
+    }
 }
 
 /// A result's `--label`, unless empty.
