@@ -222,6 +222,98 @@ fn the_dashboard_shows_the_run_live_then_the_result() {
     assert_eq!(result["completed"].as_u64(), Some(prompts));
 }
 
+/// Without `--ui`, in a terminal: vLLM's progress bar, with the requests in flight and
+/// failed (by kind) after its rate while the run goes on.
+#[test]
+fn the_progress_bar_says_what_is_in_flight_and_what_failed() {
+    // 7 gaps of 20 ms: about 0.14 s a request, 120 requests 4 at a time, about 4 s; a
+    // quarter of them answered with HTTP 500 at once.
+    let m = mock(MockConfig {
+        output_len: 8,
+        itl: Duration::from_millis(20),
+        fail_rate: 0.25,
+        ..MockConfig::default()
+    });
+    let results = tempfile::tempdir().unwrap();
+    let (prompts, cap) = (120u64, 4u64);
+    let command = bench_in_pane(&[
+        "serve",
+        "--model",
+        "mock",
+        "--tokenizer",
+        &gpt2(),
+        "--base-url",
+        &m.url,
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        &prompts.to_string(),
+        "--max-concurrency",
+        &cap.to_string(),
+        "--save-result",
+        "--result-dir",
+        results.path().to_str().unwrap(),
+    ]);
+    let Some(tmux) = Tmux::start(&command) else {
+        return;
+    };
+    // The bar, once a request has failed: "..., 12.3it/s, 4 in flight, 2 failed (http-500 2)]".
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let line = loop {
+        let screen = tmux.screen();
+        if let Some(line) = screen
+            .lines()
+            .find(|l| l.contains(" in flight, ") && l.contains(" failed ("))
+        {
+            break line.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline && !screen.contains("bench-exit="),
+            "no progress bar with requests in flight and failed:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let in_flight = line
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" in flight"))
+        .and_then(|n| n.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no in-flight count: {line}"));
+    // The cap's requests, and answers that have ended but wait for the decode thread.
+    assert!(in_flight <= 2 * cap, "{in_flight} in flight: {line}");
+    let (_, failures) = line.split_once(" in flight, ").unwrap();
+    let (failed, kinds) = failures.split_once(" failed (").unwrap();
+    let failed: u64 = failed.parse().unwrap_or_else(|_| panic!("{line}"));
+    let by_kind: u64 = kinds
+        .trim_end_matches([')', ']', ' '])
+        .split(", ")
+        .map(|kind| kind.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(failed >= 1 && by_kind == failed, "{line}");
+    assert!(line.contains("/120 ["), "{line}");
+
+    // The run ends: the bar gives way to the result, whose failures include those shown.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !tmux.screen().contains("bench-exit=") {
+        assert!(
+            Instant::now() < deadline,
+            "still running:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let screen = tmux.screen();
+    assert!(screen.contains("bench-exit=0"), "{screen}");
+    assert!(screen.contains("Serving Benchmark Result"), "{screen}");
+    let result = result_json(results.path());
+    assert_eq!(
+        result["completed"].as_u64().unwrap() + result["failed"].as_u64().unwrap(),
+        prompts
+    );
+    assert!(result["failed"].as_u64().unwrap() >= failed, "{line}");
+}
+
 #[test]
 fn the_dashboard_without_a_terminal_is_the_console_with_a_warning() {
     let m = mock(MockConfig::default());

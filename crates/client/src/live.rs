@@ -159,6 +159,25 @@ impl LiveSnapshot {
     }
 }
 
+/// The requests counted so far (a part of [`LiveSnapshot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveCounts {
+    pub sent: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    /// Failed requests by kind, in the order the kinds first failed.
+    pub failures_by_kind: Vec<(FailureKind, u64)>,
+}
+
+impl LiveCounts {
+    /// Sent and not yet recorded (a request is recorded once its answer is decoded).
+    pub fn in_flight(&self) -> u64 {
+        self.sent
+            .saturating_sub(self.completed + self.failed + self.cancelled)
+    }
+}
+
 /// The shared, growing figures of one run.
 #[derive(Debug)]
 pub struct LiveStats {
@@ -215,6 +234,19 @@ impl LiveStats {
         }
     }
 
+    /// The counts so far, without the latencies: a cheap copy (no histogram is cloned)
+    /// for a view that shows only them, such as the progress bar's message.
+    pub fn counts(&self) -> LiveCounts {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        LiveCounts {
+            sent: self.sent.load(Ordering::Relaxed),
+            completed: inner.completed,
+            failed: inner.failed,
+            cancelled: inner.cancelled,
+            failures_by_kind: inner.failures_by_kind.clone(),
+        }
+    }
+
     /// A copy of the figures so far.
     pub fn snapshot(&self) -> LiveSnapshot {
         let mut snapshot = self
@@ -224,5 +256,45 @@ impl LiveStats {
             .clone();
         snapshot.sent = self.sent.load(Ordering::Relaxed);
         snapshot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_the_snapshots_counts_and_in_flight_what_is_not_recorded() {
+        let live = LiveStats::default();
+        for _ in 0..5 {
+            live.sent();
+        }
+        let ok = RequestRecord {
+            ttft: 0.01,
+            latency: 0.02,
+            ..RequestRecord::default()
+        };
+        live.add(&ok);
+        live.add(&RequestRecord {
+            outcome: Err(FailureKind::Reset.failure("reset")),
+            ..RequestRecord::default()
+        });
+        let counts = live.counts();
+        let snapshot = live.snapshot();
+        assert_eq!(
+            counts,
+            LiveCounts {
+                sent: 5,
+                completed: 1,
+                failed: 1,
+                cancelled: 0,
+                failures_by_kind: vec![(FailureKind::Reset, 1)],
+            }
+        );
+        assert_eq!(
+            (snapshot.sent, snapshot.completed, snapshot.failed),
+            (5, 1, 1)
+        );
+        assert_eq!(counts.in_flight(), 3);
     }
 }

@@ -2,7 +2,7 @@
 //! progress lines and result block on standard output, warnings and notes on standard
 //! error), draws the progress bar, and arms Ctrl-C/SIGTERM for the measured run.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::dashboard::{Dashboard, RunShape, Ui};
 use super::interrupt::{self, ServerInterrupt};
 use crate::benchmark::Outcome;
-use crate::client::live::LiveStats;
+use crate::client::live::{LiveCounts, LiveStats};
 use crate::client::stop::{Signal, StopSignal};
 use crate::observer::{Event, Observer};
 use crate::profiler::ProfilerStep;
@@ -99,6 +99,9 @@ pub struct Console {
     shape: RunShape,
     /// The dashboard of the run in flight.
     dashboard: Option<Dashboard>,
+    /// The live figures of the run about to start, for its progress bar's message (in
+    /// flight, failed): made when a bar will be drawn, taken by [`Console::progress_bar`].
+    progress_live: Option<Arc<LiveStats>>,
 }
 
 impl Console {
@@ -116,6 +119,7 @@ impl Console {
                 max_concurrency: None,
             },
             dashboard: None,
+            progress_live: None,
         }
     }
 
@@ -315,10 +319,14 @@ impl Observer for Console {
             return ProgressBar::hidden();
         }
         let pb = ProgressBar::new(requests);
+        // vLLM's tqdm bar, and after its rate the requests in flight and failed.
         if let Ok(style) = ProgressStyle::with_template(
-            "{percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
+            "{percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}{msg}]",
         ) {
             pb.set_style(style);
+        }
+        if let Some(live) = self.progress_live.take() {
+            follow(&pb, live);
         }
         pb
     }
@@ -340,7 +348,11 @@ impl Observer for Console {
     /// `--ui dashboard`: the run's figures, drawn while it goes on.
     fn live_stats(&mut self) -> Option<Arc<LiveStats>> {
         if self.ui != Ui::Dashboard {
-            return None;
+            // The progress bar's message, where a bar is drawn (indicatif draws none on
+            // a standard error that is not a terminal).
+            self.progress_live = (self.progress_bar && std::io::stderr().is_terminal())
+                .then(|| Arc::new(LiveStats::default()));
+            return self.progress_live.clone();
         }
         self.end_dashboard();
         let live = Arc::new(LiveStats::default());
@@ -356,6 +368,46 @@ impl Observer for Console {
     fn await_start(&mut self) -> Result<std::time::SystemTime> {
         await_start()
     }
+}
+
+/// Keeps `pb`'s message at the run's requests in flight and failed (by kind), four times
+/// a second, until the bar is finished or gone (a run that failed drops it unfinished):
+/// from a thread of its own, which holds the bar weakly and reads only
+/// [`LiveStats::counts`] (no histogram is copied).
+fn follow(pb: &ProgressBar, live: Arc<LiveStats>) {
+    let weak = pb.downgrade();
+    let started = std::thread::Builder::new()
+        .name("bench-progress".into())
+        .spawn(move || {
+            while let Some(pb) = weak.upgrade()
+                && !pb.is_finished()
+            {
+                pb.set_message(progress_message(&live.counts()));
+                drop(pb);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+    if let Err(e) = started {
+        eprintln!("WARNING: the progress bar shows no requests in flight: {e}");
+    }
+}
+
+/// `, 8 in flight`, and `, 2 failed (http-503 2)` once a request failed.
+fn progress_message(counts: &LiveCounts) -> String {
+    let mut message = format!(", {} in flight", counts.in_flight());
+    if counts.failed > 0 {
+        let kinds: Vec<String> = counts
+            .failures_by_kind
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        message.push_str(&format!(
+            ", {} failed ({})",
+            counts.failed,
+            kinds.join(", ")
+        ));
+    }
+    message
 }
 
 /// The line of an event that is one line of text (a warning, a note, the profiler's and
@@ -406,5 +458,32 @@ fn print_alignment(alignment: &Alignment) {
                  failed."
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_message_says_in_flight_and_failures_by_kind() {
+        let mut counts = LiveCounts {
+            sent: 10,
+            completed: 4,
+            failed: 0,
+            cancelled: 1,
+            failures_by_kind: Vec::new(),
+        };
+        assert_eq!(progress_message(&counts), ", 5 in flight");
+        counts.failed = 3;
+        counts.failures_by_kind = vec![(FailureKind::Reset, 2), (FailureKind::Timeout, 1)];
+        assert_eq!(
+            progress_message(&counts),
+            format!(
+                ", 2 in flight, 3 failed ({} 2, {} 1)",
+                FailureKind::Reset,
+                FailureKind::Timeout
+            )
+        );
     }
 }
