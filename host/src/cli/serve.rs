@@ -433,6 +433,7 @@ pub struct ServeArgs {
     /// failed (by kind) and in flight, output tokens, and TTFT, TPOT, ITL and E2EL at the
     /// 0.5, 0.9, 0.95 and 0.99 quantiles (`bench_ttft_seconds{quantile="0.99"}`), for the
     /// Prometheus a team already runs. Port 0 picks a free one (the run says which).
+    /// Example: `--metrics-port 9464`, scraped as `curl http://127.0.0.1:9464/metrics`.
     #[arg(long, value_name = "PORT", help_heading = "Observability")]
     pub metrics_port: Option<u16>,
 
