@@ -1,8 +1,9 @@
 //! The few tests of significance bench needs beyond vLLM's statistics: Student's t
 //! distribution (its tail, for integer degrees of freedom, exactly), Welch's test of two
-//! means, the least-squares line with its slope's standard error, and distribution-free
-//! confidence intervals of a quantile. Used by the over-saturation check
-//! (`crate::steady_state::saturation`) and by `bench compare` (crate `bench-study`).
+//! means, and the least-squares line with its slope's standard error (a quantile's
+//! distribution-free interval is [`super::confidence::percentile_interval`]). Used by the
+//! over-saturation check (`crate::steady_state::saturation`) and by `bench compare` (crate
+//! `bench-study`).
 //!
 //! No statistics crate is pulled in for this: the t distribution with an integer number of
 //! degrees of freedom has a closed form (Abramowitz and Stegun 26.7.3 and 26.7.4), which
@@ -164,25 +165,6 @@ impl LineFit {
 /// The two-sided 95% normal quantile.
 pub const Z95: f64 = 1.959_963_984_540_054;
 
-/// A distribution-free 95% confidence interval of the `p`-th percentile (0 to 100) of
-/// the population `sorted` (ascending) was drawn from: the order statistics at ranks
-/// `n q -+ 1.96 sqrt(n q (1 - q))` (the normal approximation of the binomial count of
-/// values below the quantile). `None` for an empty sample.
-pub fn quantile_interval(sorted: &[f64], p: f64) -> Option<(f64, f64)> {
-    let n = sorted.len();
-    if n == 0 {
-        return None;
-    }
-    let q = (p / 100.0).clamp(0.0, 1.0);
-    let nf = n as f64;
-    let half = Z95 * (nf * q * (1.0 - q)).sqrt();
-    let rank = |r: f64| sorted[(r.round().max(1.0) as usize).min(n) - 1];
-    Some((
-        rank((nf * q - half).floor()),
-        rank((nf * q + half).ceil() + 1.0),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,16 +223,5 @@ mod tests {
             .collect();
         assert!(LineFit::of(&flat).unwrap().p_positive() > 0.2);
         assert_eq!(LineFit::of(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]), None);
-    }
-
-    #[test]
-    fn quantile_intervals_bracket_the_quantile() {
-        let v: Vec<f64> = (1..=1000).map(f64::from).collect();
-        let (lo, hi) = quantile_interval(&v, 50.0).unwrap();
-        assert!(lo < 500.5 && 500.5 < hi, "{lo} {hi}");
-        // sqrt(1000 / 4) * 1.96 = 31 ranks either side.
-        assert!((hi - lo - 64.0).abs() <= 2.0, "{lo} {hi}");
-        let (lo, hi) = quantile_interval(&v, 99.0).unwrap();
-        assert!(lo < 990.0 && hi <= 1000.0 && hi > 990.0, "{lo} {hi}");
     }
 }

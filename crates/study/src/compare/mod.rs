@@ -29,7 +29,8 @@ use anyhow::Result;
 use serde_json::{Map, Value, json};
 
 use crate::runs::{self, RunsSummary};
-use bench_core::metrics::significance::{Moments, quantile_interval, t_two_sided, welch};
+use bench_core::metrics::confidence::percentile_interval;
+use bench_core::metrics::significance::{Moments, t_two_sided, welch};
 use bench_core::report::json::float;
 
 /// The significance level of the noise tests.
@@ -182,9 +183,12 @@ pub enum Noise {
     Runs { p: f64 },
     /// Welch's test on the per-request values of a `--save-detailed` result.
     RequestMeans { p: f64 },
-    /// Distribution-free 95% intervals of a per-request percentile; `apart` when they do
-    /// not overlap.
-    RequestPercentiles { apart: bool },
+    /// Distribution-free 95% intervals of a per-request percentile (the exact
+    /// order-statistic intervals of the result's `ci95`); `apart` when they do not
+    /// overlap; `unbounded` when an end that could have told them apart is one the sample
+    /// cannot bound (the p99 of fewer than 367 requests has no upper end): too few
+    /// requests to tell.
+    RequestPercentiles { apart: bool, unbounded: bool },
     /// No noise measured: `--threshold-pct`.
     Threshold { pct: f64 },
 }
@@ -196,7 +200,7 @@ impl Noise {
         let large = difference_pct.is_none_or(|d| d.abs() > min_effect_pct);
         match self {
             Noise::Runs { p } | Noise::RequestMeans { p } => p < ALPHA && large,
-            Noise::RequestPercentiles { apart } => apart && large,
+            Noise::RequestPercentiles { apart, .. } => apart && large,
             Noise::Threshold { pct } => difference_pct.is_some_and(|d| d.abs() > pct),
         }
     }
@@ -206,6 +210,9 @@ impl Noise {
         match self {
             Noise::Runs { .. } => "runs",
             Noise::RequestMeans { .. } => "per-request Welch",
+            Noise::RequestPercentiles {
+                unbounded: true, ..
+            } => "per-request intervals: too few requests",
             Noise::RequestPercentiles { .. } => "per-request intervals",
             Noise::Threshold { .. } => "threshold",
         }
@@ -414,10 +421,24 @@ fn request_noise(a: &Requests, b: &Requests, key: &str) -> Option<Noise> {
         v.sort_by(f64::total_cmp);
         v
     };
-    let (lo_a, hi_a) = quantile_interval(&sorted(sa), percentile)?;
-    let (lo_b, hi_b) = quantile_interval(&sorted(sb), percentile)?;
+    if sa.is_empty() || sb.is_empty() {
+        return None;
+    }
+    let (ia, ib) = (
+        percentile_interval(&sorted(sa), percentile),
+        percentile_interval(&sorted(sb), percentile),
+    );
+    // Apart when one's upper end lies below the other's lower end; an end the sample
+    // cannot bound never does.
+    let below = |hi: Option<f64>, lo: Option<f64>| match (hi, lo) {
+        (Some(hi), Some(lo)) => Some(hi < lo),
+        _ => None,
+    };
+    let (a_below, b_below) = (below(ia.hi, ib.lo), below(ib.hi, ia.lo));
+    let apart = a_below == Some(true) || b_below == Some(true);
     Some(Noise::RequestPercentiles {
-        apart: hi_a < lo_b || hi_b < lo_a,
+        apart,
+        unbounded: !apart && (a_below.is_none() || b_below.is_none()),
     })
 }
 
@@ -579,8 +600,11 @@ mod tests {
 
     #[test]
     fn per_request_lists_measure_the_latencies_noise() {
+        // 1,000 requests: enough for the p99's interval to have both ends.
         let spread = |base: f64| -> Vec<f64> {
-            (0..200).map(|i| base + f64::from(i % 10) * 0.001).collect()
+            (0..1000)
+                .map(|i| base + f64::from(i % 10) * 0.001)
+                .collect()
         };
         let mut a = side(&[("mean_ttft_ms", 24.5), ("p99_ttft_ms", 29.0)]);
         let mut b = side(&[("mean_ttft_ms", 64.5), ("p99_ttft_ms", 69.0)]);
@@ -612,6 +636,56 @@ mod tests {
     }
 
     #[test]
+    fn a_percentile_too_few_requests_can_bound_is_never_judged_apart() {
+        // 60 requests each: the p99's interval has no upper end (it needs 367: 0.99^n <= 2.5%),
+        // so however the samples' top values fall, neither run is slower by it; the mean
+        // (Welch) still tells them apart.
+        let values =
+            |base: f64| -> Vec<f64> { (0..60).map(|i| base + f64::from(i) * 1e-4).collect() };
+        let mut a = side(&[("mean_ttft_ms", 22.95), ("p99_ttft_ms", 25.9)]);
+        let mut b = side(&[("mean_ttft_ms", 52.95), ("p99_ttft_ms", 55.9)]);
+        a.requests = Some(Requests {
+            ttft: values(0.020),
+            ..Requests::default()
+        });
+        b.requests = Some(Requests {
+            ttft: values(0.050),
+            ..Requests::default()
+        });
+        let c = compare(&a, &b, th(5.0));
+        let p99 = row(&c, "p99_ttft_ms");
+        assert!(
+            matches!(
+                p99.noise,
+                Noise::RequestPercentiles {
+                    apart: false,
+                    unbounded: true
+                }
+            ),
+            "{p99:?}"
+        );
+        assert_eq!(p99.verdict, Verdict::WithinNoise);
+        assert_eq!(
+            p99.noise.method(),
+            "per-request intervals: too few requests"
+        );
+        assert_eq!(row(&c, "mean_ttft_ms").verdict, Verdict::Slower);
+        // The median of 60 is bounded on both sides: told apart.
+        let mut a = side(&[("median_ttft_ms", 22.95)]);
+        let mut b = side(&[("median_ttft_ms", 52.95)]);
+        a.requests = Some(Requests {
+            ttft: values(0.020),
+            ..Requests::default()
+        });
+        b.requests = Some(Requests {
+            ttft: values(0.050),
+            ..Requests::default()
+        });
+        let median = compare(&a, &b, th(5.0));
+        assert_eq!(row(&median, "median_ttft_ms").verdict, Verdict::Slower);
+    }
+
+    #[test]
     fn the_steady_state_latencies_are_judged_on_the_steady_requests() {
         // Whole-run lists say nothing about the steady_state_* keys; the steady state's own
         // requests do (here its ITLs are alike, so a 6% move of a p99 is within noise,
@@ -635,7 +709,7 @@ mod tests {
         let c = compare(&a, &b, th(5.0));
         let steady = row(&c, "steady_state_p99_itl_ms");
         assert!(
-            matches!(steady.noise, Noise::RequestPercentiles { apart: false }),
+            matches!(steady.noise, Noise::RequestPercentiles { apart: false, .. }),
             "{steady:?}"
         );
         assert_ne!(steady.verdict, Verdict::Slower);
