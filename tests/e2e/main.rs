@@ -29,6 +29,7 @@ mod datasets_text;
 mod datasets_traces;
 mod datasets_vllm;
 mod decode_spans;
+mod duration;
 mod endpoints;
 mod examples;
 mod faults;

@@ -30,6 +30,28 @@ pub struct PreparedRequest {
     pub check: Option<crate::structured::OutputCheck>,
 }
 
+impl PreparedRequest {
+    /// This request sent again by a run bounded by time (`--duration`), in round `round`
+    /// (1 for its second send) at the run's position `index`: the same method, headers and
+    /// body, under its own index, and its own id (`<id>-<round>`) in the record and in an
+    /// `x-request-id` header that carried the id, so that the server and the records tell
+    /// the sends apart. One clone per send: the body is shared, the headers copied.
+    pub fn again(&self, index: usize, round: usize) -> PreparedRequest {
+        let mut again = self.clone();
+        again.index = index;
+        again.request_id = format!("{}-{round}", self.request_id);
+        if again
+            .headers
+            .get("x-request-id")
+            .is_some_and(|v| v.as_bytes() == self.request_id.as_bytes())
+            && let Ok(value) = reqwest::header::HeaderValue::from_str(&again.request_id)
+        {
+            again.headers.insert("x-request-id", value);
+        }
+        again
+    }
+}
+
 /// What the network delivered for one request, before decoding.
 #[derive(Debug)]
 pub struct RawResponse {

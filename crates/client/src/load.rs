@@ -107,9 +107,38 @@ pub struct NextTurn {
     pub due: Option<f64>,
 }
 
+/// When the requests of a run are released.
+pub enum Releases {
+    /// Request `i` of the workload at `offsets[i]` seconds after the start.
+    Workload(Vec<f64>),
+    /// A run bounded by time (`--duration`): see [`Timed`].
+    Timed(Timed),
+}
+
+/// A run that sends until its time is up, whatever the size of its workload: the run's
+/// position `k` sends the workload's request `k mod n`, again from the first when the
+/// workload runs out, each send a request of its own (its record's index is `k`; from the
+/// second round on, its request id is the workload's with `-<round>` added, so that no two
+/// sends share one).
+pub struct Timed {
+    /// The offset of every position of the run, in order, as long as the run asks (the
+    /// positions of other shards included: their draws are part of the one process).
+    pub arrivals: Box<dyn Iterator<Item = f64> + Send>,
+    /// Seconds after the start from which nothing more is sent.
+    pub until: f64,
+    /// This process sends the positions `k` with `k mod step == first` (a shard's part);
+    /// `(0, 1)` for a whole run.
+    pub first: usize,
+    pub step: usize,
+    /// Every offset is 0 (an infinite rate): the run is paced by its concurrency cap
+    /// alone, so a request is released only when the cap has room for it.
+    pub unpaced: bool,
+}
+
 /// Drives the whole workload: request `i` is released at `t0 + offsets[i]`, until
 /// `options.stop` is raised; with `more`, the conversations' next turns too, at their
-/// times, until every conversation has ended.
+/// times, until every conversation has ended. A [`Timed`] run releases positions at
+/// their arrivals until its time is up.
 ///
 /// Releases happen on a dedicated thread that sleeps until shortly before each target and
 /// spins the rest, so the schedule is kept to microseconds; tokio's timer wheel rounds
@@ -118,15 +147,30 @@ pub struct NextTurn {
 pub async fn run(
     endpoints: Endpoints,
     requests: Arc<Vec<PreparedRequest>>,
-    offsets: &[f64],
+    releases: Releases,
     worker: DecodeWorker,
     options: LoadOptions,
     more: Option<MoreTurns>,
 ) -> Result<LoadOutput> {
-    anyhow::ensure!(
-        offsets.len() == requests.len(),
-        "schedule and workload differ in length"
-    );
+    match &releases {
+        Releases::Workload(offsets) => anyhow::ensure!(
+            offsets.len() == requests.len(),
+            "schedule and workload differ in length"
+        ),
+        Releases::Timed(timed) => {
+            anyhow::ensure!(
+                more.is_none(),
+                "--duration: a multi-turn workload's later turns are made from the answers \
+                 during the run, and cannot be sent again; run it by --num-prompts"
+            );
+            anyhow::ensure!(
+                !timed.unpaced || max_concurrency_of(&options).is_some(),
+                "--duration at an infinite request rate needs --max-concurrency: nothing else \
+                 paces the run"
+            );
+            anyhow::ensure!(!requests.is_empty(), "--duration: the workload is empty");
+        }
+    }
     let LoadOptions {
         max_concurrency,
         stop,
@@ -140,8 +184,8 @@ pub async fn run(
     let total = requests.len();
     let transport = endpoints.first().transport();
     // More permits than requests change nothing, and would make tokio panic past its
-    // maximum (conversations add requests as they go: no such bound).
-    let bound = if more.is_some() {
+    // maximum (conversations and timed runs add requests as they go: no such bound).
+    let bound = if more.is_some() || matches!(releases, Releases::Timed(_)) {
         usize::MAX >> 4
     } else {
         total.max(1)
@@ -162,7 +206,6 @@ pub async fn run(
             cancel.stop(format!("still running {grace:?} after the run was stopped"));
         }
     });
-    let offsets = offsets.to_vec();
     let cpu_at_start = super::cpu::process();
     let (now, monotonic_now) = (Instant::now(), super::cpu::monotonic().as_secs_f64());
     let t0 = start.unwrap_or(now);
@@ -184,23 +227,29 @@ pub async fn run(
         cancellation,
         workload_index,
         live,
+        max_concurrency,
+        open: None,
     };
     let dispatcher = std::thread::Builder::new()
         .name("bench-dispatch".into())
         .spawn(move || {
             precise_sleeps();
-            match more {
-                None => spawner.workload(&requests, &offsets),
-                Some(more) => spawner.conversations(&requests, &offsets, more),
+            match (releases, more) {
+                (Releases::Workload(offsets), None) => spawner.workload(&requests, &offsets),
+                (Releases::Workload(offsets), Some(more)) => {
+                    spawner.conversations(&requests, &offsets, more)
+                }
+                (Releases::Timed(timed), _) => spawner.timed(&requests, timed),
             }
         })
         .context("starting the dispatch thread")?;
-    let (tasks, sent_of_workload) = tokio::task::spawn_blocking(move || dispatcher.join())
+    let (tasks, reached) = tokio::task::spawn_blocking(move || dispatcher.join())
         .await
         .context("waiting for the dispatch thread")?
         .map_err(|_| anyhow::anyhow!("the dispatch thread panicked"))?;
-    // Requests of the workload the dispatcher never reached were not sent either.
-    let (mut not_sent, mut cancelled) = (total - sent_of_workload, 0);
+    // Requests of the workload the dispatcher never reached were not sent either (a timed
+    // run has no such requests: it is over when its time is).
+    let (mut not_sent, mut cancelled) = (reached.unreached(total), 0);
     for task in tasks {
         match task.await.context("a request task failed")? {
             Outcome::Done => {}
@@ -229,7 +278,30 @@ pub async fn run(
     })
 }
 
-/// A request to send: one of the workload's, or a conversation's next turn.
+/// How far the dispatcher got: how many of the workload's requests it released, or that
+/// it ran a timed run (whose every position it reached is released).
+enum Reached {
+    Workload(usize),
+    Timed,
+}
+
+impl Reached {
+    /// Of a workload of `total` requests, those never released.
+    fn unreached(&self, total: usize) -> usize {
+        match self {
+            Reached::Workload(sent) => total - sent,
+            Reached::Timed => 0,
+        }
+    }
+}
+
+/// `options.max_concurrency`, for the checks made before the options are taken apart.
+fn max_concurrency_of(options: &LoadOptions) -> Option<usize> {
+    options.max_concurrency
+}
+
+/// A request to send: one of the workload's, or a conversation's next turn (or a timed
+/// run's send of a workload request again, under its own index and id).
 enum Slot {
     Workload(Arc<Vec<PreparedRequest>>, usize),
     Turn(Box<PreparedRequest>),
@@ -258,6 +330,36 @@ struct Spawner {
     cancellation: Option<Cancellation>,
     workload_index: Option<Arc<Vec<usize>>>,
     live: Option<Arc<super::live::LiveStats>>,
+    max_concurrency: Option<usize>,
+    /// An unpaced timed run's count of requests released and not yet answered; `None`
+    /// otherwise.
+    open: Option<Open>,
+}
+
+/// Requests released and not yet answered, for a dispatcher that waits on them.
+#[derive(Clone)]
+struct Open {
+    count: Arc<AtomicUsize>,
+    /// Unparked as each request ends.
+    dispatcher: std::thread::Thread,
+}
+
+/// One released request's place in [`Open`]: taken at the release, given back (and the
+/// dispatcher woken) when its task ends, whichever way it ends.
+struct OpenSlot(Open);
+
+impl OpenSlot {
+    fn take(open: &Open) -> OpenSlot {
+        open.count.fetch_add(1, Ordering::AcqRel);
+        OpenSlot(open.clone())
+    }
+}
+
+impl Drop for OpenSlot {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        self.0.dispatcher.unpark();
+    }
 }
 
 type Tasks = Vec<tokio::task::JoinHandle<Outcome>>;
@@ -265,7 +367,7 @@ type Tasks = Vec<tokio::task::JoinHandle<Outcome>>;
 impl Spawner {
     /// Releases the workload at its offsets; returns the tasks and how many of the
     /// workload's requests were released.
-    fn workload(self, requests: &Arc<Vec<PreparedRequest>>, offsets: &[f64]) -> (Tasks, usize) {
+    fn workload(self, requests: &Arc<Vec<PreparedRequest>>, offsets: &[f64]) -> (Tasks, Reached) {
         let mut tasks = Vec::with_capacity(offsets.len());
         for (i, &offset) in offsets.iter().enumerate() {
             if !sleep_until(self.t0 + Duration::from_secs_f64(offset), &self.stop) {
@@ -274,7 +376,68 @@ impl Spawner {
             tasks.push(self.release(Slot::Workload(requests.clone(), i), offset));
         }
         let sent = tasks.len();
-        (tasks, sent)
+        (tasks, Reached::Workload(sent))
+    }
+
+    /// Releases a timed run's positions at their arrivals until its time is up (or the run
+    /// is stopped); an unpaced run releases each once its concurrency cap has room, so
+    /// that no more than the cap's requests are ever waiting.
+    fn timed(self, requests: &Arc<Vec<PreparedRequest>>, timed: Timed) -> (Tasks, Reached) {
+        let Timed {
+            arrivals,
+            until,
+            first,
+            step,
+            unpaced,
+        } = timed;
+        let end = self.t0 + Duration::from_secs_f64(until);
+        // Released and not yet answered: what an unpaced run waits on.
+        let open = Arc::new(AtomicUsize::new(0));
+        let cap = self.max_concurrency.unwrap_or(usize::MAX);
+        let mut this = self;
+        this.open = unpaced.then(|| Open {
+            count: open.clone(),
+            dispatcher: std::thread::current(),
+        });
+        let this = this;
+        let mut tasks = Vec::new();
+        let n = requests.len();
+        for (position, offset) in arrivals.enumerate() {
+            if offset >= until {
+                break;
+            }
+            if position % step != first {
+                continue;
+            }
+            if !sleep_until(this.t0 + Duration::from_secs_f64(offset), &this.stop) {
+                break;
+            }
+            // Woken by each answer (`Open`'s drop unparks this thread).
+            while unpaced && open.load(Ordering::Acquire) >= cap && !this.stop.is_stopped() {
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::park_timeout(STOP_POLL.min(left));
+            }
+            if this.stop.is_stopped() || Instant::now() >= end {
+                break;
+            }
+            // An unpaced request is due when the cap has room for it: its schedule lag
+            // counts from then, not from the run's start.
+            let offset = match unpaced {
+                true => this.t0.elapsed().as_secs_f64(),
+                false => offset,
+            };
+            let (round, i) = (position / n, position % n);
+            let slot = if round == 0 {
+                Slot::Workload(requests.clone(), i)
+            } else {
+                Slot::Turn(Box::new(requests[i].again(position, round)))
+            };
+            tasks.push(this.release(slot, offset));
+        }
+        (tasks, Reached::Timed)
     }
 
     /// Releases the workload at its offsets and each conversation's next turns as they
@@ -285,7 +448,7 @@ impl Spawner {
         requests: &Arc<Vec<PreparedRequest>>,
         offsets: &[f64],
         more: MoreTurns,
-    ) -> (Tasks, usize) {
+    ) -> (Tasks, Reached) {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         use std::sync::mpsc::RecvTimeoutError;
@@ -369,7 +532,7 @@ impl Spawner {
                 tasks.push(self.release(Slot::Turn(request), due));
             }
         }
-        (tasks, next)
+        (tasks, Reached::Workload(next))
     }
 
     /// Spawns the task of one request, released now, scheduled at `offset`.
@@ -395,7 +558,9 @@ impl Spawner {
             .and_then(|g| g.get(index).copied())
             .unwrap_or(index);
         let cancel_after = self.cancellation.and_then(|c| c.delay_for(global));
+        let open = self.open.as_ref().map(OpenSlot::take);
         self.handle.spawn(async move {
+            let _open = open;
             let (permit, concurrency_wait) = match turn {
                 Some(turn) => {
                     let turn = tokio::select! {

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
+use crate::client::load::{Releases, Timed};
 use crate::client::stop::{Signal, StopSignal};
 use crate::grading::Grader;
 use crate::metrics::goals::{Ended, Verdicts};
@@ -102,6 +103,10 @@ pub struct LoadConfig {
     /// `--metrics-port`: serve the run's live figures as Prometheus text here during the
     /// run; `None`: not served.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// `--duration`: send for this long, the workload again from its first request when it
+    /// runs out, at the arrival process (or trace) continued; `None`: send the workload
+    /// once. See [`crate::schedule::Arrivals`] and [`crate::client::load::Timed`].
+    pub duration: Option<Duration>,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -317,8 +322,13 @@ fn split_shard(
              front; run multi-turn workloads in one process"
         );
     }
-    let plan = ShardPlan::split(config, &mut workload.specs, workload.seed);
-    if !workload.references.is_empty() {
+    // A timed run's shard sends positions of the run, each the workload's request at that
+    // position mod its size: it holds the whole workload.
+    let plan = match serve.load.duration {
+        Some(_) => ShardPlan::whole(config, &workload.specs, workload.seed),
+        None => ShardPlan::split(config, &mut workload.specs, workload.seed),
+    };
+    if !workload.references.is_empty() && serve.load.duration.is_none() {
         workload.references = config.shard.select(&workload.references);
     }
     if workload.specs.is_empty() {
@@ -439,16 +449,21 @@ struct Plan<'a> {
 }
 
 /// The block keys of each sent request's prompt ([`crate::prefix_reuse::block_keys`]), in
-/// the order of `records`; `None` for a prompt that is not counted.
+/// the order of `records`; `None` for a prompt that is not counted. A timed run's record
+/// `k` sent the workload's prompt `k mod repeats`.
 fn prompt_keys(
     records: &[RequestRecord],
     prompts: &[Option<crate::runtime::Prompt>],
     tokenizer: &Tokenizer,
     block_size: usize,
+    repeats: Option<usize>,
 ) -> Result<Vec<Option<Vec<u64>>>> {
     let sent: Vec<Option<&crate::runtime::Prompt>> = records
         .iter()
-        .map(|r| prompts.get(r.index).and_then(Option::as_ref))
+        .map(|r| {
+            let slot = repeats.map_or(r.index, |n| r.index % n);
+            prompts.get(slot).and_then(Option::as_ref)
+        })
         .collect();
     let present: Vec<&crate::runtime::Prompt> = sent.iter().flatten().copied().collect();
     let mut keys = crate::prefix_reuse::keys_of_prompts(&present, tokenizer, block_size)
@@ -473,20 +488,46 @@ pub(crate) fn execute<T: Target>(
     let load = drive.load;
     let requests = target.requests();
     let plan = drive.shard.as_ref().map(|shard| &shard.plan);
-    let schedule = match &drive.send_at {
-        Some(send_at) => schedule::timed(send_at, load.time_scale)?,
-        None => schedule::build(&ScheduleConfig {
-            // A shard's requests keep their times in the whole workload's schedule.
-            num_requests: plan.map_or(requests, |p| p.workload.requests),
-            request_rate: load.request_rate,
-            burstiness: load.burstiness,
-            ramp_up: load.ramp_up,
-            seed: drive.seed,
-        })?,
+    let schedule_config = ScheduleConfig {
+        // A shard's requests keep their times in the whole workload's schedule.
+        num_requests: plan.map_or(requests, |p| p.workload.requests),
+        request_rate: load.request_rate,
+        burstiness: load.burstiness,
+        ramp_up: load.ramp_up,
+        seed: drive.seed,
     };
-    let offsets = match plan {
-        Some(plan) => plan.offsets(&schedule.offsets)?,
-        None => schedule.offsets,
+    // The ramp's `rps_change_events`: a timed run's are stamped as it goes.
+    let (releases, rps_change_events) = match load.duration {
+        None => {
+            let schedule = match &drive.send_at {
+                Some(send_at) => schedule::timed(send_at, load.time_scale)?,
+                None => schedule::build(&schedule_config)?,
+            };
+            let offsets = match plan {
+                Some(plan) => plan.offsets(&schedule.offsets)?,
+                None => schedule.offsets,
+            };
+            let events = Arc::new(std::sync::Mutex::new(schedule.rps_change_events));
+            (Releases::Workload(offsets), events)
+        }
+        Some(duration) => {
+            let arrivals = match &drive.send_at {
+                Some(send_at) => schedule::Arrivals::trace(send_at, load.time_scale)?,
+                None => schedule::Arrivals::drawn(&schedule_config, duration.as_secs_f64())?,
+            };
+            let events = arrivals.rps_changes();
+            // A shard of a timed run holds the whole workload and sends its positions.
+            let (first, step) =
+                plan.map_or((0, 1), |p| (p.config.shard.index, p.config.shard.count));
+            let timed = Timed {
+                unpaced: arrivals.unpaced(),
+                arrivals: Box::new(arrivals),
+                until: duration.as_secs_f64(),
+                first,
+                step,
+            };
+            (Releases::Timed(timed), events)
+        }
     };
     // Raised by the caller (Ctrl-C), and by the target when a part of the run cannot go
     // on; armed before the run is announced, so a stop after the announcement is honoured.
@@ -536,6 +577,7 @@ pub(crate) fn execute<T: Target>(
         ramp_up: load.ramp_up.as_ref(),
         max_concurrency: load.max_concurrency,
         self_timed: drive.send_at.is_some(),
+        duration: load.duration,
     });
     let backend = target.name().to_owned();
     // The run's figures so far, looked at while it goes on: by the observer's live view
@@ -566,7 +608,12 @@ pub(crate) fn execute<T: Target>(
         max_concurrency: load.max_concurrency,
         stop: stop.clone(),
         shutdown_grace: load.shutdown_grace,
-        progress: observer.progress_bar(requests as u64),
+        // A timed run's number of requests is not known before it ends.
+        progress: observer.progress_bar(if load.duration.is_some() {
+            0
+        } else {
+            requests as u64
+        }),
         time_scale: load.time_scale,
         start: start_at.map(crate::shard::instant_at),
         cancellation: load.cancellation,
@@ -575,7 +622,7 @@ pub(crate) fn execute<T: Target>(
         record_copies: record_file.as_ref().and_then(RecordFile::sink),
     };
     let started_at = start_at.map_or_else(chrono::Local::now, chrono::DateTime::from);
-    let output = rt.block_on(target.run(&offsets, options, observer));
+    let output = rt.block_on(target.run(releases, options, observer));
     if let Some(task) = metrics_server {
         task.abort();
     }
@@ -595,7 +642,11 @@ pub(crate) fn execute<T: Target>(
         output,
         requests,
         backend,
-        rps_change_events: schedule.rps_change_events,
+        rps_change_events: std::mem::take(
+            &mut *rps_change_events
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        ),
         stop,
         started_at,
         started_late_s,
@@ -667,6 +718,7 @@ fn run_info(
         args: report.command_line.clone(),
         cancellation: load.cancellation,
         endpoints: plan.endpoints.clone(),
+        duration_limit_s: load.duration.map(|d| d.as_secs_f64()),
     }
 }
 
@@ -717,10 +769,13 @@ fn measure<T: Target>(
         record_file,
     } = execute(rt, target, &plan.drive, record_file, &mut gpu_observer)?;
     let gpu = gpu_observer.finish();
+    // A timed run's record `k` sent the workload's request `k mod requests`: what is known
+    // per workload request (references, prompts, audio) is looked up there.
+    let repeats = load.duration.map(|_| requests);
     // Accuracy under load: the answers are judged now that the load is over, by the
     // shard's own indices (the references are the shard's).
     let grading_warnings = match grader {
-        Some(grader) => grader.grade(&mut output.records),
+        Some(grader) => grader.grade(&mut output.records, repeats),
         None => Vec::new(),
     };
 
@@ -749,7 +804,7 @@ fn measure<T: Target>(
     }
     computed.warnings.extend(grading_warnings);
     computed.per_request.clock_origin_s = output.clock_origin_s;
-    computed.set_rtfx(&output.audio_seconds);
+    computed.set_rtfx(&output.audio_seconds, repeats);
     // Judged on the result's own exact figures, over every request completed.
     if let (Some(goals), Some(ended)) = (&load.until_confident, ended) {
         let verdicts = Verdicts::new(goals, ended, output.not_sent, |m| computed.summary(m));
@@ -767,6 +822,7 @@ fn measure<T: Target>(
             &output.prompts,
             tokenizer,
             plan.metrics.prefix_block_size,
+            repeats,
         )?;
         side.prefix_reuse = Some(crate::prefix_reuse::of_records(
             &computed.per_request.records,
@@ -786,7 +842,11 @@ fn measure<T: Target>(
         observer.event(Event::Note(n));
     }
     let report = plan.report;
-    let run = run_info(plan, backend, started_at, rps_change_events);
+    let mut run = run_info(plan, backend, started_at, rps_change_events);
+    if load.duration.is_some() {
+        // A timed run's request count is what it sent.
+        run.num_prompts = computed.per_request.records.len();
+    }
     observer.event(Event::Results {
         metrics: &computed,
         side: &side,
@@ -851,12 +911,16 @@ fn measure<T: Target>(
                     .filter_map(|(r, k)| Some((r.index, k.clone()?)))
                     .collect()
             }),
-            audio_seconds: output
-                .audio_seconds
+            // By record: a timed run's records go past the workload's indices.
+            audio_seconds: computed
+                .per_request
+                .records
                 .iter()
-                .enumerate()
-                .filter(|&(_, &seconds)| seconds != 0.0)
-                .map(|(index, &seconds)| (index, seconds))
+                .filter_map(|r| {
+                    let slot = repeats.map_or(r.index, |n| r.index % n);
+                    let seconds = *output.audio_seconds.get(slot)?;
+                    (seconds != 0.0).then_some((r.index, seconds))
+                })
                 .collect(),
         };
         let path = file.finish(&end)?;

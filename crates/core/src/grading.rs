@@ -55,11 +55,14 @@ impl Grader {
     /// [`RequestRecord::grade`]. A grader that fails on an answer leaves that record
     /// ungraded (it is not counted in the accuracy) and says so in the returned warnings:
     /// one bad answer does not cost the run's other measurements.
-    pub fn grade(mut self, records: &mut [RequestRecord]) -> Vec<String> {
+    ///
+    /// A timed run's (`--duration`) record `k` sent the workload's request `k mod repeats`.
+    pub fn grade(mut self, records: &mut [RequestRecord], repeats: Option<usize>) -> Vec<String> {
         let mut failures = Vec::new();
         let mut failed = 0usize;
         for record in records.iter_mut().filter(|r| r.succeeded()) {
-            let Some(Some(reference)) = self.references.get(record.index) else {
+            let slot = repeats.map_or(record.index, |n| record.index % n);
+            let Some(Some(reference)) = self.references.get(slot) else {
                 continue;
             };
             let verdict = self

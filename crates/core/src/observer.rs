@@ -68,6 +68,8 @@ pub enum Event<'a> {
         max_concurrency: Option<usize>,
         /// Requests go at the dataset's send times (trace replay), not by rate.
         self_timed: bool,
+        /// `--duration`: the run sends for this long; `None`: it sends its workload once.
+        duration: Option<std::time::Duration>,
     },
     /// `--profile`: the server's profiler is being started or stopped, or it answered.
     /// A call that fails is a [`Event::Warning`] instead of the answer.

@@ -28,6 +28,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
 use crate::benchmark::{Drive, Executed, LoadConfig, execute, runtime};
+use crate::client::load::Releases;
 use crate::gpu_observer::GpuObserver;
 use crate::observer::{Event, Observer};
 use crate::record::RequestRecord;
@@ -414,7 +415,11 @@ pub fn latency(
                     EngineTarget::prepare(&mut n.engine, &specs, &n.tokenizer, n.run.clone())?;
                 backend = target.name().to_owned();
                 rt.block_on(target.warm_up(&check, observer.inner))?;
-                let output = rt.block_on(target.run(&offsets, options, observer.inner))?;
+                let output = rt.block_on(target.run(
+                    Releases::Workload(offsets.clone()),
+                    options,
+                    observer.inner,
+                ))?;
                 (output, Some(n.tokenizer.clone()))
             }
             Opened::Http {
@@ -433,7 +438,11 @@ pub fn latency(
                 )?;
                 backend = target.name().to_owned();
                 rt.block_on(target.warm_up(&check, observer.inner))?;
-                let output = rt.block_on(target.run(&offsets, options, observer.inner))?;
+                let output = rt.block_on(target.run(
+                    Releases::Workload(offsets.clone()),
+                    options,
+                    observer.inner,
+                ))?;
                 (output, workload.tokenizer.clone())
             }
         };

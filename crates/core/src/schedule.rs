@@ -66,7 +66,11 @@ pub struct RampUp {
 impl RampUp {
     /// The rate in force for request `index` of `total`.
     fn rate_at(&self, index: usize, total: usize) -> f64 {
-        let progress = index as f64 / total.saturating_sub(1).max(1) as f64;
+        self.rate_for(index as f64 / total.saturating_sub(1).max(1) as f64)
+    }
+
+    /// The rate in force `progress` (0 to 1) of the way along the ramp.
+    fn rate_for(&self, progress: f64) -> f64 {
         match self.strategy {
             RampUpStrategy::Linear => self.start_rps + (self.end_rps - self.start_rps) * progress,
             RampUpStrategy::Exponential => {
@@ -168,6 +172,158 @@ pub fn timed(send_at: &[Option<f64>], time_scale: f64) -> Result<Schedule> {
         offsets,
         rps_change_events: Vec::new(),
     })
+}
+
+/// The arrivals of a run bounded by time (`--duration`) rather than by its number of
+/// requests: the same arrival process as [`build`]'s, or the same trace as [`timed`]'s, going
+/// on until the run's time is up. Offsets are made one at a time, as the dispatcher asks
+/// for them, so that an hour at thousands of requests a second holds no list of them.
+///
+/// What differs from a run of `--num-prompts` requests, and why:
+/// - drawn gaps are not rescaled: vLLM rescales them so that its `n` requests end at
+///   `n / rate`, and a run bounded by time has no `n` to land on. The draws themselves are
+///   the same, from the same generator with the same seed, so the first `n` unscaled
+///   offsets are a count run's before its rescaling;
+/// - a ramp-up moves with the share of the duration that has passed (the previous
+///   arrival's offset over the duration) instead of the share of the requests sent;
+/// - a replayed trace starts over when it ends, one mean gap of the trace after its last
+///   request (a trace of one request, or of requests all at one time, cannot repeat).
+pub struct Arrivals {
+    kind: ArrivalKind,
+    /// How many offsets were made (the next one is for this position of the run).
+    position: usize,
+    /// A ramp-up's `rps_change_events`, stamped as the ramp passes each whole rate.
+    changes: std::sync::Arc<std::sync::Mutex<Vec<RpsChange>>>,
+}
+
+enum ArrivalKind {
+    Drawn {
+        /// Boxed: numpy's state is 2.5 KB, the trace's variant a few words.
+        rng: Box<RandomState>,
+        rate: f64,
+        burstiness: f64,
+        ramp: Option<RampUp>,
+        /// The run's duration, the ramp's length.
+        horizon: f64,
+        elapsed: f64,
+        /// The last whole rate stamped in `changes`.
+        last_rps: u64,
+    },
+    Trace {
+        offsets: Vec<f64>,
+        period: f64,
+    },
+}
+
+impl Arrivals {
+    /// `cfg`'s arrival process for `horizon` seconds (`cfg.num_requests` is not used).
+    pub fn drawn(cfg: &ScheduleConfig, horizon: f64) -> Result<Arrivals> {
+        validate(&ScheduleConfig {
+            num_requests: 1,
+            ..cfg.clone()
+        })?;
+        let mut changes = Vec::new();
+        let mut last_rps = 0;
+        if let Some(ramp) = &cfg.ramp_up {
+            last_rps = ramp.start_rps as u64;
+            changes.push(RpsChange {
+                rps: last_rps,
+                request: None,
+                offset: 0.0,
+            });
+        }
+        Ok(Arrivals {
+            kind: ArrivalKind::Drawn {
+                rng: Box::new(numpy_global(cfg.seed)),
+                rate: cfg.request_rate,
+                burstiness: cfg.burstiness,
+                ramp: cfg.ramp_up,
+                horizon,
+                elapsed: 0.0,
+                last_rps,
+            },
+            position: 0,
+            changes: std::sync::Arc::new(std::sync::Mutex::new(changes)),
+        })
+    }
+
+    /// A trace's send times ([`timed`]'s schedule of them), replayed again and again.
+    pub fn trace(send_at: &[Option<f64>], time_scale: f64) -> Result<Arrivals> {
+        let offsets = timed(send_at, time_scale)?.offsets;
+        let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+        ensure!(
+            offsets.len() > 1 && last > first,
+            "--duration: the dataset's trace cannot repeat: its {} request(s) are all due at              {last} s, so it has no length to start over after; run it without --duration",
+            offsets.len()
+        );
+        let mean_gap = (last - first) / (offsets.len() - 1) as f64;
+        Ok(Arrivals {
+            kind: ArrivalKind::Trace {
+                period: last + mean_gap,
+                offsets,
+            },
+            position: 0,
+            changes: Default::default(),
+        })
+    }
+
+    /// Where a ramp-up's `rps_change_events` are stamped as the offsets are made: read it
+    /// once the run is over.
+    pub fn rps_changes(&self) -> std::sync::Arc<std::sync::Mutex<Vec<RpsChange>>> {
+        self.changes.clone()
+    }
+
+    /// Whether every offset is 0 (an infinite rate): such a run is paced by its
+    /// concurrency cap alone.
+    pub fn unpaced(&self) -> bool {
+        matches!(&self.kind, ArrivalKind::Drawn { rate, ramp: None, .. } if *rate == f64::INFINITY)
+    }
+}
+
+impl Iterator for Arrivals {
+    type Item = f64;
+
+    fn next(&mut self) -> Option<f64> {
+        let position = self.position;
+        self.position += 1;
+        match &mut self.kind {
+            ArrivalKind::Trace { offsets, period } => {
+                let n = offsets.len();
+                Some(offsets[position % n] + (position / n) as f64 * *period)
+            }
+            ArrivalKind::Drawn {
+                rng,
+                rate,
+                burstiness,
+                ramp,
+                horizon,
+                elapsed,
+                last_rps,
+            } => {
+                let rate = match ramp {
+                    None => *rate,
+                    Some(ramp) => ramp.rate_for((*elapsed / *horizon).min(1.0)),
+                };
+                let gap = draw_gaps(&[rate], *burstiness, rng)[0];
+                *elapsed += gap;
+                let current = rate as u64;
+                if ramp.is_some() && current > *last_rps {
+                    // Rare (once per whole rate): the lock is taken only then.
+                    let mut changes = self
+                        .changes
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    changes.extend((*last_rps + 1..=current).map(|rps| RpsChange {
+                        rps,
+                        request: Some(position),
+                        offset: *elapsed,
+                    }));
+                    *last_rps = current;
+                }
+                Some(*elapsed)
+            }
+        }
+    }
 }
 
 fn validate(cfg: &ScheduleConfig) -> Result<()> {
@@ -617,6 +773,77 @@ mod tests {
         );
         for strategy in [RampUpStrategy::Linear, RampUpStrategy::Exponential] {
             assert!(error_of(&ramped(5, strategy, 0.0, 5.0)).contains("--ramp-up-start-rps"));
+        }
+    }
+
+    #[test]
+    fn a_timed_runs_arrivals_are_the_count_runs_draws_unscaled() {
+        for burstiness in [0.5, 1.0, f64::INFINITY] {
+            let cfg = constant(500, 40.0, burstiness, 11);
+            let mut rng = numpy_global(11);
+            let draws = cumulative(&draw_gaps(&[40.0; 500], burstiness, &mut rng));
+            let arrivals: Vec<f64> = Arrivals::drawn(&cfg, 3600.0).unwrap().take(500).collect();
+            assert_eq!(arrivals, draws, "burstiness {burstiness}");
+            // And they go on past any count: 5,000 arrivals at 40/s span about 125 s.
+            let last = Arrivals::drawn(&cfg, 3600.0).unwrap().nth(4999).unwrap();
+            assert_close(last, 5000.0 / 40.0, 0.1, "the 5000th arrival");
+        }
+        let unpaced = Arrivals::drawn(&constant(1, f64::INFINITY, 1.0, 0), 10.0).unwrap();
+        assert!(unpaced.unpaced());
+        assert!(unpaced.take(1000).all(|o| o == 0.0));
+        assert!(
+            !Arrivals::drawn(&constant(1, 5.0, 1.0, 0), 10.0)
+                .unwrap()
+                .unpaced()
+        );
+        // Settings vLLM refuses are refused here too.
+        assert!(Arrivals::drawn(&constant(1, 5.0, 0.0, 0), 10.0).is_err());
+    }
+
+    #[test]
+    fn a_timed_ramp_moves_with_the_time_passed_and_stamps_each_whole_rate() {
+        let cfg = ramped(1, RampUpStrategy::Linear, 10.0, 50.0);
+        let mut arrivals = Arrivals::drawn(&cfg, 20.0).unwrap();
+        let changes = arrivals.rps_changes();
+        let offsets: Vec<f64> = arrivals.by_ref().take_while(|&o| o < 20.0).collect();
+        // The rate goes from 10 to 50 over 20 s: about (10 + 50) / 2 * 20 = 600 requests.
+        assert_close(offsets.len() as f64, 600.0, 0.1, "requests in 20 s");
+        assert!(offsets.windows(2).all(|w| w[0] <= w[1]));
+        let changes = changes.lock().unwrap().clone();
+        assert_eq!(changes[0].rps, 10);
+        assert_eq!(changes[0].request, None);
+        // Each whole rate once, in order, stamped with the request drawn at it: its rate
+        // is the one in force at the offset before it.
+        let rates: Vec<u64> = changes.iter().map(|c| c.rps).collect();
+        assert_eq!(rates, (10..10 + changes.len() as u64).collect::<Vec<_>>());
+        assert!(*rates.last().unwrap() >= 48, "{rates:?}");
+        for change in &changes[1..] {
+            let i = change.request.unwrap();
+            let before = if i == 0 { 0.0 } else { offsets[i - 1] };
+            let rate = 10.0 + 40.0 * before / 20.0;
+            assert!(rate as u64 >= change.rps, "{change:?} at rate {rate}");
+            assert_eq!(change.offset, offsets[i]);
+        }
+    }
+
+    #[test]
+    fn a_timed_trace_starts_over_one_mean_gap_after_its_end() {
+        let send_at = [Some(0.1), None, Some(0.3), Some(0.5)];
+        let offsets: Vec<f64> = Arrivals::trace(&send_at, 2.0).unwrap().take(9).collect();
+        // Scaled by 2: 0.2, 0.2, 0.6, 1.0; the mean gap (1.0 - 0.2) / 3, the period 1.0
+        // plus that.
+        let period = 1.0 + 0.8 / 3.0;
+        let want: Vec<f64> = [0.2, 0.2, 0.6, 1.0]
+            .iter()
+            .cycle()
+            .take(9)
+            .enumerate()
+            .map(|(k, o)| o + (k / 4) as f64 * period)
+            .collect();
+        assert_eq!(offsets, want);
+        for cannot in [&[Some(1.0)][..], &[Some(1.0), Some(1.0)][..]] {
+            let err = Arrivals::trace(cannot, 1.0).err().unwrap().to_string();
+            assert!(err.contains("cannot repeat"), "{err}");
         }
     }
 }

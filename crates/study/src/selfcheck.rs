@@ -268,6 +268,7 @@ fn serve_config(setup: &Setup, base_url: String, load: &Load) -> Result<ServeCon
             cancellation: None,
             until_confident: None,
             metrics_addr: None,
+            duration: None,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {

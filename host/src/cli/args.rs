@@ -194,6 +194,18 @@ pub fn seconds<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S:
     s.serialize_f64(d.as_secs_f64())
 }
 
+/// An optional duration as its seconds (`null` when not given), for the serialised
+/// arguments.
+pub fn optional_seconds<S: serde::Serializer>(
+    d: &Option<std::time::Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
 /// A flag's positive number of seconds.
 pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     match s.parse::<f64>() {

@@ -117,6 +117,7 @@ impl Console {
                 requests: 0,
                 request_rate: f64::INFINITY,
                 max_concurrency: None,
+                duration: None,
             },
             dashboard: None,
             progress_live: None,
@@ -226,10 +227,18 @@ impl Observer for Console {
                 ramp_up,
                 max_concurrency,
                 self_timed,
+                duration,
             } => {
                 self.shape.request_rate = request_rate;
                 self.shape.max_concurrency = max_concurrency;
+                self.shape.duration = duration;
                 println!("Starting main benchmark run...");
+                if let Some(d) = duration {
+                    println!(
+                        "Duration: {} s (the workload is sent again from its first request when it runs out)",
+                        d.as_secs_f64()
+                    );
+                }
                 if self_timed {
                     println!("Self timing is set, using the timestamps from the trace file.");
                     return;
@@ -318,12 +327,29 @@ impl Observer for Console {
         if !self.progress_bar || self.ui == Ui::Dashboard {
             return ProgressBar::hidden();
         }
-        let pb = ProgressBar::new(requests);
-        // vLLM's tqdm bar, and after its rate the requests in flight and failed.
-        if let Ok(style) = ProgressStyle::with_template(
-            "{percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}{msg}]",
-        ) {
+        // vLLM's tqdm bar, and after its rate the requests in flight and failed; a timed
+        // run's, whose number of requests is not known before it ends, counts the answers
+        // against the clock.
+        let (pb, template) = match self.shape.duration {
+            None => (
+                ProgressBar::new(requests),
+                "{percent:>3}%|{wide_bar}| {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}{msg}]"
+                    .to_owned(),
+            ),
+            Some(d) => (
+                ProgressBar::no_length(),
+                format!(
+                    "{{spinner}} {{pos}} answered [{{elapsed_precise}} of {}, {{per_sec}}{{msg}}]",
+                    hms(d)
+                ),
+            ),
+        };
+        if let Ok(style) = ProgressStyle::with_template(&template) {
             pb.set_style(style);
+        }
+        if self.shape.duration.is_some() {
+            // The spinner and the clock move between answers too.
+            pb.enable_steady_tick(Duration::from_millis(250));
         }
         if let Some(live) = self.progress_live.take() {
             follow(&pb, live);
@@ -374,6 +400,12 @@ impl Observer for Console {
 /// a second, until the bar is finished or gone (a run that failed drops it unfinished):
 /// from a thread of its own, which holds the bar weakly and reads only
 /// [`LiveStats::counts`] (no histogram is copied).
+/// A duration as `HH:MM:SS`, as the bar's elapsed time is written.
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
 fn follow(pb: &ProgressBar, live: Arc<LiveStats>) {
     let weak = pb.downgrade();
     let started = std::thread::Builder::new()

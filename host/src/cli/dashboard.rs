@@ -54,6 +54,8 @@ pub(super) struct RunShape {
     /// Requests per second; infinite for all at once.
     pub request_rate: f64,
     pub max_concurrency: Option<usize>,
+    /// `--duration`: the run sends for this long, however many requests that is.
+    pub duration: Option<Duration>,
 }
 
 /// A line the run wanted shown while the dashboard was up: shown in it, and printed where
@@ -204,8 +206,12 @@ fn draw(
         .map_or_else(|| "none".to_owned(), |c| c.to_string());
     frame.render_widget(
         Paragraph::new(format!(
-            "Elapsed: {:.1} s   Request rate: {rate}   Max concurrency: {cap}   (Ctrl-C stops the run; the result follows)",
-            elapsed.as_secs_f64()
+            "Elapsed: {:.1} s{}   Request rate: {rate}   Max concurrency: {cap}   (Ctrl-C stops the run; the result follows)",
+            elapsed.as_secs_f64(),
+            shape
+                .duration
+                .map(|d| format!(" of {:.0} s", d.as_secs_f64()))
+                .unwrap_or_default()
         ))
         .block(Block::bordered().title(" bench serve: live dashboard ".bold())),
         header,
@@ -215,10 +221,17 @@ fn draw(
     let in_flight = s.sent.saturating_sub(ended);
     let seconds = elapsed.as_secs_f64().max(1e-9);
     let lines = vec![
-        Line::from(format!(
-            "Sent: {} / {}   Completed: {}   Failed: {}   Cancelled: {}",
-            s.sent, shape.requests, s.completed, s.failed, s.cancelled
-        )),
+        Line::from(match shape.duration {
+            // A timed run's number of requests is known when it ends.
+            Some(_) => format!(
+                "Sent: {}   Completed: {}   Failed: {}   Cancelled: {}",
+                s.sent, s.completed, s.failed, s.cancelled
+            ),
+            None => format!(
+                "Sent: {} / {}   Completed: {}   Failed: {}   Cancelled: {}",
+                s.sent, shape.requests, s.completed, s.failed, s.cancelled
+            ),
+        }),
         Line::from(format!("In flight: {in_flight}")),
         Line::from(format!(
             "Request throughput: {:.2} req/s   Output token throughput: {:.1} tok/s",

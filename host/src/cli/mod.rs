@@ -216,6 +216,7 @@ fn offline_flags(cmd: clap::Command) -> clap::Command {
         "num_runs",
         "until_confident",
         "until_confident_max_duration",
+        "duration",
         "cost_per_hour",
         "metrics_port",
         "metrics_host",

@@ -156,6 +156,9 @@ fn resolve(
     if args.serve.metrics_port.is_some() {
         bail!("--metrics-port is bench serve's: throughput and latency serve no live figures");
     }
+    if args.serve.duration.is_some() {
+        bail!("--duration is bench serve's: throughput and latency run their batches by count");
+    }
     if args.serve.record_file.is_some() {
         bail!("--record-file is bench serve's: throughput and latency keep no per-request records");
     }

@@ -141,6 +141,18 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub burstiness: f64,
 
+    /// Send for this many seconds, however many requests that takes (a soak test): at
+    /// --request-rate (at rate inf, as fast as --max-concurrency lets, which it then
+    /// needs), or at the trace's own times, the --num-prompts workload sent again from its
+    /// first request whenever it runs out, each send under its own request id
+    /// (<id>-<round> from the second round). Gaps are not rescaled to a count as vLLM
+    /// rescales them; a ramp-up moves with the time passed; a trace starts over one mean
+    /// gap after its last request. Requests in flight at the end finish; `num_prompts` in
+    /// the result is what was sent. Example: `--duration 3600 --request-rate 50`.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
+    #[serde(serialize_with = "super::args::optional_seconds")]
+    pub duration: Option<Duration>,
+
     /// Ramp the request rate from --ramp-up-start-rps to --ramp-up-end-rps over the run.
     #[arg(long, value_enum)]
     pub ramp_up_strategy: Option<RampUpArg>,
@@ -613,6 +625,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         no_self_timed: _,
         time_scale: _,
         burstiness: _,
+        duration: _,
         ramp_up_strategy: _,
         ramp_up_start_rps: _,
         ramp_up_end_rps: _,
@@ -942,6 +955,7 @@ fn load_config(
         metrics_addr: args
             .metrics_port
             .map(|port| std::net::SocketAddr::new(args.metrics_host, port)),
+        duration: args.duration,
     })
 }
 

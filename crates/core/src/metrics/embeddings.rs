@@ -156,6 +156,7 @@ mod tests {
             args: serde_json::Map::new(),
             cancellation: None,
             endpoints: None,
+            duration_limit_s: None,
         }
     }
 

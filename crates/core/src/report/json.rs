@@ -88,6 +88,11 @@ pub fn result_doc<'m>(
         r.insert("request_cancellation_rate", float(c.fraction * 100.0));
         r.insert("request_cancellation_delay", float(c.delay.as_secs_f64()));
     }
+    if let Some(seconds) = run.duration_limit_s {
+        // `--duration` (not in vLLM): the run sent for this long; `num_prompts` is what
+        // it sent.
+        r.insert("duration_limit_s", float(seconds));
+    }
 
     // `benchmark()`'s result; its keys win over metadata of the same name.
     let p = &m.per_request;

@@ -50,6 +50,10 @@ pub struct RunInfo {
     /// indices) and how requests were spread; `None` with one.
     #[serde(default)]
     pub endpoints: Option<EndpointsInfo>,
+    /// `--duration`: the run sent for this many seconds, its workload again and again;
+    /// `None`: it sent its workload once.
+    #[serde(default)]
+    pub duration_limit_s: Option<f64>,
 }
 
 /// The endpoints of a run with several servers.

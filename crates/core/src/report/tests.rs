@@ -50,6 +50,7 @@ pub(super) fn run() -> RunInfo {
         args,
         cancellation: None,
         endpoints: None,
+        duration_limit_s: None,
     }
 }
 
@@ -984,7 +985,7 @@ fn rtfx_is_written_and_printed_only_for_audio() {
     assert_eq!(result_json(&m, &r, false)["rtfx"], json!(0.0));
     assert!(!console(&m, &SideReports::default(), &r).contains("RTFx"));
     // The fixture's successful requests (0, 1, 3) uploaded 4 s of audio in its 10 s.
-    m.set_rtfx(&[1.5, 2.0, 7.0, 0.5]);
+    m.set_rtfx(&[1.5, 2.0, 7.0, 0.5], None);
     let doc = result_json(&m, &r, false);
     assert_eq!(doc["rtfx"], json!(0.4));
     // vLLM's key order: right after max_concurrent_requests.

@@ -58,8 +58,10 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
         same_run(first_source, first, source, doc)?;
         for shard_record in &doc.records {
             let index = shard_record.record.index;
+            // A timed run's (`--duration`) positions go past its workload.
+            let timed = doc.run.duration_limit_s.is_some();
             ensure!(
-                index < doc.workload.requests && index % count == doc.shard.index,
+                (timed || index < doc.workload.requests) && index % count == doc.shard.index,
                 "{source}: request {index} is not in shard {}'s share of {} requests",
                 doc.shard,
                 doc.workload.requests
@@ -162,6 +164,10 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
         &config,
     )
     .context("computing the merged metrics")?;
+    if run.duration_limit_s.is_some() {
+        // A timed run's request count is what its shards sent.
+        run.num_prompts = computed.per_request.records.len();
+    }
     computed.per_request.clock_origin_s = clock_origin_s;
     let mut side = SideReports {
         server_metrics,
@@ -192,7 +198,8 @@ pub fn merge(docs: Vec<(String, ShardDoc)>) -> Result<Merged> {
     side.http_client = shards
         .iter()
         .find_map(|s| crate::client::transport_name(s.http_client.as_deref()?));
-    computed.set_rtfx(&audio_seconds);
+    // Each record's own seconds (a timed run's shards wrote them by record).
+    computed.set_rtfx(&audio_seconds, None);
     computed.warnings.extend(shard_warnings(&shards));
     side.shards = shards;
     Ok(Merged {
@@ -220,10 +227,15 @@ fn same_run(first_source: &str, first: &ShardDoc, source: &str, doc: &ShardDoc) 
         return differs("metric settings (percentiles, goodput, --input-tokens, ...)");
     }
     let (a, b) = (&doc.run, &first.run);
-    if (a.backend.as_str(), a.model_id.as_str(), a.num_prompts)
-        != (b.backend.as_str(), b.model_id.as_str(), b.num_prompts)
+    // A timed run's `num_prompts` is what each shard sent.
+    let prompts = |r: &RunInfo| r.duration_limit_s.is_none().then_some(r.num_prompts);
+    if (a.backend.as_str(), a.model_id.as_str(), prompts(a))
+        != (b.backend.as_str(), b.model_id.as_str(), prompts(b))
     {
         return differs("backends, models or --num-prompts");
+    }
+    if a.duration_limit_s.map(f64::to_bits) != b.duration_limit_s.map(f64::to_bits) {
+        return differs("--duration");
     }
     if a.request_rate.to_bits() != b.request_rate.to_bits()
         || a.burstiness.to_bits() != b.burstiness.to_bits()

@@ -166,6 +166,17 @@ impl ShardPlan {
         }
     }
 
+    /// A timed run's shard (`--duration`): it keeps the whole workload `specs`, and sends
+    /// the run's positions `k` with `k mod N == I`, each request `k mod n` of the workload
+    /// ([`crate::client::load::Timed`]).
+    pub fn whole(config: ShardConfig, specs: &[RequestSpec], seed: u64) -> ShardPlan {
+        ShardPlan {
+            config,
+            workload: WorkloadId::of(specs, seed),
+            global_index: (0..specs.len()).collect(),
+        }
+    }
+
     /// This shard's offsets of the whole workload's schedule.
     pub fn offsets(&self, global: &[f64]) -> Result<Vec<f64>> {
         ensure!(
@@ -295,10 +306,18 @@ impl ShardDoc {
                         false => count(&record.reasoning_text)
                             .with_context(|| format!("counting request {}", record.index))?,
                     },
-                    audio_seconds: local
-                        .get(&record.index)
-                        .and_then(|&i| shard.audio_seconds.get(i))
-                        .copied(),
+                    audio_seconds: match run.duration_limit_s {
+                        // A timed run's shard holds the whole workload, sent again and
+                        // again: record `k` sent request `k mod n`.
+                        Some(_) => shard
+                            .audio_seconds
+                            .get(record.index % plan.global_index.len().max(1))
+                            .copied(),
+                        None => local
+                            .get(&record.index)
+                            .and_then(|&i| shard.audio_seconds.get(i))
+                            .copied(),
+                    },
                     prefix_keys: prefix_keys.next().flatten(),
                     record: record.clone(),
                 })

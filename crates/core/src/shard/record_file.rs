@@ -300,6 +300,12 @@ fn unfinished(path: &Path, head: Head, records: Vec<ShardRecord>) -> ShardDoc {
     let plain: Vec<RequestRecord> = records.iter().map(|r| r.record.clone()).collect();
     let duration_s = plain.iter().map(finished_at).fold(0.0, f64::max);
     let shard = Shard { index: 0, count: 1 };
+    // A timed run (`--duration`) has no count to fall short of: what it did not send, it
+    // was never going to.
+    let not_sent = match head.run.duration_limit_s {
+        Some(_) => 0,
+        None => head.workload.requests.saturating_sub(plain.len()),
+    };
     ShardDoc {
         bench_shard_format: super::FORMAT,
         shard,
@@ -334,7 +340,7 @@ fn unfinished(path: &Path, head: Head, records: Vec<ShardRecord>) -> ShardDoc {
                     .map(|at| format!(", last written at {at}"))
                     .unwrap_or_default()
             ),
-            not_sent: head.workload.requests - plain.len(),
+            not_sent,
             cancelled: 0,
         }),
         shutdown_grace_s: head.shutdown_grace_s,

@@ -96,6 +96,7 @@ pub(super) fn run_info() -> crate::report::RunInfo {
         args: serde_json::Map::new(),
         cancellation: None,
         endpoints: None,
+        duration_limit_s: None,
     }
 }
 

@@ -20,6 +20,7 @@ use anyhow::{Context, Result, bail};
 
 use super::{RunOptions, RunOutput, Target, WarmUp};
 use crate::client::cpu;
+use crate::client::load::Releases;
 use crate::client::stop::StopSignal;
 use crate::engine::{Engine, EngineConfig, Events, FinishReason, GenOptions, GenRequest, Sampling};
 use crate::metrics::ClientCpu;
@@ -207,10 +208,17 @@ impl Target for EngineTarget<'_> {
 
     async fn run(
         self,
-        offsets: &[f64],
+        releases: Releases,
         options: RunOptions,
         _observer: &mut dyn Observer,
     ) -> Result<RunOutput> {
+        let Releases::Workload(offsets) = releases else {
+            anyhow::bail!(
+                "--duration: the native engine runs its workload by count; run it with \
+                 --num-prompts"
+            );
+        };
+        let offsets = &offsets[..];
         let clock_origin_s = cpu::monotonic().as_secs_f64();
         let cpu_before = cpu::process();
         let t0 = Instant::now();

@@ -312,7 +312,7 @@ impl Target for HttpTarget {
 
     async fn run(
         self,
-        offsets: &[f64],
+        releases: load::Releases,
         options: RunOptions,
         observer: &mut dyn Observer,
     ) -> Result<RunOutput> {
@@ -367,7 +367,7 @@ impl Target for HttpTarget {
         for scrapes in &mut server_metrics {
             scrapes.start(options.live.as_ref())?;
         }
-        let measured = load::run(self.endpoints, self.requests, offsets, worker, load, more).await;
+        let measured = load::run(self.endpoints, self.requests, releases, worker, load, more).await;
         let mut during = Vec::with_capacity(server_metrics.len());
         for scrapes in &mut server_metrics {
             during.push(scrapes.stop().await);

@@ -29,6 +29,7 @@ use std::time::Duration;
 use anyhow::Result;
 use indicatif::ProgressBar;
 
+use crate::client::load::Releases;
 use crate::client::stop::{StopReason, StopSignal};
 use crate::metrics::ClientCpu;
 use crate::observer::Observer;
@@ -51,12 +52,14 @@ pub trait Target {
     /// check, warm-up requests, opening connections, reading the server's counters.
     async fn warm_up(&mut self, warm_up: &WarmUp, observer: &mut dyn Observer) -> Result<()>;
 
-    /// The measured run: request `i` is released at `offsets[i]` seconds after the start,
-    /// until `options.stop` is raised. Returns the records of every request sent; a
-    /// failed request is a record, never an error (an error means the run itself broke).
+    /// The measured run: request `i` is released at `offsets[i]` seconds after the start
+    /// ([`Releases::Workload`]), or a timed run's positions at their arrivals
+    /// ([`Releases::Timed`]), until `options.stop` is raised. Returns the records of every
+    /// request sent; a failed request is a record, never an error (an error means the run
+    /// itself broke).
     async fn run(
         self,
-        offsets: &[f64],
+        releases: Releases,
         options: RunOptions,
         observer: &mut dyn Observer,
     ) -> Result<RunOutput>;
