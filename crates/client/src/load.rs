@@ -214,7 +214,9 @@ pub async fn run(
         Some(ahead) => monotonic_now + ahead.as_secs_f64(),
         None => monotonic_now - now.duration_since(t0).as_secs_f64(),
     };
+    let tally = Arc::new(Tally::default());
     let spawner = Spawner {
+        tally: tally.clone(),
         handle: tokio::runtime::Handle::current(),
         endpoints,
         tx: worker.sender(),
@@ -243,20 +245,19 @@ pub async fn run(
             }
         })
         .context("starting the dispatch thread")?;
-    let (tasks, reached) = tokio::task::spawn_blocking(move || dispatcher.join())
+    let (released, reached) = tokio::task::spawn_blocking(move || dispatcher.join())
         .await
         .context("waiting for the dispatch thread")?
         .map_err(|_| anyhow::anyhow!("the dispatch thread panicked"))?;
+    tally.all_ended(released).await;
+    anyhow::ensure!(
+        tally.panicked.load(Ordering::Acquire) == 0,
+        "a request task panicked (its message is above)"
+    );
     // Requests of the workload the dispatcher never reached were not sent either (a timed
     // run has no such requests: it is over when its time is).
-    let (mut not_sent, mut cancelled) = (reached.unreached(total), 0);
-    for task in tasks {
-        match task.await.context("a request task failed")? {
-            Outcome::Done => {}
-            Outcome::Cancelled => cancelled += 1,
-            Outcome::NotSent => not_sent += 1,
-        }
-    }
+    let not_sent = reached.unreached(total) + tally.not_sent.load(Ordering::Acquire);
+    let cancelled = tally.cancelled.load(Ordering::Acquire);
     let duration = t0.elapsed().as_secs_f64();
     grace_timer.abort();
     pb.finish_and_clear();
@@ -316,8 +317,59 @@ impl Slot {
     }
 }
 
+/// What became of the released requests, counted by their tasks as they end. The load
+/// generator keeps no handle per request: a finished task's handle keeps the task's whole
+/// allocation (its future's state, a few KB) until it is awaited, which for a long run is
+/// memory that grows with every request.
+#[derive(Default)]
+struct Tally {
+    ended: AtomicUsize,
+    cancelled: AtomicUsize,
+    not_sent: AtomicUsize,
+    panicked: AtomicUsize,
+    /// Notified as each task ends.
+    ending: tokio::sync::Notify,
+}
+
+impl Tally {
+    /// Returns once `released` tasks have ended.
+    async fn all_ended(&self, released: usize) {
+        // `notify_one` leaves a permit when nobody waits, so no ending is missed between
+        // the check and the wait.
+        while self.ended.load(Ordering::Acquire) < released {
+            self.ending.notified().await;
+        }
+    }
+}
+
+/// A request task's place in the [`Tally`]: counted as ended when dropped, however the
+/// task ends (a panic included, counted as one).
+struct Ending(Arc<Tally>);
+
+impl Ending {
+    fn count(self, outcome: Outcome) {
+        let counter = match outcome {
+            Outcome::Done => return,
+            Outcome::Cancelled => &self.0.cancelled,
+            Outcome::NotSent => &self.0.not_sent,
+        };
+        counter.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.panicked.fetch_add(1, Ordering::AcqRel);
+        }
+        self.0.ended.fetch_add(1, Ordering::AcqRel);
+        self.0.ending.notify_one();
+    }
+}
+
 /// What the dispatcher needs to release requests: everything a request's task takes along.
 struct Spawner {
+    tally: Arc<Tally>,
     handle: tokio::runtime::Handle,
     endpoints: Endpoints,
     tx: std::sync::mpsc::Sender<Job>,
@@ -362,27 +414,25 @@ impl Drop for OpenSlot {
     }
 }
 
-type Tasks = Vec<tokio::task::JoinHandle<Outcome>>;
-
 impl Spawner {
-    /// Releases the workload at its offsets; returns the tasks and how many of the
-    /// workload's requests were released.
-    fn workload(self, requests: &Arc<Vec<PreparedRequest>>, offsets: &[f64]) -> (Tasks, Reached) {
-        let mut tasks = Vec::with_capacity(offsets.len());
+    /// Releases the workload at its offsets; returns how many requests were released and
+    /// how many of the workload's.
+    fn workload(self, requests: &Arc<Vec<PreparedRequest>>, offsets: &[f64]) -> (usize, Reached) {
+        let mut released = 0;
         for (i, &offset) in offsets.iter().enumerate() {
             if !sleep_until(self.t0 + Duration::from_secs_f64(offset), &self.stop) {
                 break;
             }
-            tasks.push(self.release(Slot::Workload(requests.clone(), i), offset));
+            self.release(Slot::Workload(requests.clone(), i), offset);
+            released += 1;
         }
-        let sent = tasks.len();
-        (tasks, Reached::Workload(sent))
+        (released, Reached::Workload(released))
     }
 
     /// Releases a timed run's positions at their arrivals until its time is up (or the run
     /// is stopped); an unpaced run releases each once its concurrency cap has room, so
     /// that no more than the cap's requests are ever waiting.
-    fn timed(self, requests: &Arc<Vec<PreparedRequest>>, timed: Timed) -> (Tasks, Reached) {
+    fn timed(self, requests: &Arc<Vec<PreparedRequest>>, timed: Timed) -> (usize, Reached) {
         let Timed {
             arrivals,
             until,
@@ -400,7 +450,7 @@ impl Spawner {
             dispatcher: std::thread::current(),
         });
         let this = this;
-        let mut tasks = Vec::new();
+        let mut released = 0;
         let n = requests.len();
         for (position, offset) in arrivals.enumerate() {
             if offset >= until {
@@ -435,9 +485,10 @@ impl Spawner {
             } else {
                 Slot::Turn(Box::new(requests[i].again(position, round)))
             };
-            tasks.push(this.release(slot, offset));
+            this.release(slot, offset);
+            released += 1;
         }
-        (tasks, Reached::Timed)
+        (released, Reached::Timed)
     }
 
     /// Releases the workload at its offsets and each conversation's next turns as they
@@ -448,7 +499,7 @@ impl Spawner {
         requests: &Arc<Vec<PreparedRequest>>,
         offsets: &[f64],
         more: MoreTurns,
-    ) -> (Tasks, Reached) {
+    ) -> (usize, Reached) {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         use std::sync::mpsc::RecvTimeoutError;
@@ -472,7 +523,7 @@ impl Spawner {
             }
         }
 
-        let mut tasks = Vec::with_capacity(offsets.len());
+        let mut released = 0;
         let mut queued: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
         let mut arrivals = 0u64;
         let mut next = 0usize;
@@ -524,19 +575,22 @@ impl Spawner {
                 if requests[next].session.is_some() {
                     more.open.fetch_add(1, Ordering::AcqRel);
                 }
-                tasks.push(self.release(Slot::Workload(requests.clone(), next), due));
+                self.release(Slot::Workload(requests.clone(), next), due);
+                released += 1;
                 next += 1;
             } else if let Some(Reverse(Queued(due, _, request))) = queued.pop() {
                 // Counted in `open` since the dataset made it.
                 self.pb.inc_length(1);
-                tasks.push(self.release(Slot::Turn(request), due));
+                self.release(Slot::Turn(request), due);
+                released += 1;
             }
         }
-        (tasks, Reached::Workload(next))
+        (released, Reached::Workload(next))
     }
 
-    /// Spawns the task of one request, released now, scheduled at `offset`.
-    fn release(&self, slot: Slot, offset: f64) -> tokio::task::JoinHandle<Outcome> {
+    /// Spawns the task of one request, released now, scheduled at `offset`; the task counts
+    /// itself into the [`Tally`] as it ends.
+    fn release(&self, slot: Slot, offset: f64) {
         let dispatch = Instant::now();
         // Queued here, on the one dispatch thread, so permits follow release order.
         let turn = self.permits.as_ref().map(InOrderPermits::queue);
@@ -559,7 +613,8 @@ impl Spawner {
             .unwrap_or(index);
         let cancel_after = self.cancellation.and_then(|c| c.delay_for(global));
         let open = self.open.as_ref().map(OpenSlot::take);
-        self.handle.spawn(async move {
+        let ending = Ending(self.tally.clone());
+        let request = async move {
             let _open = open;
             let (permit, concurrency_wait) = match turn {
                 Some(turn) => {
@@ -591,7 +646,11 @@ impl Spawner {
             let permit = permit.map(Turn::started);
             let (raw, outcome) = tokio::select! {
                 biased;
-                raw = endpoints.send_started(endpoint, req, start, cancel_after) => {
+                // Boxed, so that it is allocated only once the request goes: a task waiting
+                // for its turn is then a few hundred bytes instead of the send's whole state
+                // (with every request of a rate-inf run released at once, 100,000 waiting
+                // tasks held 450 MB).
+                raw = Box::pin(endpoints.send_started(endpoint, req, start, cancel_after)) => {
                     (raw, Outcome::Done)
                 }
                 () = cancel.stopped() => (
@@ -616,7 +675,12 @@ impl Spawner {
             let _ = tx.send(Job { meta, raw, t0 });
             pb.inc(1);
             outcome
-        })
+        };
+        // The handle is dropped: the task's memory goes as soon as it ends.
+        self.handle.spawn(async move {
+            let ending = ending;
+            ending.count(request.await);
+        });
     }
 }
 
