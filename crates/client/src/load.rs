@@ -647,9 +647,9 @@ impl Spawner {
             let (raw, outcome) = tokio::select! {
                 biased;
                 // Boxed, so that it is allocated only once the request goes: a task waiting
-                // for its turn is then a few hundred bytes instead of the send's whole state
-                // (with every request of a rate-inf run released at once, 100,000 waiting
-                // tasks held 450 MB).
+                // for its turn then holds less than the send's whole state (the 100,000
+                // tasks of a rate-inf run, all released at once, took 410 MB unboxed and
+                // 230 MB boxed, measured by RSS at the run's start).
                 raw = Box::pin(endpoints.send_started(endpoint, req, start, cancel_after)) => {
                     (raw, Outcome::Done)
                 }
