@@ -38,8 +38,10 @@ fn merge(file: &Path, out: &Path) -> Run {
         .run()
 }
 
-#[test]
-fn a_finished_runs_record_file_merges_into_the_runs_own_result() {
+/// Runs 200 req/s with `--record-file` and `extra`, then merges the file: the run's own
+/// result and the merge's must be equal on every key but the dates and the merge's
+/// `shards`. Returns the run's result.
+fn merged_equals_the_run(extra: &[&str]) -> Value {
     let m = mock(bench::mock::MockConfig {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(1),
@@ -49,8 +51,8 @@ fn a_finished_runs_record_file_merges_into_the_runs_own_result() {
     let file = dir.path().join("records.jsonl");
     let out = Bench::against(&m.url)
         .random(24, 8)
-        .prompts(50)
         .args(["--request-rate", "200", "--seed", "3"])
+        .args(extra)
         .arg("--record-file")
         .arg(&file)
         .args(["--result-filename", "run.json"])
@@ -63,7 +65,10 @@ fn a_finished_runs_record_file_merges_into_the_runs_own_result() {
         "{out}"
     );
     let run = out.json();
-    assert_eq!(records(&file).len(), 50);
+    assert_eq!(
+        records(&file).len() as u64,
+        run["num_prompts"].as_u64().unwrap()
+    );
 
     let merged_path = dir.path().join("merged.json");
     merge(&file, &merged_path).assert_success();
@@ -86,6 +91,18 @@ fn a_finished_runs_record_file_merges_into_the_runs_own_result() {
         }
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
+    run
+}
+
+#[test]
+fn a_finished_runs_record_file_merges_into_the_runs_own_result() {
+    let run = merged_equals_the_run(&["--num-prompts", "50"]);
+    assert_eq!(run["num_prompts"], 50);
+    // A run bounded by time too, whose records go past the workload's indices (the
+    // workload of 10 sent again in rounds for a second).
+    let run = merged_equals_the_run(&["--num-prompts", "10", "--duration", "1"]);
+    assert!(run["num_prompts"].as_u64().unwrap() > 100, "{run}");
+    assert_eq!(run["duration_limit_s"], 1.0);
 }
 
 #[test]
