@@ -73,6 +73,7 @@ mod audio;
 mod closing;
 mod conn;
 mod faults;
+mod listen;
 mod messages;
 mod pooling;
 mod prefix_cache;
@@ -101,7 +102,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use axum::http::StatusCode;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -478,7 +478,7 @@ pub async fn spawn(config: MockConfig) -> anyhow::Result<MockServer> {
     if config.output_len == 0 {
         bail!("mock server output length must be at least 1");
     }
-    let listener = TcpListener::bind((config.host.as_str(), config.port))
+    let listener = listen::bind(&config.host, config.port)
         .await
         .with_context(|| format!("binding the mock server to {}:{}", config.host, config.port))?;
     let addr = listener

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
@@ -60,7 +60,7 @@ pub async fn front(
     .with_single_cert(certs, key)
     .context("the TLS certificate and key do not make a server identity")?;
     let acceptor = TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind(listen)
+    let listener = crate::listen::bind(listen.0, listen.1)
         .await
         .with_context(|| format!("binding the TLS front to {}:{}", listen.0, listen.1))?;
     let addr = listener
