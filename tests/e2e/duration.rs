@@ -248,3 +248,71 @@ fn shards_of_a_timed_run_send_what_one_process_sends() {
     let per_shard: Vec<u64> = shards.iter().map(|s| s["sent"].as_u64().unwrap()).collect();
     assert_eq!(per_shard, [(sent as u64).div_ceil(2), sent as u64 / 2]);
 }
+
+#[test]
+fn requests_still_running_after_the_drain_are_cancelled_not_failed() {
+    // Every answer is held 3 s before its first token: nothing sent in the run's 0.5 s can
+    // finish within the 0.5 s of drain after it (a run that completes some and cuts others
+    // would split them by timing alone).
+    let m = mock(bench::mock::MockConfig {
+        ttft: Duration::from_secs(3),
+        ..Default::default()
+    });
+    let run = Bench::against(&m.url)
+        .random(16, 4)
+        .prompts(4)
+        .args(["--request-rate", "20", "--seed", "3", "--duration", "0.5"])
+        .args(["--duration-grace", "0.5", "--request-id-prefix", "g-"])
+        .save_detailed()
+        .run()
+        .assert_failure();
+    let r = run.json();
+    let sent = r["num_prompts"].as_u64().unwrap() as usize;
+    assert!(sent >= 2, "{run}");
+    // A run that completed nothing fails, saying why: no request failed.
+    assert!(
+        run.stderr.contains(&format!(
+            "error: no request completed: the client cancelled all {sent} of {sent}"
+        )),
+        "{run}"
+    );
+    // Cut by the client at the drain's end: counted on their own, none completed, none
+    // failed, every one named.
+    assert_eq!(r["cancelled"], sent, "{run}");
+    assert_eq!(r["completed"], 0, "{run}");
+    assert_eq!(r["failed"], 0, "{run}");
+    let named: Vec<usize> = r["cancelled_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(named, (0..sent).collect::<Vec<_>>(), "{run}");
+    let note = format!(
+        "--duration: {sent} requests still running 0.5 s after the time was up were cancelled"
+    );
+    assert!(
+        run.stdout.contains(&note) || run.stderr.contains(&note),
+        "{run}"
+    );
+    // The server saw each client go (its record of aborted requests).
+    let server = m.server.as_ref().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.aborted().len() < sent && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let aborted: BTreeSet<String> = server.aborted().into_iter().collect();
+    let want: BTreeSet<String> = (0..sent).map(|k| id("g-", k, 4)).collect();
+    assert_eq!(aborted, want);
+    // The run ended at the drain's end, about 1 s after its start, without waiting for
+    // the answers it cut (3 s after each send).
+    assert!(r["duration"].as_f64().unwrap() < 2.9, "{run}");
+    // The grace belongs to a run bounded by time.
+    let out = Bench::against(&m.url)
+        .random(16, 4)
+        .prompts(4)
+        .args(["--duration-grace", "5"])
+        .run()
+        .assert_failure();
+    assert!(out.stderr.contains("--duration"), "{out}");
+}

@@ -2,15 +2,20 @@
 //! concurrency with a semaphore whose permits go out in release order, and hands every
 //! recorded response to the decode worker.
 //!
-//! The send path does no plugin work, no JSON and takes no lock; under a concurrency cap
-//! each request waits for its turn from the gate (`InOrderPermits`) over channels.
+//! The send path does no plugin work, no JSON and takes no lock. Under a concurrency cap a
+//! released request waits in the gate's queue (`InOrderPermits`) as a few dozen bytes, not
+//! as a task: the gate starts its task when its turn comes, so that a run released faster
+//! than its cap lets it go holds no task per waiting request.
 //! Decoding runs on its own thread, overlapped with the run.
 //!
 //! A run can be stopped early through its [`StopSignal`] (Ctrl-C, SIGTERM, or a part of
 //! the run that cannot go on): no request is released or sent after that, requests in
 //! flight get a grace period to finish, and those still running after it are cancelled
 //! and recorded as failed with error kind `interrupted`. Every result measured so far is
-//! kept.
+//! kept. A run bounded by time ([`Timed`]) ends its sending when the time is up; its
+//! requests in flight then have its drain to finish, and those still running after it
+//! are cancelled as the client's own choice (kind `cancelled`, as AIPerf leaves answers
+//! after its grace period out).
 //!
 //! Requests chosen by [`Cancellation`] are cancelled on purpose a set time after they
 //! were sent (see [`crate::cancellation`]).
@@ -71,7 +76,8 @@ pub struct LoadOutput {
     pub stopped: Option<StopReason>,
     /// Requests never sent because the run was stopped.
     pub not_sent: usize,
-    /// Requests cancelled at the end of the grace period (in `records`, failed).
+    /// Requests cancelled at the end of the grace period after a stop (in `records`,
+    /// failed as interrupted) or of a timed run's drain (in `records`, kind `cancelled`).
     pub cancelled: usize,
     /// The monotonic clock at the benchmark start, in seconds.
     pub clock_origin_s: f64,
@@ -85,7 +91,7 @@ pub struct LoadOutput {
 enum Outcome {
     /// Answered (successfully or not) and handed to the decode worker.
     Done,
-    /// Still running at the end of the grace period: recorded as failed.
+    /// Still running at the end of the grace period or of the drain: cancelled.
     Cancelled,
     /// The run was stopped before it was sent.
     NotSent,
@@ -133,6 +139,10 @@ pub struct Timed {
     /// Every offset is 0 (an infinite rate): the run is paced by its concurrency cap
     /// alone, so a request is released only when the cap has room for it.
     pub unpaced: bool,
+    /// How long the requests in flight when the time is up may go on (AIPerf's
+    /// `--benchmark-grace-period`): those still running after it are cancelled, as the
+    /// client's own choice (kind `cancelled`: neither completed nor failed).
+    pub drain: Duration,
 }
 
 /// Drives the whole workload: request `i` is released at `t0 + offsets[i]`, until
@@ -183,6 +193,10 @@ pub async fn run(
     } = options;
     let total = requests.len();
     let transport = endpoints.first().transport();
+    let drain = match &releases {
+        Releases::Timed(timed) => Some(timed.drain),
+        Releases::Workload(_) => None,
+    };
     // More permits than requests change nothing, and would make tokio panic past its
     // maximum (conversations and timed runs add requests as they go: no such bound).
     let bound = if more.is_some() || matches!(releases, Releases::Timed(_)) {
@@ -190,7 +204,6 @@ pub async fn run(
     } else {
         total.max(1)
     };
-    let permits = max_concurrency.map(|n| InOrderPermits::new(n.clamp(1, bound), stop.clone()));
     // Raised once the grace period after a stop is over: requests still running end.
     let cancel = Arc::new(StopSignal::new());
     let grace_timer = tokio::spawn({
@@ -203,7 +216,10 @@ pub async fn run(
                 stop.signalled().await;
             }
             tokio::time::sleep(grace).await;
-            cancel.stop(format!("still running {grace:?} after the run was stopped"));
+            cancel.stop(format!(
+                "still running {:.1} s after the benchmark was stopped",
+                grace.as_secs_f64()
+            ));
         }
     });
     let cpu_at_start = super::cpu::process();
@@ -215,20 +231,28 @@ pub async fn run(
         None => monotonic_now - now.duration_since(t0).as_secs_f64(),
     };
     let tally = Arc::new(Tally::default());
-    let spawner = Spawner {
+    let sends = Arc::new(Sends {
         tally: tally.clone(),
         handle: tokio::runtime::Handle::current(),
         endpoints,
         tx: worker.sender(),
         pb: pb.clone(),
         stop: stop.clone(),
-        cancel,
-        permits,
-        grace,
+        cancel: cancel.clone(),
         t0,
+        live,
+    });
+    let permits = max_concurrency.map(|n| {
+        let sends = sends.clone();
+        InOrderPermits::new(n.clamp(1, bound), stop.clone(), move |pending, turn| {
+            sends.spawn(pending, Some(turn));
+        })
+    });
+    let spawner = Spawner {
+        sends,
+        permits,
         cancellation,
         workload_index,
-        live,
         max_concurrency,
         open: None,
     };
@@ -249,7 +273,21 @@ pub async fn run(
         .await
         .context("waiting for the dispatch thread")?
         .map_err(|_| anyhow::anyhow!("the dispatch thread panicked"))?;
+    // A timed run's time is up (unless it was stopped first, then the grace applies):
+    // its requests in flight have the drain to finish.
+    let drain_timer = drain.filter(|_| !stop.is_stopped()).map(|drain| {
+        tokio::spawn(async move {
+            tokio::time::sleep(drain).await;
+            cancel.stop(StopReason::Goal(format!(
+                "still running {:.1} s after --duration ended",
+                drain.as_secs_f64()
+            )));
+        })
+    });
     tally.all_ended(released).await;
+    if let Some(timer) = drain_timer {
+        timer.abort();
+    }
     anyhow::ensure!(
         tally.panicked.load(Ordering::Acquire) == 0,
         "a request task panicked (its message is above)"
@@ -342,16 +380,29 @@ impl Tally {
     }
 }
 
-/// A request task's place in the [`Tally`]: counted as ended when dropped, however the
-/// task ends (a panic included, counted as one).
-struct Ending(Arc<Tally>);
+/// A released request's place in the [`Tally`]: counted as ended when dropped, however it
+/// ends. Dropped before its task counted an outcome, it was not sent: a request still in
+/// the gate's queue when the run was stopped, or a task dropped unfinished; dropped by a
+/// panic, it counts as one.
+struct Ending {
+    tally: Arc<Tally>,
+    counted: bool,
+}
 
 impl Ending {
-    fn count(self, outcome: Outcome) {
+    fn new(tally: Arc<Tally>) -> Self {
+        Ending {
+            tally,
+            counted: false,
+        }
+    }
+
+    fn count(mut self, outcome: Outcome) {
+        self.counted = true;
         let counter = match outcome {
             Outcome::Done => return,
-            Outcome::Cancelled => &self.0.cancelled,
-            Outcome::NotSent => &self.0.not_sent,
+            Outcome::Cancelled => &self.tally.cancelled,
+            Outcome::NotSent => &self.tally.not_sent,
         };
         counter.fetch_add(1, Ordering::AcqRel);
     }
@@ -360,28 +411,53 @@ impl Ending {
 impl Drop for Ending {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.panicked.fetch_add(1, Ordering::AcqRel);
+            self.tally.panicked.fetch_add(1, Ordering::AcqRel);
+        } else if !self.counted {
+            self.tally.not_sent.fetch_add(1, Ordering::AcqRel);
         }
-        self.0.ended.fetch_add(1, Ordering::AcqRel);
-        self.0.ending.notify_one();
+        self.tally.ended.fetch_add(1, Ordering::AcqRel);
+        self.tally.ending.notify_one();
     }
 }
 
-/// What the dispatcher needs to release requests: everything a request's task takes along.
-struct Spawner {
+/// What every request's task shares: one `Arc` per task rather than a clone of each part.
+struct Sends {
     tally: Arc<Tally>,
     handle: tokio::runtime::Handle,
     endpoints: Endpoints,
     tx: std::sync::mpsc::Sender<Job>,
     pb: indicatif::ProgressBar,
     stop: Arc<StopSignal>,
+    /// Raised when the requests still running are to be cancelled: at the end of the
+    /// grace period after a stop, or of a timed run's drain (a [`StopReason::Goal`]).
     cancel: Arc<StopSignal>,
-    permits: Option<InOrderPermits>,
-    grace: Duration,
     t0: Instant,
+    live: Option<Arc<super::live::LiveStats>>,
+}
+
+/// A released request not yet sent: what its task needs, kept while it waits in the
+/// gate's queue (its task is spawned only when its turn comes).
+struct Pending {
+    slot: Slot,
+    /// Its scheduled offset, in seconds after the start.
+    offset: f64,
+    /// When it was released.
+    dispatch: Instant,
+    /// Its index in the whole workload (a shard's requests are numbered from 0): what the
+    /// seeded choices go by.
+    global: usize,
+    cancel_after: Option<Duration>,
+    /// Held for its drop: the request's place among an unpaced run's open requests.
+    _open: Option<OpenSlot>,
+    ending: Ending,
+}
+
+/// What the dispatcher needs to release requests.
+struct Spawner {
+    sends: Arc<Sends>,
+    permits: Option<InOrderPermits<Pending>>,
     cancellation: Option<Cancellation>,
     workload_index: Option<Arc<Vec<usize>>>,
-    live: Option<Arc<super::live::LiveStats>>,
     max_concurrency: Option<usize>,
     /// An unpaced timed run's count of requests released and not yet answered; `None`
     /// otherwise.
@@ -420,7 +496,10 @@ impl Spawner {
     fn workload(self, requests: &Arc<Vec<PreparedRequest>>, offsets: &[f64]) -> (usize, Reached) {
         let mut released = 0;
         for (i, &offset) in offsets.iter().enumerate() {
-            if !sleep_until(self.t0 + Duration::from_secs_f64(offset), &self.stop) {
+            if !sleep_until(
+                self.sends.t0 + Duration::from_secs_f64(offset),
+                &self.sends.stop,
+            ) {
                 break;
             }
             self.release(Slot::Workload(requests.clone(), i), offset);
@@ -439,8 +518,10 @@ impl Spawner {
             first,
             step,
             unpaced,
+            // Applied by `run` once this thread is done.
+            drain: _,
         } = timed;
-        let end = self.t0 + Duration::from_secs_f64(until);
+        let end = self.sends.t0 + Duration::from_secs_f64(until);
         // Released and not yet answered: what an unpaced run waits on.
         let open = Arc::new(AtomicUsize::new(0));
         let cap = self.max_concurrency.unwrap_or(usize::MAX);
@@ -459,24 +540,27 @@ impl Spawner {
             if position % step != first {
                 continue;
             }
-            if !sleep_until(this.t0 + Duration::from_secs_f64(offset), &this.stop) {
+            if !sleep_until(
+                this.sends.t0 + Duration::from_secs_f64(offset),
+                &this.sends.stop,
+            ) {
                 break;
             }
             // Woken by each answer (`Open`'s drop unparks this thread).
-            while unpaced && open.load(Ordering::Acquire) >= cap && !this.stop.is_stopped() {
+            while unpaced && open.load(Ordering::Acquire) >= cap && !this.sends.stop.is_stopped() {
                 let left = end.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
                 }
                 std::thread::park_timeout(STOP_POLL.min(left));
             }
-            if this.stop.is_stopped() || Instant::now() >= end {
+            if this.sends.stop.is_stopped() || Instant::now() >= end {
                 break;
             }
             // An unpaced request is due when the cap has room for it: its schedule lag
             // counts from then, not from the run's start.
             let offset = match unpaced {
-                true => this.t0.elapsed().as_secs_f64(),
+                true => this.sends.t0.elapsed().as_secs_f64(),
                 false => offset,
             };
             let (round, i) = (position / n, position % n);
@@ -529,12 +613,12 @@ impl Spawner {
         let mut next = 0usize;
         let mut channel_open = true;
         let mut enqueue = |turn: NextTurn, queued: &mut BinaryHeap<Reverse<Queued>>| {
-            let now = self.t0.elapsed().as_secs_f64();
+            let now = self.sends.t0.elapsed().as_secs_f64();
             let due = turn.due.unwrap_or(now).max(0.0);
             arrivals += 1;
             queued.push(Reverse(Queued(due, arrivals, Box::new(turn.request))));
         };
-        while !self.stop.is_stopped() {
+        while !self.sends.stop.is_stopped() {
             while let Ok(turn) = more.next.try_recv() {
                 enqueue(turn, &mut queued);
             }
@@ -557,7 +641,7 @@ impl Spawner {
                     continue;
                 }
             };
-            let target = self.t0 + Duration::from_secs_f64(due);
+            let target = self.sends.t0 + Duration::from_secs_f64(due);
             let now = Instant::now();
             if now < target && channel_open {
                 // A turn arriving meanwhile may be due earlier.
@@ -568,7 +652,7 @@ impl Spawner {
                 }
                 continue;
             }
-            if !sleep_until(target, &self.stop) {
+            if !sleep_until(target, &self.sends.stop) {
                 break;
             }
             if workload_due == Some(due) {
@@ -580,7 +664,7 @@ impl Spawner {
                 next += 1;
             } else if let Some(Reverse(Queued(due, _, request))) = queued.pop() {
                 // Counted in `open` since the dataset made it.
-                self.pb.inc_length(1);
+                self.sends.pb.inc_length(1);
                 self.release(Slot::Turn(request), due);
                 released += 1;
             }
@@ -588,99 +672,106 @@ impl Spawner {
         (released, Reached::Workload(next))
     }
 
-    /// Spawns the task of one request, released now, scheduled at `offset`; the task counts
-    /// itself into the [`Tally`] as it ends.
+    /// Releases one request now, scheduled at `offset`: into the gate's queue under a
+    /// concurrency cap, else straight to its task.
     fn release(&self, slot: Slot, offset: f64) {
         let dispatch = Instant::now();
-        // Queued here, on the one dispatch thread, so permits follow release order.
-        let turn = self.permits.as_ref().map(InOrderPermits::queue);
-        let (endpoints, tx, pb, stop, cancel) = (
-            self.endpoints.clone(),
-            self.tx.clone(),
-            self.pb.clone(),
-            self.stop.clone(),
-            self.cancel.clone(),
-        );
-        let (grace, t0) = (self.grace, self.t0);
-        let live = self.live.clone();
-        // The request's index in the whole workload (a shard's requests are numbered
-        // from 0): what the seeded choices go by.
         let index = slot.request().index;
         let global = self
             .workload_index
             .as_ref()
             .and_then(|g| g.get(index).copied())
             .unwrap_or(index);
-        let cancel_after = self.cancellation.and_then(|c| c.delay_for(global));
-        let open = self.open.as_ref().map(OpenSlot::take);
-        let ending = Ending(self.tally.clone());
-        let request = async move {
-            let _open = open;
-            let (permit, concurrency_wait) = match turn {
-                Some(turn) => {
-                    let turn = tokio::select! {
-                        biased;
-                        () = stop.stopped() => return Outcome::NotSent,
-                        t = turn => match t {
-                            Ok(t) => t,
-                            // The gate stops granting once the run is stopped.
-                            Err(_) => return Outcome::NotSent,
-                        },
-                    };
-                    (Some(turn), dispatch.elapsed())
-                }
-                None => (None, Duration::ZERO),
-            };
-            if stop.is_stopped() {
-                return Outcome::NotSent;
-            }
-            let req = slot.request();
-            // Chosen at the send, after the concurrency wait, so that the least
-            // outstanding endpoint is the one now.
-            let endpoint = endpoints.pick(global, req.session.as_ref().map(|s| s.id.as_str()));
-            let start = Instant::now();
-            if let Some(live) = &live {
-                live.sent();
-            }
-            // Started: the gate may hand the next request its turn.
-            let permit = permit.map(Turn::started);
-            let (raw, outcome) = tokio::select! {
-                biased;
-                // Boxed, so that it is allocated only once the request goes: a task waiting
-                // for its turn then holds less than the send's whole state (the 100,000
-                // tasks of a rate-inf run, all released at once, took 410 MB unboxed and
-                // 230 MB boxed, measured by RSS at the run's start).
-                raw = Box::pin(endpoints.send_started(endpoint, req, start, cancel_after)) => {
-                    (raw, Outcome::Done)
-                }
-                () = cancel.stopped() => (
-                    cancelled(req.index, start, grace),
-                    Outcome::Cancelled,
-                ),
-            };
-            drop(permit);
-            let meta = RequestMeta {
-                index: req.index,
-                request_id: req.request_id.clone(),
-                prompt_len: req.prompt_len,
-                expected_output_len: req.expected_output_len,
-                intended_start_time: offset,
-                dispatch,
-                concurrency_wait,
-                session: req.session.clone(),
-                endpoint,
-                check: req.check.clone(),
-            };
-            // The receiver lives until `finish`, after every task has ended.
-            let _ = tx.send(Job { meta, raw, t0 });
-            pb.inc(1);
-            outcome
+        let pending = Pending {
+            slot,
+            offset,
+            dispatch,
+            global,
+            cancel_after: self.cancellation.and_then(|c| c.delay_for(global)),
+            _open: self.open.as_ref().map(OpenSlot::take),
+            ending: Ending::new(self.sends.tally.clone()),
         };
-        // The handle is dropped: the task's memory goes as soon as it ends.
+        match &self.permits {
+            // Queued here, on the one dispatch thread, so permits follow release order.
+            Some(gate) => gate.queue(pending),
+            None => self.sends.spawn(pending, None),
+        }
+    }
+}
+
+impl Sends {
+    /// Spawns the task that sends `pending` (holding its `turn` under a concurrency cap);
+    /// the task counts itself into the [`Tally`] as it ends. The handle is dropped: the
+    /// task's memory goes as soon as it ends.
+    fn spawn(self: &Arc<Self>, pending: Pending, turn: Option<Turn>) {
+        // The wait for the cap ends here, when the gate grants the turn.
+        let concurrency_wait = match turn {
+            Some(_) => pending.dispatch.elapsed(),
+            None => Duration::ZERO,
+        };
+        let sends = self.clone();
         self.handle.spawn(async move {
-            let ending = ending;
-            ending.count(request.await);
+            let outcome = sends.send(&pending, turn, concurrency_wait).await;
+            let Pending { ending, .. } = pending;
+            ending.count(outcome);
         });
+    }
+
+    /// Sends one request (unless the run was stopped meanwhile) and hands its response to
+    /// the decode worker.
+    async fn send(
+        &self,
+        pending: &Pending,
+        turn: Option<Turn>,
+        concurrency_wait: Duration,
+    ) -> Outcome {
+        if self.stop.is_stopped() {
+            return Outcome::NotSent;
+        }
+        let req = pending.slot.request();
+        // Chosen at the send, after the concurrency wait, so that the least outstanding
+        // endpoint is the one now.
+        let endpoint = self
+            .endpoints
+            .pick(pending.global, req.session.as_ref().map(|s| s.id.as_str()));
+        let start = Instant::now();
+        if let Some(live) = &self.live {
+            live.sent();
+        }
+        // Started: the gate may hand the next request its turn.
+        let permit = turn.map(Turn::started);
+        let (raw, outcome) = tokio::select! {
+            biased;
+            // Boxed, so that the send's state is allocated only once the request goes.
+            raw = Box::pin(self.endpoints.send_started(endpoint, req, start, pending.cancel_after)) => {
+                (raw, Outcome::Done)
+            }
+            () = self.cancel.stopped() => (
+                cancelled(req.index, start, &self.cancel),
+                Outcome::Cancelled,
+            ),
+        };
+        drop(permit);
+        let meta = RequestMeta {
+            index: req.index,
+            request_id: req.request_id.clone(),
+            prompt_len: req.prompt_len,
+            expected_output_len: req.expected_output_len,
+            intended_start_time: pending.offset,
+            dispatch: pending.dispatch,
+            concurrency_wait,
+            session: req.session.clone(),
+            endpoint,
+            check: req.check.clone(),
+        };
+        // The receiver lives until `finish`, after every task has ended.
+        let _ = self.tx.send(Job {
+            meta,
+            raw,
+            t0: self.t0,
+        });
+        self.pb.inc(1);
+        outcome
     }
 }
 
@@ -691,14 +782,18 @@ impl Spawner {
 /// Why not each request task acquiring the semaphore itself: tokio's semaphore is fair
 /// in the order of first polls, and on a multi-threaded runtime tasks spawned in order
 /// are first polled in whatever order the worker threads pick them up, so request 7
-/// could be sent before request 6. Here one task acquires permits in queue order, hands
-/// each to its request over a oneshot channel, and waits until that request has taken
-/// its start time before handing out the next: two requests whose permits free up
-/// together (a server finishing a batch) would otherwise race on two threads. The cost
-/// is two small allocations and one cross-thread wake-up per request, paid only under a
-/// concurrency cap, where requests wait for permits anyway.
-struct InOrderPermits {
-    queue: mpsc::UnboundedSender<oneshot::Sender<Turn>>,
+/// could be sent before request 6. Here one task takes the queued requests in order,
+/// acquires a permit for each, starts it (`start`, which spawns its task), and waits
+/// until it has taken its start time before starting the next: two requests whose
+/// permits free up together (a server finishing a batch) would otherwise race on two
+/// threads. A waiting request is only its queue entry: a run released faster than its cap
+/// (an infinite rate releases every request at once) holds no task per waiting request
+/// (the 100,000 waiting tasks of such a run took 230 MB). The cost is one small
+/// allocation and one cross-thread wake-up per request, paid only under a cap.
+///
+/// Once the run is stopped the gate grants nothing more, and drops what is queued.
+struct InOrderPermits<T> {
+    queue: mpsc::UnboundedSender<T>,
 }
 
 /// A request's turn: its concurrency permit, and the signal that it has started.
@@ -716,30 +811,23 @@ impl Turn {
     }
 }
 
-impl InOrderPermits {
-    /// Starts the granting task on the current runtime; it ends when `stop` is raised or
-    /// the gate is dropped and its queue drained.
-    fn new(limit: usize, stop: Arc<StopSignal>) -> Self {
+impl<T: Send + 'static> InOrderPermits<T> {
+    /// Starts the granting task on the current runtime, which hands each queued item its
+    /// turn through `start`; it ends when `stop` is raised or the gate is dropped and its
+    /// queue drained.
+    fn new(limit: usize, stop: Arc<StopSignal>, start: impl Fn(T, Turn) + Send + 'static) -> Self {
         let semaphore = Arc::new(Semaphore::new(limit));
-        let (queue, mut waiting) = mpsc::unbounded_channel::<oneshot::Sender<_>>();
+        let (queue, mut waiting) = mpsc::unbounded_channel::<T>();
         tokio::spawn(async move {
-            while let Some(turn) = waiting.recv().await {
-                // A request that gave up (the run was stopped) takes no permit.
-                if turn.is_closed() {
-                    continue;
-                }
+            while let Some(item) = waiting.recv().await {
                 let permit = tokio::select! {
                     biased;
                     () = stop.stopped() => return,
                     p = semaphore.clone().acquire_owned() => p.expect("semaphore never closes"),
                 };
                 let (started, has_started) = oneshot::channel();
-                // If the request gave up meanwhile, the permit comes back with the error
-                // and is released here.
-                if turn.send(Turn { permit, started }).is_err() {
-                    continue;
-                }
-                // A request that gives up instead of starting drops `started`: go on too.
+                start(item, Turn { permit, started });
+                // One that gives up instead of starting drops `started`: go on too.
                 tokio::select! {
                     biased;
                     () = stop.stopped() => return,
@@ -750,18 +838,24 @@ impl InOrderPermits {
         InOrderPermits { queue }
     }
 
-    /// Queues one request: its turn arrives on the returned channel once a permit is free
-    /// and every request queued before it has started. Callable from any thread.
-    fn queue(&self) -> oneshot::Receiver<Turn> {
-        let (turn, permit) = oneshot::channel();
-        // The granting task only ends on stop; then the closed channel reads as not sent.
-        let _ = self.queue.send(turn);
-        permit
+    /// Queues one item: it is started once a permit is free and every item queued before
+    /// it has started. Callable from any thread. After a stop the item is dropped, here
+    /// or with the gate's queue.
+    fn queue(&self, item: T) {
+        let _ = self.queue.send(item);
     }
 }
 
-/// The response of a request cancelled at the end of the grace period.
-fn cancelled(index: usize, start: Instant, grace: Duration) -> RawResponse {
+/// The response of a request cancelled by `cancel`: at the end of the grace period after
+/// a stop, failed as interrupted; at the end of a timed run's drain, the client's own
+/// choice (kind `cancelled`).
+fn cancelled(index: usize, start: Instant, cancel: &StopSignal) -> RawResponse {
+    let reason = cancel.reason();
+    let kind = match &reason {
+        Some(reason) if reason.is_goal() => FailureKind::Cancelled,
+        _ => FailureKind::Interrupted,
+    };
+    let why = reason.map(|r| r.to_string()).unwrap_or_default();
     RawResponse {
         index,
         status: None,
@@ -769,10 +863,7 @@ fn cancelled(index: usize, start: Instant, grace: Duration) -> RawResponse {
         frames: Frames::default(),
         frame_times: Vec::new(),
         start,
-        error: Some(FailureKind::Interrupted.failure(format_args!(
-            "still running {:.1} s after the benchmark was stopped; cancelled",
-            grace.as_secs_f64()
-        ))),
+        error: Some(kind.failure(format_args!("{why}; cancelled"))),
         retried: false,
     }
 }
@@ -821,6 +912,20 @@ fn sleep_until(target: Instant, stop: &StopSignal) -> bool {
 mod tests {
     use super::*;
 
+    /// A gate whose items are channels that receive their turns.
+    type Gate = InOrderPermits<oneshot::Sender<Turn>>;
+
+    fn grant(waiting: oneshot::Sender<Turn>, turn: Turn) {
+        let _ = waiting.send(turn);
+    }
+
+    /// Queues one item; its turn arrives on the returned channel.
+    fn granted(gate: &Gate) -> oneshot::Receiver<Turn> {
+        let (waiting, turn) = oneshot::channel();
+        gate.queue(waiting);
+        turn
+    }
+
     #[test]
     fn the_dispatcher_wakes_for_a_stop_long_before_its_target() {
         let stop = Arc::new(StopSignal::new());
@@ -843,11 +948,11 @@ mod tests {
     async fn permits_go_out_in_queue_order_on_a_multi_threaded_runtime() {
         // Eight permits, so up to eight requests hold one at once: they must still start
         // in order.
-        let gate = InOrderPermits::new(8, Arc::new(StopSignal::new()));
+        let gate = InOrderPermits::new(8, Arc::new(StopSignal::new()), grant);
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let tasks: Vec<_> = (0..500usize)
             .map(|i| {
-                let (turn, order) = (gate.queue(), order.clone());
+                let (turn, order) = (granted(&gate), order.clone());
                 tokio::spawn(async move {
                     let turn = turn.await.expect("granted");
                     order.lock().unwrap().push(i);
@@ -865,13 +970,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stop_ends_the_waiting_without_a_permit() {
         let stop = Arc::new(StopSignal::new());
-        let gate = InOrderPermits::new(1, stop.clone());
-        let first = gate
-            .queue()
+        let gate = InOrderPermits::new(1, stop.clone(), grant);
+        let first = granted(&gate)
             .await
             .expect("a free permit is granted")
             .started();
-        let second = gate.queue();
+        let second = granted(&gate);
         stop.stop("test");
         assert!(second.await.is_err());
         drop(first);

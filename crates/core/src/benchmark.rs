@@ -107,6 +107,9 @@ pub struct LoadConfig {
     /// runs out, at the arrival process (or trace) continued; `None`: send the workload
     /// once. See [`crate::schedule::Arrivals`] and [`crate::client::load::Timed`].
     pub duration: Option<Duration>,
+    /// `--duration-grace`: how long the requests in flight when `duration` is up may go
+    /// on; those still running after it are cancelled (kind `cancelled`).
+    pub duration_grace: Duration,
 }
 
 /// What the reports say about the run, and where its result goes.
@@ -525,6 +528,7 @@ pub(crate) fn execute<T: Target>(
                 until: duration.as_secs_f64(),
                 first,
                 step,
+                drain: load.duration_grace,
             };
             (Releases::Timed(timed), events)
         }
@@ -627,6 +631,14 @@ pub(crate) fn execute<T: Target>(
         task.abort();
     }
     let output = output?;
+    if load.duration.is_some() && output.stopped.is_none() && output.cancelled > 0 {
+        observer.event(Event::Note(&format!(
+            "--duration: {} requests still running {:.1} s after the time was up were \
+             cancelled (counted as cancelled, not failed; --duration-grace gives them longer)",
+            output.cancelled,
+            load.duration_grace.as_secs_f64()
+        )));
+    }
     // A watcher still looking when the run ended saw the workload run out first.
     let ended = watcher.map(|watcher| {
         if watcher.is_finished() {

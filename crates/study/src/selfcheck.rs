@@ -269,6 +269,7 @@ fn serve_config(setup: &Setup, base_url: String, load: &Load) -> Result<ServeCon
             until_confident: None,
             metrics_addr: None,
             duration: None,
+            duration_grace: std::time::Duration::ZERO,
         },
         metrics: MetricsConfig::default(),
         report: ReportConfig {

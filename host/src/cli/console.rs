@@ -57,15 +57,23 @@ pub(super) fn exit_code(outcome: &Outcome) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if outcome.all_failed() {
-        eprintln!(
-            "error: every request failed ({} of {}); first error: {}",
-            outcome.metrics.failed,
-            outcome.requests,
-            outcome
-                .first_failure()
-                .map(ToString::to_string)
-                .unwrap_or_default()
-        );
+        let m = &outcome.metrics;
+        // Of the requests sent (a timed run sends more than its workload of `requests`).
+        let sent = m.completed + m.failed + m.cancelled;
+        match outcome.first_failure() {
+            Some(first) => eprintln!(
+                "error: every request failed ({} of {sent}); first error: {first}",
+                m.failed
+            ),
+            // None failed: the client cancelled every one (--request-cancellation-rate,
+            // or a --duration run's drain cut them all).
+            None if m.cancelled > 0 => eprintln!(
+                "error: no request completed: the client cancelled all {} of {sent} \
+                 (see --request-cancellation-rate, --duration-grace)",
+                m.cancelled
+            ),
+            None => eprintln!("error: no request completed ({sent} sent)"),
+        }
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

@@ -147,11 +147,21 @@ pub struct ServeArgs {
     /// first request whenever it runs out, each send under its own request id
     /// (<id>-<round> from the second round). Gaps are not rescaled to a count as vLLM
     /// rescales them; a ramp-up moves with the time passed; a trace starts over one mean
-    /// gap after its last request. Requests in flight at the end finish; `num_prompts` in
-    /// the result is what was sent. Example: `--duration 3600 --request-rate 50`.
+    /// gap after its last request. Requests in flight at the end have --duration-grace to
+    /// finish; `num_prompts` in the result is what was sent. Example: `--duration 3600
+    /// --request-rate 50`.
     #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
     #[serde(serialize_with = "super::args::optional_seconds")]
     pub duration: Option<Duration>,
+
+    /// With --duration: how long the requests in flight when the time is up may go on
+    /// (AIPerf's --benchmark-grace-period); those still running after it are cancelled,
+    /// counted as `cancelled` (neither completed nor failed) and listed in
+    /// `cancelled_requests`. Example: `--duration 3600 --duration-grace 120`.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_interval, default_value = "30",
+          requires = "duration")]
+    #[serde(serialize_with = "super::args::seconds")]
+    pub duration_grace: Duration,
 
     /// Ramp the request rate from --ramp-up-start-rps to --ramp-up-end-rps over the run.
     #[arg(long, value_enum)]
@@ -626,6 +636,7 @@ pub(super) fn resolve(args: &ServeArgs, plugins: &Parsed) -> Result<Resolved> {
         time_scale: _,
         burstiness: _,
         duration: _,
+        duration_grace: _,
         ramp_up_strategy: _,
         ramp_up_start_rps: _,
         ramp_up_end_rps: _,
@@ -956,6 +967,7 @@ fn load_config(
             .metrics_port
             .map(|port| std::net::SocketAddr::new(args.metrics_host, port)),
         duration: args.duration,
+        duration_grace: args.duration_grace,
     })
 }
 
