@@ -86,6 +86,31 @@ pub fn mock(config: bench::mock::MockConfig) -> Mock {
     }
 }
 
+impl Mock {
+    /// The ids of the requests the mock received (a set: the ready check reuses request
+    /// 0's id).
+    pub fn received_ids(&self) -> std::collections::BTreeSet<String> {
+        self.server
+            .as_ref()
+            .unwrap()
+            .requests()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    }
+
+    /// The ids of the requests whose client went away (the mock's record), once `want` of
+    /// them have reached it or 5 s have passed.
+    pub fn aborted_ids(&self, want: usize) -> Vec<String> {
+        let server = self.server.as_ref().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while server.aborted().len() < want && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        server.aborted()
+    }
+}
+
 impl Drop for Mock {
     fn drop(&mut self) {
         if let Some(s) = self.server.take() {

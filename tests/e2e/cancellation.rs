@@ -72,13 +72,8 @@ fn chosen(seed: u64) -> Vec<u64> {
 /// The mock's record of the requests whose client went away, as workload indices, once
 /// every close has reached it.
 fn aborted_indices(m: &Mock, want: usize) -> Vec<u64> {
-    let server = m.server.as_ref().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while server.aborted().len() < want && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut indices: Vec<u64> = server
-        .aborted()
+    let mut indices: Vec<u64> = m
+        .aborted_ids(want)
         .iter()
         .map(|id| id.strip_prefix("c-").unwrap().parse().unwrap())
         .collect();

@@ -20,18 +20,6 @@ fn id(prefix: &str, k: usize, n: usize) -> String {
     }
 }
 
-/// The ids the mock server received, the ready check's left out (it reuses request 0's id:
-/// the ids form a set).
-fn received(m: &Mock) -> BTreeSet<String> {
-    m.server
-        .as_ref()
-        .unwrap()
-        .requests()
-        .into_iter()
-        .map(|r| r.id)
-        .collect()
-}
-
 fn numbers(v: &Value) -> Vec<f64> {
     v.as_array()
         .unwrap_or_else(|| panic!("a list: {v}"))
@@ -71,7 +59,7 @@ fn check_timed(run: &Run, m: &Mock, prefix: &str, n: usize, seconds: f64) -> usi
         "a request started {seconds} s or more after the first: {starts:?}"
     );
     let want: BTreeSet<String> = (0..sent).map(|k| id(prefix, k, n)).collect();
-    assert_eq!(received(m), want, "the ids the server received");
+    assert_eq!(m.received_ids(), want, "the ids the server received");
     assert!(r.get("requests_not_sent").is_none(), "{run}");
     sent
 }
@@ -296,12 +284,7 @@ fn requests_still_running_after_the_drain_are_cancelled_not_failed() {
         "{run}"
     );
     // The server saw each client go (its record of aborted requests).
-    let server = m.server.as_ref().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while server.aborted().len() < sent && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let aborted: BTreeSet<String> = server.aborted().into_iter().collect();
+    let aborted: BTreeSet<String> = m.aborted_ids(sent).into_iter().collect();
     let want: BTreeSet<String> = (0..sent).map(|k| id("g-", k, 4)).collect();
     assert_eq!(aborted, want);
     // The run ended at the drain's end, about 1 s after its start, without waiting for

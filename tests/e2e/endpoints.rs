@@ -41,17 +41,6 @@ fn run(fast: &Mock, slow: &Mock, strategy: &str) -> Value {
     out.json()
 }
 
-/// The request ids the mock answered.
-fn answered(m: &Mock) -> BTreeSet<String> {
-    m.server
-        .as_ref()
-        .unwrap()
-        .requests()
-        .into_iter()
-        .map(|r| r.id)
-        .collect()
-}
-
 /// Each endpoint's share as the result states it and as its mock recorded it: the same
 /// requests, its figures from its own requests only, its `/metrics` its own.
 fn check_shares(r: &Value, mocks: [&Mock; 2]) -> [usize; 2] {
@@ -72,7 +61,7 @@ fn check_shares(r: &Value, mocks: [&Mock; 2]) -> [usize; 2] {
             .filter(|&i| indices[i] == e as u64)
             .map(|i| format!("ep-{i}"))
             .collect();
-        assert_eq!(answered(m), sent, "endpoint {e}");
+        assert_eq!(m.received_ids(), sent, "endpoint {e}");
         shares[e] = sent.len();
         assert_eq!(endpoint["completed"], sent.len(), "{endpoint}");
         assert_eq!(endpoint["failed"], 0);
@@ -163,7 +152,7 @@ fn one_url_twice_or_a_bad_one_is_refused_by_name() {
             .assert_failure();
         assert!(out.stderr.contains(&needle), "{needle}: {out}");
     }
-    assert!(answered(&fast).is_empty());
+    assert!(fast.received_ids().is_empty());
     // With one URL the result is as before: no endpoint keys.
     let out = Bench::against(&fast.url)
         .random(16, 4)
