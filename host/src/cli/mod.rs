@@ -217,6 +217,7 @@ fn offline_flags(cmd: clap::Command) -> clap::Command {
         "until_confident",
         "until_confident_max_duration",
         "duration",
+        "duration_grace",
         "cost_per_hour",
         "metrics_port",
         "metrics_host",
